@@ -1,0 +1,35 @@
+//! mcpsim: deterministic simulation and fault injection for MCP servers that
+//! resume SSE streams with `Last-Event-ID`.
+//!
+//! A [`scenario::Plan`] (from TOML) runs on turmoil's virtual network:
+//! clients, one NAT per client and a server under test. Faults (rebinds,
+//! half-open sockets, resets, token theft) fire at exact simulated times.
+//! Every observation lands in a [`trace::Trace`].
+//!
+//! ```no_run
+//! use mcpsim::{scenario::Plan, world};
+//! let plan = Plan::load("scenarios/nat-rebind.toml".as_ref()).unwrap();
+//! let run = world::run(&plan, "naive", None).unwrap();
+//! println!("{}", mcpsim::report::text(&run));
+//! ```
+//!
+//! Module map (data flows one way): `scenario` → `world` (with `server`,
+//! `client` and the NAT) → `trace` → `report`. `wire` holds the pure protocol
+//! pieces.
+//!
+//! # Determinism contract
+//! Same scenario + same seed + same build ⇒ byte-identical trace. No wall
+//! clock, no OS randomness, no hash-ordered iteration on any path to the
+//! trace; every random stream derives from [`seed::Seed`].
+
+pub mod client;
+pub mod error;
+pub mod report;
+pub mod scenario;
+pub mod seed;
+pub mod server;
+pub mod trace;
+pub mod wire;
+pub mod world;
+
+pub use error::{Error, ErrorKind, Result};

@@ -1,0 +1,1 @@
+pub fn text(_r: &crate::world::Run) -> String { String::new() }

@@ -1,0 +1,534 @@
+//! Scenario files (TOML v1, DESIGN.md §4) and the validated [`Plan`] they become.
+//!
+//! ```
+//! let plan = mcpsim::scenario::Plan::from_toml_str(r#"
+//! [scenario]
+//! name = "tiny"
+//! duration = "10s"
+//! [[client]]
+//! name = "alice"
+//! [[step]]
+//! at = "0s"
+//! do = "connect"
+//! client = "alice"
+//! "#, "tiny.toml").unwrap();
+//! assert_eq!(plan.clients[0].name, "alice");
+//! ```
+
+mod duration;
+
+pub use duration::{format_duration, parse_duration, Dur};
+
+use crate::error::{Error, Result};
+use crate::seed::Seed;
+use crate::wire::jsonrpc::mcp::SERVER_REQUEST_METHODS;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use toml::Spanned;
+
+/// The property ids a scenario's `[expect]` may name (DESIGN.md §1).
+pub const CHECK_IDS: [&str; 8] = [
+    "session-binding",
+    "replay-integrity",
+    "correlation-consistency",
+    "inflight-disposition",
+    "confidentiality",
+    "liveness",
+    "rejection-protocol",
+    "stream-order",
+];
+
+/// The wire dialect a run speaks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Dialect {
+    /// The seed's: `GET /mcp/sse`, `event: endpoint`, POST downlink.
+    #[default]
+    LegacySse,
+    /// MCP 2025-11-25 Streamable HTTP (not yet implemented; rejected at load).
+    StreamableHttp,
+}
+
+// ---------- the file as written ----------
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    scenario: RawMeta,
+    #[serde(default)]
+    server: ServerConfig,
+    #[serde(default)]
+    network: RawNetwork,
+    #[serde(default, rename = "client")]
+    clients: Vec<RawClient>,
+    #[serde(default, rename = "step")]
+    steps: Vec<RawStep>,
+    #[serde(default)]
+    expect: BTreeMap<Spanned<String>, Spanned<Vec<Spanned<String>>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMeta {
+    name: String,
+    #[serde(default)]
+    description: String,
+    dialect: Option<Spanned<Dialect>>,
+    #[serde(default)]
+    seed: u64,
+    duration: Dur,
+}
+
+/// `[server]`: how the reference engine is configured.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// The first event id the engine mints.
+    pub first_event_id: u64,
+    /// Events retained per session for replay.
+    pub retention: usize,
+    pub heartbeat: Dur,
+    /// How long a resumption may wait for the prior writer to be fenced.
+    pub fence_grace: Dur,
+    /// When an unanswered server request times out.
+    pub request_timeout: Dur,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            first_event_id: 1,
+            retention: 64,
+            heartbeat: Dur(Duration::from_secs(15)),
+            fence_grace: Dur(Duration::from_secs(5)),
+            request_timeout: Dur(Duration::from_secs(300)),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawNetwork {
+    latency: Latency,
+    half_open_lifetime: Dur,
+    tick: Dur,
+}
+
+impl Default for RawNetwork {
+    fn default() -> Self {
+        Self { latency: Latency::Fixed(Dur(Duration::from_millis(5))), half_open_lifetime: Dur(Duration::from_secs(90)), tick: Dur(crate::world::TICK) }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Latency {
+    Fixed(Dur),
+    Range(LatencyRange),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LatencyRange {
+    min: Dur,
+    max: Dur,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawClient {
+    name: Spanned<String>,
+    principal: Option<String>,
+    think_time: Option<Dur>,
+    heartbeat_timeout: Option<Dur>,
+    auto_answer: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStep {
+    at: Spanned<Dur>,
+    #[serde(rename = "do")]
+    action: Spanned<String>,
+    client: Option<Spanned<String>>,
+    method: Option<Spanned<String>>,
+    label: Option<Spanned<String>>,
+    count: Option<u64>,
+    last_event_id: Option<Spanned<LastEventIdRaw>>,
+    from: Option<Spanned<String>>,
+    to: Option<Spanned<String>>,
+    credential: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum LastEventIdRaw {
+    Id(u64),
+    Word(String),
+}
+
+// ---------- the validated plan ----------
+
+/// `[network]` after validation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NetworkConfig {
+    /// The simulation tick: network hops are rounded up to it.
+    pub tick: Duration,
+    pub latency_min: Duration,
+    pub latency_max: Duration,
+    pub half_open_lifetime: Duration,
+}
+
+/// One simulated client.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ClientSpec {
+    pub name: String,
+    /// The credential it presents (`Authorization: Bearer <principal>`).
+    pub principal: String,
+    /// How long it takes to answer a server request.
+    pub think_time: Duration,
+    /// Silence after which it gives up on its uplink and resumes.
+    pub heartbeat_timeout: Duration,
+    pub auto_answer: bool,
+}
+
+/// Which id a resume presents.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LastEventId {
+    /// The last id the client saw on its uplink.
+    LastSeen,
+    Id(u64),
+}
+
+/// What a step does.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "do", rename_all = "kebab-case")]
+pub enum Action {
+    Connect { client: String },
+    ServerRequest { client: String, method: String, label: String },
+    Notify { client: String, count: u64 },
+    Answer { client: String, label: String },
+    Rebind { client: String },
+    Sever { client: String },
+    Reset { client: String },
+    Resume { client: String, last_event_id: LastEventId },
+    StealToken { from: String, to: String, credential: bool },
+    CrashClient { client: String },
+    Wait,
+}
+
+impl Action {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Action::Connect { .. } => "connect",
+            Action::ServerRequest { .. } => "server-request",
+            Action::Notify { .. } => "notify",
+            Action::Answer { .. } => "answer",
+            Action::Rebind { .. } => "rebind",
+            Action::Sever { .. } => "sever",
+            Action::Reset { .. } => "reset",
+            Action::Resume { .. } => "resume",
+            Action::StealToken { .. } => "steal-token",
+            Action::CrashClient { .. } => "crash-client",
+            Action::Wait => "wait",
+        }
+    }
+
+    /// A short human description for traces and reports.
+    pub fn describe(&self) -> String {
+        match self {
+            Action::Connect { client } => format!("{client} connects"),
+            Action::ServerRequest { client, method, label } => format!("server issues {label} ({method}) on {client}'s session"),
+            Action::Notify { client, count } => format!("server emits {count} notification(s) on {client}'s session"),
+            Action::Answer { client, label } => format!("{client} answers {label}"),
+            Action::Rebind { client } => format!("NAT rebinds {client}: its mappings go silent"),
+            Action::Sever { client } => format!("{client}'s uplink is half-opened"),
+            Action::Reset { client } => format!("{client}'s uplink is reset"),
+            Action::Resume { client, last_event_id: LastEventId::LastSeen } => format!("{client} resumes from its last seen id"),
+            Action::Resume { client, last_event_id: LastEventId::Id(n) } => format!("{client} resumes with Last-Event-ID {n}"),
+            Action::StealToken { from, to, credential } => {
+                format!("{to} steals {from}'s session token{}", if *credential { " and credential" } else { "" })
+            }
+            Action::CrashClient { client } => format!("{client} crashes"),
+            Action::Wait => "wait".into(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Step {
+    pub at: Duration,
+    #[serde(flatten)]
+    pub action: Action,
+}
+
+/// A validated scenario: everything a run needs, nothing left to check.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Plan {
+    pub name: String,
+    pub description: String,
+    pub dialect: Dialect,
+    pub seed: Seed,
+    pub duration: Duration,
+    pub server: ServerConfig,
+    pub network: NetworkConfig,
+    pub clients: Vec<ClientSpec>,
+    pub steps: Vec<Step>,
+    /// server name → the checks it must violate (empty: must pass all).
+    pub expect: BTreeMap<String, Vec<String>>,
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
+}
+
+impl Plan {
+    /// Loads and validates a scenario file.
+    pub fn load(path: &Path) -> Result<Plan> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(format!("{}: cannot read: {e}", path.display())))?;
+        let mut plan = Self::from_toml_str(&text, path)?;
+        plan.source = Some(path.to_path_buf());
+        Ok(plan)
+    }
+
+    /// Parses and validates scenario text; `path` only names it in errors.
+    pub fn from_toml_str(text: &str, path: impl AsRef<Path>) -> Result<Plan> {
+        let path = path.as_ref();
+        let raw: RawFile = toml::from_str(text).map_err(|e| {
+            let msg = e.message().to_string();
+            Error::scenario_at(path, text, e.span().map(|s| s.start), msg)
+        })?;
+        let err = |span: std::ops::Range<usize>, msg: String| Error::scenario_at(path, text, Some(span.start), msg);
+
+        if let Some(d) = &raw.scenario.dialect {
+            if *d.get_ref() == Dialect::StreamableHttp {
+                return Err(err(d.span(), "dialect \"streamable-http\" is not supported yet; use \"legacy-sse\"".into()));
+            }
+        }
+        let server = raw.server;
+        if server.retention == 0 {
+            return Err(Error::scenario_at(path, text, None, "[server] retention must be at least 1"));
+        }
+        let (latency_min, latency_max) = match raw.network.latency {
+            Latency::Fixed(d) => (d.0, d.0),
+            Latency::Range(r) => (r.min.0, r.max.0),
+        };
+        if raw.network.tick.0 < Duration::from_millis(1) || raw.network.tick.0 > Duration::from_secs(1) {
+            return Err(Error::scenario_at(path, text, None, "[network] tick must be between 1ms and 1s"));
+        }
+        if latency_min > latency_max {
+            return Err(Error::scenario_at(path, text, None, "[network] latency: min is greater than max"));
+        }
+
+        let mut clients = Vec::new();
+        let mut names = BTreeSet::new();
+        for c in raw.clients {
+            let name = c.name.get_ref().clone();
+            if name.is_empty() || !name.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_') {
+                return Err(err(c.name.span(), format!("client name {name:?} must be non-empty ASCII letters, digits, '-' or '_'")));
+            }
+            if name == "server" || name.starts_with("nat-") {
+                return Err(err(c.name.span(), format!("client name {name:?} is reserved for the simulation's own hosts")));
+            }
+            if !names.insert(name.clone()) {
+                return Err(err(c.name.span(), format!("client {name:?} is defined twice")));
+            }
+            clients.push(ClientSpec {
+                principal: c.principal.unwrap_or_else(|| name.clone()),
+                name,
+                think_time: c.think_time.map_or(Duration::from_secs(1), |d| d.0),
+                heartbeat_timeout: c.heartbeat_timeout.map_or(server.heartbeat.0 * 5 / 2, |d| d.0),
+                auto_answer: c.auto_answer.unwrap_or(true),
+            });
+        }
+
+        let mut steps = Vec::new();
+        let mut labels = BTreeSet::new();
+        let mut last_at = Duration::ZERO;
+        for s in raw.steps {
+            let at = s.at.get_ref().0;
+            if at < last_at {
+                return Err(err(s.at.span(), format!("step at {} comes before the previous step at {}; steps must be in time order", format_duration(at), format_duration(last_at))));
+            }
+            last_at = at;
+            let action_name = s.action.get_ref().as_str();
+            let need_client = |f: &Option<Spanned<String>>, field: &str| -> Result<String> {
+                let Some(c) = f else {
+                    return Err(err(s.action.span(), format!("step `{action_name}` needs `{field}`")));
+                };
+                if !names.contains(c.get_ref()) {
+                    return Err(err(c.span(), format!("unknown client {:?} (defined: {})", c.get_ref(), names.iter().cloned().collect::<Vec<_>>().join(", "))));
+                }
+                Ok(c.get_ref().clone())
+            };
+            let need_label = |field: &str| -> Result<Spanned<String>> {
+                s.label.clone().ok_or_else(|| err(s.action.span(), format!("step `{action_name}` needs `{field}`")))
+            };
+            let action = match action_name {
+                "connect" => Action::Connect { client: need_client(&s.client, "client")? },
+                "server-request" => {
+                    let method = s.method.clone().ok_or_else(|| err(s.action.span(), "step `server-request` needs `method`".into()))?;
+                    if !SERVER_REQUEST_METHODS.contains(&method.get_ref().as_str()) {
+                        return Err(err(method.span(), format!("unknown server request method {:?} (one of: {})", method.get_ref(), SERVER_REQUEST_METHODS.join(", "))));
+                    }
+                    let label = need_label("label")?;
+                    if !labels.insert(label.get_ref().clone()) {
+                        return Err(err(label.span(), format!("label {:?} is used twice", label.get_ref())));
+                    }
+                    Action::ServerRequest { client: need_client(&s.client, "client")?, method: method.into_inner(), label: label.into_inner() }
+                }
+                "notify" => Action::Notify { client: need_client(&s.client, "client")?, count: s.count.unwrap_or(1) },
+                "answer" => {
+                    let label = need_label("label")?;
+                    if !labels.contains(label.get_ref()) {
+                        return Err(err(label.span(), format!("label {:?} is not issued by an earlier server-request step", label.get_ref())));
+                    }
+                    Action::Answer { client: need_client(&s.client, "client")?, label: label.into_inner() }
+                }
+                "rebind" => Action::Rebind { client: need_client(&s.client, "client")? },
+                "sever" => Action::Sever { client: need_client(&s.client, "client")? },
+                "reset" => Action::Reset { client: need_client(&s.client, "client")? },
+                "resume" => {
+                    let last_event_id = match &s.last_event_id {
+                        None => LastEventId::LastSeen,
+                        Some(v) => match v.get_ref() {
+                            LastEventIdRaw::Id(n) => LastEventId::Id(*n),
+                            LastEventIdRaw::Word(w) if w == "last-seen" => LastEventId::LastSeen,
+                            LastEventIdRaw::Word(w) => {
+                                return Err(err(v.span(), format!("last_event_id must be an integer or \"last-seen\", not {w:?}")))
+                            }
+                        },
+                    };
+                    Action::Resume { client: need_client(&s.client, "client")?, last_event_id }
+                }
+                "steal-token" => {
+                    let from = need_client(&s.from, "from")?;
+                    let to = need_client(&s.to, "to")?;
+                    if from == to {
+                        return Err(err(s.action.span(), "steal-token needs two different clients".into()));
+                    }
+                    Action::StealToken { from, to, credential: s.credential.unwrap_or(false) }
+                }
+                "crash-client" => Action::CrashClient { client: need_client(&s.client, "client")? },
+                "wait" => Action::Wait,
+                other => {
+                    return Err(err(s.action.span(), format!(
+                        "unknown step kind {other:?} (one of: connect, server-request, notify, answer, rebind, sever, reset, resume, steal-token, crash-client, wait)"
+                    )))
+                }
+            };
+            // Fields that mean nothing for this step kind are mistakes, not noise.
+            let allowed: &[&str] = match &action {
+                Action::Connect { .. } | Action::Rebind { .. } | Action::Sever { .. } | Action::Reset { .. } | Action::CrashClient { .. } => &["client"],
+                Action::ServerRequest { .. } => &["client", "method", "label"],
+                Action::Notify { .. } => &["client", "count"],
+                Action::Answer { .. } => &["client", "label"],
+                Action::Resume { .. } => &["client", "last_event_id"],
+                Action::StealToken { .. } => &["from", "to", "credential"],
+                Action::Wait => &[],
+            };
+            let present = [
+                ("client", s.client.as_ref().map(|x| x.span())),
+                ("method", s.method.as_ref().map(|x| x.span())),
+                ("label", s.label.as_ref().map(|x| x.span())),
+                ("count", s.count.map(|_| s.action.span())),
+                ("last_event_id", s.last_event_id.as_ref().map(|x| x.span())),
+                ("from", s.from.as_ref().map(|x| x.span())),
+                ("to", s.to.as_ref().map(|x| x.span())),
+                ("credential", s.credential.map(|_| s.action.span())),
+            ];
+            for (field, span) in present {
+                if let Some(span) = span {
+                    if !allowed.contains(&field) {
+                        return Err(err(span, format!("`{field}` does not apply to step `{action_name}`")));
+                    }
+                }
+            }
+            steps.push(Step { at, action });
+        }
+        if let Some(last) = steps.last() {
+            if last.at > raw.scenario.duration.0 {
+                return Err(Error::scenario_at(path, text, None, format!("a step at {} is after the scenario's duration {}", format_duration(last.at), format_duration(raw.scenario.duration.0))));
+            }
+        }
+
+        let mut expect = BTreeMap::new();
+        for (server, checks) in raw.expect {
+            if !crate::server::is_known_server(server.get_ref()) {
+                return Err(err(server.span(), format!("[expect] names unknown server {:?} (known: {})", server.get_ref(), crate::server::known_servers().join(", "))));
+            }
+            let mut ids = Vec::new();
+            for c in checks.into_inner() {
+                if !CHECK_IDS.contains(&c.get_ref().as_str()) {
+                    return Err(err(c.span(), format!("[expect] names unknown check {:?} (known: {})", c.get_ref(), CHECK_IDS.join(", "))));
+                }
+                ids.push(c.into_inner());
+            }
+            ids.sort();
+            ids.dedup();
+            expect.insert(server.into_inner(), ids);
+        }
+
+        Ok(Plan {
+            name: raw.scenario.name,
+            description: raw.scenario.description,
+            dialect: raw.scenario.dialect.map(Spanned::into_inner).unwrap_or_default(),
+            seed: Seed(raw.scenario.seed),
+            duration: raw.scenario.duration.0,
+            server,
+            network: NetworkConfig { tick: raw.network.tick.0, latency_min, latency_max, half_open_lifetime: raw.network.half_open_lifetime.0 },
+            clients,
+            steps,
+            expect,
+            source: None,
+        })
+    }
+
+    pub fn client(&self, name: &str) -> Option<&ClientSpec> {
+        self.clients.iter().find(|c| c.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &str = "[scenario]\nname = \"t\"\nduration = \"60s\"\n[[client]]\nname = \"alice\"\n";
+
+    fn load(extra: &str) -> Result<Plan> {
+        Plan::from_toml_str(&format!("{HEAD}{extra}"), "t.toml")
+    }
+
+    #[test]
+    fn defaults_and_steps() {
+        let p = load("[[step]]\nat = \"1s\"\ndo = \"resume\"\nclient = \"alice\"\nlast_event_id = 1007\n").unwrap();
+        assert_eq!(p.steps[0].action, Action::Resume { client: "alice".into(), last_event_id: LastEventId::Id(1007) });
+        assert_eq!(p.server.retention, 64);
+        assert_eq!(p.clients[0].principal, "alice");
+        assert_eq!(p.clients[0].heartbeat_timeout, Duration::from_millis(37_500));
+    }
+
+    #[test]
+    fn errors_name_file_line_and_column() {
+        let e = load("[[step]]\nat = \"1s\"\ndo = \"connect\"\nclient = \"bob\"\n").unwrap_err();
+        assert_eq!(e.to_string(), "t.toml:9:10: unknown client \"bob\" (defined: alice)");
+        let e = load("[[step]]\nat = \"1s\"\ndo = \"conect\"\nclient = \"alice\"\n").unwrap_err();
+        assert!(e.to_string().starts_with("t.toml:8:6: unknown step kind \"conect\""), "{e}");
+        let e = load("[[step]]\nat = \"1 fortnight\"\ndo = \"wait\"\n").unwrap_err();
+        assert!(e.to_string().contains("unknown unit"), "{e}");
+        let e = load("[network]\nlatncy = \"1ms\"\n").unwrap_err();
+        assert!(e.to_string().contains("unknown field `latncy`"), "{e}");
+        let e = load("[[step]]\nat = \"2s\"\ndo = \"wait\"\n[[step]]\nat = \"1s\"\ndo = \"wait\"\n").unwrap_err();
+        assert!(e.to_string().contains("time order"), "{e}");
+        let e = load("[expect]\nnaive = [\"liveliness\"]\n").unwrap_err();
+        assert!(e.to_string().contains("unknown check \"liveliness\""), "{e}");
+        let e = load("[expect]\n\"naïve\" = []\n").unwrap_err();
+        assert!(e.to_string().contains("unknown server"), "{e}");
+        let e = load("[[step]]\nat = \"1s\"\ndo = \"rebind\"\nclient = \"alice\"\nlabel = \"x\"\n").unwrap_err();
+        assert!(e.to_string().contains("`label` does not apply to step `rebind`"), "{e}");
+        let e = load("[[step]]\nat = \"1s\"\ndo = \"answer\"\nclient = \"alice\"\nlabel = \"x\"\n").unwrap_err();
+        assert!(e.to_string().contains("not issued by an earlier"), "{e}");
+        assert_eq!(e.exit_code(), 3);
+    }
+}

@@ -1,0 +1,502 @@
+//! The reference MCP server engine, speaking the `legacy-sse` dialect.
+//!
+//! Sessions own an event log that mints ids from `first_event_id` and keeps
+//! the last `retention` events; every server→client message is a logged
+//! event routed to the session's first live uplink. Resumptions are decided
+//! by a [`ResumptionPolicy`] and carried out here.
+
+use super::plug::{AppCommand, AppHook, AppReporter, ServerPlug};
+use super::policy::{Decision, Inflight, Refusal, RequestState, RequestView, ResumeView, ResumptionPolicy};
+use crate::scenario::ServerConfig;
+use crate::seed::Seed;
+use crate::trace::Outcome;
+use crate::wire::body::ChannelBody;
+use crate::wire::jsonrpc::{mcp, Message, RpcId};
+use crate::wire::sse;
+use bytes::Bytes;
+use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use rand::RngCore;
+use rand_chacha::ChaCha8Rng;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::time::Duration;
+use tokio::sync::{mpsc, Notify};
+
+type Body = BoxBody<Bytes, Infallible>;
+
+/// The reference engine with one policy: a server plug-in.
+pub struct Engine {
+    cfg: ServerConfig,
+    policy: Rc<dyn ResumptionPolicy>,
+    seed: Seed,
+}
+
+impl Engine {
+    pub fn new(cfg: ServerConfig, policy: Rc<dyn ResumptionPolicy>, seed: Seed) -> Self {
+        Self { cfg, policy, seed }
+    }
+}
+
+impl ServerPlug for Engine {
+    fn name(&self) -> &str {
+        self.policy.name()
+    }
+
+    fn serve(&self, listener: turmoil::net::TcpListener, app: AppHook) -> Pin<Box<dyn Future<Output = ()>>> {
+        let shared = Rc::new(Shared {
+            cfg: self.cfg.clone(),
+            policy: self.policy.clone(),
+            report: app.report.clone(),
+            state: RefCell::new(State::default()),
+            rng: RefCell::new(self.seed.stream("server.tokens")),
+        });
+        Box::pin(async move {
+            tokio::task::spawn_local(app_loop(shared.clone(), app));
+            loop {
+                let Ok((stream, _peer)) = listener.accept().await else { continue };
+                let ctl = Rc::new(ConnCtl::default());
+                let svc_shared = shared.clone();
+                let svc_ctl = ctl.clone();
+                let svc = hyper::service::service_fn(move |req| handle(svc_shared.clone(), svc_ctl.clone(), req));
+                tokio::task::spawn_local(async move {
+                    let conn = hyper::server::conn::http1::Builder::new()
+                        .timer(TokioTimer::new())
+                        .serve_connection(TokioIo::new(stream), svc);
+                    tokio::select! {
+                        _ = conn => {}
+                        _ = ctl.kill.notified() => {}
+                    }
+                    ctl.closed.set(true);
+                    ctl.closed_notify.notify_waiters();
+                });
+            }
+        })
+    }
+}
+
+/// Per-connection control: the fence.
+#[derive(Default)]
+struct ConnCtl {
+    kill: Notify,
+    closed: Cell<bool>,
+    closed_notify: Notify,
+}
+
+impl ConnCtl {
+    async fn wait_closed(&self) {
+        while !self.closed.get() {
+            self.closed_notify.notified().await;
+        }
+    }
+}
+
+struct Shared {
+    cfg: ServerConfig,
+    policy: Rc<dyn ResumptionPolicy>,
+    report: AppReporter,
+    state: RefCell<State>,
+    rng: RefCell<ChaCha8Rng>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Live sessions by token. A BTreeMap: iteration order must be deterministic.
+    sessions: BTreeMap<String, Session>,
+    next_session: u32,
+    next_uplink: u32,
+}
+
+struct Session {
+    name: String,
+    principal: String,
+    log: VecDeque<Logged>,
+    next_event_id: u64,
+    uplinks: Vec<Uplink>,
+    requests: Vec<Req>,
+    tombstones: BTreeSet<RpcId>,
+}
+
+struct Logged {
+    id: u64,
+    data: String,
+    request: Option<RpcId>,
+}
+
+struct Uplink {
+    id: u32,
+    tx: mpsc::UnboundedSender<Bytes>,
+    conn: Rc<ConnCtl>,
+}
+
+struct Req {
+    id: RpcId,
+    label: String,
+    method: String,
+    event_id: u64,
+    state: RequestState,
+    reissues: u32,
+}
+
+impl Session {
+    /// Logs a message, mints its id and routes it to the first live uplink.
+    fn emit(&mut self, msg: &Message, request: Option<RpcId>, retention: usize, report: &AppReporter) -> (u64, Option<u32>) {
+        let id = self.next_event_id;
+        self.next_event_id += 1;
+        let data = msg.to_json();
+        let bytes = Bytes::from(sse::encode(Some(&id.to_string()), None, &data));
+        self.log.push_back(Logged { id, data, request });
+        while self.log.len() > retention {
+            self.log.pop_front();
+        }
+        self.prune(report);
+        for u in &self.uplinks {
+            if u.tx.send(bytes.clone()).is_ok() {
+                return (id, Some(u.id));
+            }
+        }
+        (id, None)
+    }
+
+    /// Forgets uplinks whose connection is gone (the server noticed the close).
+    fn prune(&mut self, report: &AppReporter) {
+        let name = &self.name;
+        self.uplinks.retain(|u| {
+            let live = !u.tx.is_closed();
+            if !live {
+                report.note(name, format!("uplink U{} closed; unregistered", u.id));
+            }
+            live
+        });
+    }
+
+    fn oldest(&self) -> Option<u64> {
+        self.log.front().map(|l| l.id)
+    }
+}
+
+fn full(status: StatusCode, text: String) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from(text)).boxed());
+    *r.status_mut() = status;
+    r.headers_mut().insert("content-type", "application/json".parse().unwrap());
+    r
+}
+
+fn rpc_error(status: StatusCode, message: &str) -> Response<Body> {
+    full(status, Message::Error { id: None, code: -32000, message: message.into() }.to_json())
+}
+
+fn sse_response(body: ChannelBody) -> Response<Body> {
+    let mut r = Response::new(body.boxed());
+    r.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
+    r.headers_mut().insert("cache-control", "no-cache".parse().unwrap());
+    r
+}
+
+fn query_param<'a>(query: Option<&'a str>, key: &str) -> Option<&'a str> {
+    query?.split('&').find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+}
+
+fn credential(req: &Request<Incoming>) -> String {
+    req.headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("anonymous")
+        .to_string()
+}
+
+async fn handle(shared: Rc<Shared>, ctl: Rc<ConnCtl>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    let path = req.uri().path().to_string();
+    let token = query_param(req.uri().query(), "sessionId").map(str::to_string);
+    let resp = match (req.method().as_str(), path.as_str(), token) {
+        ("GET", "/mcp/sse", None) => open_session(&shared, ctl, credential(&req)),
+        ("GET", "/mcp/sse", Some(token)) => {
+            let last = req.headers().get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
+            resume(&shared, ctl, token, credential(&req), last).await
+        }
+        ("POST", "/mcp/messages", Some(token)) => {
+            let who = credential(&req);
+            match req.into_body().collect().await {
+                Ok(body) => post(&shared, &token, &who, &body.to_bytes()),
+                Err(_) => rpc_error(StatusCode::BAD_REQUEST, "unreadable body"),
+            }
+        }
+        _ => rpc_error(StatusCode::NOT_FOUND, "no such endpoint"),
+    };
+    Ok(resp)
+}
+
+/// Registers a new uplink writer and starts its heartbeat.
+fn attach(shared: &Shared, st: &mut State, token: &str, ctl: Rc<ConnCtl>) -> (u32, mpsc::UnboundedSender<Bytes>, ChannelBody) {
+    st.next_uplink += 1;
+    let id = st.next_uplink;
+    let (tx, body) = ChannelBody::new();
+    let s = st.sessions.get_mut(token).expect("attach to a live session");
+    s.uplinks.push(Uplink { id, tx: tx.clone(), conn: ctl });
+    let hb_tx = tx.clone();
+    let every = shared.cfg.heartbeat.0;
+    tokio::task::spawn_local(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            if hb_tx.send(Bytes::from_static(b": ping\n\n")).is_err() {
+                break;
+            }
+        }
+    });
+    (id, tx, body)
+}
+
+fn open_session(shared: &Shared, ctl: Rc<ConnCtl>, principal: String) -> Response<Body> {
+    let mut st = shared.state.borrow_mut();
+    st.next_session += 1;
+    let name = format!("S{}", st.next_session);
+    let token = format!("tok-{:016x}", shared.rng.borrow_mut().next_u64());
+    st.sessions.insert(
+        token.clone(),
+        Session {
+            name: name.clone(),
+            principal: principal.clone(),
+            log: VecDeque::new(),
+            next_event_id: shared.cfg.first_event_id,
+            uplinks: Vec::new(),
+            requests: Vec::new(),
+            tombstones: BTreeSet::new(),
+        },
+    );
+    let (uplink, tx, body) = attach(shared, &mut st, &token, ctl);
+    let _ = tx.send(Bytes::from(sse::encode(None, Some("endpoint"), &format!("/mcp/messages?sessionId={token}"))));
+    shared.report.note(&name, format!("session opened for principal {principal}; uplink U{uplink}"));
+    sse_response(body)
+}
+
+/// Kills a session: its token dies, its uplinks are closed, its pending requests fail.
+fn invalidate(shared: &Shared, st: &mut State, token: &str, why: &str) {
+    let Some(s) = st.sessions.remove(token) else { return };
+    for u in &s.uplinks {
+        u.conn.kill.notify_one();
+    }
+    for r in s.requests.iter().filter(|r| r.state == RequestState::Pending) {
+        shared.report.outcome(&r.label, &r.id, Outcome::Failed, None, format!("session invalidated: {why}"));
+    }
+    shared.report.note(&s.name, format!("session invalidated ({why}); token is dead"));
+}
+
+fn refuse(how: Refusal, reason: &str) -> Response<Body> {
+    match how {
+        Refusal::Status(code) => rpc_error(StatusCode::from_u16(code).unwrap_or(StatusCode::FORBIDDEN), &format!("resumption rejected: {reason}")),
+        Refusal::ErrorEvent => {
+            let (tx, body) = ChannelBody::new();
+            let err = Message::Error { id: None, code: -32000, message: format!("resumption rejected: {reason}") };
+            let _ = tx.send(Bytes::from(sse::encode(None, Some("error"), &err.to_json())));
+            sse_response(body)
+        }
+        Refusal::EmptyOk => {
+            let (_tx, body) = ChannelBody::new();
+            sse_response(body)
+        }
+    }
+}
+
+async fn resume(shared: &Rc<Shared>, ctl: Rc<ConnCtl>, token: String, presented: String, last: Option<u64>) -> Response<Body> {
+    let decision = {
+        let mut st = shared.state.borrow_mut();
+        let Some(s) = st.sessions.get_mut(&token) else {
+            return rpc_error(StatusCode::NOT_FOUND, "unknown or expired session");
+        };
+        s.prune(&shared.report);
+        let requests: Vec<RequestView> = s
+            .requests
+            .iter()
+            .map(|r| RequestView { id: r.id.clone(), label: r.label.clone(), method: r.method.clone(), event_id: r.event_id, state: r.state })
+            .collect();
+        let request_events: Vec<(u64, RpcId)> = s.log.iter().filter_map(|l| Some((l.id, l.request.clone()?))).collect();
+        let view = ResumeView {
+            owner: &s.principal,
+            presented: &presented,
+            last_event_id: last,
+            retained: s.oldest().map(|o| (o, s.next_event_id - 1)),
+            next_event_id: s.next_event_id,
+            prior_uplinks: s.uplinks.len(),
+            requests: &requests,
+            request_events: &request_events,
+        };
+        let d = shared.policy.decide(&view);
+        shared.report.note(&s.name, format!("resume by {presented} with Last-Event-ID {last:?}: {d:?}"));
+        d
+    };
+    let (fence_prior, replay_from, inflight) = match decision {
+        Decision::Reject { reason, how, invalidate: kill } => {
+            if kill {
+                invalidate(shared, &mut shared.state.borrow_mut(), &token, &reason);
+            }
+            return refuse(how, &reason);
+        }
+        Decision::Accept { fence_prior, replay_from, inflight } => (fence_prior, replay_from, inflight),
+    };
+
+    if fence_prior {
+        // Fence before attaching: the new writer must be the sole writer.
+        let prior: Vec<(u32, Rc<ConnCtl>)> = {
+            let st = shared.state.borrow();
+            st.sessions.get(&token).map(|s| s.uplinks.iter().map(|u| (u.id, u.conn.clone())).collect()).unwrap_or_default()
+        };
+        for (_, c) in &prior {
+            c.kill.notify_one();
+        }
+        let all_closed = async {
+            for (_, c) in &prior {
+                c.wait_closed().await;
+            }
+        };
+        if tokio::time::timeout(shared.cfg.fence_grace.0, all_closed).await.is_err() {
+            let reason = format!("prior uplink could not be fenced within {:?}", shared.cfg.fence_grace.0);
+            invalidate(shared, &mut shared.state.borrow_mut(), &token, &reason);
+            return refuse(Refusal::ErrorEvent, &reason);
+        }
+        let mut st = shared.state.borrow_mut();
+        if let Some(s) = st.sessions.get_mut(&token) {
+            s.uplinks.retain(|u| !prior.iter().any(|(id, _)| *id == u.id));
+            for (id, _) in &prior {
+                shared.report.note(&s.name, format!("uplink U{id} fenced"));
+            }
+        }
+    }
+
+    let mut st = shared.state.borrow_mut();
+    if !st.sessions.contains_key(&token) {
+        return rpc_error(StatusCode::NOT_FOUND, "session ended while resuming");
+    }
+    let (uplink, tx, body) = attach(shared, &mut st, &token, ctl);
+    let retention = shared.cfg.retention;
+    let s = st.sessions.get_mut(&token).expect("checked above");
+    let mut replayed = 0;
+    for l in s.log.iter().filter(|l| l.id >= replay_from) {
+        let _ = tx.send(Bytes::from(sse::encode(Some(&l.id.to_string()), None, &l.data)));
+        replayed += 1;
+    }
+    shared.report.note(&s.name, format!("uplink U{uplink} attached ({} writer(s)); replayed {replayed} event(s) from {replay_from}", s.uplinks.len()));
+
+    let pending: Vec<usize> = (0..s.requests.len()).filter(|&i| s.requests[i].state == RequestState::Pending).collect();
+    for i in pending {
+        match inflight {
+            Inflight::Leave => {}
+            Inflight::Fail => {
+                let r = &mut s.requests[i];
+                r.state = RequestState::Failed;
+                shared.report.outcome(&r.label, &r.id, Outcome::Failed, None, "failed explicitly at resumption");
+            }
+            Inflight::Reissue => {
+                let (old, new, method, label, owner) = {
+                    let r = &mut s.requests[i];
+                    r.reissues += 1;
+                    let new = RpcId::Str(format!("{}.r{}", r.label, r.reissues));
+                    (std::mem::replace(&mut r.id, new.clone()), new, r.method.clone(), r.label.clone(), s.principal.clone())
+                };
+                s.tombstones.insert(old.clone());
+                let msg = mcp::server_request(new.clone(), &method, &label, &owner);
+                let (event_id, _) = s.emit(&msg, Some(new.clone()), retention, &shared.report);
+                s.requests[i].event_id = event_id;
+                shared.report.outcome(&label, &old, Outcome::Reissued, Some(new), format!("re-issued as event {event_id}; old id tombstoned"));
+            }
+        }
+    }
+    sse_response(body)
+}
+
+fn post(shared: &Rc<Shared>, token: &str, who: &str, body: &[u8]) -> Response<Body> {
+    let mut st = shared.state.borrow_mut();
+    let Some(s) = st.sessions.get_mut(token) else {
+        return rpc_error(StatusCode::NOT_FOUND, "unknown or expired session");
+    };
+    if shared.policy.binds_principal() && who != s.principal {
+        return rpc_error(StatusCode::FORBIDDEN, "credential does not match the session's owner");
+    }
+    let msg = match std::str::from_utf8(body).map_err(|e| e.to_string()).and_then(|t| Message::parse(t).map_err(|e| e.to_string())) {
+        Ok(m) => m,
+        Err(e) => return full(StatusCode::BAD_REQUEST, Message::Error { id: None, code: -32700, message: e }.to_json()),
+    };
+    let retention = shared.cfg.retention;
+    match msg {
+        Message::Request { id, method, .. } => {
+            let reply = match method.as_str() {
+                "initialize" => mcp::initialize_result(id),
+                "ping" => Message::Response { id, result: serde_json::json!({}) },
+                _ => Message::Error { id: Some(id), code: -32601, message: format!("method not found: {method}") },
+            };
+            s.emit(&reply, None, retention, &shared.report);
+        }
+        Message::Notification { .. } => {}
+        Message::Response { ref id, .. } | Message::Error { id: Some(ref id), .. } => {
+            let is_error = matches!(msg, Message::Error { .. });
+            let id = id.clone();
+            if let Some(r) = s.requests.iter_mut().find(|r| r.id == id) {
+                if r.state == RequestState::Pending {
+                    r.state = if is_error { RequestState::Failed } else { RequestState::Answered };
+                    let (outcome, detail) = if is_error { (Outcome::Failed, "client answered with an error") } else { (Outcome::Answered, "answered") };
+                    shared.report.outcome(&r.label, &r.id, outcome, None, detail);
+                } else {
+                    shared.report.note(&s.name, format!("duplicate answer to {id} ignored"));
+                }
+            } else if s.tombstones.contains(&id) {
+                shared.report.note(&s.name, format!("late answer to tombstoned id {id} ignored"));
+            } else {
+                shared.report.note(&s.name, format!("answer to unknown id {id} ignored"));
+            }
+        }
+        Message::Error { id: None, .. } => {}
+    }
+    let mut r = Response::new(Full::new(Bytes::new()).boxed());
+    *r.status_mut() = StatusCode::ACCEPTED;
+    r
+}
+
+async fn app_loop(shared: Rc<Shared>, app: AppHook) {
+    loop {
+        match app.commands.recv().await {
+            AppCommand::ServerRequest { client, token, method, label } => {
+                let mut st = shared.state.borrow_mut();
+                let Some(s) = st.sessions.get_mut(&token) else {
+                    shared.report.error(&client, format!("cannot issue {label}: no live session for {client}'s token"));
+                    continue;
+                };
+                let id = RpcId::Str(label.clone());
+                let msg = mcp::server_request(id.clone(), &method, &label, &s.principal);
+                let (event_id, uplink) = s.emit(&msg, Some(id.clone()), shared.cfg.retention, &shared.report);
+                s.requests.push(Req { id: id.clone(), label: label.clone(), method: method.clone(), event_id, state: RequestState::Pending, reissues: 0 });
+                shared.report.issued(&client, &label, &method, &id, Some(event_id.to_string()));
+                let route = uplink.map_or("no live uplink: logged for replay".to_string(), |u| format!("written to uplink U{u}"));
+                shared.report.note(&s.name, format!("{label} is event {event_id}; {route}"));
+                tokio::task::spawn_local(request_timer(shared.clone(), token, label));
+            }
+            AppCommand::Notify { client, token, count } => {
+                let mut st = shared.state.borrow_mut();
+                let Some(s) = st.sessions.get_mut(&token) else {
+                    shared.report.error(&client, format!("cannot notify: no live session for {client}'s token"));
+                    continue;
+                };
+                for _ in 0..count {
+                    let n = s.next_event_id;
+                    s.emit(&mcp::progress(n), None, shared.cfg.retention, &shared.report);
+                }
+            }
+        }
+    }
+}
+
+async fn request_timer(shared: Rc<Shared>, token: String, label: String) {
+    tokio::time::sleep(shared.cfg.request_timeout.0).await;
+    let mut st = shared.state.borrow_mut();
+    let Some(s) = st.sessions.get_mut(&token) else { return };
+    if let Some(r) = s.requests.iter_mut().find(|r| r.label == label && r.state == RequestState::Pending) {
+        r.state = RequestState::TimedOut;
+        let after: Duration = shared.cfg.request_timeout.0;
+        shared.report.outcome(&r.label, &r.id, Outcome::TimedOut, None, format!("no answer within {after:?}"));
+    }
+}

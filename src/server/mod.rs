@@ -1,0 +1,34 @@
+//! The reference MCP server engine, its resumption policies and the plug-in
+//! boundary for servers under test.
+
+mod engine;
+pub mod plug;
+pub mod policy;
+
+pub use engine::Engine;
+pub use plug::{AppCommand, AppHook, AppReporter, ServerPlug};
+pub use policy::{Decision, ResumptionPolicy};
+
+use crate::scenario::ServerConfig;
+use crate::seed::Seed;
+use std::rc::Rc;
+
+/// The names `--server` accepts.
+pub fn known_servers() -> Vec<&'static str> {
+    policy::builtin_policies().iter().map(|p| p.name()).collect()
+}
+
+pub fn is_known_server(name: &str) -> bool {
+    known_servers().contains(&name)
+}
+
+/// One-line descriptions of the built-in servers.
+pub fn describe_servers() -> Vec<(&'static str, &'static str)> {
+    policy::builtin_policies().iter().map(|p| (p.name(), p.description())).collect()
+}
+
+/// A built-in server by name.
+pub fn builtin(name: &str, cfg: &ServerConfig, seed: Seed) -> Option<Rc<dyn ServerPlug>> {
+    let policy: Rc<dyn ResumptionPolicy> = policy::builtin_policies().into_iter().find(|p| p.name() == name)?.into();
+    Some(Rc::new(Engine::new(cfg.clone(), policy, seed)))
+}

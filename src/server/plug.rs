@@ -1,0 +1,74 @@
+//! The boundary for servers under test.
+//!
+//! A server plug-in is any HTTP service bound to the simulated listener, plus
+//! an application hook: the harness pushes [`AppCommand`]s (issue a server
+//! request on a session, emit notifications) and the application reports what
+//! became of each request through [`AppReporter`]. The reference engine with
+//! each policy is one plug-in; real SDK servers are others.
+
+use crate::trace::{Outcome, Recorder, What};
+use crate::wire::jsonrpc::RpcId;
+use crate::world::Inbox;
+use std::future::Future;
+use std::pin::Pin;
+
+/// What the harness asks the server's application to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AppCommand {
+    /// Issue a server request on the session behind `token`.
+    ServerRequest { client: String, token: String, method: String, label: String },
+    /// Emit `count` notifications on the session behind `token`.
+    Notify { client: String, token: String, count: u64 },
+}
+
+/// How the application tells the harness what happened.
+#[derive(Clone)]
+pub struct AppReporter {
+    recorder: Recorder,
+}
+
+impl AppReporter {
+    pub(crate) fn new(recorder: Recorder) -> Self {
+        Self { recorder }
+    }
+
+    pub fn issued(&self, client: &str, label: &str, method: &str, id: &RpcId, event_id: Option<String>) {
+        self.recorder.record(What::RequestIssued {
+            client: client.into(),
+            label: label.into(),
+            method: method.into(),
+            id: id.clone(),
+            event_id,
+        });
+    }
+
+    pub fn outcome(&self, label: &str, id: &RpcId, outcome: Outcome, new_id: Option<RpcId>, detail: impl Into<String>) {
+        self.recorder.record(What::RequestOutcome { label: label.into(), id: id.clone(), outcome, new_id, detail: detail.into() });
+    }
+
+    pub fn error(&self, client: &str, error: impl Into<String>) {
+        self.recorder.record(What::AppError { client: client.into(), error: error.into() });
+    }
+
+    /// An explanation from inside the server; never decides a verdict.
+    pub fn note(&self, session: &str, note: impl Into<String>) {
+        self.recorder.record(What::ServerNote { session: session.into(), note: note.into() });
+    }
+}
+
+/// The hook a plug-in's application receives.
+#[derive(Clone)]
+pub struct AppHook {
+    pub commands: Inbox<AppCommand>,
+    pub report: AppReporter,
+}
+
+/// A server under test.
+pub trait ServerPlug {
+    /// The name users pass to `--server`.
+    fn name(&self) -> &str;
+
+    /// Serves HTTP on `listener` until the host stops, taking application
+    /// commands from `app`. Called again each time the server host restarts.
+    fn serve(&self, listener: turmoil::net::TcpListener, app: AppHook) -> Pin<Box<dyn Future<Output = ()>>>;
+}

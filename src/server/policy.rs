@@ -1,0 +1,238 @@
+//! Resumption policies: what the reference engine does with a `Last-Event-ID`.
+//!
+//! A [`ResumptionPolicy`] sees a read-only [`ResumeView`] of the session at the
+//! instant the new GET is processed and returns a [`Decision`]. The engine
+//! carries the decision out (fencing, replay, re-issue, refusal), so a policy
+//! is a pure function and a mutant is a one-line change to a correct policy.
+
+use crate::wire::jsonrpc::RpcId;
+
+/// The state of one server request, as the session knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestState {
+    Pending,
+    Answered,
+    Failed,
+    TimedOut,
+}
+
+/// A server request of the session.
+#[derive(Clone, Debug)]
+pub struct RequestView {
+    pub id: RpcId,
+    pub label: String,
+    pub method: String,
+    /// The event id that carried it.
+    pub event_id: u64,
+    pub state: RequestState,
+}
+
+/// What the policy sees when a resumption arrives.
+#[derive(Clone, Debug)]
+pub struct ResumeView<'a> {
+    /// The session's owner (the credential that opened it).
+    pub owner: &'a str,
+    /// The credential presented with the resumption.
+    pub presented: &'a str,
+    /// The `Last-Event-ID` presented; `None` when the header is absent or not a number.
+    pub last_event_id: Option<u64>,
+    /// `(oldest, newest)` retained event ids; `None` when nothing was ever emitted.
+    pub retained: Option<(u64, u64)>,
+    /// The first id the session will mint next (everything below it was emitted).
+    pub next_event_id: u64,
+    /// Uplinks still registered for the session.
+    pub prior_uplinks: usize,
+    /// Server requests of the session, in issue order.
+    pub requests: &'a [RequestView],
+    /// Which event ids carry which request (in the retained log).
+    pub request_events: &'a [(u64, RpcId)],
+}
+
+/// What to do with unanswered server requests when a resumption is accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inflight {
+    /// Re-issue each on the new uplink under a fresh id; tombstone the old id.
+    Reissue,
+    /// Fail each explicitly to the application.
+    Fail,
+    /// Leave them where they are (orphaned if their uplink is dead).
+    Leave,
+}
+
+/// How a refusal reaches the client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// `200 text/event-stream` carrying one `event: error`, then the end.
+    ErrorEvent,
+    /// An HTTP error status with a JSON-RPC error body.
+    Status(u16),
+    /// `200` and an empty stream: not explicit (a mutant's behaviour).
+    EmptyOk,
+}
+
+/// A policy's decision.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    Accept {
+        /// Fence every prior uplink (bounded by `fence_grace`) before attaching.
+        fence_prior: bool,
+        /// The first event id to replay.
+        replay_from: u64,
+        inflight: Inflight,
+    },
+    Reject {
+        reason: String,
+        how: Refusal,
+        /// Kill the session token (the owner must re-initialize).
+        invalidate: bool,
+    },
+}
+
+/// Decides resumptions for the reference engine.
+pub trait ResumptionPolicy {
+    /// The server name users pass to `--server`.
+    fn name(&self) -> &'static str;
+    /// One line for `mcpsim list servers`.
+    fn description(&self) -> &'static str;
+    /// Whether POSTs and GETs must present the session owner's credential.
+    fn binds_principal(&self) -> bool;
+    fn decide(&self, view: &ResumeView<'_>) -> Decision;
+}
+
+/// The seed's "naive behavior" column: `Last-Event-ID` is taken as proof.
+pub struct Naive;
+
+impl ResumptionPolicy for Naive {
+    fn name(&self) -> &'static str {
+        "naive"
+    }
+    fn description(&self) -> &'static str {
+        "accepts any Last-Event-ID from any token holder, replays from the oldest retained event, races a second writer"
+    }
+    fn binds_principal(&self) -> bool {
+        false
+    }
+    fn decide(&self, v: &ResumeView<'_>) -> Decision {
+        let asked = v.last_event_id.map_or(0, |n| n.saturating_add(1));
+        let oldest = v.retained.map_or(v.next_event_id, |(o, _)| o);
+        Decision::Accept { fence_prior: false, replay_from: asked.max(oldest), inflight: Inflight::Leave }
+    }
+}
+
+/// Enforces the seed's four conditions and binds sessions to principals.
+pub struct Guarded;
+
+impl Guarded {
+    /// The guarded decision; mutants start from it.
+    pub fn decision(v: &ResumeView<'_>) -> Decision {
+        let reject = |reason: String| Decision::Reject { reason, how: Refusal::ErrorEvent, invalidate: true };
+        if v.presented != v.owner {
+            // A thief without the credential: refuse, but leave the owner's session alone.
+            return Decision::Reject {
+                reason: "credential does not match the session's owner".into(),
+                how: Refusal::Status(403),
+                invalidate: false,
+            };
+        }
+        let Some(n) = v.last_event_id else {
+            return reject("resumption without a numeric Last-Event-ID".into());
+        };
+        let newest = v.next_event_id.saturating_sub(1);
+        let oldest = v.retained.map_or(v.next_event_id, |(o, _)| o);
+        if n > newest {
+            return reject(format!("Last-Event-ID {n} is newer than the last emitted id {newest}"));
+        }
+        if n.saturating_add(1) < oldest {
+            return reject(format!("Last-Event-ID {n} is older than the retained window (oldest {oldest})"));
+        }
+        for (event_id, id) in v.request_events {
+            if *event_id > n {
+                if let Some(r) = v.requests.iter().find(|r| &r.id == id) {
+                    if r.state == RequestState::Answered {
+                        return reject(format!("replay window holds {} (event {event_id}), already answered", r.label));
+                    }
+                }
+            }
+        }
+        Decision::Accept { fence_prior: true, replay_from: n + 1, inflight: Inflight::Reissue }
+    }
+}
+
+impl ResumptionPolicy for Guarded {
+    fn name(&self) -> &'static str {
+        "guarded"
+    }
+    fn description(&self) -> &'static str {
+        "enforces the four conditions: fences the prior writer, rejects evicted or answered windows, re-issues in-flight requests, binds principals"
+    }
+    fn binds_principal(&self) -> bool {
+        true
+    }
+    fn decide(&self, v: &ResumeView<'_>) -> Decision {
+        Self::decision(v)
+    }
+}
+
+/// Every built-in policy, in the order `mcpsim list` shows them.
+pub fn builtin_policies() -> Vec<Box<dyn ResumptionPolicy>> {
+    vec![Box::new(Naive), Box::new(Guarded)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view<'a>(last: Option<u64>, requests: &'a [RequestView], events: &'a [(u64, RpcId)]) -> ResumeView<'a> {
+        ResumeView {
+            owner: "alice",
+            presented: "alice",
+            last_event_id: last,
+            retained: Some((1000, 1008)),
+            next_event_id: 1009,
+            prior_uplinks: 1,
+            requests,
+            request_events: events,
+        }
+    }
+
+    fn answered(state: RequestState) -> Vec<RequestView> {
+        vec![RequestView { id: RpcId::Str("req-42".into()), label: "req-42".into(), method: "roots/list".into(), event_id: 1007, state }]
+    }
+
+    #[test]
+    fn guarded_accepts_a_clean_resume_and_fences() {
+        let d = Guarded::decision(&view(Some(1007), &[], &[]));
+        assert_eq!(d, Decision::Accept { fence_prior: true, replay_from: 1008, inflight: Inflight::Reissue });
+    }
+
+    #[test]
+    fn guarded_rejects_each_broken_condition() {
+        let ev = [(1007, RpcId::Str("req-42".into()))];
+        let reqs = answered(RequestState::Answered);
+        for (last, why) in [(Some(1010), "newer"), (Some(900), "older"), (None, "numeric"), (Some(1006), "already answered")] {
+            match Guarded::decision(&view(last, &reqs, &ev)) {
+                Decision::Reject { reason, invalidate: true, how: Refusal::ErrorEvent } => assert!(reason.contains(why), "{reason}"),
+                d => panic!("{last:?}: {d:?}"),
+            }
+        }
+        // The same window with the request still pending is fine (it is re-issued).
+        let pending = answered(RequestState::Pending);
+        assert!(matches!(Guarded::decision(&view(Some(1006), &pending, &ev)), Decision::Accept { .. }));
+        // Resuming from the oldest retained id minus one is inside the window.
+        assert!(matches!(Guarded::decision(&view(Some(999), &[], &[])), Decision::Accept { .. }));
+    }
+
+    #[test]
+    fn guarded_refuses_a_thief_without_killing_the_session() {
+        let mut v = view(Some(1000), &[], &[]);
+        v.presented = "mallory";
+        assert!(matches!(Guarded::decision(&v), Decision::Reject { how: Refusal::Status(403), invalidate: false, .. }));
+    }
+
+    #[test]
+    fn naive_accepts_everything_and_truncates() {
+        let mut v = view(Some(10), &[], &[]);
+        v.presented = "mallory";
+        assert_eq!(Naive.decide(&v), Decision::Accept { fence_prior: false, replay_from: 1000, inflight: Inflight::Leave });
+    }
+}

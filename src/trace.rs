@@ -1,0 +1,254 @@
+//! The trace: the single record of a run.
+//!
+//! Every event carries the simulated time at which an actor observed or did
+//! it. Client, NAT, application and step events are *observable*: a user of
+//! a real deployment could see them. `server-note` events come from inside
+//! the reference engine and only explain (DESIGN.md §2: checks never decide
+//! on them).
+//!
+//! Events are kept in execution order (the order turmoil ran the actors), and
+//! numbered; hosts run one after another within a tick, so times from two
+//! hosts in the same tick may interleave out of order by less than a tick.
+
+use crate::wire::jsonrpc::{RpcId, RpcSummary};
+use serde::{Deserialize, Serialize};
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// Simulated time in microseconds since the start of the run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SimTime(pub u64);
+
+impl SimTime {
+    pub fn from_duration(d: Duration) -> Self {
+        SimTime(d.as_micros() as u64)
+    }
+    pub fn as_duration(self) -> Duration {
+        Duration::from_micros(self.0)
+    }
+    pub fn secs_f64(self) -> f64 {
+        self.0 as f64 / 1e6
+    }
+}
+
+impl fmt::Display for SimTime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{:03} s", self.0 / 1_000_000, (self.0 % 1_000_000) / 1000)
+    }
+}
+
+/// One trace event.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub seq: u64,
+    pub t_us: SimTime,
+    #[serde(flatten)]
+    pub what: What,
+}
+
+/// What a client's TCP connection was opened for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Purpose {
+    Uplink,
+    Post,
+}
+
+/// An SSE event as the NAT saw it in a dropped mapping.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SseSeen {
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub id: Option<String>,
+    pub event: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rpc: Option<RpcSummary>,
+}
+
+/// How the application saw a server request end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    Answered,
+    Failed,
+    Reissued,
+    TimedOut,
+}
+
+/// The event kinds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum What {
+    /// The step loop applied a scenario step.
+    Step { index: usize, #[serde(rename = "do")] action: String, detail: String },
+
+    // ---- observed by clients ----
+    /// A client opened a TCP connection (its local port links it to a NAT mapping).
+    Connect { client: String, conn: u32, port: u16, purpose: Purpose },
+    ConnectFailed { client: String, conn: u32, error: String },
+    HttpRequest {
+        client: String,
+        conn: u32,
+        method: String,
+        path: String,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        last_event_id: Option<String>,
+    },
+    HttpResponse {
+        client: String,
+        conn: u32,
+        status: u16,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        content_type: Option<String>,
+    },
+    /// An SSE event delivered to a client.
+    SseEvent {
+        client: String,
+        conn: u32,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        id: Option<String>,
+        event: String,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        rpc: Option<RpcSummary>,
+        /// The data, cut to 160 characters: enough to show leaked content.
+        data: String,
+    },
+    /// A client's uplink stream ended or failed.
+    UplinkEnded { client: String, conn: u32, reason: String },
+    /// A client gave up on a silent uplink (missed heartbeats).
+    UplinkSilent { client: String, conn: u32, silent_ms: u64 },
+    /// A client learned a session token (from the `endpoint` event).
+    SessionToken { client: String, token: String },
+    /// A client POSTed its answer to a server request.
+    Answer { client: String, id: RpcId, method: String },
+    /// A client saw its resumption refused.
+    Rejected { client: String, conn: u32, how: String },
+    /// The client dropped its session and starts a fresh one.
+    Reinitialize { client: String, why: String },
+    TokenStolen { from: String, to: String, credential: bool },
+    ClientCrashed { client: String },
+
+    // ---- observed by the NAT ----
+    MappingOpened { client: String, mapping: u32, down_port: u16, up_port: u16 },
+    /// The NAT silently stopped forwarding a mapping (both sockets stay open).
+    MappingDropped { client: String, mapping: u32, fault: String },
+    /// Bytes the server wrote into a dropped mapping, and the SSE events in them.
+    DroppedWrite { client: String, mapping: u32, bytes: usize, events: Vec<SseSeen> },
+    /// The NAT reset a mapping (a fault, or keepalive expiry of a half-open one).
+    MappingReset { client: String, mapping: u32, why: String },
+    /// One side closed a live mapping (`client` or `server`).
+    MappingClosed { client: String, mapping: u32, by: String },
+
+    // ---- reported by the server's application ----
+    RequestIssued {
+        client: String,
+        label: String,
+        method: String,
+        id: RpcId,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        event_id: Option<String>,
+    },
+    RequestOutcome {
+        label: String,
+        id: RpcId,
+        outcome: Outcome,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        new_id: Option<RpcId>,
+        detail: String,
+    },
+    /// The application could not act (no such session, server down).
+    AppError { client: String, error: String },
+
+    // ---- explanation only ----
+    /// The reference engine's internal decision; never decides a verdict.
+    ServerNote { session: String, note: String },
+}
+
+impl What {
+    /// Server-internal events explain; they never decide a verdict.
+    pub fn is_explanation(&self) -> bool {
+        matches!(self, What::ServerNote { .. })
+    }
+}
+
+/// A finished trace.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Trace {
+    pub events: Vec<Event>,
+}
+
+impl Trace {
+    /// JSON Lines, one event per line.
+    pub fn to_jsonl(&self) -> String {
+        let mut s = String::new();
+        for e in &self.events {
+            s.push_str(&serde_json::to_string(e).expect("trace events serialize"));
+            s.push('\n');
+        }
+        s
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Event> {
+        self.events.iter()
+    }
+}
+
+/// The shared recorder every actor writes to during a run.
+#[derive(Clone, Default)]
+pub struct Recorder {
+    inner: Rc<RecorderInner>,
+}
+
+#[derive(Default)]
+struct RecorderInner {
+    events: RefCell<Vec<Event>>,
+    /// The step loop's time, used when no host is executing.
+    loop_now: Cell<Duration>,
+}
+
+impl Recorder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Simulated now: the executing host's clock, or the step loop's.
+    pub fn now(&self) -> SimTime {
+        SimTime::from_duration(turmoil::sim_elapsed().unwrap_or(self.inner.loop_now.get()))
+    }
+
+    pub(crate) fn set_loop_now(&self, d: Duration) {
+        self.inner.loop_now.set(d);
+    }
+
+    pub fn record(&self, what: What) {
+        self.record_at(self.now(), what);
+    }
+
+    /// Records an event at a known time (a step's scheduled time).
+    pub fn record_at(&self, t_us: SimTime, what: What) {
+        let mut events = self.inner.events.borrow_mut();
+        let seq = events.len() as u64;
+        events.push(Event { seq, t_us, what });
+    }
+
+    pub fn take(&self) -> Trace {
+        Trace { events: std::mem::take(&mut *self.inner.events.borrow_mut()) }
+    }
+}
+
+impl Recorder {
+    /// Every JSON-RPC id the application reported for a label (original and re-issued).
+    pub fn ids_for_label(&self, label: &str) -> Vec<RpcId> {
+        let mut ids = Vec::new();
+        for e in self.inner.events.borrow().iter() {
+            match &e.what {
+                What::RequestIssued { label: l, id, .. } if l == label => ids.push(id.clone()),
+                What::RequestOutcome { label: l, new_id: Some(id), .. } if l == label => ids.push(id.clone()),
+                _ => {}
+            }
+        }
+        ids
+    }
+}

@@ -1,0 +1,31 @@
+//! A streaming HTTP body fed by a channel (the server side of an SSE uplink).
+
+use bytes::Bytes;
+use hyper::body::{Body, Frame};
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::sync::mpsc;
+
+/// A body whose chunks arrive on an unbounded channel; it ends when every
+/// sender is dropped. When hyper drops it (the connection died), senders see
+/// `is_closed()`: that is how the server learns an uplink is gone.
+pub struct ChannelBody {
+    rx: mpsc::UnboundedReceiver<Bytes>,
+}
+
+impl ChannelBody {
+    pub fn new() -> (mpsc::UnboundedSender<Bytes>, ChannelBody) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (tx, ChannelBody { rx })
+    }
+}
+
+impl Body for ChannelBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.rx.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b))))
+    }
+}

@@ -1,0 +1,223 @@
+//! JSON-RPC 2.0 and the MCP messages mcpsim uses.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::fmt;
+
+/// A JSON-RPC id: a string or an integer.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RpcId {
+    Num(i64),
+    Str(String),
+}
+
+impl fmt::Display for RpcId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RpcId::Num(n) => write!(f, "{n}"),
+            RpcId::Str(s) => f.write_str(s),
+        }
+    }
+}
+
+/// A parsed JSON-RPC 2.0 message.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Message {
+    Request { id: RpcId, method: String, params: Value },
+    Notification { method: String, params: Value },
+    Response { id: RpcId, result: Value },
+    Error { id: Option<RpcId>, code: i64, message: String },
+}
+
+/// Why a text is not a JSON-RPC 2.0 message.
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    #[error("not JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("not a JSON-RPC 2.0 message: {0}")]
+    Shape(&'static str),
+}
+
+impl Message {
+    pub fn parse(text: &str) -> Result<Message, ParseError> {
+        let v: Value = serde_json::from_str(text)?;
+        Self::from_value(v)
+    }
+
+    pub fn from_value(v: Value) -> Result<Message, ParseError> {
+        let Value::Object(mut o) = v else { return Err(ParseError::Shape("not an object")) };
+        if o.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return Err(ParseError::Shape("missing \"jsonrpc\": \"2.0\""));
+        }
+        let id = match o.remove("id") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(serde_json::from_value(v).map_err(|_| ParseError::Shape("id is neither string nor integer"))?),
+        };
+        if let Some(method) = o.remove("method") {
+            let Value::String(method) = method else { return Err(ParseError::Shape("method is not a string")) };
+            let params = o.remove("params").unwrap_or(Value::Null);
+            return Ok(match id {
+                Some(id) => Message::Request { id, method, params },
+                None => Message::Notification { method, params },
+            });
+        }
+        if let Some(result) = o.remove("result") {
+            let id = id.ok_or(ParseError::Shape("response without id"))?;
+            return Ok(Message::Response { id, result });
+        }
+        if let Some(err) = o.remove("error") {
+            let code = err.get("code").and_then(Value::as_i64).unwrap_or(0);
+            let message = err.get("message").and_then(Value::as_str).unwrap_or("").to_string();
+            return Ok(Message::Error { id, code, message });
+        }
+        Err(ParseError::Shape("neither request, notification nor response"))
+    }
+
+    pub fn to_value(&self) -> Value {
+        match self {
+            Message::Request { id, method, params } => json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+            Message::Notification { method, params } => json!({"jsonrpc": "2.0", "method": method, "params": params}),
+            Message::Response { id, result } => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Message::Error { id, code, message } => {
+                json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+            }
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        self.to_value().to_string()
+    }
+
+    pub fn summary(&self) -> RpcSummary {
+        match self {
+            Message::Request { id, method, .. } => RpcSummary { kind: RpcKind::Request, method: Some(method.clone()), id: Some(id.clone()) },
+            Message::Notification { method, .. } => RpcSummary { kind: RpcKind::Notification, method: Some(method.clone()), id: None },
+            Message::Response { id, .. } => RpcSummary { kind: RpcKind::Response, method: None, id: Some(id.clone()) },
+            Message::Error { id, .. } => RpcSummary { kind: RpcKind::Error, method: None, id: id.clone() },
+        }
+    }
+}
+
+/// What the trace keeps of a message: its kind, method and id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RpcSummary {
+    pub kind: RpcKind,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub method: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub id: Option<RpcId>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RpcKind {
+    Request,
+    Notification,
+    Response,
+    Error,
+}
+
+/// MCP methods and payloads used by the simulation.
+pub mod mcp {
+    use super::*;
+
+    pub const PROTOCOL_VERSION_LEGACY: &str = "2024-11-05";
+    pub const SERVER_REQUEST_METHODS: [&str; 3] = ["sampling/createMessage", "roots/list", "elicitation/create"];
+
+    pub fn initialize(id: RpcId, client_name: &str) -> Message {
+        Message::Request {
+            id,
+            method: "initialize".into(),
+            params: json!({
+                "protocolVersion": PROTOCOL_VERSION_LEGACY,
+                "capabilities": {"sampling": {}, "roots": {"listChanged": true}, "elicitation": {}},
+                "clientInfo": {"name": client_name, "version": "0"}
+            }),
+        }
+    }
+
+    pub fn initialize_result(id: RpcId) -> Message {
+        Message::Response {
+            id,
+            result: json!({
+                "protocolVersion": PROTOCOL_VERSION_LEGACY,
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "mcpsim-reference", "version": env!("CARGO_PKG_VERSION")}
+            }),
+        }
+    }
+
+    pub fn initialized() -> Message {
+        Message::Notification { method: "notifications/initialized".into(), params: json!({}) }
+    }
+
+    /// A server request whose content names the conversation it belongs to:
+    /// that content is what a leak exposes.
+    pub fn server_request(id: RpcId, method: &str, label: &str, owner: &str) -> Message {
+        let params = match method {
+            "sampling/createMessage" => json!({
+                "messages": [{"role": "user", "content": {"type": "text", "text": format!("{label}: continue {owner}'s conversation")}}],
+                "maxTokens": 256
+            }),
+            "elicitation/create" => json!({
+                "message": format!("{label}: {owner}, please confirm"),
+                "requestedSchema": {"type": "object", "properties": {}}
+            }),
+            _ => json!({}),
+        };
+        Message::Request { id, method: method.into(), params }
+    }
+
+    /// The client's answer to a server request.
+    pub fn answer(id: RpcId, method: &str, client: &str) -> Message {
+        let result = match method {
+            "sampling/createMessage" => json!({"role": "assistant", "content": {"type": "text", "text": format!("answer from {client}")}, "model": "sim"}),
+            "roots/list" => json!({"roots": [{"uri": format!("file:///home/{client}"), "name": client}]}),
+            "elicitation/create" => json!({"action": "accept", "content": {}}),
+            _ => json!({}),
+        };
+        Message::Response { id, result }
+    }
+
+    pub fn progress(n: u64) -> Message {
+        Message::Notification { method: "notifications/message".into(), params: json!({"level": "info", "data": format!("note {n}")}) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_every_kind() {
+        let msgs = [
+            mcp::initialize(RpcId::Num(1), "alice"),
+            mcp::initialized(),
+            mcp::server_request(RpcId::Str("req-42".into()), "sampling/createMessage", "req-42", "alice"),
+            mcp::answer(RpcId::Str("req-42".into()), "roots/list", "alice"),
+            Message::Error { id: Some(RpcId::Num(3)), code: -32600, message: "bad".into() },
+        ];
+        for m in msgs {
+            assert_eq!(Message::parse(&m.to_json()).unwrap(), m);
+        }
+    }
+
+    #[test]
+    fn rejects_non_jsonrpc() {
+        assert!(Message::parse("{}").is_err());
+        assert!(Message::parse("[1]").is_err());
+        assert!(Message::parse("{\"jsonrpc\":\"2.0\",\"id\":1}").is_err());
+        assert!(Message::parse("{\"jsonrpc\":\"2.0\",\"method\":3}").is_err());
+        assert!(Message::parse("{\"jsonrpc\":\"2.0\",\"id\":[1],\"method\":\"x\"}").is_err());
+        assert!(Message::parse("nope").is_err());
+    }
+
+    #[test]
+    fn summary_names_method_and_id() {
+        let m = mcp::server_request(RpcId::Str("req-43".into()), "roots/list", "req-43", "alice");
+        let s = m.summary();
+        assert_eq!((s.kind, s.method.as_deref(), s.id.clone()), (RpcKind::Request, Some("roots/list"), Some(RpcId::Str("req-43".into()))));
+        assert_eq!(serde_json::to_string(&s).unwrap(), r#"{"kind":"request","method":"roots/list","id":"req-43"}"#);
+    }
+}

@@ -1,0 +1,193 @@
+//! The simulated world: turmoil hosts built from a [`Plan`], and our own step
+//! loop that applies each scenario step at its simulated time.
+//!
+//! Hosts: `server`; per client `c`, a NAT host `nat-c` and the client host `c`.
+//! Clients reach the server only through their NAT.
+
+mod inbox;
+mod nat;
+
+pub use inbox::Inbox;
+pub use nat::NatCmd;
+
+use crate::client::{Client, ClientCmd, ClientShared};
+use crate::error::{Error, Result};
+use crate::scenario::{Action, Plan};
+use crate::seed::Seed;
+use crate::server::{AppCommand, AppHook, AppReporter, ServerPlug};
+use crate::trace::{Recorder, SimTime, Trace, What};
+use nat::Nat;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::{Duration, UNIX_EPOCH};
+
+/// The default simulation tick (`[network] tick` overrides it).
+///
+/// Why 20 ms: turmoil advances every host once per tick, at about 2 µs per
+/// host per tick whether or not the host has work, and delivers network
+/// messages only at tick boundaries. So the tick trades speed against the
+/// resolution of network hops: a hop takes its latency rounded up to the next
+/// tick. Everything else stays exact: timers inside a host fire at their own
+/// times within a tick, and scenario steps fire at their exact times (the step
+/// loop hands each command to its actor one tick early with a due time; see
+/// [`Inbox::push_at`]). At 20 ms, `nat-rebind` (3 hosts, 400 s) runs about
+/// 3,000x faster than real time; at 1 ms it would be about 200x
+/// (`cargo bench --bench sim` prints both).
+pub const TICK: Duration = Duration::from_millis(20);
+
+/// The simulated epoch: the seed analysis's date of record, 2026-11-11.
+const EPOCH_SECS: u64 = 1_794_355_200;
+
+/// The record of one run.
+#[derive(Clone, Debug)]
+pub struct Run {
+    pub scenario: String,
+    pub server: String,
+    pub seed: Seed,
+    pub source: Option<PathBuf>,
+    pub duration: Duration,
+    pub trace: Trace,
+}
+
+impl Run {
+    /// The command that replays this run.
+    pub fn repro(&self) -> String {
+        let file = self.source.as_ref().map_or_else(|| format!("<{}>", self.scenario), |p| p.display().to_string());
+        format!("mcpsim run {file} --server {} --seed {}", self.server, self.seed)
+    }
+}
+
+/// Runs a plan against a built-in server (`naive`, `guarded`, ...).
+pub fn run(plan: &Plan, server: &str, seed: Option<Seed>) -> Result<Run> {
+    let seed = seed.unwrap_or(plan.seed);
+    let plug = crate::server::builtin(server, &plan.server, seed)
+        .ok_or_else(|| Error::usage(format!("unknown server {server:?} (known: {})", crate::server::known_servers().join(", "))))?;
+    run_with(plan, plug, seed)
+}
+
+/// Runs a plan against any server plug-in.
+pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run> {
+    let rec = Recorder::new();
+    let mut builder = turmoil::Builder::new();
+    builder
+        .rng_seed(seed.derive("turmoil"))
+        .epoch(UNIX_EPOCH + Duration::from_secs(EPOCH_SECS))
+        .simulation_duration(plan.duration + Duration::from_secs(60))
+        .tick_duration(plan.network.tick)
+        .min_message_latency(plan.network.latency_min)
+        .max_message_latency(plan.network.latency_max)
+        .tcp_capacity(1 << 16);
+    let mut sim = builder.build();
+
+    let app = AppHook { commands: Inbox::new(), report: AppReporter::new(rec.clone()) };
+    {
+        let plug = plug.clone();
+        let app = app.clone();
+        sim.host("server", move || {
+            let plug = plug.clone();
+            let app = app.clone();
+            async move {
+                let listener = turmoil::net::TcpListener::bind(("0.0.0.0", 80)).await?;
+                plug.serve(listener, app).await;
+                Ok(())
+            }
+        });
+    }
+
+    let mut clients: BTreeMap<String, (Inbox<ClientCmd>, Rc<ClientShared>)> = BTreeMap::new();
+    let mut nats: BTreeMap<String, Inbox<NatCmd>> = BTreeMap::new();
+    for spec in &plan.clients {
+        let nat_name = format!("nat-{}", spec.name);
+        let nat_inbox: Inbox<NatCmd> = Inbox::new();
+        {
+            let (client, rec, inbox, lifetime) = (spec.name.clone(), rec.clone(), nat_inbox.clone(), plan.network.half_open_lifetime);
+            sim.host(nat_name.as_str(), move || Nat::new(client.clone(), "server".into(), lifetime, rec.clone(), inbox.clone()).run());
+        }
+        nats.insert(spec.name.clone(), nat_inbox);
+
+        let inbox: Inbox<ClientCmd> = Inbox::new();
+        let shared = Rc::new(ClientShared::default());
+        {
+            let (spec, rec, inbox, shared, nat_name) = (spec.clone(), rec.clone(), inbox.clone(), shared.clone(), nat_name.clone());
+            let host = spec.name.clone();
+            sim.host(host.as_str(), move || {
+                // A (re)started client remembers nothing.
+                inbox.clear();
+                *shared.token.borrow_mut() = None;
+                let c = Client::new(spec.clone(), nat_name.clone(), rec.clone(), shared.clone(), inbox.clone());
+                async move {
+                    c.run().await;
+                    Ok(())
+                }
+            });
+        }
+        clients.insert(spec.name.clone(), (inbox, shared));
+    }
+
+    let mut crashed: Vec<String> = Vec::new();
+    let mut next = 0;
+    let tick = plan.network.tick;
+    while sim.elapsed() < plan.duration {
+        let now = sim.elapsed();
+        rec.set_loop_now(now);
+        // Hand over every step due before the end of the coming tick; actors
+        // wait for the exact due time themselves.
+        while next < plan.steps.len() && plan.steps[next].at < now + tick {
+            let step = &plan.steps[next];
+            let at = step.at;
+            rec.record_at(SimTime::from_duration(at), What::Step { index: next, action: step.action.name().into(), detail: step.action.describe() });
+            let token_of = |c: &str| clients[c].1.token.borrow().clone();
+            match &step.action {
+                Action::Connect { client } => {
+                    if let Some(i) = crashed.iter().position(|c| c == client) {
+                        crashed.remove(i);
+                        sim.bounce(client.as_str());
+                    }
+                    clients[client].0.push_at(at, ClientCmd::Connect);
+                }
+                Action::ServerRequest { client, method, label } => match token_of(client) {
+                    Some(token) => app.commands.push_at(at, AppCommand::ServerRequest { client: client.clone(), token, method: method.clone(), label: label.clone() }),
+                    None => app.report.error(client, format!("cannot issue {label}: {client} holds no session")),
+                },
+                Action::Notify { client, count } => match token_of(client) {
+                    Some(token) => app.commands.push_at(at, AppCommand::Notify { client: client.clone(), token, count: *count }),
+                    None => app.report.error(client, format!("cannot notify: {client} holds no session")),
+                },
+                Action::Answer { client, label } => clients[client].0.push_at(at, ClientCmd::Answer(rec.ids_for_label(label))),
+                Action::Rebind { client } => nats[client].push_at(at, NatCmd::Rebind),
+                Action::Sever { client } => nats[client].push_at(at, NatCmd::Sever),
+                Action::Reset { client } => nats[client].push_at(at, NatCmd::Reset),
+                Action::Resume { client, last_event_id } => clients[client].0.push_at(at, ClientCmd::Resume(*last_event_id)),
+                Action::StealToken { from, to, credential } => {
+                    let token = token_of(from);
+                    rec.record(What::TokenStolen { from: from.clone(), to: to.clone(), credential: *credential });
+                    if let Some(token) = token {
+                        let cred = credential.then(|| clients[from].1.credential.borrow().clone());
+                        clients[to].0.push_at(at, ClientCmd::Adopt { token, credential: cred });
+                    }
+                }
+                Action::CrashClient { client } => {
+                    if !crashed.contains(client) {
+                        sim.crash(client.as_str());
+                        crashed.push(client.clone());
+                        rec.record(What::ClientCrashed { client: client.clone() });
+                    }
+                }
+                Action::Wait => {}
+            }
+            next += 1;
+        }
+        if let Err(e) = sim.step() {
+            return Err(Error::io(format!("simulation failed at {:?} (seed {seed}): {e}", sim.elapsed())));
+        }
+    }
+    Ok(Run {
+        scenario: plan.name.clone(),
+        server: plug.name().to_string(),
+        seed,
+        source: plan.source.clone(),
+        duration: plan.duration,
+        trace: rec.take(),
+    })
+}

@@ -1,0 +1,231 @@
+//! The NAT host: a TCP-terminating proxy with one mapping per connection.
+//!
+//! Each client reaches the server only through its own NAT. A mapping pairs
+//! the client's connection (downstream) with a connection the NAT opens to
+//! the server (upstream, a fresh source port). Faults act on mappings:
+//! - `rebind` drops every live mapping of the client silently: both sockets
+//!   stay open, nothing is forwarded, no FIN and no RST reach either end;
+//! - `sever` does the same to the client's current uplink mapping only;
+//! - `reset` closes both sides of the current uplink mapping at once.
+//!
+//! A dropped mapping keeps reading what the server writes and records it (the
+//! bytes and the SSE events in them): the evidence of a dead-writer race.
+//! After `half_open_lifetime` the NAT resets a dropped mapping, as an OS
+//! keepalive would.
+
+use crate::trace::{Recorder, SseSeen, What};
+use crate::wire::http1::{ResponseSniffer, Sniffed};
+use crate::wire::jsonrpc::Message;
+use crate::wire::sse::{Decoder, Item};
+use crate::world::Inbox;
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::watch;
+use turmoil::net::{TcpListener, TcpStream};
+
+/// Faults the step loop applies to a NAT.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NatCmd {
+    Rebind,
+    Sever,
+    Reset,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Status {
+    Live,
+    Dropped,
+    Closed,
+}
+
+struct Mapping {
+    id: u32,
+    status: Cell<Status>,
+    /// Set once the server answered with `text/event-stream` on it.
+    is_uplink: Cell<bool>,
+    /// Directions that saw an orderly end of stream.
+    eofs: Cell<u8>,
+    kill: watch::Sender<bool>,
+}
+
+pub struct Nat {
+    client: String,
+    server: String,
+    half_open_lifetime: Duration,
+    rec: Recorder,
+    inbox: Inbox<NatCmd>,
+    mappings: RefCell<BTreeMap<u32, Rc<Mapping>>>,
+    next: Cell<u32>,
+}
+
+const PORT: u16 = 80;
+
+impl Nat {
+    pub fn new(client: String, server: String, half_open_lifetime: Duration, rec: Recorder, inbox: Inbox<NatCmd>) -> Rc<Nat> {
+        Rc::new(Nat { client, server, half_open_lifetime, rec, inbox, mappings: RefCell::default(), next: Cell::new(0) })
+    }
+
+    pub async fn run(self: Rc<Self>) -> turmoil::Result {
+        let listener = TcpListener::bind(("0.0.0.0", PORT)).await?;
+        let me = self.clone();
+        tokio::task::spawn_local(async move {
+            loop {
+                let cmd = me.inbox.recv().await;
+                me.apply(cmd);
+            }
+        });
+        loop {
+            let Ok((down, peer)) = listener.accept().await else { continue };
+            let me = self.clone();
+            tokio::task::spawn_local(async move { me.open(down, peer.port()).await });
+        }
+    }
+
+    async fn open(self: Rc<Self>, down: TcpStream, down_port: u16) {
+        let Ok(up) = TcpStream::connect((self.server.as_str(), PORT)).await else {
+            // No server: the client sees its connection close.
+            return;
+        };
+        let up_port = up.local_addr().map(|a| a.port()).unwrap_or(0);
+        let id = self.next.get() + 1;
+        self.next.set(id);
+        let (kill, _) = watch::channel(false);
+        let m = Rc::new(Mapping { id, status: Cell::new(Status::Live), is_uplink: Cell::new(false), eofs: Cell::new(0), kill });
+        self.mappings.borrow_mut().insert(id, m.clone());
+        self.rec.record(What::MappingOpened { client: self.client.clone(), mapping: id, down_port, up_port });
+        let (down_r, down_w) = down.into_split();
+        let (up_r, up_w) = up.into_split();
+        tokio::task::spawn_local(self.clone().pump(m.clone(), down_r, up_w, false));
+        tokio::task::spawn_local(self.clone().pump(m, up_r, down_w, true));
+    }
+
+    /// Copies one direction of a mapping while it is live; records what the
+    /// server writes into it once it is dropped.
+    async fn pump(
+        self: Rc<Self>,
+        m: Rc<Mapping>,
+        mut from: turmoil::net::tcp::OwnedReadHalf,
+        mut to: turmoil::net::tcp::OwnedWriteHalf,
+        from_server: bool,
+    ) {
+        let mut kill = m.kill.subscribe();
+        let mut buf = vec![0u8; 16 * 1024];
+        let mut sniffer = ResponseSniffer::new();
+        let mut sse = Decoder::new();
+        loop {
+            if *kill.borrow() {
+                break;
+            }
+            let n = tokio::select! {
+                r = from.read(&mut buf) => r.unwrap_or(0),
+                _ = kill.changed() => break,
+            };
+            if n == 0 {
+                let by = if from_server { "server" } else { "client" };
+                match m.status.get() {
+                    Status::Live => {
+                        // An orderly close travels through a live mapping.
+                        let _ = to.shutdown().await;
+                        m.eofs.set(m.eofs.get() + 1);
+                        if m.eofs.get() == 2 {
+                            m.status.set(Status::Closed);
+                            self.mappings.borrow_mut().remove(&m.id);
+                        }
+                        self.rec.record(What::MappingClosed { client: self.client.clone(), mapping: m.id, by: by.into() });
+                    }
+                    Status::Dropped => {
+                        if from_server {
+                            self.rec.record(What::MappingClosed { client: self.client.clone(), mapping: m.id, by: by.into() });
+                        }
+                        // Nothing reaches the other end: it stays half-open until the reset.
+                        let _ = kill.wait_for(|k| *k).await;
+                    }
+                    Status::Closed => {}
+                }
+                break;
+            }
+            let bytes = &buf[..n];
+            let mut events = Vec::new();
+            if from_server {
+                for s in sniffer.feed(bytes) {
+                    match s {
+                        Sniffed::Head { content_type, .. } => {
+                            sse = Decoder::new();
+                            if content_type.is_some_and(|c| c.starts_with("text/event-stream")) {
+                                m.is_uplink.set(true);
+                            }
+                        }
+                        Sniffed::Body(b) => {
+                            for item in sse.feed(&b) {
+                                if let Item::Event(ev) = item {
+                                    let rpc = Message::parse(&ev.data).ok().map(|m| m.summary());
+                                    events.push(SseSeen { id: ev.id, event: ev.event, rpc });
+                                }
+                            }
+                        }
+                        Sniffed::End => {}
+                    }
+                }
+            }
+            match m.status.get() {
+                Status::Live => {
+                    if to.write_all(bytes).await.is_err() {
+                        break;
+                    }
+                }
+                Status::Dropped => {
+                    if from_server {
+                        self.rec.record(What::DroppedWrite { client: self.client.clone(), mapping: m.id, bytes: n, events });
+                    }
+                }
+                Status::Closed => {}
+            }
+        }
+    }
+
+    fn apply(self: &Rc<Self>, cmd: NatCmd) {
+        let live: Vec<Rc<Mapping>> = self.mappings.borrow().values().filter(|m| m.status.get() == Status::Live).cloned().collect();
+        let uplink = live.iter().rev().find(|m| m.is_uplink.get()).cloned();
+        match cmd {
+            NatCmd::Rebind => {
+                for m in &live {
+                    self.drop_mapping(m, "rebind");
+                }
+            }
+            NatCmd::Sever => {
+                if let Some(m) = uplink {
+                    self.drop_mapping(&m, "sever");
+                }
+            }
+            NatCmd::Reset => {
+                if let Some(m) = uplink {
+                    self.reset(&m, "reset fault");
+                }
+            }
+        }
+    }
+
+    fn drop_mapping(self: &Rc<Self>, m: &Rc<Mapping>, fault: &str) {
+        m.status.set(Status::Dropped);
+        self.rec.record(What::MappingDropped { client: self.client.clone(), mapping: m.id, fault: fault.into() });
+        let me = self.clone();
+        let m = m.clone();
+        let lifetime = self.half_open_lifetime;
+        tokio::task::spawn_local(async move {
+            tokio::time::sleep(lifetime).await;
+            if m.status.get() == Status::Dropped {
+                me.reset(&m, &format!("keepalive: half-open for {}", crate::scenario::format_duration(lifetime)));
+            }
+        });
+    }
+
+    fn reset(&self, m: &Mapping, why: &str) {
+        m.status.set(Status::Closed);
+        let _ = m.kill.send(true);
+        self.mappings.borrow_mut().remove(&m.id);
+        self.rec.record(What::MappingReset { client: self.client.clone(), mapping: m.id, why: why.into() });
+    }
+}
