@@ -112,7 +112,7 @@ pub enum What {
         event: String,
         #[serde(skip_serializing_if = "Option::is_none", default)]
         rpc: Option<RpcSummary>,
-        /// The data, cut to 160 characters: enough to show leaked content.
+        /// The data, cut to 256 characters: enough to show leaked content.
         data: String,
     },
     /// A client's uplink stream ended or failed.

@@ -307,7 +307,7 @@ impl Client {
     }
 
     fn record_sse(&self, conn: u32, ev: &crate::wire::sse::Event, msg: Option<&Message>) {
-        let data: String = ev.data.chars().take(160).collect();
+        let data: String = ev.data.chars().take(256).collect();
         self.rec.record(What::SseEvent {
             client: self.name(),
             conn,

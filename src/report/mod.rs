@@ -1,1 +1,215 @@
-pub fn text(_r: &crate::world::Run) -> String { String::new() }
+//! Reports: what happened in a run, for a person to read.
+//!
+//! The text report is a condensed timeline: steps, what each client saw
+//! (consecutive SSE events on one connection collapse into one line),
+//! resumptions accepted or refused, faults, every server write that carried
+//! events into a dropped mapping, and what became of each server request.
+//! POST traffic and heartbeat-only writes are summarised, not listed.
+
+use crate::trace::{Event, Outcome, Purpose, SimTime, What};
+use crate::wire::jsonrpc::{RpcKind, RpcSummary};
+use crate::world::Run;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// The text report of one run.
+pub fn text(run: &Run) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} · server {} · seed {} · {} simulated",
+        run.scenario,
+        run.server,
+        run.seed,
+        crate::scenario::format_duration(run.duration)
+    );
+    for line in timeline(run) {
+        let _ = writeln!(out, "  {:>10}  {}", fmt_time(line.0), line.1);
+    }
+    let _ = writeln!(out, "outcome: {}", outcome(run));
+    let _ = writeln!(out, "repro: {}", run.repro());
+    out
+}
+
+fn fmt_time(t: SimTime) -> String {
+    format!("{}.{:03} s", t.0 / 1_000_000, (t.0 % 1_000_000) / 1000)
+}
+
+/// What a delivered SSE event was, in a few words.
+pub fn describe_rpc(rpc: &Option<RpcSummary>, event: &str) -> String {
+    match rpc {
+        Some(RpcSummary { kind: RpcKind::Request, method, id }) => format!(
+            "{} {}",
+            id.as_ref().map(|i| i.to_string()).unwrap_or_default(),
+            method.as_deref().unwrap_or("?")
+        ),
+        Some(RpcSummary { kind: RpcKind::Response, id, .. }) => format!("response to {}", id.as_ref().map(|i| i.to_string()).unwrap_or_default()),
+        Some(RpcSummary { kind: RpcKind::Error, .. }) => "JSON-RPC error".into(),
+        Some(RpcSummary { kind: RpcKind::Notification, method, .. }) => method.clone().unwrap_or_default(),
+        None => format!("`{event}` event"),
+    }
+}
+
+struct Burst {
+    t: SimTime,
+    client: String,
+    conn: u32,
+    first: Option<String>,
+    last: Option<String>,
+    count: usize,
+    notable: Vec<String>,
+}
+
+impl Burst {
+    fn line(&self) -> String {
+        let ids = match (&self.first, &self.last) {
+            (Some(a), Some(b)) if a != b => format!("events {a}–{b}"),
+            (Some(a), _) => format!("event {a}"),
+            _ => "an event without id".into(),
+        };
+        let n = if self.count > 1 { format!(" ({} events)", self.count) } else { String::new() };
+        let notable = if self.notable.is_empty() { String::new() } else { format!(": {}", self.notable.join(", ")) };
+        format!("{} received {ids}{n} on conn {}{notable}", self.client, self.conn)
+    }
+}
+
+fn timeline(run: &Run) -> Vec<(SimTime, String)> {
+    let mut lines: Vec<(SimTime, String)> = Vec::new();
+    let mut burst: Option<Burst> = None;
+    // conn → (client, purpose, GET path's Last-Event-ID) so responses can be told apart.
+    let mut conns: BTreeMap<(String, u32), (Purpose, Option<String>)> = BTreeMap::new();
+    let mut heartbeat_only = 0usize;
+    for e in run.trace.iter() {
+        let Event { t_us: t, what, .. } = e;
+        let t = *t;
+        if let What::SseEvent { client, conn, id, event, rpc, .. } = what {
+            let notable = match rpc {
+                Some(RpcSummary { kind: RpcKind::Notification, .. }) => None,
+                _ => Some(describe_rpc(rpc, event)),
+            };
+            match &mut burst {
+                Some(b) if b.client == *client && b.conn == *conn => {
+                    b.count += 1;
+                    if id.is_some() {
+                        b.last = id.clone();
+                    }
+                    b.notable.extend(notable);
+                }
+                _ => {
+                    if let Some(b) = burst.take() {
+                        lines.push((b.t, b.line()));
+                    }
+                    burst = Some(Burst { t, client: client.clone(), conn: *conn, first: id.clone(), last: id.clone(), count: 1, notable: notable.into_iter().collect() });
+                }
+            }
+            continue;
+        }
+        if let Some(b) = burst.take() {
+            lines.push((b.t, b.line()));
+        }
+        let line = match what {
+            What::Step { detail, .. } => Some(format!("step: {detail}")),
+            What::Connect { client, conn, purpose, .. } => {
+                conns.insert((client.clone(), *conn), (*purpose, None));
+                None
+            }
+            What::HttpRequest { client, conn, method, last_event_id, .. } if method == "GET" => {
+                if let Some(c) = conns.get_mut(&(client.clone(), *conn)) {
+                    c.1 = last_event_id.clone();
+                }
+                None
+            }
+            What::HttpResponse { client, conn, status, .. } => match conns.get(&(client.clone(), *conn)) {
+                Some((Purpose::Uplink, Some(lei))) if *status == 200 => {
+                    Some(format!("{client}'s resumption from {lei} answered 200 on conn {conn}"))
+                }
+                Some((Purpose::Uplink, None)) if *status == 200 => Some(format!("{client} opened an uplink on conn {conn}")),
+                Some((Purpose::Post, _)) if *status < 300 => None,
+                _ => Some(format!("{client} got HTTP {status} on conn {conn}")),
+            },
+            What::ConnectFailed { client, conn, error } => Some(format!("{client} could not connect (conn {conn}): {error}")),
+            What::UplinkEnded { client, conn, reason } => Some(format!("{client}'s conn {conn} ended: {reason}")),
+            What::UplinkSilent { client, conn, silent_ms } => {
+                Some(format!("{client} gave up on silent conn {conn} after {} s", silent_ms / 1000))
+            }
+            What::SessionToken { client, token } => Some(format!("{client} holds session token {token}")),
+            What::Answer { client, id, .. } => Some(format!("{client} answers {id}")),
+            What::Rejected { client, conn, how } => Some(format!("{client}'s resumption refused on conn {conn}: {how}")),
+            What::Reinitialize { client, why } => Some(format!("{client} re-initializes: {why}")),
+            What::TokenStolen { from, to, credential } => Some(format!(
+                "{to} now holds {from}'s session token{}",
+                if *credential { " and credential" } else { "" }
+            )),
+            What::ClientCrashed { client } => Some(format!("{client} crashed")),
+            What::MappingDropped { client, mapping, fault } => Some(format!("nat-{client}: mapping {mapping} dropped silently ({fault})")),
+            What::DroppedWrite { client, mapping, bytes, events } => {
+                if events.is_empty() {
+                    heartbeat_only += 1;
+                    None
+                } else {
+                    let what: Vec<String> = events
+                        .iter()
+                        .map(|ev| format!("{} {}", ev.id.as_deref().unwrap_or("-"), describe_rpc(&ev.rpc, &ev.event)))
+                        .collect();
+                    Some(format!("nat-{client}: server wrote {bytes} bytes into dropped mapping {mapping}: {}", what.join(", ")))
+                }
+            }
+            What::MappingReset { client, mapping, why } => Some(format!("nat-{client}: mapping {mapping} reset ({why})")),
+            What::MappingClosed { .. } | What::MappingOpened { .. } | What::HttpRequest { .. } => None,
+            What::RequestIssued { label, method, event_id, client, .. } => Some(format!(
+                "app: {label} ({method}) issued on {client}'s session{}",
+                event_id.as_ref().map(|e| format!(" as event {e}")).unwrap_or_default()
+            )),
+            What::RequestOutcome { label, outcome, detail, .. } => Some(format!("app: {label} {}: {detail}", outcome_word(*outcome))),
+            What::AppError { client, error } => Some(format!("app error ({client}): {error}")),
+            What::ServerNote { .. } | What::SseEvent { .. } => None,
+        };
+        if let Some(l) = line {
+            lines.push((t, l));
+        }
+    }
+    if let Some(b) = burst.take() {
+        lines.push((b.t, b.line()));
+    }
+    if heartbeat_only > 0 {
+        let t = lines.last().map_or(SimTime(0), |l| l.0);
+        lines.push((t, format!("(and {heartbeat_only} heartbeat-only writes into dropped mappings)")));
+    }
+    lines
+}
+
+fn outcome_word(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Answered => "answered",
+        Outcome::Failed => "failed",
+        Outcome::Reissued => "re-issued",
+        Outcome::TimedOut => "timed out",
+    }
+}
+
+/// One line: what became of each server request, and the dropped writes.
+pub fn outcome(run: &Run) -> String {
+    let mut last: BTreeMap<String, Outcome> = BTreeMap::new();
+    let mut order: Vec<String> = Vec::new();
+    let mut dropped_with_events = 0;
+    for e in run.trace.iter() {
+        match &e.what {
+            What::RequestIssued { label, .. } => {
+                if !order.contains(label) {
+                    order.push(label.clone());
+                }
+            }
+            What::RequestOutcome { label, outcome, .. } => {
+                last.insert(label.clone(), *outcome);
+            }
+            What::DroppedWrite { events, .. } if !events.is_empty() => dropped_with_events += 1,
+            _ => {}
+        }
+    }
+    let reqs: Vec<String> = order
+        .iter()
+        .map(|l| format!("{l} {}", last.get(l).map_or("unresolved at the end", |o| outcome_word(*o))))
+        .collect();
+    let reqs = if reqs.is_empty() { "no server requests".to_string() } else { reqs.join(", ") };
+    format!("{reqs}; {dropped_with_events} write(s) carried events into dropped mappings")
+}

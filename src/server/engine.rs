@@ -439,7 +439,7 @@ fn post(shared: &Rc<Shared>, token: &str, who: &str, body: &[u8]) -> Response<Bo
             if let Some(r) = s.requests.iter_mut().find(|r| r.id == id) {
                 if r.state == RequestState::Pending {
                     r.state = if is_error { RequestState::Failed } else { RequestState::Answered };
-                    let (outcome, detail) = if is_error { (Outcome::Failed, "client answered with an error") } else { (Outcome::Answered, "answered") };
+                    let (outcome, detail) = if is_error { (Outcome::Failed, "the client answered with an error") } else { (Outcome::Answered, "answer received on the downlink") };
                     shared.report.outcome(&r.label, &r.id, outcome, None, detail);
                 } else {
                     shared.report.note(&s.name, format!("duplicate answer to {id} ignored"));
