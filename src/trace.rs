@@ -82,12 +82,26 @@ pub enum Outcome {
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum What {
     /// The step loop applied a scenario step.
-    Step { index: usize, #[serde(rename = "do")] action: String, detail: String },
+    Step {
+        index: usize,
+        #[serde(rename = "do")]
+        action: String,
+        detail: String,
+    },
 
     // ---- observed by clients ----
     /// A client opened a TCP connection (its local port links it to a NAT mapping).
-    Connect { client: String, conn: u32, port: u16, purpose: Purpose },
-    ConnectFailed { client: String, conn: u32, error: String },
+    Connect {
+        client: String,
+        conn: u32,
+        port: u16,
+        purpose: Purpose,
+    },
+    ConnectFailed {
+        client: String,
+        conn: u32,
+        error: String,
+    },
     HttpRequest {
         client: String,
         conn: u32,
@@ -116,30 +130,80 @@ pub enum What {
         data: String,
     },
     /// A client's uplink stream ended or failed.
-    UplinkEnded { client: String, conn: u32, reason: String },
+    UplinkEnded {
+        client: String,
+        conn: u32,
+        reason: String,
+    },
     /// A client gave up on a silent uplink (missed heartbeats).
-    UplinkSilent { client: String, conn: u32, silent_ms: u64 },
+    UplinkSilent {
+        client: String,
+        conn: u32,
+        silent_ms: u64,
+    },
     /// A client learned a session token (from the `endpoint` event).
-    SessionToken { client: String, token: String },
+    SessionToken {
+        client: String,
+        token: String,
+    },
     /// A client POSTed its answer to a server request.
-    Answer { client: String, id: RpcId, method: String },
+    Answer {
+        client: String,
+        id: RpcId,
+        method: String,
+    },
     /// A client saw its resumption refused.
-    Rejected { client: String, conn: u32, how: String },
+    Rejected {
+        client: String,
+        conn: u32,
+        how: String,
+    },
     /// The client dropped its session and starts a fresh one.
-    Reinitialize { client: String, why: String },
-    TokenStolen { from: String, to: String, credential: bool },
-    ClientCrashed { client: String },
+    Reinitialize {
+        client: String,
+        why: String,
+    },
+    TokenStolen {
+        from: String,
+        to: String,
+        credential: bool,
+    },
+    ClientCrashed {
+        client: String,
+    },
 
     // ---- observed by the NAT ----
-    MappingOpened { client: String, mapping: u32, down_port: u16, up_port: u16 },
+    MappingOpened {
+        client: String,
+        mapping: u32,
+        down_port: u16,
+        up_port: u16,
+    },
     /// The NAT silently stopped forwarding a mapping (both sockets stay open).
-    MappingDropped { client: String, mapping: u32, fault: String },
+    MappingDropped {
+        client: String,
+        mapping: u32,
+        fault: String,
+    },
     /// Bytes the server wrote into a dropped mapping, and the SSE events in them.
-    DroppedWrite { client: String, mapping: u32, bytes: usize, events: Vec<SseSeen> },
+    DroppedWrite {
+        client: String,
+        mapping: u32,
+        bytes: usize,
+        events: Vec<SseSeen>,
+    },
     /// The NAT reset a mapping (a fault, or keepalive expiry of a half-open one).
-    MappingReset { client: String, mapping: u32, why: String },
+    MappingReset {
+        client: String,
+        mapping: u32,
+        why: String,
+    },
     /// One side closed a live mapping (`client` or `server`).
-    MappingClosed { client: String, mapping: u32, by: String },
+    MappingClosed {
+        client: String,
+        mapping: u32,
+        by: String,
+    },
 
     // ---- reported by the server's application ----
     RequestIssued {
@@ -159,11 +223,17 @@ pub enum What {
         detail: String,
     },
     /// The application could not act (no such session, server down).
-    AppError { client: String, error: String },
+    AppError {
+        client: String,
+        error: String,
+    },
 
     // ---- explanation only ----
     /// The reference engine's internal decision; never decides a verdict.
-    ServerNote { session: String, note: String },
+    ServerNote {
+        session: String,
+        note: String,
+    },
 }
 
 impl What {

@@ -26,7 +26,9 @@ fn req(label: &str) -> RpcId {
 fn resume_accepted(run: &Run, client: &str, from: &str) -> (SimTime, u32) {
     let conn = events(run)
         .find_map(|e| match &e.what {
-            What::HttpRequest { client: c, conn, last_event_id: Some(l), .. } if c == client && l == from => Some(*conn),
+            What::HttpRequest { client: c, conn, last_event_id: Some(l), .. } if c == client && l == from => {
+                Some(*conn)
+            }
             _ => None,
         })
         .expect("the resume GET was sent");
@@ -51,7 +53,9 @@ fn dropped_mappings(run: &Run, client: &str) -> Vec<u32> {
 fn delivered_to(run: &Run, client: &str, id: &RpcId) -> Vec<(SimTime, u32)> {
     events(run)
         .filter_map(|e| match &e.what {
-            What::SseEvent { client: c, conn, rpc: Some(r), .. } if c == client && r.id.as_ref() == Some(id) && r.kind == RpcKind::Request => {
+            What::SseEvent { client: c, conn, rpc: Some(r), .. }
+                if c == client && r.id.as_ref() == Some(id) && r.kind == RpcKind::Request =>
+            {
                 Some((e.t_us, *conn))
             }
             _ => None,
@@ -69,13 +73,20 @@ fn nat_rebind_naive_writes_req43_into_the_dead_uplink_and_times_out() {
     let into_dead: Vec<&Event> = events(&run)
         .filter(|e| match &e.what {
             What::DroppedWrite { client, mapping, events, .. } => {
-                client == "alice" && dropped.contains(mapping) && events.iter().any(|ev| ev.rpc.as_ref().and_then(|r| r.id.as_ref()) == Some(&req("req-43")))
+                client == "alice"
+                    && dropped.contains(mapping)
+                    && events.iter().any(|ev| ev.rpc.as_ref().and_then(|r| r.id.as_ref()) == Some(&req("req-43")))
             }
             _ => false,
         })
         .collect();
     assert_eq!(into_dead.len(), 1, "req-43 was written into alice's dropped mapping");
-    assert!(into_dead[0].t_us > accepted, "... after her new uplink was accepted ({} > {})", into_dead[0].t_us, accepted);
+    assert!(
+        into_dead[0].t_us > accepted,
+        "... after her new uplink was accepted ({} > {})",
+        into_dead[0].t_us,
+        accepted
+    );
 
     assert!(delivered_to(&run, "alice", &req("req-43")).is_empty(), "req-43 never reaches alice");
 
@@ -84,12 +95,16 @@ fn nat_rebind_naive_writes_req43_into_the_dead_uplink_and_times_out() {
         .expect("req-43 is event 1009")
         .t_us;
     let timed_out = events(&run)
-        .find(|e| matches!(&e.what, What::RequestOutcome { label, outcome: Outcome::TimedOut, .. } if label == "req-43"))
+        .find(
+            |e| matches!(&e.what, What::RequestOutcome { label, outcome: Outcome::TimedOut, .. } if label == "req-43"),
+        )
         .expect("the application reports req-43 timed out")
         .t_us;
     assert_eq!(timed_out.as_duration() - issued.as_duration(), Duration::from_secs(300));
     // req-42 (event 1007) was answered before the rebind, as in the seed.
-    assert!(events(&run).any(|e| matches!(&e.what, What::RequestOutcome { label, outcome: Outcome::Answered, .. } if label == "req-42")));
+    assert!(events(&run).any(
+        |e| matches!(&e.what, What::RequestOutcome { label, outcome: Outcome::Answered, .. } if label == "req-42")
+    ));
     assert!(events(&run).any(|e| matches!(&e.what, What::RequestIssued { label, event_id: Some(ev), .. } if label == "req-42" && ev == "1007")));
 }
 
@@ -108,7 +123,9 @@ fn nat_rebind_guarded_delivers_req43_on_the_new_uplink_and_nothing_enters_the_de
         .filter(|e| matches!(&e.what, What::DroppedWrite { client, mapping, .. } if client == "alice" && dropped.contains(mapping)) && e.t_us > accepted)
         .collect();
     assert!(late_bytes.is_empty(), "no server byte enters the dropped mapping after acceptance: {late_bytes:?}");
-    assert!(events(&run).any(|e| matches!(&e.what, What::RequestOutcome { label, outcome: Outcome::Answered, .. } if label == "req-43")));
+    assert!(events(&run).any(
+        |e| matches!(&e.what, What::RequestOutcome { label, outcome: Outcome::Answered, .. } if label == "req-43")
+    ));
 }
 
 /// Connections on which `client` presented a token it did not obtain itself.
@@ -121,7 +138,9 @@ fn conns_with_foreign_token(run: &Run, client: &str) -> Vec<u32> {
         .collect();
     events(run)
         .filter_map(|e| match &e.what {
-            What::HttpRequest { client: c, conn, method, path, .. } if c == client && method == "GET" && path.contains("sessionId=") => {
+            What::HttpRequest { client: c, conn, method, path, .. }
+                if c == client && method == "GET" && path.contains("sessionId=") =>
+            {
                 let token = path.split("sessionId=").nth(1).unwrap_or("");
                 (!own.iter().any(|t| t == token)).then_some(*conn)
             }
@@ -166,7 +185,9 @@ fn second_client_leak_guarded_refuses_mallory_and_alice_keeps_working() {
         })
         .collect();
     // Mallory sees nothing on the stolen token's connection...
-    assert!(!events(&run).any(|e| matches!(&e.what, What::SseEvent { client, conn, .. } if client == "mallory" && stolen.contains(conn))));
+    assert!(!events(&run).any(
+        |e| matches!(&e.what, What::SseEvent { client, conn, .. } if client == "mallory" && stolen.contains(conn))
+    ));
     // ...and never holds alice's session through any other path.
     assert!(!events(&run).any(|e| matches!(&e.what, What::SessionToken { client, token } if client == "mallory" && alice_tokens.contains(token))));
     // The refusal is explicit.
@@ -185,5 +206,7 @@ fn second_client_leak_guarded_refuses_mallory_and_alice_keeps_working() {
     assert!(got[0].0 > refusal.t_us);
     assert_eq!(got[0].1, first_conn, "alice's uplink survived the theft attempt");
     assert!(!events(&run).any(|e| matches!(&e.what, What::Reinitialize { client, .. } if client == "alice")));
-    assert!(events(&run).any(|e| matches!(&e.what, What::RequestOutcome { label, outcome: Outcome::Answered, .. } if label == "req-43")));
+    assert!(events(&run).any(
+        |e| matches!(&e.what, What::RequestOutcome { label, outcome: Outcome::Answered, .. } if label == "req-43")
+    ));
 }

@@ -33,9 +33,15 @@ pub enum ClientCmd {
     /// Answer these request ids now, if seen and not answered yet.
     Answer(Vec<RpcId>),
     /// Take over a (stolen) session token, and the owner's credential if given.
-    Adopt { token: String, credential: Option<String> },
+    Adopt {
+        token: String,
+        credential: Option<String>,
+    },
     /// The uplink of generation `gen` ended; reconnect if it is still current.
-    Retry { gen: u64, fresh: bool },
+    Retry {
+        gen: u64,
+        fresh: bool,
+    },
 }
 
 /// What the step loop may read and change from outside the host.
@@ -86,7 +92,13 @@ enum Mode {
 }
 
 impl Client {
-    pub fn new(spec: ClientSpec, nat: String, rec: Recorder, shared: Rc<ClientShared>, inbox: Inbox<ClientCmd>) -> Rc<Client> {
+    pub fn new(
+        spec: ClientSpec,
+        nat: String,
+        rec: Recorder,
+        shared: Rc<ClientShared>,
+        inbox: Inbox<ClientCmd>,
+    ) -> Rc<Client> {
         *shared.credential.borrow_mut() = spec.principal.clone();
         Rc::new(Client { spec, nat, rec, shared, inbox, st: RefCell::new(State::default()) })
     }
@@ -212,7 +224,9 @@ impl Client {
         let Some((conn, stream)) = self.connect(Purpose::Uplink).await else {
             return self.retry_later(gen, !resuming);
         };
-        let Ok((mut sender, driver)) = hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream)).await else {
+        let Ok((mut sender, driver)) =
+            hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream)).await
+        else {
             return self.retry_later(gen, !resuming);
         };
         let _driver = AbortOnDrop(tokio::task::spawn_local(async move {
@@ -234,11 +248,19 @@ impl Client {
         let silence = self.spec.heartbeat_timeout;
         let resp = match timeout(silence, sender.send_request(req)).await {
             Err(_) => {
-                self.rec.record(What::UplinkSilent { client: self.name(), conn, silent_ms: silence.as_millis() as u64 });
+                self.rec.record(What::UplinkSilent {
+                    client: self.name(),
+                    conn,
+                    silent_ms: silence.as_millis() as u64,
+                });
                 return self.retry_later(gen, !resuming);
             }
             Ok(Err(e)) => {
-                self.rec.record(What::UplinkEnded { client: self.name(), conn, reason: format!("request failed: {e}") });
+                self.rec.record(What::UplinkEnded {
+                    client: self.name(),
+                    conn,
+                    reason: format!("request failed: {e}"),
+                });
                 return self.retry_later(gen, !resuming);
             }
             Ok(Ok(r)) => r,
@@ -263,19 +285,35 @@ impl Client {
         loop {
             let frame = match timeout(silence, body.frame()).await {
                 Err(_) => {
-                    self.rec.record(What::UplinkSilent { client: self.name(), conn, silent_ms: silence.as_millis() as u64 });
+                    self.rec.record(What::UplinkSilent {
+                        client: self.name(),
+                        conn,
+                        silent_ms: silence.as_millis() as u64,
+                    });
                     return self.retry_later(gen, false);
                 }
                 Ok(None) => {
-                    self.rec.record(What::UplinkEnded { client: self.name(), conn, reason: "server ended the stream".into() });
+                    self.rec.record(What::UplinkEnded {
+                        client: self.name(),
+                        conn,
+                        reason: "server ended the stream".into(),
+                    });
                     if resuming && !any_event {
-                        self.rec.record(What::Rejected { client: self.name(), conn, how: "200 with an empty stream".into() });
+                        self.rec.record(What::Rejected {
+                            client: self.name(),
+                            conn,
+                            how: "200 with an empty stream".into(),
+                        });
                         return self.reinitialize("resumption answered with an empty stream");
                     }
                     return self.retry_later(gen, false);
                 }
                 Ok(Some(Err(e))) => {
-                    self.rec.record(What::UplinkEnded { client: self.name(), conn, reason: format!("stream error: {e}") });
+                    self.rec.record(What::UplinkEnded {
+                        client: self.name(),
+                        conn,
+                        reason: format!("stream error: {e}"),
+                    });
                     return self.retry_later(gen, false);
                 }
                 Ok(Some(Ok(f))) => f,
@@ -374,7 +412,8 @@ impl Client {
     async fn post(&self, msg: &Message) -> Option<u16> {
         let token = self.shared.token.borrow().clone()?;
         let (conn, stream) = self.connect(Purpose::Post).await?;
-        let (mut sender, driver) = hyper::client::conn::http1::handshake::<_, Full<Bytes>>(TokioIo::new(stream)).await.ok()?;
+        let (mut sender, driver) =
+            hyper::client::conn::http1::handshake::<_, Full<Bytes>>(TokioIo::new(stream)).await.ok()?;
         let _driver = AbortOnDrop(tokio::task::spawn_local(async move {
             let _ = driver.await;
         }));
@@ -385,7 +424,13 @@ impl Client {
             .header("authorization", format!("Bearer {}", self.shared.credential.borrow()))
             .body(Full::new(Bytes::from(msg.to_json())))
             .expect("valid request");
-        self.rec.record(What::HttpRequest { client: self.name(), conn, method: "POST".into(), path, last_event_id: None });
+        self.rec.record(What::HttpRequest {
+            client: self.name(),
+            conn,
+            method: "POST".into(),
+            path,
+            last_event_id: None,
+        });
         let resp = match timeout(POST_TIMEOUT, sender.send_request(req)).await {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {

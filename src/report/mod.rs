@@ -38,12 +38,12 @@ fn fmt_time(t: SimTime) -> String {
 /// What a delivered SSE event was, in a few words.
 pub fn describe_rpc(rpc: &Option<RpcSummary>, event: &str) -> String {
     match rpc {
-        Some(RpcSummary { kind: RpcKind::Request, method, id }) => format!(
-            "{} {}",
-            id.as_ref().map(|i| i.to_string()).unwrap_or_default(),
-            method.as_deref().unwrap_or("?")
-        ),
-        Some(RpcSummary { kind: RpcKind::Response, id, .. }) => format!("response to {}", id.as_ref().map(|i| i.to_string()).unwrap_or_default()),
+        Some(RpcSummary { kind: RpcKind::Request, method, id }) => {
+            format!("{} {}", id.as_ref().map(|i| i.to_string()).unwrap_or_default(), method.as_deref().unwrap_or("?"))
+        }
+        Some(RpcSummary { kind: RpcKind::Response, id, .. }) => {
+            format!("response to {}", id.as_ref().map(|i| i.to_string()).unwrap_or_default())
+        }
         Some(RpcSummary { kind: RpcKind::Error, .. }) => "JSON-RPC error".into(),
         Some(RpcSummary { kind: RpcKind::Notification, method, .. }) => method.clone().unwrap_or_default(),
         None => format!("`{event}` event"),
@@ -99,7 +99,15 @@ fn timeline(run: &Run) -> Vec<(SimTime, String)> {
                     if let Some(b) = burst.take() {
                         lines.push((b.t, b.line()));
                     }
-                    burst = Some(Burst { t, client: client.clone(), conn: *conn, first: id.clone(), last: id.clone(), count: 1, notable: notable.into_iter().collect() });
+                    burst = Some(Burst {
+                        t,
+                        client: client.clone(),
+                        conn: *conn,
+                        first: id.clone(),
+                        last: id.clone(),
+                        count: 1,
+                        notable: notable.into_iter().collect(),
+                    });
                 }
             }
             continue;
@@ -123,25 +131,33 @@ fn timeline(run: &Run) -> Vec<(SimTime, String)> {
                 Some((Purpose::Uplink, Some(lei))) if *status == 200 => {
                     Some(format!("{client}'s resumption from {lei} answered 200 on conn {conn}"))
                 }
-                Some((Purpose::Uplink, None)) if *status == 200 => Some(format!("{client} opened an uplink on conn {conn}")),
+                Some((Purpose::Uplink, None)) if *status == 200 => {
+                    Some(format!("{client} opened an uplink on conn {conn}"))
+                }
                 Some((Purpose::Post, _)) if *status < 300 => None,
                 _ => Some(format!("{client} got HTTP {status} on conn {conn}")),
             },
-            What::ConnectFailed { client, conn, error } => Some(format!("{client} could not connect (conn {conn}): {error}")),
+            What::ConnectFailed { client, conn, error } => {
+                Some(format!("{client} could not connect (conn {conn}): {error}"))
+            }
             What::UplinkEnded { client, conn, reason } => Some(format!("{client}'s conn {conn} ended: {reason}")),
             What::UplinkSilent { client, conn, silent_ms } => {
                 Some(format!("{client} gave up on silent conn {conn} after {} s", silent_ms / 1000))
             }
             What::SessionToken { client, token } => Some(format!("{client} holds session token {token}")),
             What::Answer { client, id, .. } => Some(format!("{client} answers {id}")),
-            What::Rejected { client, conn, how } => Some(format!("{client}'s resumption refused on conn {conn}: {how}")),
+            What::Rejected { client, conn, how } => {
+                Some(format!("{client}'s resumption refused on conn {conn}: {how}"))
+            }
             What::Reinitialize { client, why } => Some(format!("{client} re-initializes: {why}")),
             What::TokenStolen { from, to, credential } => Some(format!(
                 "{to} now holds {from}'s session token{}",
                 if *credential { " and credential" } else { "" }
             )),
             What::ClientCrashed { client } => Some(format!("{client} crashed")),
-            What::MappingDropped { client, mapping, fault } => Some(format!("nat-{client}: mapping {mapping} dropped silently ({fault})")),
+            What::MappingDropped { client, mapping, fault } => {
+                Some(format!("nat-{client}: mapping {mapping} dropped silently ({fault})"))
+            }
             What::DroppedWrite { client, mapping, bytes, events } => {
                 if events.is_empty() {
                     heartbeat_only += 1;
@@ -151,16 +167,23 @@ fn timeline(run: &Run) -> Vec<(SimTime, String)> {
                         .iter()
                         .map(|ev| format!("{} {}", ev.id.as_deref().unwrap_or("-"), describe_rpc(&ev.rpc, &ev.event)))
                         .collect();
-                    Some(format!("nat-{client}: server wrote {bytes} bytes into dropped mapping {mapping}: {}", what.join(", ")))
+                    Some(format!(
+                        "nat-{client}: server wrote {bytes} bytes into dropped mapping {mapping}: {}",
+                        what.join(", ")
+                    ))
                 }
             }
-            What::MappingReset { client, mapping, why } => Some(format!("nat-{client}: mapping {mapping} reset ({why})")),
+            What::MappingReset { client, mapping, why } => {
+                Some(format!("nat-{client}: mapping {mapping} reset ({why})"))
+            }
             What::MappingClosed { .. } | What::MappingOpened { .. } | What::HttpRequest { .. } => None,
             What::RequestIssued { label, method, event_id, client, .. } => Some(format!(
                 "app: {label} ({method}) issued on {client}'s session{}",
                 event_id.as_ref().map(|e| format!(" as event {e}")).unwrap_or_default()
             )),
-            What::RequestOutcome { label, outcome, detail, .. } => Some(format!("app: {label} {}: {detail}", outcome_word(*outcome))),
+            What::RequestOutcome { label, outcome, detail, .. } => {
+                Some(format!("app: {label} {}: {detail}", outcome_word(*outcome)))
+            }
             What::AppError { client, error } => Some(format!("app error ({client}): {error}")),
             What::ServerNote { .. } | What::SseEvent { .. } => None,
         };
@@ -194,10 +217,8 @@ pub fn outcome(run: &Run) -> String {
     let mut dropped_with_events = 0;
     for e in run.trace.iter() {
         match &e.what {
-            What::RequestIssued { label, .. } => {
-                if !order.contains(label) {
-                    order.push(label.clone());
-                }
+            What::RequestIssued { label, .. } if !order.contains(label) => {
+                order.push(label.clone());
             }
             What::RequestOutcome { label, outcome, .. } => {
                 last.insert(label.clone(), *outcome);

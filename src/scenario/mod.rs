@@ -118,7 +118,11 @@ struct RawNetwork {
 
 impl Default for RawNetwork {
     fn default() -> Self {
-        Self { latency: Latency::Fixed(Dur(Duration::from_millis(5))), half_open_lifetime: Dur(Duration::from_secs(90)), tick: Dur(crate::world::TICK) }
+        Self {
+            latency: Latency::Fixed(Dur(Duration::from_millis(5))),
+            half_open_lifetime: Dur(Duration::from_secs(90)),
+            tick: Dur(crate::world::TICK),
+        }
     }
 }
 
@@ -241,14 +245,20 @@ impl Action {
     pub fn describe(&self) -> String {
         match self {
             Action::Connect { client } => format!("{client} connects"),
-            Action::ServerRequest { client, method, label } => format!("server issues {label} ({method}) on {client}'s session"),
+            Action::ServerRequest { client, method, label } => {
+                format!("server issues {label} ({method}) on {client}'s session")
+            }
             Action::Notify { client, count } => format!("server emits {count} notification(s) on {client}'s session"),
             Action::Answer { client, label } => format!("{client} answers {label}"),
             Action::Rebind { client } => format!("NAT rebinds {client}: its mappings go silent"),
             Action::Sever { client } => format!("{client}'s uplink is half-opened"),
             Action::Reset { client } => format!("{client}'s uplink is reset"),
-            Action::Resume { client, last_event_id: LastEventId::LastSeen } => format!("{client} resumes from its last seen id"),
-            Action::Resume { client, last_event_id: LastEventId::Id(n) } => format!("{client} resumes with Last-Event-ID {n}"),
+            Action::Resume { client, last_event_id: LastEventId::LastSeen } => {
+                format!("{client} resumes from its last seen id")
+            }
+            Action::Resume { client, last_event_id: LastEventId::Id(n) } => {
+                format!("{client} resumes with Last-Event-ID {n}")
+            }
             Action::StealToken { from, to, credential } => {
                 format!("{to} steals {from}'s session token{}", if *credential { " and credential" } else { "" })
             }
@@ -286,7 +296,8 @@ pub struct Plan {
 impl Plan {
     /// Loads and validates a scenario file.
     pub fn load(path: &Path) -> Result<Plan> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(format!("{}: cannot read: {e}", path.display())))?;
+        let text =
+            std::fs::read_to_string(path).map_err(|e| Error::io(format!("{}: cannot read: {e}", path.display())))?;
         let mut plan = Self::from_toml_str(&text, path)?;
         plan.source = Some(path.to_path_buf());
         Ok(plan)
@@ -303,7 +314,10 @@ impl Plan {
 
         if let Some(d) = &raw.scenario.dialect {
             if *d.get_ref() == Dialect::StreamableHttp {
-                return Err(err(d.span(), "dialect \"streamable-http\" is not supported yet; use \"legacy-sse\"".into()));
+                return Err(err(
+                    d.span(),
+                    "dialect \"streamable-http\" is not supported yet; use \"legacy-sse\"".into(),
+                ));
             }
         }
         let server = raw.server;
@@ -326,10 +340,16 @@ impl Plan {
         for c in raw.clients {
             let name = c.name.get_ref().clone();
             if name.is_empty() || !name.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_') {
-                return Err(err(c.name.span(), format!("client name {name:?} must be non-empty ASCII letters, digits, '-' or '_'")));
+                return Err(err(
+                    c.name.span(),
+                    format!("client name {name:?} must be non-empty ASCII letters, digits, '-' or '_'"),
+                ));
             }
             if name == "server" || name.starts_with("nat-") {
-                return Err(err(c.name.span(), format!("client name {name:?} is reserved for the simulation's own hosts")));
+                return Err(err(
+                    c.name.span(),
+                    format!("client name {name:?} is reserved for the simulation's own hosts"),
+                ));
             }
             if !names.insert(name.clone()) {
                 return Err(err(c.name.span(), format!("client {name:?} is defined twice")));
@@ -349,7 +369,14 @@ impl Plan {
         for s in raw.steps {
             let at = s.at.get_ref().0;
             if at < last_at {
-                return Err(err(s.at.span(), format!("step at {} comes before the previous step at {}; steps must be in time order", format_duration(at), format_duration(last_at))));
+                return Err(err(
+                    s.at.span(),
+                    format!(
+                        "step at {} comes before the previous step at {}; steps must be in time order",
+                        format_duration(at),
+                        format_duration(last_at)
+                    ),
+                ));
             }
             last_at = at;
             let action_name = s.action.get_ref().as_str();
@@ -358,7 +385,14 @@ impl Plan {
                     return Err(err(s.action.span(), format!("step `{action_name}` needs `{field}`")));
                 };
                 if !names.contains(c.get_ref()) {
-                    return Err(err(c.span(), format!("unknown client {:?} (defined: {})", c.get_ref(), names.iter().cloned().collect::<Vec<_>>().join(", "))));
+                    return Err(err(
+                        c.span(),
+                        format!(
+                            "unknown client {:?} (defined: {})",
+                            c.get_ref(),
+                            names.iter().cloned().collect::<Vec<_>>().join(", ")
+                        ),
+                    ));
                 }
                 Ok(c.get_ref().clone())
             };
@@ -420,7 +454,11 @@ impl Plan {
             };
             // Fields that mean nothing for this step kind are mistakes, not noise.
             let allowed: &[&str] = match &action {
-                Action::Connect { .. } | Action::Rebind { .. } | Action::Sever { .. } | Action::Reset { .. } | Action::CrashClient { .. } => &["client"],
+                Action::Connect { .. }
+                | Action::Rebind { .. }
+                | Action::Sever { .. }
+                | Action::Reset { .. }
+                | Action::CrashClient { .. } => &["client"],
                 Action::ServerRequest { .. } => &["client", "method", "label"],
                 Action::Notify { .. } => &["client", "count"],
                 Action::Answer { .. } => &["client", "label"],
@@ -449,19 +487,38 @@ impl Plan {
         }
         if let Some(last) = steps.last() {
             if last.at > raw.scenario.duration.0 {
-                return Err(Error::scenario_at(path, text, None, format!("a step at {} is after the scenario's duration {}", format_duration(last.at), format_duration(raw.scenario.duration.0))));
+                return Err(Error::scenario_at(
+                    path,
+                    text,
+                    None,
+                    format!(
+                        "a step at {} is after the scenario's duration {}",
+                        format_duration(last.at),
+                        format_duration(raw.scenario.duration.0)
+                    ),
+                ));
             }
         }
 
         let mut expect = BTreeMap::new();
         for (server, checks) in raw.expect {
             if !crate::server::is_known_server(server.get_ref()) {
-                return Err(err(server.span(), format!("[expect] names unknown server {:?} (known: {})", server.get_ref(), crate::server::known_servers().join(", "))));
+                return Err(err(
+                    server.span(),
+                    format!(
+                        "[expect] names unknown server {:?} (known: {})",
+                        server.get_ref(),
+                        crate::server::known_servers().join(", ")
+                    ),
+                ));
             }
             let mut ids = Vec::new();
             for c in checks.into_inner() {
                 if !CHECK_IDS.contains(&c.get_ref().as_str()) {
-                    return Err(err(c.span(), format!("[expect] names unknown check {:?} (known: {})", c.get_ref(), CHECK_IDS.join(", "))));
+                    return Err(err(
+                        c.span(),
+                        format!("[expect] names unknown check {:?} (known: {})", c.get_ref(), CHECK_IDS.join(", ")),
+                    ));
                 }
                 ids.push(c.into_inner());
             }
@@ -477,7 +534,12 @@ impl Plan {
             seed: Seed(raw.scenario.seed),
             duration: raw.scenario.duration.0,
             server,
-            network: NetworkConfig { tick: raw.network.tick.0, latency_min, latency_max, half_open_lifetime: raw.network.half_open_lifetime.0 },
+            network: NetworkConfig {
+                tick: raw.network.tick.0,
+                latency_min,
+                latency_max,
+                half_open_lifetime: raw.network.half_open_lifetime.0,
+            },
             clients,
             steps,
             expect,

@@ -146,7 +146,13 @@ struct Req {
 
 impl Session {
     /// Logs a message, mints its id and routes it to the first live uplink.
-    fn emit(&mut self, msg: &Message, request: Option<RpcId>, retention: usize, report: &AppReporter) -> (u64, Option<u32>) {
+    fn emit(
+        &mut self,
+        msg: &Message,
+        request: Option<RpcId>,
+        retention: usize,
+        report: &AppReporter,
+    ) -> (u64, Option<u32>) {
         let id = self.next_event_id;
         self.next_event_id += 1;
         let data = msg.to_json();
@@ -218,7 +224,8 @@ async fn handle(shared: Rc<Shared>, ctl: Rc<ConnCtl>, req: Request<Incoming>) ->
     let resp = match (req.method().as_str(), path.as_str(), token) {
         ("GET", "/mcp/sse", None) => open_session(&shared, ctl, credential(&req)),
         ("GET", "/mcp/sse", Some(token)) => {
-            let last = req.headers().get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
+            let last =
+                req.headers().get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
             resume(&shared, ctl, token, credential(&req), last).await
         }
         ("POST", "/mcp/messages", Some(token)) => {
@@ -234,7 +241,12 @@ async fn handle(shared: Rc<Shared>, ctl: Rc<ConnCtl>, req: Request<Incoming>) ->
 }
 
 /// Registers a new uplink writer and starts its heartbeat.
-fn attach(shared: &Shared, st: &mut State, token: &str, ctl: Rc<ConnCtl>) -> (u32, mpsc::UnboundedSender<Bytes>, ChannelBody) {
+fn attach(
+    shared: &Shared,
+    st: &mut State,
+    token: &str,
+    ctl: Rc<ConnCtl>,
+) -> (u32, mpsc::UnboundedSender<Bytes>, ChannelBody) {
     st.next_uplink += 1;
     let id = st.next_uplink;
     let (tx, body) = ChannelBody::new();
@@ -290,7 +302,10 @@ fn invalidate(shared: &Shared, st: &mut State, token: &str, why: &str) {
 
 fn refuse(how: Refusal, reason: &str) -> Response<Body> {
     match how {
-        Refusal::Status(code) => rpc_error(StatusCode::from_u16(code).unwrap_or(StatusCode::FORBIDDEN), &format!("resumption rejected: {reason}")),
+        Refusal::Status(code) => rpc_error(
+            StatusCode::from_u16(code).unwrap_or(StatusCode::FORBIDDEN),
+            &format!("resumption rejected: {reason}"),
+        ),
         Refusal::ErrorEvent => {
             let (tx, body) = ChannelBody::new();
             let err = Message::Error { id: None, code: -32000, message: format!("resumption rejected: {reason}") };
@@ -304,7 +319,13 @@ fn refuse(how: Refusal, reason: &str) -> Response<Body> {
     }
 }
 
-async fn resume(shared: &Rc<Shared>, ctl: Rc<ConnCtl>, token: String, presented: String, last: Option<u64>) -> Response<Body> {
+async fn resume(
+    shared: &Rc<Shared>,
+    ctl: Rc<ConnCtl>,
+    token: String,
+    presented: String,
+    last: Option<u64>,
+) -> Response<Body> {
     let decision = {
         let mut st = shared.state.borrow_mut();
         let Some(s) = st.sessions.get_mut(&token) else {
@@ -314,7 +335,13 @@ async fn resume(shared: &Rc<Shared>, ctl: Rc<ConnCtl>, token: String, presented:
         let requests: Vec<RequestView> = s
             .requests
             .iter()
-            .map(|r| RequestView { id: r.id.clone(), label: r.label.clone(), method: r.method.clone(), event_id: r.event_id, state: r.state })
+            .map(|r| RequestView {
+                id: r.id.clone(),
+                label: r.label.clone(),
+                method: r.method.clone(),
+                event_id: r.event_id,
+                state: r.state,
+            })
             .collect();
         let request_events: Vec<(u64, RpcId)> = s.log.iter().filter_map(|l| Some((l.id, l.request.clone()?))).collect();
         let view = ResumeView {
@@ -345,7 +372,10 @@ async fn resume(shared: &Rc<Shared>, ctl: Rc<ConnCtl>, token: String, presented:
         // Fence before attaching: the new writer must be the sole writer.
         let prior: Vec<(u32, Rc<ConnCtl>)> = {
             let st = shared.state.borrow();
-            st.sessions.get(&token).map(|s| s.uplinks.iter().map(|u| (u.id, u.conn.clone())).collect()).unwrap_or_default()
+            st.sessions
+                .get(&token)
+                .map(|s| s.uplinks.iter().map(|u| (u.id, u.conn.clone())).collect())
+                .unwrap_or_default()
         };
         for (_, c) in &prior {
             c.kill.notify_one();
@@ -381,7 +411,13 @@ async fn resume(shared: &Rc<Shared>, ctl: Rc<ConnCtl>, token: String, presented:
         let _ = tx.send(Bytes::from(sse::encode(Some(&l.id.to_string()), None, &l.data)));
         replayed += 1;
     }
-    shared.report.note(&s.name, format!("uplink U{uplink} attached ({} writer(s)); replayed {replayed} event(s) from {replay_from}", s.uplinks.len()));
+    shared.report.note(
+        &s.name,
+        format!(
+            "uplink U{uplink} attached ({} writer(s)); replayed {replayed} event(s) from {replay_from}",
+            s.uplinks.len()
+        ),
+    );
 
     let pending: Vec<usize> = (0..s.requests.len()).filter(|&i| s.requests[i].state == RequestState::Pending).collect();
     for i in pending {
@@ -397,13 +433,25 @@ async fn resume(shared: &Rc<Shared>, ctl: Rc<ConnCtl>, token: String, presented:
                     let r = &mut s.requests[i];
                     r.reissues += 1;
                     let new = RpcId::Str(format!("{}.r{}", r.label, r.reissues));
-                    (std::mem::replace(&mut r.id, new.clone()), new, r.method.clone(), r.label.clone(), s.principal.clone())
+                    (
+                        std::mem::replace(&mut r.id, new.clone()),
+                        new,
+                        r.method.clone(),
+                        r.label.clone(),
+                        s.principal.clone(),
+                    )
                 };
                 s.tombstones.insert(old.clone());
                 let msg = mcp::server_request(new.clone(), &method, &label, &owner);
                 let (event_id, _) = s.emit(&msg, Some(new.clone()), retention, &shared.report);
                 s.requests[i].event_id = event_id;
-                shared.report.outcome(&label, &old, Outcome::Reissued, Some(new), format!("re-issued as event {event_id}; old id tombstoned"));
+                shared.report.outcome(
+                    &label,
+                    &old,
+                    Outcome::Reissued,
+                    Some(new),
+                    format!("re-issued as event {event_id}; old id tombstoned"),
+                );
             }
         }
     }
@@ -418,9 +466,14 @@ fn post(shared: &Rc<Shared>, token: &str, who: &str, body: &[u8]) -> Response<Bo
     if shared.policy.binds_principal() && who != s.principal {
         return rpc_error(StatusCode::FORBIDDEN, "credential does not match the session's owner");
     }
-    let msg = match std::str::from_utf8(body).map_err(|e| e.to_string()).and_then(|t| Message::parse(t).map_err(|e| e.to_string())) {
+    let msg = match std::str::from_utf8(body)
+        .map_err(|e| e.to_string())
+        .and_then(|t| Message::parse(t).map_err(|e| e.to_string()))
+    {
         Ok(m) => m,
-        Err(e) => return full(StatusCode::BAD_REQUEST, Message::Error { id: None, code: -32700, message: e }.to_json()),
+        Err(e) => {
+            return full(StatusCode::BAD_REQUEST, Message::Error { id: None, code: -32700, message: e }.to_json())
+        }
     };
     let retention = shared.cfg.retention;
     match msg {
@@ -439,7 +492,11 @@ fn post(shared: &Rc<Shared>, token: &str, who: &str, body: &[u8]) -> Response<Bo
             if let Some(r) = s.requests.iter_mut().find(|r| r.id == id) {
                 if r.state == RequestState::Pending {
                     r.state = if is_error { RequestState::Failed } else { RequestState::Answered };
-                    let (outcome, detail) = if is_error { (Outcome::Failed, "the client answered with an error") } else { (Outcome::Answered, "answer received on the downlink") };
+                    let (outcome, detail) = if is_error {
+                        (Outcome::Failed, "the client answered with an error")
+                    } else {
+                        (Outcome::Answered, "answer received on the downlink")
+                    };
                     shared.report.outcome(&r.label, &r.id, outcome, None, detail);
                 } else {
                     shared.report.note(&s.name, format!("duplicate answer to {id} ignored"));
@@ -469,9 +526,17 @@ async fn app_loop(shared: Rc<Shared>, app: AppHook) {
                 let id = RpcId::Str(label.clone());
                 let msg = mcp::server_request(id.clone(), &method, &label, &s.principal);
                 let (event_id, uplink) = s.emit(&msg, Some(id.clone()), shared.cfg.retention, &shared.report);
-                s.requests.push(Req { id: id.clone(), label: label.clone(), method: method.clone(), event_id, state: RequestState::Pending, reissues: 0 });
+                s.requests.push(Req {
+                    id: id.clone(),
+                    label: label.clone(),
+                    method: method.clone(),
+                    event_id,
+                    state: RequestState::Pending,
+                    reissues: 0,
+                });
                 shared.report.issued(&client, &label, &method, &id, Some(event_id.to_string()));
-                let route = uplink.map_or("no live uplink: logged for replay".to_string(), |u| format!("written to uplink U{u}"));
+                let route = uplink
+                    .map_or("no live uplink: logged for replay".to_string(), |u| format!("written to uplink U{u}"));
                 shared.report.note(&s.name, format!("{label} is event {event_id}; {route}"));
                 tokio::task::spawn_local(request_timer(shared.clone(), token, label));
             }

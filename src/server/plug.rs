@@ -43,7 +43,13 @@ impl AppReporter {
     }
 
     pub fn outcome(&self, label: &str, id: &RpcId, outcome: Outcome, new_id: Option<RpcId>, detail: impl Into<String>) {
-        self.recorder.record(What::RequestOutcome { label: label.into(), id: id.clone(), outcome, new_id, detail: detail.into() });
+        self.recorder.record(What::RequestOutcome {
+            label: label.into(),
+            id: id.clone(),
+            outcome,
+            new_id,
+            detail: detail.into(),
+        });
     }
 
     pub fn error(&self, client: &str, error: impl Into<String>) {

@@ -196,7 +196,13 @@ mod tests {
     }
 
     fn answered(state: RequestState) -> Vec<RequestView> {
-        vec![RequestView { id: RpcId::Str("req-42".into()), label: "req-42".into(), method: "roots/list".into(), event_id: 1007, state }]
+        vec![RequestView {
+            id: RpcId::Str("req-42".into()),
+            label: "req-42".into(),
+            method: "roots/list".into(),
+            event_id: 1007,
+            state,
+        }]
     }
 
     #[test]
@@ -209,9 +215,13 @@ mod tests {
     fn guarded_rejects_each_broken_condition() {
         let ev = [(1007, RpcId::Str("req-42".into()))];
         let reqs = answered(RequestState::Answered);
-        for (last, why) in [(Some(1010), "newer"), (Some(900), "older"), (None, "numeric"), (Some(1006), "already answered")] {
+        for (last, why) in
+            [(Some(1010), "newer"), (Some(900), "older"), (None, "numeric"), (Some(1006), "already answered")]
+        {
             match Guarded::decision(&view(last, &reqs, &ev)) {
-                Decision::Reject { reason, invalidate: true, how: Refusal::ErrorEvent } => assert!(reason.contains(why), "{reason}"),
+                Decision::Reject { reason, invalidate: true, how: Refusal::ErrorEvent } => {
+                    assert!(reason.contains(why), "{reason}")
+                }
                 d => panic!("{last:?}: {d:?}"),
             }
         }
@@ -233,6 +243,9 @@ mod tests {
     fn naive_accepts_everything_and_truncates() {
         let mut v = view(Some(10), &[], &[]);
         v.presented = "mallory";
-        assert_eq!(Naive.decide(&v), Decision::Accept { fence_prior: false, replay_from: 1000, inflight: Inflight::Leave });
+        assert_eq!(
+            Naive.decide(&v),
+            Decision::Accept { fence_prior: false, replay_from: 1000, inflight: Inflight::Leave }
+        );
     }
 }

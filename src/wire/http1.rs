@@ -228,10 +228,7 @@ mod tests {
             items.extend(s.feed(&input[split..]));
             assert_eq!(body(&items), b"hello!!!", "split at {split}");
             assert_eq!(items.iter().filter(|i| **i == Sniffed::End).count(), 2, "split at {split}");
-            assert_eq!(
-                items[0],
-                Sniffed::Head { status: 200, content_type: Some("text/event-stream".into()) }
-            );
+            assert_eq!(items[0], Sniffed::Head { status: 200, content_type: Some("text/event-stream".into()) });
             assert!(!s.is_opaque());
         }
     }

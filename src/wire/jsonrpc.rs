@@ -52,7 +52,9 @@ impl Message {
         }
         let id = match o.remove("id") {
             None | Some(Value::Null) => None,
-            Some(v) => Some(serde_json::from_value(v).map_err(|_| ParseError::Shape("id is neither string nor integer"))?),
+            Some(v) => {
+                Some(serde_json::from_value(v).map_err(|_| ParseError::Shape("id is neither string nor integer"))?)
+            }
         };
         if let Some(method) = o.remove("method") {
             let Value::String(method) = method else { return Err(ParseError::Shape("method is not a string")) };
@@ -76,7 +78,9 @@ impl Message {
 
     pub fn to_value(&self) -> Value {
         match self {
-            Message::Request { id, method, params } => json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+            Message::Request { id, method, params } => {
+                json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+            }
             Message::Notification { method, params } => json!({"jsonrpc": "2.0", "method": method, "params": params}),
             Message::Response { id, result } => json!({"jsonrpc": "2.0", "id": id, "result": result}),
             Message::Error { id, code, message } => {
@@ -91,8 +95,12 @@ impl Message {
 
     pub fn summary(&self) -> RpcSummary {
         match self {
-            Message::Request { id, method, .. } => RpcSummary { kind: RpcKind::Request, method: Some(method.clone()), id: Some(id.clone()) },
-            Message::Notification { method, .. } => RpcSummary { kind: RpcKind::Notification, method: Some(method.clone()), id: None },
+            Message::Request { id, method, .. } => {
+                RpcSummary { kind: RpcKind::Request, method: Some(method.clone()), id: Some(id.clone()) }
+            }
+            Message::Notification { method, .. } => {
+                RpcSummary { kind: RpcKind::Notification, method: Some(method.clone()), id: None }
+            }
             Message::Response { id, .. } => RpcSummary { kind: RpcKind::Response, method: None, id: Some(id.clone()) },
             Message::Error { id, .. } => RpcSummary { kind: RpcKind::Error, method: None, id: id.clone() },
         }
@@ -172,7 +180,9 @@ pub mod mcp {
     /// The client's answer to a server request.
     pub fn answer(id: RpcId, method: &str, client: &str) -> Message {
         let result = match method {
-            "sampling/createMessage" => json!({"role": "assistant", "content": {"type": "text", "text": format!("answer from {client}")}, "model": "sim"}),
+            "sampling/createMessage" => {
+                json!({"role": "assistant", "content": {"type": "text", "text": format!("answer from {client}")}, "model": "sim"})
+            }
             "roots/list" => json!({"roots": [{"uri": format!("file:///home/{client}"), "name": client}]}),
             "elicitation/create" => json!({"action": "accept", "content": {}}),
             _ => json!({}),
@@ -181,7 +191,10 @@ pub mod mcp {
     }
 
     pub fn progress(n: u64) -> Message {
-        Message::Notification { method: "notifications/message".into(), params: json!({"level": "info", "data": format!("note {n}")}) }
+        Message::Notification {
+            method: "notifications/message".into(),
+            params: json!({"level": "info", "data": format!("note {n}")}),
+        }
     }
 }
 
@@ -217,7 +230,10 @@ mod tests {
     fn summary_names_method_and_id() {
         let m = mcp::server_request(RpcId::Str("req-43".into()), "roots/list", "req-43", "alice");
         let s = m.summary();
-        assert_eq!((s.kind, s.method.as_deref(), s.id.clone()), (RpcKind::Request, Some("roots/list"), Some(RpcId::Str("req-43".into()))));
+        assert_eq!(
+            (s.kind, s.method.as_deref(), s.id.clone()),
+            (RpcKind::Request, Some("roots/list"), Some(RpcId::Str("req-43".into())))
+        );
         assert_eq!(serde_json::to_string(&s).unwrap(), r#"{"kind":"request","method":"roots/list","id":"req-43"}"#);
     }
 }

@@ -131,17 +131,13 @@ impl Decoder {
                 self.data.push_str(value);
                 self.data.push('\n');
             }
-            "id" => {
-                if !value.contains('\0') {
-                    self.last_event_id = value.to_string();
-                    self.block_id = Some(value.to_string());
-                }
+            "id" if !value.contains('\0') => {
+                self.last_event_id = value.to_string();
+                self.block_id = Some(value.to_string());
             }
-            "retry" => {
-                if !value.is_empty() && value.bytes().all(|c| c.is_ascii_digit()) {
-                    if let Ok(ms) = value.parse() {
-                        out.push(Item::Retry(ms));
-                    }
+            "retry" if !value.is_empty() && value.bytes().all(|c| c.is_ascii_digit()) => {
+                if let Ok(ms) = value.parse() {
+                    out.push(Item::Retry(ms));
                 }
             }
             _ => {}
@@ -225,7 +221,12 @@ mod tests {
         let items = all_at_once(b"event: endpoint\nid: 1000\ndata: /mcp\n\n");
         assert_eq!(
             events(items),
-            vec![Event { event: "endpoint".into(), data: "/mcp".into(), id: Some("1000".into()), last_event_id: "1000".into() }]
+            vec![Event {
+                event: "endpoint".into(),
+                data: "/mcp".into(),
+                id: Some("1000".into()),
+                last_event_id: "1000".into()
+            }]
         );
     }
 

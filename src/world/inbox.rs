@@ -14,8 +14,11 @@ use std::rc::Rc;
 use std::time::Duration;
 use tokio::sync::Notify;
 
+/// Queued commands with their optional due times, and the wake-up.
+type Queue<T> = Rc<(RefCell<VecDeque<(Option<Duration>, T)>>, Notify)>;
+
 pub struct Inbox<T> {
-    inner: Rc<(RefCell<VecDeque<(Option<Duration>, T)>>, Notify)>,
+    inner: Queue<T>,
 }
 
 impl<T> Clone for Inbox<T> {

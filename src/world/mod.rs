@@ -61,8 +61,9 @@ impl Run {
 /// Runs a plan against a built-in server (`naive`, `guarded`, ...).
 pub fn run(plan: &Plan, server: &str, seed: Option<Seed>) -> Result<Run> {
     let seed = seed.unwrap_or(plan.seed);
-    let plug = crate::server::builtin(server, &plan.server, seed)
-        .ok_or_else(|| Error::usage(format!("unknown server {server:?} (known: {})", crate::server::known_servers().join(", "))))?;
+    let plug = crate::server::builtin(server, &plan.server, seed).ok_or_else(|| {
+        Error::usage(format!("unknown server {server:?} (known: {})", crate::server::known_servers().join(", ")))
+    })?;
     run_with(plan, plug, seed)
 }
 
@@ -101,15 +102,19 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
         let nat_name = format!("nat-{}", spec.name);
         let nat_inbox: Inbox<NatCmd> = Inbox::new();
         {
-            let (client, rec, inbox, lifetime) = (spec.name.clone(), rec.clone(), nat_inbox.clone(), plan.network.half_open_lifetime);
-            sim.host(nat_name.as_str(), move || Nat::new(client.clone(), "server".into(), lifetime, rec.clone(), inbox.clone()).run());
+            let (client, rec, inbox, lifetime) =
+                (spec.name.clone(), rec.clone(), nat_inbox.clone(), plan.network.half_open_lifetime);
+            sim.host(nat_name.as_str(), move || {
+                Nat::new(client.clone(), "server".into(), lifetime, rec.clone(), inbox.clone()).run()
+            });
         }
         nats.insert(spec.name.clone(), nat_inbox);
 
         let inbox: Inbox<ClientCmd> = Inbox::new();
         let shared = Rc::new(ClientShared::default());
         {
-            let (spec, rec, inbox, shared, nat_name) = (spec.clone(), rec.clone(), inbox.clone(), shared.clone(), nat_name.clone());
+            let (spec, rec, inbox, shared, nat_name) =
+                (spec.clone(), rec.clone(), inbox.clone(), shared.clone(), nat_name.clone());
             let host = spec.name.clone();
             sim.host(host.as_str(), move || {
                 // A (re)started client remembers nothing.
@@ -136,7 +141,10 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
         while next < plan.steps.len() && plan.steps[next].at < now + tick {
             let step = &plan.steps[next];
             let at = step.at;
-            rec.record_at(SimTime::from_duration(at), What::Step { index: next, action: step.action.name().into(), detail: step.action.describe() });
+            rec.record_at(
+                SimTime::from_duration(at),
+                What::Step { index: next, action: step.action.name().into(), detail: step.action.describe() },
+            );
             let token_of = |c: &str| clients[c].1.token.borrow().clone();
             match &step.action {
                 Action::Connect { client } => {
@@ -147,18 +155,32 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
                     clients[client].0.push_at(at, ClientCmd::Connect);
                 }
                 Action::ServerRequest { client, method, label } => match token_of(client) {
-                    Some(token) => app.commands.push_at(at, AppCommand::ServerRequest { client: client.clone(), token, method: method.clone(), label: label.clone() }),
+                    Some(token) => app.commands.push_at(
+                        at,
+                        AppCommand::ServerRequest {
+                            client: client.clone(),
+                            token,
+                            method: method.clone(),
+                            label: label.clone(),
+                        },
+                    ),
                     None => app.report.error(client, format!("cannot issue {label}: {client} holds no session")),
                 },
                 Action::Notify { client, count } => match token_of(client) {
-                    Some(token) => app.commands.push_at(at, AppCommand::Notify { client: client.clone(), token, count: *count }),
+                    Some(token) => {
+                        app.commands.push_at(at, AppCommand::Notify { client: client.clone(), token, count: *count })
+                    }
                     None => app.report.error(client, format!("cannot notify: {client} holds no session")),
                 },
-                Action::Answer { client, label } => clients[client].0.push_at(at, ClientCmd::Answer(rec.ids_for_label(label))),
+                Action::Answer { client, label } => {
+                    clients[client].0.push_at(at, ClientCmd::Answer(rec.ids_for_label(label)))
+                }
                 Action::Rebind { client } => nats[client].push_at(at, NatCmd::Rebind),
                 Action::Sever { client } => nats[client].push_at(at, NatCmd::Sever),
                 Action::Reset { client } => nats[client].push_at(at, NatCmd::Reset),
-                Action::Resume { client, last_event_id } => clients[client].0.push_at(at, ClientCmd::Resume(*last_event_id)),
+                Action::Resume { client, last_event_id } => {
+                    clients[client].0.push_at(at, ClientCmd::Resume(*last_event_id))
+                }
                 Action::StealToken { from, to, credential } => {
                     let token = token_of(from);
                     rec.record(What::TokenStolen { from: from.clone(), to: to.clone(), credential: *credential });

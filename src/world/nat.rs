@@ -64,8 +64,22 @@ pub struct Nat {
 const PORT: u16 = 80;
 
 impl Nat {
-    pub fn new(client: String, server: String, half_open_lifetime: Duration, rec: Recorder, inbox: Inbox<NatCmd>) -> Rc<Nat> {
-        Rc::new(Nat { client, server, half_open_lifetime, rec, inbox, mappings: RefCell::default(), next: Cell::new(0) })
+    pub fn new(
+        client: String,
+        server: String,
+        half_open_lifetime: Duration,
+        rec: Recorder,
+        inbox: Inbox<NatCmd>,
+    ) -> Rc<Nat> {
+        Rc::new(Nat {
+            client,
+            server,
+            half_open_lifetime,
+            rec,
+            inbox,
+            mappings: RefCell::default(),
+            next: Cell::new(0),
+        })
     }
 
     pub async fn run(self: Rc<Self>) -> turmoil::Result {
@@ -93,7 +107,13 @@ impl Nat {
         let id = self.next.get() + 1;
         self.next.set(id);
         let (kill, _) = watch::channel(false);
-        let m = Rc::new(Mapping { id, status: Cell::new(Status::Live), is_uplink: Cell::new(false), eofs: Cell::new(0), kill });
+        let m = Rc::new(Mapping {
+            id,
+            status: Cell::new(Status::Live),
+            is_uplink: Cell::new(false),
+            eofs: Cell::new(0),
+            kill,
+        });
         self.mappings.borrow_mut().insert(id, m.clone());
         self.rec.record(What::MappingOpened { client: self.client.clone(), mapping: id, down_port, up_port });
         let (down_r, down_w) = down.into_split();
@@ -134,11 +154,19 @@ impl Nat {
                             m.status.set(Status::Closed);
                             self.mappings.borrow_mut().remove(&m.id);
                         }
-                        self.rec.record(What::MappingClosed { client: self.client.clone(), mapping: m.id, by: by.into() });
+                        self.rec.record(What::MappingClosed {
+                            client: self.client.clone(),
+                            mapping: m.id,
+                            by: by.into(),
+                        });
                     }
                     Status::Dropped => {
                         if from_server {
-                            self.rec.record(What::MappingClosed { client: self.client.clone(), mapping: m.id, by: by.into() });
+                            self.rec.record(What::MappingClosed {
+                                client: self.client.clone(),
+                                mapping: m.id,
+                                by: by.into(),
+                            });
                         }
                         // Nothing reaches the other end: it stays half-open until the reset.
                         let _ = kill.wait_for(|k| *k).await;
@@ -178,7 +206,12 @@ impl Nat {
                 }
                 Status::Dropped => {
                     if from_server {
-                        self.rec.record(What::DroppedWrite { client: self.client.clone(), mapping: m.id, bytes: n, events });
+                        self.rec.record(What::DroppedWrite {
+                            client: self.client.clone(),
+                            mapping: m.id,
+                            bytes: n,
+                            events,
+                        });
                     }
                 }
                 Status::Closed => {}
@@ -187,7 +220,8 @@ impl Nat {
     }
 
     fn apply(self: &Rc<Self>, cmd: NatCmd) {
-        let live: Vec<Rc<Mapping>> = self.mappings.borrow().values().filter(|m| m.status.get() == Status::Live).cloned().collect();
+        let live: Vec<Rc<Mapping>> =
+            self.mappings.borrow().values().filter(|m| m.status.get() == Status::Live).cloned().collect();
         let uplink = live.iter().rev().find(|m| m.is_uplink.get()).cloned();
         match cmd {
             NatCmd::Rebind => {

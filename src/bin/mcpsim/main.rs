@@ -12,8 +12,14 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "mcpsim", version, about = "Deterministic simulation and fault injection for MCP servers that resume SSE streams with Last-Event-ID")]
-#[command(after_help = "Exit codes: 0 ok, 1 check failed / expectation not met, 2 usage, 3 invalid scenario, 4 I/O or internal error")]
+#[command(
+    name = "mcpsim",
+    version,
+    about = "Deterministic simulation and fault injection for MCP servers that resume SSE streams with Last-Event-ID"
+)]
+#[command(
+    after_help = "Exit codes: 0 ok, 1 check failed / expectation not met, 2 usage, 3 invalid scenario, 4 I/O or internal error"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -99,12 +105,25 @@ fn collect(files: Vec<PathBuf>) -> Result<Vec<PathBuf>, Error> {
     Ok(out)
 }
 
-fn run(files: Vec<PathBuf>, servers: Vec<String>, seed: Option<Seed>, trace: Option<PathBuf>, quiet: bool) -> Result<u8, Error> {
+fn run(
+    files: Vec<PathBuf>,
+    servers: Vec<String>,
+    seed: Option<Seed>,
+    trace: Option<PathBuf>,
+    quiet: bool,
+) -> Result<u8, Error> {
     let files = collect(if files.is_empty() { vec![bundled_dir()] } else { files })?;
-    let servers = if servers.is_empty() { mcpsim::server::known_servers().iter().map(|s| s.to_string()).collect() } else { servers };
+    let servers = if servers.is_empty() {
+        mcpsim::server::known_servers().iter().map(|s| s.to_string()).collect()
+    } else {
+        servers
+    };
     for s in &servers {
         if !mcpsim::server::is_known_server(s) {
-            return Err(Error::usage(format!("unknown server {s:?} (known: {})", mcpsim::server::known_servers().join(", "))));
+            return Err(Error::usage(format!(
+                "unknown server {s:?} (known: {})",
+                mcpsim::server::known_servers().join(", ")
+            )));
         }
     }
     // Validate everything before running anything.
@@ -144,7 +163,8 @@ fn run(files: Vec<PathBuf>, servers: Vec<String>, seed: Option<Seed>, trace: Opt
                 println!("{}", mcpsim::report::text(&run));
             }
             if let Some(t) = &trace {
-                let path = if total == 1 { t.clone() } else { t.join(format!("{}.{}.jsonl", run.scenario, run.server)) };
+                let path =
+                    if total == 1 { t.clone() } else { t.join(format!("{}.{}.jsonl", run.scenario, run.server)) };
                 if let Err(e) = write_trace(&path, &run.trace.to_jsonl()) {
                     io_errors.push(e);
                 }
@@ -163,7 +183,8 @@ fn run(files: Vec<PathBuf>, servers: Vec<String>, seed: Option<Seed>, trace: Opt
 fn write_trace(path: &Path, text: &str) -> Result<(), Error> {
     if let Some(dir) = path.parent() {
         if !dir.as_os_str().is_empty() {
-            std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("{}: cannot create directory: {e}", dir.display())))?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Error::io(format!("{}: cannot create directory: {e}", dir.display())))?;
         }
     }
     std::fs::write(path, text).map_err(|e| Error::io(format!("{}: cannot write trace: {e}", path.display())))

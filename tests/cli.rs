@@ -1,0 +1,102 @@
+//! The `mcpsim` binary: output, exit codes, and clear errors for bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn mcpsim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mcpsim"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("runs")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn run_without_paths_runs_every_bundled_scenario_on_both_servers() {
+    let out = mcpsim(&["run", "--quiet"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    for line in [
+        "nat-rebind · naive · seed 7",
+        "nat-rebind · guarded · seed 7",
+        "second-client-leak · naive · seed 7",
+        "second-client-leak · guarded · seed 7",
+    ] {
+        assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
+    }
+}
+
+#[test]
+fn a_run_prints_seed_server_summary_outcome_and_repro() {
+    let out = mcpsim(&["run", "scenarios/nat-rebind.toml", "--server", "naive"]);
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = text(&out.stdout);
+    assert!(stdout.starts_with("nat-rebind · server naive · seed 7"), "{stdout}");
+    assert!(
+        stdout.contains("server wrote 217 bytes into dropped mapping 1: 1009 req-43 sampling/createMessage"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("outcome: req-42 answered, req-43 timed out"), "{stdout}");
+    assert!(stdout.contains("repro: mcpsim run scenarios/nat-rebind.toml --server naive --seed 7"), "{stdout}");
+}
+
+#[test]
+fn trace_flag_writes_jsonl_and_seed_flag_overrides() {
+    let path = tmp("trace.jsonl");
+    let out = mcpsim(&[
+        "run",
+        "scenarios/second-client-leak.toml",
+        "--server",
+        "guarded",
+        "--seed",
+        "99",
+        "--trace",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("seed 99"));
+    let jsonl = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<serde_json::Value> =
+        jsonl.lines().map(|l| serde_json::from_str(l).expect("each line is JSON")).collect();
+    assert!(lines.len() > 20);
+    assert!(lines.iter().all(|l| l["t_us"].is_u64() && l["kind"].is_string()));
+}
+
+#[test]
+fn a_broken_file_names_file_line_and_column_and_exits_3_without_running_anything() {
+    let bad = tmp("bad.toml");
+    std::fs::write(&bad, "[scenario]\nname = \"x\"\nduration = \"10 s\"\n[[client]]\nname = \"alice\"\n[[step]]\nat = \"0s\"\ndo = \"connect\"\nclient = \"bob\"\n").unwrap();
+    let out = mcpsim(&["run", "scenarios/nat-rebind.toml", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains(&format!("{}:9:10: unknown client \"bob\"", bad.display())), "{stderr}");
+    assert!(stderr.contains("nothing was run"), "{stderr}");
+    assert!(text(&out.stdout).is_empty(), "the valid file did not run either");
+
+    std::fs::write(&bad, "[scenario\nname = 1").unwrap();
+    let out = mcpsim(&["run", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(text(&out.stderr).contains(&format!("{}:1:10:", bad.display())), "{}", text(&out.stderr));
+}
+
+#[test]
+fn unknown_server_or_missing_file_is_a_usage_error() {
+    let out = mcpsim(&["run", "--server", "nginx"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("unknown server \"nginx\" (known: naive, guarded)"));
+    let out = mcpsim(&["run", "no/such/file.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("no/such/file.toml: no such file"));
+    let out = mcpsim(&["frobnicate"]);
+    assert_eq!(out.status.code(), Some(2));
+}
