@@ -230,9 +230,11 @@ pub enum What {
 
     // ---- explanation only ----
     /// The reference engine's internal decision; never decides a verdict.
+    /// Serialized with `"explanation": true` so a reader of the JSONL sees it.
     ServerNote {
         session: String,
         note: String,
+        explanation: bool,
     },
 }
 

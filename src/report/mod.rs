@@ -142,7 +142,7 @@ fn timeline(run: &Run) -> Vec<(SimTime, String)> {
             }
             What::UplinkEnded { client, conn, reason } => Some(format!("{client}'s conn {conn} ended: {reason}")),
             What::UplinkSilent { client, conn, silent_ms } => {
-                Some(format!("{client} gave up on silent conn {conn} after {} s", silent_ms / 1000))
+                Some(format!("{client} gave up on silent conn {conn} after {:.1} s", *silent_ms as f64 / 1000.0))
             }
             What::SessionToken { client, token } => Some(format!("{client} holds session token {token}")),
             What::Answer { client, id, .. } => Some(format!("{client} answers {id}")),

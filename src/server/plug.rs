@@ -58,7 +58,7 @@ impl AppReporter {
 
     /// An explanation from inside the server; never decides a verdict.
     pub fn note(&self, session: &str, note: impl Into<String>) {
-        self.recorder.record(What::ServerNote { session: session.into(), note: note.into() });
+        self.recorder.record(What::ServerNote { session: session.into(), note: note.into(), explanation: true });
     }
 }
 

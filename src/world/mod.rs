@@ -58,6 +58,29 @@ impl Run {
     }
 }
 
+/// A hand-built plan must still name only its own clients (the loader checks files).
+fn check_clients(plan: &Plan) -> Result<()> {
+    for (i, step) in plan.steps.iter().enumerate() {
+        let named: Vec<&String> = match &step.action {
+            Action::StealToken { from, to, .. } => vec![from, to],
+            Action::Connect { client }
+            | Action::ServerRequest { client, .. }
+            | Action::Notify { client, .. }
+            | Action::Answer { client, .. }
+            | Action::Rebind { client }
+            | Action::Sever { client }
+            | Action::Reset { client }
+            | Action::Resume { client, .. }
+            | Action::CrashClient { client } => vec![client],
+            Action::Wait => vec![],
+        };
+        if let Some(c) = named.into_iter().find(|c| plan.client(c).is_none()) {
+            return Err(Error::usage(format!("plan {:?}: step {i} names unknown client {c:?}", plan.name)));
+        }
+    }
+    Ok(())
+}
+
 /// Runs a plan against a built-in server (`naive`, `guarded`, ...).
 pub fn run(plan: &Plan, server: &str, seed: Option<Seed>) -> Result<Run> {
     let seed = seed.unwrap_or(plan.seed);
@@ -69,6 +92,7 @@ pub fn run(plan: &Plan, server: &str, seed: Option<Seed>) -> Result<Run> {
 
 /// Runs a plan against any server plug-in.
 pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run> {
+    check_clients(plan)?;
     let rec = Recorder::new();
     let mut builder = turmoil::Builder::new();
     builder

@@ -1,0 +1,164 @@
+//! Each fault and client behaviour of the core, shown in a run.
+
+use mcpsim::scenario::Plan;
+use mcpsim::trace::{SimTime, What};
+use mcpsim::world::{self, Run};
+use std::time::Duration;
+
+const BASE: &str = r#"
+[scenario]
+name = "faults"
+duration = "120s"
+[server]
+first_event_id = 1
+heartbeat = "15s"
+[network]
+half_open_lifetime = "90s"
+[[client]]
+name = "alice"
+[[client]]
+name = "bob"
+[[step]]
+at = "0s"
+do = "connect"
+client = "alice"
+[[step]]
+at = "0s"
+do = "connect"
+client = "bob"
+"#;
+
+fn run(steps: &str, server: &str) -> Run {
+    let plan = Plan::from_toml_str(&format!("{BASE}{steps}"), "faults.toml").expect("valid");
+    world::run(&plan, server, None).expect("run completes")
+}
+
+fn secs(s: f64) -> SimTime {
+    SimTime((s * 1e6) as u64)
+}
+
+#[test]
+fn sever_half_opens_the_uplink_and_the_client_resumes_after_missed_heartbeats() {
+    let run = run(
+        "[[step]]\nat = \"5s\"\ndo = \"sever\"\nclient = \"alice\"\n[[step]]\nat = \"10s\"\ndo = \"notify\"\nclient = \"alice\"\ncount = 2\n",
+        "guarded",
+    );
+    let ev: Vec<_> = run.trace.iter().collect();
+    let dropped_at = ev
+        .iter()
+        .find(
+            |e| matches!(&e.what, What::MappingDropped { client, fault, .. } if client == "alice" && fault == "sever"),
+        )
+        .unwrap()
+        .t_us;
+    assert_eq!(dropped_at, secs(5.0), "the step fires at its exact time");
+    // The server's writes went into the dropped mapping and were recorded there.
+    let ids: Vec<String> = ev
+        .iter()
+        .filter_map(|e| match &e.what {
+            What::DroppedWrite { client, events, .. } if client == "alice" => {
+                Some(events.iter().filter_map(|x| x.id.clone()).collect::<Vec<_>>())
+            }
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(ids, ["2", "3"]);
+    // Nothing reached alice until she noticed the silence (heartbeat_timeout = 2.5 x 15 s).
+    let silent = ev
+        .iter()
+        .find(|e| matches!(&e.what, What::UplinkSilent { client, .. } if client == "alice"))
+        .expect("alice notices");
+    assert!(silent.t_us > secs(37.5) && silent.t_us < secs(38.0), "{}", silent.t_us);
+    // She resumed from the last id she saw and got the missed events.
+    assert!(ev.iter().any(
+        |e| matches!(&e.what, What::HttpRequest { client, last_event_id: Some(l), .. } if client == "alice" && l == "1")
+    ));
+    let replayed: Vec<&str> = ev
+        .iter()
+        .filter_map(|e| match &e.what {
+            What::SseEvent { client, id: Some(id), .. } if client == "alice" && e.t_us > silent.t_us => {
+                Some(id.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(replayed, ["2", "3"]);
+    // The NAT reset the half-open mapping after half_open_lifetime.
+    let reset = ev.iter().find(|e| matches!(&e.what, What::MappingReset { client, why, .. } if client == "alice" && why.starts_with("keepalive"))).unwrap();
+    assert_eq!(reset.t_us.as_duration() - dropped_at.as_duration(), Duration::from_secs(90));
+    // bob was untouched.
+    assert!(!ev.iter().any(|e| matches!(&e.what, What::MappingDropped { client, .. } if client == "bob")));
+}
+
+#[test]
+fn reset_ends_the_uplink_at_once_and_the_client_resumes() {
+    let run = run("[[step]]\nat = \"6s\"\ndo = \"reset\"\nclient = \"bob\"\n", "guarded");
+    let ev: Vec<_> = run.trace.iter().collect();
+    let ended = ev
+        .iter()
+        .find(|e| matches!(&e.what, What::UplinkEnded { client, conn: 1, .. } if client == "bob"))
+        .expect("bob sees the reset");
+    assert!(ended.t_us < secs(6.1), "seen within a hop: {}", ended.t_us);
+    assert!(ev
+        .iter()
+        .any(|e| matches!(&e.what, What::HttpRequest { client, last_event_id: Some(_), .. } if client == "bob")));
+    assert!(ev
+        .iter()
+        .any(|e| e.t_us > ended.t_us
+            && matches!(&e.what, What::HttpResponse { client, status: 200, .. } if client == "bob")));
+}
+
+#[test]
+fn a_crashed_client_forgets_its_session_and_reconnects_fresh() {
+    let run = run("[[step]]\nat = \"20s\"\ndo = \"crash-client\"\nclient = \"bob\"\n[[step]]\nat = \"60s\"\ndo = \"connect\"\nclient = \"bob\"\n", "guarded");
+    let tokens: Vec<(SimTime, String)> = run
+        .trace
+        .iter()
+        .filter_map(|e| match &e.what {
+            What::SessionToken { client, token } if client == "bob" => Some((e.t_us, token.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tokens.len(), 2);
+    assert_ne!(tokens[0].1, tokens[1].1);
+    assert!(tokens[1].0 > secs(60.0));
+    assert!(run.trace.iter().any(|e| matches!(&e.what, What::ClientCrashed { client } if client == "bob")));
+}
+
+#[test]
+fn after_a_rebind_the_next_connection_gets_a_new_upstream_port() {
+    let run = run("[[step]]\nat = \"5s\"\ndo = \"rebind\"\nclient = \"alice\"\n[[step]]\nat = \"8s\"\ndo = \"resume\"\nclient = \"alice\"\n", "naive");
+    let mut ports = std::collections::BTreeMap::new();
+    let mut dropped = Vec::new();
+    let mut after = None;
+    for e in run.trace.iter() {
+        match &e.what {
+            What::MappingOpened { client, mapping, up_port, .. } if client == "alice" => {
+                ports.insert(*mapping, *up_port);
+                if !dropped.is_empty() && after.is_none() {
+                    after = Some(*up_port);
+                }
+            }
+            What::MappingDropped { client, mapping, .. } if client == "alice" => dropped.push(ports[mapping]),
+            _ => {}
+        }
+    }
+    let after = after.expect("alice connected again");
+    assert!(!dropped.contains(&after), "new upstream port {after}, dropped {dropped:?}");
+}
+
+#[test]
+fn answer_step_answers_a_request_now_when_auto_answer_is_off() {
+    let toml = BASE.replace("[[client]]\nname = \"bob\"", "[[client]]\nname = \"bob\"\nauto_answer = false")
+        + "[[step]]\nat = \"2s\"\ndo = \"server-request\"\nclient = \"bob\"\nmethod = \"roots/list\"\nlabel = \"r1\"\n[[step]]\nat = \"9s\"\ndo = \"answer\"\nclient = \"bob\"\nlabel = \"r1\"\n";
+    let plan = Plan::from_toml_str(&toml, "answer.toml").unwrap();
+    let run = world::run(&plan, "guarded", None).unwrap();
+    let answer = run
+        .trace
+        .iter()
+        .find(|e| matches!(&e.what, What::Answer { client, .. } if client == "bob"))
+        .expect("bob answers");
+    assert_eq!(answer.t_us, secs(9.0));
+    assert!(run.trace.iter().any(|e| matches!(&e.what, What::RequestOutcome { label, outcome: mcpsim::trace::Outcome::Answered, .. } if label == "r1")));
+}
