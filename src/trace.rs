@@ -222,6 +222,10 @@ pub enum What {
         new_id: Option<RpcId>,
         detail: String,
     },
+    /// The server host's software stopped (its `serve` returned or panicked).
+    ServerStopped {
+        why: String,
+    },
     /// The application could not act (no such session, server down).
     AppError {
         client: String,

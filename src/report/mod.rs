@@ -184,6 +184,7 @@ fn timeline(run: &Run) -> Vec<(SimTime, String)> {
             What::RequestOutcome { label, outcome, detail, .. } => {
                 Some(format!("app: {label} {}: {detail}", outcome_word(*outcome)))
             }
+            What::ServerStopped { why } => Some(why.clone()),
             What::AppError { client, error } => Some(format!("app error ({client}): {error}")),
             What::ServerNote { .. } | What::SseEvent { .. } => None,
         };

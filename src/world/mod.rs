@@ -6,6 +6,7 @@
 
 mod inbox;
 mod nat;
+mod panics;
 
 pub use inbox::Inbox;
 pub use nat::NatCmd;
@@ -48,6 +49,9 @@ pub struct Run {
     pub source: Option<PathBuf>,
     pub duration: Duration,
     pub trace: Trace,
+    /// Set when the run had to stop early (a host panicked); the trace holds
+    /// everything up to that point.
+    pub aborted: Option<String>,
 }
 
 impl Run {
@@ -155,6 +159,9 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
     }
 
     let mut crashed: Vec<String> = Vec::new();
+    let mut server_stopped = false;
+    let mut aborted = None;
+    panics::install();
     let mut next = 0;
     let tick = plan.network.tick;
     while sim.elapsed() < plan.duration {
@@ -224,8 +231,32 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
             }
             next += 1;
         }
-        if let Err(e) = sim.step() {
-            return Err(Error::io(format!("simulation failed at {:?} (seed {seed}): {e}", sim.elapsed())));
+        if !server_stopped && !sim.is_host_running("server") {
+            // A misbehaving plug-in must not take the harness down: record it,
+            // and let the clients observe a dead server until the end.
+            server_stopped = true;
+            rec.record(What::ServerStopped {
+                why: format!("server {:?} stopped: its serve() returned or panicked", plug.name()),
+            });
+        }
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sim.step())) {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                return Err(Error::io(format!("simulation failed at {:?} (seed {seed}): {e}", sim.elapsed())))
+            }
+            Err(_) => {
+                // A host's code panicked (tokio_unstable makes turmoil re-raise it here).
+                // The simulation cannot go on; keep everything recorded so far.
+                let why = format!(
+                    "a host panicked at {} with server {:?}: {}",
+                    SimTime::from_duration(sim.elapsed()),
+                    plug.name(),
+                    panics::last().unwrap_or_else(|| "unknown panic".into())
+                );
+                rec.record(What::ServerStopped { why: why.clone() });
+                aborted = Some(why);
+                break;
+            }
         }
     }
     Ok(Run {
@@ -235,5 +266,6 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
         source: plan.source.clone(),
         duration: plan.duration,
         trace: rec.take(),
+        aborted,
     })
 }

@@ -62,6 +62,7 @@ pub struct Nat {
 }
 
 const PORT: u16 = 80;
+const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Nat {
     pub fn new(
@@ -99,8 +100,11 @@ impl Nat {
     }
 
     async fn open(self: Rc<Self>, down: TcpStream, down_port: u16) {
-        let Ok(up) = TcpStream::connect((self.server.as_str(), PORT)).await else {
-            // No server: the client sees its connection close.
+        // A dead server host never answers the SYN: bound the wait, then
+        // close the client's side so it sees the failure.
+        let Ok(Ok(up)) =
+            tokio::time::timeout(UPSTREAM_CONNECT_TIMEOUT, TcpStream::connect((self.server.as_str(), PORT))).await
+        else {
             return;
         };
         let up_port = up.local_addr().map(|a| a.port()).unwrap_or(0);

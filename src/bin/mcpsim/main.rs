@@ -162,6 +162,10 @@ fn run(
             } else {
                 println!("{}", mcpsim::report::text(&run));
             }
+            if let Some(why) = &run.aborted {
+                eprintln!("error: {} on {server} stopped early (seed {}): {why}", run.scenario, run.seed);
+                code = code.max(4);
+            }
             if let Some(t) = &trace {
                 let path =
                     if total == 1 { t.clone() } else { t.join(format!("{}.{}.jsonl", run.scenario, run.server)) };
