@@ -162,3 +162,89 @@ fn answer_step_answers_a_request_now_when_auto_answer_is_off() {
     assert_eq!(answer.t_us, secs(9.0));
     assert!(run.trace.iter().any(|e| matches!(&e.what, What::RequestOutcome { label, outcome: mcpsim::trace::Outcome::Answered, .. } if label == "r1")));
 }
+
+#[test]
+fn guarded_reissues_a_request_in_flight_at_resume_and_tombstones_the_old_id() {
+    let toml = BASE.replace("[[client]]\nname = \"alice\"", "[[client]]\nname = \"alice\"\nauto_answer = false")
+        + "[[step]]\nat = \"2s\"\ndo = \"server-request\"\nclient = \"alice\"\nmethod = \"elicitation/create\"\nlabel = \"e1\"\n\
+           [[step]]\nat = \"4s\"\ndo = \"sever\"\nclient = \"alice\"\n\
+           [[step]]\nat = \"6s\"\ndo = \"resume\"\nclient = \"alice\"\n\
+           [[step]]\nat = \"9s\"\ndo = \"answer\"\nclient = \"alice\"\nlabel = \"e1\"\n";
+    let plan = Plan::from_toml_str(&toml, "reissue.toml").unwrap();
+    let run = world::run(&plan, "guarded", None).unwrap();
+    let outcomes: Vec<(mcpsim::trace::Outcome, String, Option<String>)> = run
+        .trace
+        .iter()
+        .filter_map(|e| match &e.what {
+            What::RequestOutcome { label, outcome, id, new_id, .. } if label == "e1" => {
+                Some((*outcome, id.to_string(), new_id.as_ref().map(|i| i.to_string())))
+            }
+            _ => None,
+        })
+        .collect();
+    use mcpsim::trace::Outcome::*;
+    assert_eq!(
+        outcomes,
+        vec![(Reissued, "e1".into(), Some("e1.r1".into())), (Answered, "e1.r1".into(), None)],
+        "re-issued under a fresh id, then answered under it"
+    );
+    // The client saw both ids (the old one on the first uplink) and answered both;
+    // the answer to the tombstoned id was not applied (one Answered outcome only).
+    let answered: Vec<String> = run
+        .trace
+        .iter()
+        .filter_map(|e| match &e.what {
+            What::Answer { client, id, .. } if client == "alice" => Some(id.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answered, ["e1", "e1.r1"]);
+}
+
+#[test]
+fn naive_leaves_the_same_request_in_flight() {
+    let toml = BASE.replace("[[client]]\nname = \"alice\"", "[[client]]\nname = \"alice\"\nauto_answer = false")
+        + "[[step]]\nat = \"2s\"\ndo = \"server-request\"\nclient = \"alice\"\nmethod = \"elicitation/create\"\nlabel = \"e1\"\n\
+           [[step]]\nat = \"4s\"\ndo = \"sever\"\nclient = \"alice\"\n\
+           [[step]]\nat = \"6s\"\ndo = \"resume\"\nclient = \"alice\"\n";
+    let plan = Plan::from_toml_str(&toml, "orphan.toml").unwrap();
+    let run = world::run(&plan, "naive", None).unwrap();
+    assert!(!run.trace.iter().any(|e| matches!(&e.what, What::RequestOutcome { label, .. } if label == "e1")));
+}
+
+#[test]
+fn guarded_rejects_an_evicted_id_explicitly_kills_the_token_and_the_client_reinitializes() {
+    let toml = BASE.replace("first_event_id = 1", "first_event_id = 1\nretention = 4")
+        + "[[step]]\nat = \"2s\"\ndo = \"notify\"\nclient = \"alice\"\ncount = 10\n\
+           [[step]]\nat = \"4s\"\ndo = \"steal-token\"\nfrom = \"alice\"\nto = \"bob\"\ncredential = true\n\
+           [[step]]\nat = \"5s\"\ndo = \"resume\"\nclient = \"alice\"\nlast_event_id = 2\n\
+           [[step]]\nat = \"8s\"\ndo = \"resume\"\nclient = \"bob\"\nlast_event_id = 11\n";
+    let plan = Plan::from_toml_str(&toml, "evicted.toml").unwrap();
+    let run = world::run(&plan, "guarded", None).unwrap();
+    let ev: Vec<_> = run.trace.iter().collect();
+    let rejected = ev
+        .iter()
+        .find(|e| matches!(&e.what, What::Rejected { client, how, .. } if client == "alice" && how == "error event"))
+        .expect("explicit error event");
+    let error_event = ev.iter().any(|e| matches!(&e.what, What::SseEvent { client, event, data, .. } if client == "alice" && event == "error" && data.contains("older than the retained window")));
+    assert!(error_event, "the error event says why");
+    assert!(ev
+        .iter()
+        .any(|e| e.t_us >= rejected.t_us && matches!(&e.what, What::Reinitialize { client, .. } if client == "alice")));
+    let tokens: Vec<&String> = ev
+        .iter()
+        .filter_map(|e| match &e.what {
+            What::SessionToken { client, token } if client == "alice" => Some(token),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tokens.len(), 2);
+    assert_ne!(tokens[0], tokens[1]);
+    // The old token is dead: even with alice's credential and a valid id, bob gets 404.
+    assert!(ev
+        .iter()
+        .any(|e| matches!(&e.what, What::Rejected { client, how, .. } if client == "bob" && how == "HTTP 404")));
+    // Naive replays what it still has instead (a silent truncation).
+    let naive = world::run(&plan, "naive", None).unwrap();
+    assert!(!naive.trace.iter().any(|e| matches!(&e.what, What::Rejected { .. })));
+}
