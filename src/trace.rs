@@ -81,6 +81,19 @@ pub enum Outcome {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum What {
+    /// The run's header: what ran, and the bound liveness is judged against.
+    RunStarted {
+        scenario: String,
+        server: String,
+        seed: u64,
+        liveness_bound_us: u64,
+    },
+    /// A client of the scenario and the principal it is.
+    ClientJoined {
+        client: String,
+        principal: String,
+        heartbeat_timeout_us: u64,
+    },
     /// The step loop applied a scenario step.
     Step {
         index: usize,
@@ -146,11 +159,20 @@ pub enum What {
         client: String,
         token: String,
     },
-    /// A client POSTed its answer to a server request.
+    /// A client POSTed its answer to a server request; `status` is the
+    /// server's HTTP status for it (none if the POST got no response).
     Answer {
         client: String,
         id: RpcId,
         method: String,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        status: Option<u16>,
+    },
+    /// A client dropped a request it will not answer (it waits for a re-issue).
+    Abandoned {
+        client: String,
+        id: RpcId,
+        why: String,
     },
     /// A client saw its resumption refused.
     Rejected {

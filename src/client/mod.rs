@@ -75,7 +75,8 @@ struct State {
     last_seen: Option<String>,
     backoff: Duration,
     init_id: Option<RpcId>,
-    seen: BTreeMap<RpcId, String>,
+    /// Requests seen, with their method and the uplink generation that carried them.
+    seen: BTreeMap<RpcId, (String, u64)>,
     answered: BTreeSet<RpcId>,
 }
 
@@ -127,9 +128,9 @@ impl Client {
                 }
                 ClientCmd::Answer(ids) => {
                     for id in ids {
-                        let method = self.st.borrow().seen.get(&id).cloned();
+                        let method = self.st.borrow().seen.get(&id).map(|(m, _)| m.clone());
                         if let Some(method) = method {
-                            self.clone().answer(id, method);
+                            tokio::task::spawn_local(self.clone().answer(id, method));
                         }
                     }
                 }
@@ -336,7 +337,7 @@ impl Client {
                             self.st.borrow_mut().last_seen = Some(id.clone());
                         }
                         if let Some(msg) = msg {
-                            self.clone().on_message(msg);
+                            self.clone().on_message(msg, gen);
                         }
                     }
                 }
@@ -375,7 +376,7 @@ impl Client {
         });
     }
 
-    fn on_message(self: Rc<Self>, msg: Message) {
+    fn on_message(self: Rc<Self>, msg: Message, gen: u64) {
         match msg {
             Message::Response { id, .. } if Some(&id) == self.st.borrow().init_id.as_ref() => {
                 tokio::task::spawn_local(async move {
@@ -383,13 +384,23 @@ impl Client {
                 });
             }
             Message::Request { id, method, .. } => {
-                let fresh = self.st.borrow_mut().seen.insert(id.clone(), method.clone()).is_none();
+                let fresh = self.st.borrow_mut().seen.insert(id.clone(), (method.clone(), gen)).is_none();
                 if fresh && self.spec.auto_answer {
-                    let me = self.clone();
                     let think = self.spec.think_time;
                     tokio::task::spawn_local(async move {
                         tokio::time::sleep(think).await;
-                        me.answer(id, method);
+                        // A request belongs to the uplink that carried it: once that
+                        // uplink is gone, the client waits for a re-issue instead of
+                        // answering into a stream state the server may have dropped.
+                        if self.st.borrow().gen != gen {
+                            self.rec.record(What::Abandoned {
+                                client: self.name(),
+                                id,
+                                why: "the uplink that carried it ended before the answer".into(),
+                            });
+                            return;
+                        }
+                        self.answer(id, method).await;
                     });
                 }
             }
@@ -397,15 +408,14 @@ impl Client {
         }
     }
 
-    fn answer(self: Rc<Self>, id: RpcId, method: String) {
+    /// POSTs the answer to a server request once; records it with the status the server gave.
+    async fn answer(self: Rc<Self>, id: RpcId, method: String) {
         if !self.st.borrow_mut().answered.insert(id.clone()) {
             return;
         }
-        self.rec.record(What::Answer { client: self.name(), id: id.clone(), method: method.clone() });
-        let msg = mcp::answer(id, &method, &self.spec.name);
-        tokio::task::spawn_local(async move {
-            self.post(&msg).await;
-        });
+        let msg = mcp::answer(id.clone(), &method, &self.spec.name);
+        let status = self.post(&msg).await;
+        self.rec.record(What::Answer { client: self.name(), id, method, status });
     }
 
     /// POSTs one message on its own connection; returns the status if any.

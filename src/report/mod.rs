@@ -145,7 +145,12 @@ fn timeline(run: &Run) -> Vec<(SimTime, String)> {
                 Some(format!("{client} gave up on silent conn {conn} after {:.1} s", *silent_ms as f64 / 1000.0))
             }
             What::SessionToken { client, token } => Some(format!("{client} holds session token {token}")),
-            What::Answer { client, id, .. } => Some(format!("{client} answers {id}")),
+            What::Answer { client, id, status, .. } => Some(format!(
+                "{client} answered {id} ({})",
+                status.map_or("no response".to_string(), |s| format!("HTTP {s}"))
+            )),
+            What::Abandoned { client, id, why } => Some(format!("{client} abandons {id}: {why}")),
+            What::RunStarted { .. } | What::ClientJoined { .. } => None,
             What::Rejected { client, conn, how } => {
                 Some(format!("{client}'s resumption refused on conn {conn}: {how}"))
             }

@@ -109,6 +109,19 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
         .tcp_capacity(1 << 16);
     let mut sim = builder.build();
 
+    rec.record(What::RunStarted {
+        scenario: plan.name.clone(),
+        server: plug.name().to_string(),
+        seed: seed.0,
+        liveness_bound_us: plan.server.request_timeout.0.as_micros() as u64,
+    });
+    for c in &plan.clients {
+        rec.record(What::ClientJoined {
+            client: c.name.clone(),
+            principal: c.principal.clone(),
+            heartbeat_timeout_us: c.heartbeat_timeout.as_micros() as u64,
+        });
+    }
     let app = AppHook { commands: Inbox::new(), report: AppReporter::new(rec.clone()) };
     {
         let plug = plug.clone();
