@@ -10,7 +10,8 @@
 //! use mcpsim::{scenario::Plan, world};
 //! let plan = Plan::load("scenarios/nat-rebind.toml".as_ref()).unwrap();
 //! let run = world::run(&plan, "naive", None).unwrap();
-//! println!("{}", mcpsim::report::text(&run));
+//! let verdicts = mcpsim::check::judge(&run.trace);
+//! println!("{}", mcpsim::report::text(&run, &verdicts, None));
 //! ```
 //!
 //! Module map (data flows one way): `scenario` → `world` (with `server`,
@@ -22,6 +23,7 @@
 //! clock, no OS randomness, no hash-ordered iteration on any path to the
 //! trace; every random stream derives from [`seed::Seed`].
 
+pub mod check;
 pub mod client;
 pub mod error;
 pub mod report;

@@ -86,6 +86,7 @@ pub enum What {
         scenario: String,
         server: String,
         seed: u64,
+        duration_us: u64,
         liveness_bound_us: u64,
     },
     /// A client of the scenario and the principal it is.
@@ -157,6 +158,8 @@ pub enum What {
     /// A client learned a session token (from the `endpoint` event).
     SessionToken {
         client: String,
+        /// The uplink connection whose `endpoint` event carried it.
+        conn: u32,
         token: String,
     },
     /// A client POSTed its answer to a server request; `status` is the

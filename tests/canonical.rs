@@ -132,7 +132,7 @@ fn nat_rebind_guarded_delivers_req43_on_the_new_uplink_and_nothing_enters_the_de
 fn conns_with_foreign_token(run: &Run, client: &str) -> Vec<u32> {
     let own: Vec<String> = events(run)
         .filter_map(|e| match &e.what {
-            What::SessionToken { client: c, token } if c == client => Some(token.clone()),
+            What::SessionToken { client: c, token, .. } if c == client => Some(token.clone()),
             _ => None,
         })
         .collect();
@@ -180,7 +180,7 @@ fn second_client_leak_guarded_refuses_mallory_and_alice_keeps_working() {
     assert_eq!(stolen.len(), 1);
     let alice_tokens: Vec<String> = events(&run)
         .filter_map(|e| match &e.what {
-            What::SessionToken { client, token } if client == "alice" => Some(token.clone()),
+            What::SessionToken { client, token, .. } if client == "alice" => Some(token.clone()),
             _ => None,
         })
         .collect();
@@ -189,7 +189,7 @@ fn second_client_leak_guarded_refuses_mallory_and_alice_keeps_working() {
         |e| matches!(&e.what, What::SseEvent { client, conn, .. } if client == "mallory" && stolen.contains(conn))
     ));
     // ...and never holds alice's session through any other path.
-    assert!(!events(&run).any(|e| matches!(&e.what, What::SessionToken { client, token } if client == "mallory" && alice_tokens.contains(token))));
+    assert!(!events(&run).any(|e| matches!(&e.what, What::SessionToken { client, token, .. } if client == "mallory" && alice_tokens.contains(token))));
     // The refusal is explicit.
     let refusal = events(&run)
         .find(|e| matches!(&e.what, What::Rejected { client, conn, how } if client == "mallory" && stolen.contains(conn) && how == "HTTP 403"))

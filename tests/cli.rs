@@ -22,18 +22,41 @@ fn text(b: &[u8]) -> String {
 }
 
 #[test]
-fn run_without_paths_runs_every_bundled_scenario_on_both_servers() {
+fn run_without_paths_runs_every_bundled_scenario_on_every_server_and_meets_every_expectation() {
     let out = mcpsim(&["run", "--quiet"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     for line in [
-        "nat-rebind · naive · seed 7",
-        "nat-rebind · guarded · seed 7",
-        "second-client-leak · naive · seed 7",
-        "second-client-leak · guarded · seed 7",
+        "nat-rebind · naive · seed 7 · violated: session-binding, liveness · as expected",
+        "nat-rebind · guarded · seed 7 · no violation · as expected",
+        "second-client-leak · naive · seed 7 · violated: confidentiality · as expected",
+        "second-client-leak · guarded · seed 7 · no violation · as expected",
     ] {
         assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
     }
+    let runs = stdout.lines().filter(|l| l.contains(" · seed ")).count();
+    assert_eq!(runs, 10 * mcpsim::server::known_servers().len());
+    assert_eq!(stdout.matches("as expected").count(), runs);
+}
+
+#[test]
+fn a_wrong_expectation_exits_1_and_names_the_mismatch() {
+    let original = std::fs::read_to_string("scenarios/nat-rebind.toml").unwrap();
+    let wrong = original.replace("guarded = []", "guarded = [\"liveness\"]");
+    assert_ne!(wrong, original);
+    let path = tmp("wrong-expect.toml");
+    std::fs::write(&path, wrong).unwrap();
+    let out = mcpsim(&["run", path.to_str().unwrap(), "--server", "guarded"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("EXPECTATION NOT MET: guarded was expected to violate liveness, but violated nothing"),
+        "{stdout}"
+    );
+    assert!(text(&out.stderr).contains("1 run(s) did not meet their expectation: nat-rebind on guarded"));
+    // The same file on naive still meets its (unchanged) expectation.
+    let out = mcpsim(&["run", path.to_str().unwrap(), "--server", "naive"]);
+    assert_eq!(out.status.code(), Some(0));
 }
 
 #[test]
@@ -93,7 +116,11 @@ fn a_broken_file_names_file_line_and_column_and_exits_3_without_running_anything
 fn unknown_server_or_missing_file_is_a_usage_error() {
     let out = mcpsim(&["run", "--server", "nginx"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("unknown server \"nginx\" (known: naive, guarded)"));
+    assert!(
+        text(&out.stderr).contains("unknown server \"nginx\" (known: naive, guarded, no-fence,"),
+        "{}",
+        text(&out.stderr)
+    );
     let out = mcpsim(&["run", "no/such/file.toml"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("no/such/file.toml: no such file"));

@@ -116,7 +116,7 @@ fn a_crashed_client_forgets_its_session_and_reconnects_fresh() {
         .trace
         .iter()
         .filter_map(|e| match &e.what {
-            What::SessionToken { client, token } if client == "bob" => Some((e.t_us, token.clone())),
+            What::SessionToken { client, token, .. } if client == "bob" => Some((e.t_us, token.clone())),
             _ => None,
         })
         .collect();
@@ -236,7 +236,7 @@ fn guarded_rejects_an_evicted_id_explicitly_kills_the_token_and_the_client_reini
     let tokens: Vec<&String> = ev
         .iter()
         .filter_map(|e| match &e.what {
-            What::SessionToken { client, token } if client == "alice" => Some(token),
+            What::SessionToken { client, token, .. } if client == "alice" => Some(token),
             _ => None,
         })
         .collect();

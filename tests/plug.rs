@@ -40,7 +40,7 @@ fn a_panicking_server_ends_the_run_with_its_message_and_keeps_the_trace() {
     assert!(why.contains("tests/plug.rs"), "{why}");
     // Nothing recorded before the panic is lost.
     assert!(run.trace.iter().any(|e| matches!(&e.what, What::Connect { client, .. } if client == "alice")));
-    assert!(mcpsim::report::text(&run).contains("a host panicked"));
+    assert!(mcpsim::report::text(&run, &mcpsim::check::judge(&run.trace), None).contains("a host panicked"));
 }
 
 /// Returns at once: the server host stops listening.

@@ -324,7 +324,7 @@ impl Client {
                 let Item::Event(ev) = item else { continue };
                 any_event = true;
                 match ev.event.as_str() {
-                    "endpoint" => self.clone().on_endpoint(&ev.data),
+                    "endpoint" => self.clone().on_endpoint(&ev.data, conn),
                     "error" => {
                         self.record_sse(conn, &ev, None);
                         self.rec.record(What::Rejected { client: self.name(), conn, how: "error event".into() });
@@ -357,11 +357,11 @@ impl Client {
         });
     }
 
-    fn on_endpoint(self: Rc<Self>, data: &str) {
+    fn on_endpoint(self: Rc<Self>, data: &str, conn: u32) {
         let Some(token) = data.split("sessionId=").nth(1).map(|t| t.split('&').next().unwrap_or(t).to_string()) else {
             return;
         };
-        self.rec.record(What::SessionToken { client: self.name(), token: token.clone() });
+        self.rec.record(What::SessionToken { client: self.name(), conn, token: token.clone() });
         *self.shared.token.borrow_mut() = Some(token);
         let id = {
             let mut st = self.st.borrow_mut();

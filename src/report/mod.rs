@@ -6,14 +6,15 @@
 //! events into a dropped mapping, and what became of each server request.
 //! POST traffic and heartbeat-only writes are summarised, not listed.
 
+use crate::check::{Expectation, Status, Verdict};
 use crate::trace::{Event, Outcome, Purpose, SimTime, What};
 use crate::wire::jsonrpc::{RpcKind, RpcSummary};
 use crate::world::Run;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-/// The text report of one run.
-pub fn text(run: &Run) -> String {
+/// The text report of one run: timeline, verdicts with evidence, expectation.
+pub fn text(run: &Run, verdicts: &[Verdict], expectation: Option<&Expectation>) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -26,9 +27,60 @@ pub fn text(run: &Run) -> String {
     for line in timeline(run) {
         let _ = writeln!(out, "  {:>10}  {}", fmt_time(line.0), line.1);
     }
+    let _ = writeln!(out, "checks:");
+    out.push_str(&verdicts_text(run, verdicts));
     let _ = writeln!(out, "outcome: {}", outcome(run));
+    if let Some(e) = expectation {
+        let _ = writeln!(out, "{}", expectation_line(&run.server, e));
+    }
     let _ = writeln!(out, "repro: {}", run.repro());
     out
+}
+
+/// One line per check, and each violation with its evidence.
+pub fn verdicts_text(run: &Run, verdicts: &[Verdict]) -> String {
+    const MAX_EVIDENCE: usize = 6;
+    let mut out = String::new();
+    for v in verdicts {
+        match &v.status {
+            Status::Passed => {
+                let _ = writeln!(out, "  {:<24} passed", v.check);
+            }
+            Status::NotApplicable { why } => {
+                let _ = writeln!(out, "  {:<24} not applicable: {why}", v.check);
+            }
+            Status::Violated { violations } => {
+                for (i, x) in violations.iter().enumerate() {
+                    let name = if i == 0 { v.check } else { "" };
+                    let _ = writeln!(out, "  {name:<24} VIOLATED at {}: {}", x.t, x.headline);
+                    for seq in x.evidence.iter().take(MAX_EVIDENCE) {
+                        if let Some(e) = run.trace.events.get(*seq as usize) {
+                            let _ =
+                                writeln!(out, "  {:<24}   #{seq} {:>10}  {}", "", fmt_time(e.t_us), describe(&e.what));
+                        }
+                    }
+                    if x.evidence.len() > MAX_EVIDENCE {
+                        let _ = writeln!(out, "  {:<24}   (+{} more)", "", x.evidence.len() - MAX_EVIDENCE);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// "expected: naive violates [a, b]: met" (or NOT MET with what happened).
+pub fn expectation_line(server: &str, e: &Expectation) -> String {
+    let list = |v: &[String]| if v.is_empty() { "nothing".to_string() } else { v.join(", ") };
+    if e.met {
+        format!("expectation met: {server} violates {}", list(&e.expected))
+    } else {
+        format!(
+            "EXPECTATION NOT MET: {server} was expected to violate {}, but violated {}",
+            list(&e.expected),
+            list(&e.violated)
+        )
+    }
 }
 
 fn fmt_time(t: SimTime) -> String {
@@ -116,13 +168,12 @@ fn timeline(run: &Run) -> Vec<(SimTime, String)> {
             lines.push((b.t, b.line()));
         }
         let line = match what {
-            What::Step { detail, .. } => Some(format!("step: {detail}")),
             What::Connect { client, conn, purpose, .. } => {
                 conns.insert((client.clone(), *conn), (*purpose, None));
                 None
             }
-            What::HttpRequest { client, conn, method, last_event_id, .. } if method == "GET" => {
-                if let Some(c) = conns.get_mut(&(client.clone(), *conn)) {
+            What::HttpRequest { client, conn, method, last_event_id, .. } => {
+                if let (Some(c), true) = (conns.get_mut(&(client.clone(), *conn)), method == "GET") {
                     c.1 = last_event_id.clone();
                 }
                 None
@@ -135,63 +186,18 @@ fn timeline(run: &Run) -> Vec<(SimTime, String)> {
                     Some(format!("{client} opened an uplink on conn {conn}"))
                 }
                 Some((Purpose::Post, _)) if *status < 300 => None,
-                _ => Some(format!("{client} got HTTP {status} on conn {conn}")),
+                _ => Some(describe(what)),
             },
-            What::ConnectFailed { client, conn, error } => {
-                Some(format!("{client} could not connect (conn {conn}): {error}"))
+            What::DroppedWrite { events, .. } if events.is_empty() => {
+                heartbeat_only += 1;
+                None
             }
-            What::UplinkEnded { client, conn, reason } => Some(format!("{client}'s conn {conn} ended: {reason}")),
-            What::UplinkSilent { client, conn, silent_ms } => {
-                Some(format!("{client} gave up on silent conn {conn} after {:.1} s", *silent_ms as f64 / 1000.0))
-            }
-            What::SessionToken { client, token } => Some(format!("{client} holds session token {token}")),
-            What::Answer { client, id, status, .. } => Some(format!(
-                "{client} answered {id} ({})",
-                status.map_or("no response".to_string(), |s| format!("HTTP {s}"))
-            )),
-            What::Abandoned { client, id, why } => Some(format!("{client} abandons {id}: {why}")),
-            What::RunStarted { .. } | What::ClientJoined { .. } => None,
-            What::Rejected { client, conn, how } => {
-                Some(format!("{client}'s resumption refused on conn {conn}: {how}"))
-            }
-            What::Reinitialize { client, why } => Some(format!("{client} re-initializes: {why}")),
-            What::TokenStolen { from, to, credential } => Some(format!(
-                "{to} now holds {from}'s session token{}",
-                if *credential { " and credential" } else { "" }
-            )),
-            What::ClientCrashed { client } => Some(format!("{client} crashed")),
-            What::MappingDropped { client, mapping, fault } => {
-                Some(format!("nat-{client}: mapping {mapping} dropped silently ({fault})"))
-            }
-            What::DroppedWrite { client, mapping, bytes, events } => {
-                if events.is_empty() {
-                    heartbeat_only += 1;
-                    None
-                } else {
-                    let what: Vec<String> = events
-                        .iter()
-                        .map(|ev| format!("{} {}", ev.id.as_deref().unwrap_or("-"), describe_rpc(&ev.rpc, &ev.event)))
-                        .collect();
-                    Some(format!(
-                        "nat-{client}: server wrote {bytes} bytes into dropped mapping {mapping}: {}",
-                        what.join(", ")
-                    ))
-                }
-            }
-            What::MappingReset { client, mapping, why } => {
-                Some(format!("nat-{client}: mapping {mapping} reset ({why})"))
-            }
-            What::MappingClosed { .. } | What::MappingOpened { .. } | What::HttpRequest { .. } => None,
-            What::RequestIssued { label, method, event_id, client, .. } => Some(format!(
-                "app: {label} ({method}) issued on {client}'s session{}",
-                event_id.as_ref().map(|e| format!(" as event {e}")).unwrap_or_default()
-            )),
-            What::RequestOutcome { label, outcome, detail, .. } => {
-                Some(format!("app: {label} {}: {detail}", outcome_word(*outcome)))
-            }
-            What::ServerStopped { why } => Some(why.clone()),
-            What::AppError { client, error } => Some(format!("app error ({client}): {error}")),
-            What::ServerNote { .. } | What::SseEvent { .. } => None,
+            What::RunStarted { .. }
+            | What::ClientJoined { .. }
+            | What::MappingClosed { .. }
+            | What::MappingOpened { .. }
+            | What::ServerNote { .. } => None,
+            _ => Some(describe(what)),
         };
         if let Some(l) = line {
             lines.push((t, l));
@@ -207,7 +213,7 @@ fn timeline(run: &Run) -> Vec<(SimTime, String)> {
     lines
 }
 
-fn outcome_word(o: Outcome) -> &'static str {
+pub fn outcome_word(o: Outcome) -> &'static str {
     match o {
         Outcome::Answered => "answered",
         Outcome::Failed => "failed",
@@ -239,4 +245,68 @@ pub fn outcome(run: &Run) -> String {
         .collect();
     let reqs = if reqs.is_empty() { "no server requests".to_string() } else { reqs.join(", ") };
     format!("{reqs}; {dropped_with_events} write(s) carried events into dropped mappings")
+}
+
+/// One event in words (used for timelines and violation evidence).
+pub fn describe(what: &What) -> String {
+    match what {
+        What::RunStarted { scenario, server, seed, .. } => format!("run of {scenario} on {server}, seed {seed}"),
+        What::ClientJoined { client, principal, .. } => format!("client {client} (principal {principal})"),
+        What::Step { detail, .. } => format!("step: {detail}"),
+        What::Connect { client, conn, port, purpose } => {
+            format!("{client} opened conn {conn} (port {port}, {purpose:?})")
+        }
+        What::ConnectFailed { client, conn, error } => format!("{client} could not connect (conn {conn}): {error}"),
+        What::HttpRequest { client, conn, method, path, last_event_id } => format!(
+            "{client} sent {method} {path} on conn {conn}{}",
+            last_event_id.as_ref().map(|l| format!(" with Last-Event-ID {l}")).unwrap_or_default()
+        ),
+        What::HttpResponse { client, conn, status, .. } => format!("{client} got HTTP {status} on conn {conn}"),
+        What::SseEvent { client, conn, id, event, rpc, .. } => format!(
+            "{client} received event {} on conn {conn}: {}",
+            id.as_deref().unwrap_or("-"),
+            describe_rpc(rpc, event)
+        ),
+        What::UplinkEnded { client, conn, reason } => format!("{client}'s conn {conn} ended: {reason}"),
+        What::UplinkSilent { client, conn, silent_ms } => {
+            format!("{client} gave up on silent conn {conn} after {:.1} s", *silent_ms as f64 / 1000.0)
+        }
+        What::SessionToken { client, token, .. } => format!("{client} holds session token {token}"),
+        What::Answer { client, id, status, .. } => {
+            format!("{client} answered {id} ({})", status.map_or("no response".to_string(), |s| format!("HTTP {s}")))
+        }
+        What::Abandoned { client, id, why } => format!("{client} abandons {id}: {why}"),
+        What::Rejected { client, conn, how } => format!("{client}'s resumption refused on conn {conn}: {how}"),
+        What::Reinitialize { client, why } => format!("{client} re-initializes: {why}"),
+        What::TokenStolen { from, to, credential } => {
+            format!("{to} now holds {from}'s session token{}", if *credential { " and credential" } else { "" })
+        }
+        What::ClientCrashed { client } => format!("{client} crashed"),
+        What::MappingOpened { client, mapping, down_port, up_port } => {
+            format!("nat-{client}: mapping {mapping} opened ({down_port} → server from port {up_port})")
+        }
+        What::MappingDropped { client, mapping, fault } => {
+            format!("nat-{client}: mapping {mapping} dropped silently ({fault})")
+        }
+        What::DroppedWrite { client, mapping, bytes, events } => {
+            let what: Vec<String> = events
+                .iter()
+                .map(|ev| format!("{} {}", ev.id.as_deref().unwrap_or("-"), describe_rpc(&ev.rpc, &ev.event)))
+                .collect();
+            let what = if what.is_empty() { "no event (heartbeats)".to_string() } else { what.join(", ") };
+            format!("nat-{client}: server wrote {bytes} bytes into dropped mapping {mapping}: {what}")
+        }
+        What::MappingReset { client, mapping, why } => format!("nat-{client}: mapping {mapping} reset ({why})"),
+        What::MappingClosed { client, mapping, by } => format!("nat-{client}: mapping {mapping} closed by the {by}"),
+        What::RequestIssued { label, method, event_id, client, .. } => format!(
+            "app: {label} ({method}) issued on {client}'s session{}",
+            event_id.as_ref().map(|e| format!(" as event {e}")).unwrap_or_default()
+        ),
+        What::RequestOutcome { label, outcome, detail, .. } => {
+            format!("app: {label} {}: {detail}", outcome_word(*outcome))
+        }
+        What::ServerStopped { why } => why.clone(),
+        What::AppError { client, error } => format!("app error ({client}): {error}"),
+        What::ServerNote { session, note, .. } => format!("server ({session}): {note}"),
+    }
 }

@@ -119,32 +119,112 @@ impl ResumptionPolicy for Naive {
     }
 }
 
+/// A deliberate bug: each mutant is `guarded` with exactly one condition broken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mutation {
+    /// Attaches the new uplink without fencing the prior one (session binding).
+    NoFence,
+    /// Replays from the oldest retained event when the id was evicted (replay integrity).
+    TruncatingReplay,
+    /// Replays windows holding requests the client already answered (correlation).
+    AnsweredReplay,
+    /// Leaves in-flight requests on the fenced writer (in-flight disposition).
+    Orphaning,
+    /// Has no principal binding (confidentiality).
+    Unbound,
+    /// Replays starting with the `Last-Event-ID` event itself (stream order).
+    InclusiveReplay,
+    /// Refuses by answering 200 with an empty stream (rejection protocol).
+    EmptyOk,
+}
+
+impl Mutation {
+    pub const ALL: [Mutation; 7] = [
+        Mutation::NoFence,
+        Mutation::TruncatingReplay,
+        Mutation::AnsweredReplay,
+        Mutation::Orphaning,
+        Mutation::Unbound,
+        Mutation::InclusiveReplay,
+        Mutation::EmptyOk,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mutation::NoFence => "no-fence",
+            Mutation::TruncatingReplay => "truncating-replay",
+            Mutation::AnsweredReplay => "answered-replay",
+            Mutation::Orphaning => "orphaning",
+            Mutation::Unbound => "unbound",
+            Mutation::InclusiveReplay => "inclusive-replay",
+            Mutation::EmptyOk => "empty-ok",
+        }
+    }
+
+    pub fn description(self) -> &'static str {
+        match self {
+            Mutation::NoFence => "guarded, but attaches the new uplink without fencing the prior one",
+            Mutation::TruncatingReplay => "guarded, but replays from the oldest retained event when the id was evicted",
+            Mutation::AnsweredReplay => "guarded, but replays windows holding requests the client already answered",
+            Mutation::Orphaning => "guarded, but leaves in-flight requests on the fenced writer",
+            Mutation::Unbound => "guarded, but does not bind sessions to principals",
+            Mutation::InclusiveReplay => "guarded, but replays starting with the Last-Event-ID event itself",
+            Mutation::EmptyOk => "guarded, but refuses by answering 200 with an empty stream",
+        }
+    }
+
+    /// The check that exists to catch this bug.
+    pub fn caught_by(self) -> &'static str {
+        match self {
+            Mutation::NoFence => "session-binding",
+            Mutation::TruncatingReplay => "replay-integrity",
+            Mutation::AnsweredReplay => "correlation-consistency",
+            Mutation::Orphaning => "inflight-disposition",
+            Mutation::Unbound => "confidentiality",
+            Mutation::InclusiveReplay => "stream-order",
+            Mutation::EmptyOk => "rejection-protocol",
+        }
+    }
+}
+
 /// Enforces the seed's four conditions and binds sessions to principals.
 pub struct Guarded;
 
 impl Guarded {
-    /// The guarded decision; mutants start from it.
+    /// The guarded decision.
     pub fn decision(v: &ResumeView<'_>) -> Decision {
-        let reject = |reason: String| Decision::Reject { reason, how: Refusal::ErrorEvent, invalidate: true };
-        if v.presented != v.owner {
-            // A thief without the credential: refuse, but leave the owner's session alone.
-            return Decision::Reject {
-                reason: "credential does not match the session's owner".into(),
-                how: Refusal::Status(403),
-                invalidate: false,
-            };
-        }
-        let Some(n) = v.last_event_id else {
-            return reject("resumption without a numeric Last-Event-ID".into());
+        decide_guarded(v, None)
+    }
+}
+
+/// The guarded decision, optionally with one mutation.
+fn decide_guarded(v: &ResumeView<'_>, bug: Option<Mutation>) -> Decision {
+    let how = if bug == Some(Mutation::EmptyOk) { Refusal::EmptyOk } else { Refusal::ErrorEvent };
+    let reject = |reason: String| Decision::Reject { reason, how, invalidate: true };
+    if v.presented != v.owner && bug != Some(Mutation::Unbound) {
+        // A thief without the credential: refuse, but leave the owner's session alone.
+        return Decision::Reject {
+            reason: "credential does not match the session's owner".into(),
+            how: if bug == Some(Mutation::EmptyOk) { Refusal::EmptyOk } else { Refusal::Status(403) },
+            invalidate: false,
         };
-        let newest = v.next_event_id.saturating_sub(1);
-        let oldest = v.retained.map_or(v.next_event_id, |(o, _)| o);
-        if n > newest {
-            return reject(format!("Last-Event-ID {n} is newer than the last emitted id {newest}"));
-        }
-        if n.saturating_add(1) < oldest {
+    }
+    let Some(n) = v.last_event_id else {
+        return reject("resumption without a numeric Last-Event-ID".into());
+    };
+    let newest = v.next_event_id.saturating_sub(1);
+    let oldest = v.retained.map_or(v.next_event_id, |(o, _)| o);
+    if n > newest {
+        return reject(format!("Last-Event-ID {n} is newer than the last emitted id {newest}"));
+    }
+    let mut replay_from = if bug == Some(Mutation::InclusiveReplay) { n } else { n + 1 };
+    if n.saturating_add(1) < oldest {
+        if bug != Some(Mutation::TruncatingReplay) {
             return reject(format!("Last-Event-ID {n} is older than the retained window (oldest {oldest})"));
         }
+        replay_from = oldest;
+    }
+    if bug != Some(Mutation::AnsweredReplay) {
         for (event_id, id) in v.request_events {
             if *event_id > n {
                 if let Some(r) = v.requests.iter().find(|r| &r.id == id) {
@@ -154,7 +234,11 @@ impl Guarded {
                 }
             }
         }
-        Decision::Accept { fence_prior: true, replay_from: n + 1, inflight: Inflight::Reissue }
+    }
+    Decision::Accept {
+        fence_prior: bug != Some(Mutation::NoFence),
+        replay_from,
+        inflight: if bug == Some(Mutation::Orphaning) { Inflight::Leave } else { Inflight::Reissue },
     }
 }
 
@@ -169,13 +253,33 @@ impl ResumptionPolicy for Guarded {
         true
     }
     fn decide(&self, v: &ResumeView<'_>) -> Decision {
-        Self::decision(v)
+        decide_guarded(v, None)
     }
 }
 
-/// Every built-in policy, in the order `mcpsim list` shows them.
+/// `guarded` with one deliberate bug.
+pub struct Mutant(pub Mutation);
+
+impl ResumptionPolicy for Mutant {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+    fn description(&self) -> &'static str {
+        self.0.description()
+    }
+    fn binds_principal(&self) -> bool {
+        self.0 != Mutation::Unbound
+    }
+    fn decide(&self, v: &ResumeView<'_>) -> Decision {
+        decide_guarded(v, Some(self.0))
+    }
+}
+
+/// Every built-in policy, in the order `mcpsim servers` shows them.
 pub fn builtin_policies() -> Vec<Box<dyn ResumptionPolicy>> {
-    vec![Box::new(Naive), Box::new(Guarded)]
+    let mut all: Vec<Box<dyn ResumptionPolicy>> = vec![Box::new(Naive), Box::new(Guarded)];
+    all.extend(Mutation::ALL.into_iter().map(|m| Box::new(Mutant(m)) as Box<dyn ResumptionPolicy>));
+    all
 }
 
 #[cfg(test)]
@@ -237,6 +341,43 @@ mod tests {
         let mut v = view(Some(1000), &[], &[]);
         v.presented = "mallory";
         assert!(matches!(Guarded::decision(&v), Decision::Reject { how: Refusal::Status(403), invalidate: false, .. }));
+    }
+
+    #[test]
+    fn each_mutant_differs_from_guarded_in_its_one_condition() {
+        let ev = [(1007, RpcId::Str("req-42".into()))];
+        let reqs = answered(RequestState::Answered);
+        let d = |m, v: &ResumeView| decide_guarded(v, Some(m));
+        assert!(matches!(
+            d(Mutation::NoFence, &view(Some(1007), &[], &[])),
+            Decision::Accept { fence_prior: false, .. }
+        ));
+        assert!(matches!(
+            d(Mutation::TruncatingReplay, &view(Some(900), &[], &[])),
+            Decision::Accept { replay_from: 1000, .. }
+        ));
+        assert!(matches!(d(Mutation::AnsweredReplay, &view(Some(1006), &reqs, &ev)), Decision::Accept { .. }));
+        assert!(matches!(
+            d(Mutation::Orphaning, &view(Some(1007), &[], &[])),
+            Decision::Accept { inflight: Inflight::Leave, .. }
+        ));
+        let mut thief = view(Some(1000), &[], &[]);
+        thief.presented = "mallory";
+        assert!(matches!(d(Mutation::Unbound, &thief), Decision::Accept { .. }));
+        assert!(matches!(
+            d(Mutation::InclusiveReplay, &view(Some(1007), &[], &[])),
+            Decision::Accept { replay_from: 1007, .. }
+        ));
+        assert!(matches!(
+            d(Mutation::EmptyOk, &view(Some(900), &[], &[])),
+            Decision::Reject { how: Refusal::EmptyOk, .. }
+        ));
+        // ...and agrees with guarded elsewhere.
+        for m in Mutation::ALL {
+            if m != Mutation::InclusiveReplay && m != Mutation::NoFence && m != Mutation::Orphaning {
+                assert_eq!(d(m, &view(Some(1007), &[], &[])), Guarded::decision(&view(Some(1007), &[], &[])), "{m:?}");
+            }
+        }
     }
 
     #[test]

@@ -113,6 +113,7 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
         scenario: plan.name.clone(),
         server: plug.name().to_string(),
         seed: seed.0,
+        duration_us: plan.duration.as_micros() as u64,
         liveness_bound_us: plan.server.request_timeout.0.as_micros() as u64,
     });
     for c in &plan.clients {

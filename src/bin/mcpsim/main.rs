@@ -58,7 +58,7 @@ fn main() -> ExitCode {
         Command::Run { files, servers, seed, trace, quiet } => run(files, servers, seed.map(Seed), trace, quiet),
         Command::Servers => {
             for (name, about) in mcpsim::server::describe_servers() {
-                println!("{name:<10} {about}");
+                println!("{name:<18} {about}");
             }
             Ok(0)
         }
@@ -147,6 +147,7 @@ fn run(
     let total = plans.len() * servers.len();
     let mut code = 0u8;
     let mut io_errors = Vec::new();
+    let mut failed: Vec<String> = Vec::new();
     for plan in &plans {
         for server in &servers {
             let run = match mcpsim::world::run(plan, server, seed) {
@@ -157,10 +158,30 @@ fn run(
                     continue;
                 }
             };
+            let verdicts = mcpsim::check::judge(&run.trace);
+            let expectation = mcpsim::check::expectation(plan, server, &verdicts);
             if quiet {
-                println!("{} · {} · seed {} · {}", run.scenario, run.server, run.seed, mcpsim::report::outcome(&run));
+                let violated = mcpsim::check::violated(&verdicts);
+                let violated = if violated.is_empty() {
+                    "no violation".to_string()
+                } else {
+                    format!("violated: {}", violated.join(", "))
+                };
+                let expect = match &expectation {
+                    Some(e) if e.met => " · as expected".to_string(),
+                    Some(e) => format!(" · {}", mcpsim::report::expectation_line(server, e)),
+                    None => String::new(),
+                };
+                println!("{} · {} · seed {} · {violated}{expect}", run.scenario, run.server, run.seed);
+                if expectation.as_ref().is_some_and(|e| !e.met) {
+                    println!("  repro: {}", run.repro());
+                }
             } else {
-                println!("{}", mcpsim::report::text(&run));
+                println!("{}", mcpsim::report::text(&run, &verdicts, expectation.as_ref()));
+            }
+            if expectation.as_ref().is_some_and(|e| !e.met) {
+                failed.push(format!("{} on {server}", run.scenario));
+                code = code.max(1);
             }
             if let Some(why) = &run.aborted {
                 eprintln!("error: {} on {server} stopped early (seed {}): {why}", run.scenario, run.seed);
@@ -174,6 +195,9 @@ fn run(
                 }
             }
         }
+    }
+    if !failed.is_empty() {
+        eprintln!("{} run(s) did not meet their expectation: {}", failed.len(), failed.join(", "));
     }
     for e in &io_errors {
         eprintln!("error: {e}");

@@ -1,0 +1,137 @@
+//! Checks: one file per property id of DESIGN.md §1.
+//!
+//! Every check reads only the observable events of a trace (what clients, the
+//! NAT and the server's application saw), so the same checks judge any
+//! server. Each returns a [`Status`]: passed, violated (with evidence), or
+//! not applicable (nothing in the run to judge), which is not a pass.
+//!
+//! ```
+//! # use mcpsim::{scenario::Plan, world, check};
+//! let plan = Plan::load(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/nat-rebind.toml").as_ref()).unwrap();
+//! let run = world::run(&plan, "naive", None).unwrap();
+//! let verdicts = check::judge(&run.trace);
+//! assert_eq!(check::violated(&verdicts), ["session-binding", "liveness"]);
+//! ```
+
+mod confidentiality;
+mod correlation_consistency;
+mod inflight_disposition;
+mod liveness;
+pub mod observe;
+mod rejection_protocol;
+mod replay_integrity;
+mod session_binding;
+mod stream_order;
+
+use crate::trace::{SimTime, Trace};
+use observe::Observed;
+use serde::Serialize;
+
+/// A broken property, with the evidence that proves it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    pub check: &'static str,
+    /// One line a person can read without the code.
+    pub headline: String,
+    /// When it happened.
+    pub t: SimTime,
+    /// The trace events (by `seq`) that prove it.
+    pub evidence: Vec<u64>,
+}
+
+/// What a check concluded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "kebab-case")]
+pub enum Status {
+    Passed,
+    Violated { violations: Vec<Violation> },
+    NotApplicable { why: String },
+}
+
+/// One check's verdict on a run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    pub check: &'static str,
+    #[serde(flatten)]
+    pub status: Status,
+}
+
+impl Verdict {
+    pub fn violations(&self) -> &[Violation] {
+        match &self.status {
+            Status::Violated { violations } => violations,
+            _ => &[],
+        }
+    }
+}
+
+/// A check: an id, a one-line meaning and the judging function.
+pub struct Check {
+    pub id: &'static str,
+    pub about: &'static str,
+    pub judge: fn(&Observed) -> Status,
+}
+
+/// Every check, in the order of DESIGN.md §1.
+pub const CHECKS: [Check; 8] = [
+    Check { id: session_binding::ID, about: session_binding::ABOUT, judge: session_binding::judge },
+    Check { id: replay_integrity::ID, about: replay_integrity::ABOUT, judge: replay_integrity::judge },
+    Check {
+        id: correlation_consistency::ID,
+        about: correlation_consistency::ABOUT,
+        judge: correlation_consistency::judge,
+    },
+    Check { id: inflight_disposition::ID, about: inflight_disposition::ABOUT, judge: inflight_disposition::judge },
+    Check { id: confidentiality::ID, about: confidentiality::ABOUT, judge: confidentiality::judge },
+    Check { id: liveness::ID, about: liveness::ABOUT, judge: liveness::judge },
+    Check { id: rejection_protocol::ID, about: rejection_protocol::ABOUT, judge: rejection_protocol::judge },
+    Check { id: stream_order::ID, about: stream_order::ABOUT, judge: stream_order::judge },
+];
+
+/// Judges a run with every check.
+pub fn judge(trace: &Trace) -> Vec<Verdict> {
+    let obs = Observed::new(trace);
+    CHECKS.iter().map(|c| Verdict { check: c.id, status: (c.judge)(&obs) }).collect()
+}
+
+/// The ids of the checks that found violations, in check order.
+pub fn violated(verdicts: &[Verdict]) -> Vec<&'static str> {
+    verdicts.iter().filter(|v| matches!(v.status, Status::Violated { .. })).map(|v| v.check).collect()
+}
+
+/// Turns a list of violations into a status (empty: passed).
+fn status(violations: Vec<Violation>) -> Status {
+    if violations.is_empty() {
+        Status::Passed
+    } else {
+        Status::Violated { violations }
+    }
+}
+
+fn not_applicable(why: &str) -> Status {
+    Status::NotApplicable { why: why.into() }
+}
+
+/// `"4.9 s"`: a duration between two times, for headlines.
+fn secs_between(a: SimTime, b: SimTime) -> String {
+    format!("{:.1} s", (b.0.saturating_sub(a.0)) as f64 / 1e6)
+}
+
+/// Whether a scenario's expectation for a server was met.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Expectation {
+    pub expected: Vec<String>,
+    pub violated: Vec<String>,
+    pub met: bool,
+}
+
+/// Compares the violated checks with `[expect]` for this server, if it has one.
+pub fn expectation(plan: &crate::scenario::Plan, server: &str, verdicts: &[Verdict]) -> Option<Expectation> {
+    let expected = plan.expect.get(server)?.clone();
+    let violated: Vec<String> = violated(verdicts).into_iter().map(String::from).collect();
+    let mut a = expected.clone();
+    a.sort();
+    let mut b = violated.clone();
+    b.sort();
+    Some(Expectation { met: a == b, expected, violated })
+}

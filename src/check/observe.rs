@@ -1,0 +1,329 @@
+//! What a user could observe in a run, indexed for the checks.
+//!
+//! Built once from a trace's observable events (server notes are skipped:
+//! they explain, they never decide). Sessions are known black-box by their
+//! token: a token belongs to the client whose `endpoint` event carried it.
+
+use crate::trace::{Event, Outcome, Purpose, SimTime, SseSeen, Trace, What};
+use crate::wire::jsonrpc::{RpcId, RpcKind, RpcSummary};
+use std::collections::BTreeMap;
+
+/// One SSE event delivered to a client.
+#[derive(Clone, Debug)]
+pub struct Delivered {
+    pub t: SimTime,
+    pub seq: u64,
+    pub id: Option<String>,
+    pub event: String,
+    pub rpc: Option<RpcSummary>,
+}
+
+impl Delivered {
+    pub fn numeric_id(&self) -> Option<u64> {
+        self.id.as_deref()?.parse().ok()
+    }
+    pub fn request_id(&self) -> Option<&RpcId> {
+        self.rpc.as_ref().filter(|r| r.kind == RpcKind::Request)?.id.as_ref()
+    }
+}
+
+/// One client TCP connection, as its client saw it.
+#[derive(Clone, Debug)]
+pub struct Conn {
+    pub client: String,
+    pub conn: u32,
+    pub purpose: Purpose,
+    pub port: u16,
+    pub opened: SimTime,
+    /// The token the request presented (a resumption or a POST), if any.
+    pub presented_token: Option<String>,
+    /// The token the server handed out on this uplink (`endpoint` event).
+    pub learned_token: Option<String>,
+    pub last_event_id: Option<String>,
+    pub request_seq: Option<u64>,
+    /// `(status, is an event stream, time, seq)`.
+    pub response: Option<(u16, bool, SimTime, u64)>,
+    pub delivered: Vec<Delivered>,
+    pub ended: Option<(SimTime, u64, String)>,
+    pub rejected: Option<(SimTime, u64, String)>,
+}
+
+impl Conn {
+    /// The session this connection belongs to.
+    pub fn token(&self) -> Option<&str> {
+        self.presented_token.as_deref().or(self.learned_token.as_deref())
+    }
+    pub fn is_uplink(&self) -> bool {
+        self.purpose == Purpose::Uplink
+    }
+    /// An uplink GET that presented a token and was answered with a stream.
+    pub fn accepted_resumption(&self) -> Option<(SimTime, u64)> {
+        if !self.is_uplink() || self.presented_token.is_none() || self.rejected.is_some() {
+            return None;
+        }
+        match self.response {
+            Some((200, true, t, seq)) => Some((t, seq)),
+            _ => None,
+        }
+    }
+    pub fn last_event_id_number(&self) -> Option<u64> {
+        self.last_event_id.as_deref()?.parse().ok()
+    }
+}
+
+/// A NAT mapping.
+#[derive(Clone, Debug)]
+pub struct Mapping {
+    pub client: String,
+    pub mapping: u32,
+    pub down_port: u16,
+    pub dropped: Option<(SimTime, u64, String)>,
+    pub reset: Option<(SimTime, u64)>,
+    /// `(time, seq, bytes, events)` the server wrote after the drop.
+    pub dropped_writes: Vec<(SimTime, u64, usize, Vec<SseSeen>)>,
+}
+
+/// A server request, as the application reported it.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub label: String,
+    pub owner: String,
+    pub method: String,
+    pub ids: Vec<RpcId>,
+    pub event_id: Option<String>,
+    pub issued: (SimTime, u64),
+    /// `(time, seq, outcome, id, new id)`.
+    pub outcomes: Vec<(SimTime, u64, Outcome, RpcId, Option<RpcId>)>,
+}
+
+impl Request {
+    /// The outcome that settled it: answered, failed or timed out (not re-issued).
+    pub fn resolution(&self) -> Option<&(SimTime, u64, Outcome, RpcId, Option<RpcId>)> {
+        self.outcomes.iter().find(|o| o.2 != Outcome::Reissued)
+    }
+}
+
+/// An acknowledged or unacknowledged answer a client POSTed.
+#[derive(Clone, Debug)]
+pub struct Answer {
+    pub client: String,
+    pub id: RpcId,
+    pub t: SimTime,
+    pub seq: u64,
+    pub status: Option<u16>,
+}
+
+/// The observable record of a run, indexed.
+#[derive(Clone, Debug, Default)]
+pub struct Observed<'a> {
+    pub events: Vec<&'a Event>,
+    pub end: SimTime,
+    pub liveness_bound: SimTime,
+    pub principals: BTreeMap<String, String>,
+    pub heartbeat_timeouts: BTreeMap<String, SimTime>,
+    pub conns: BTreeMap<(String, u32), Conn>,
+    pub token_owner: BTreeMap<String, String>,
+    pub mappings: BTreeMap<(String, u32), Mapping>,
+    pub requests: BTreeMap<String, Request>,
+    pub answers: Vec<Answer>,
+    /// `(time, seq, step kind, detail)` of every scenario step.
+    pub steps: Vec<(SimTime, u64, String)>,
+    pub crashed: BTreeMap<String, SimTime>,
+}
+
+impl<'a> Observed<'a> {
+    pub fn new(trace: &'a Trace) -> Self {
+        let mut o = Observed::default();
+        for e in trace.iter().filter(|e| !e.what.is_explanation()) {
+            o.events.push(e);
+            let (t, seq) = (e.t_us, e.seq);
+            o.end = o.end.max(t);
+            match &e.what {
+                What::RunStarted { duration_us, liveness_bound_us, .. } => {
+                    o.end = o.end.max(SimTime(*duration_us));
+                    o.liveness_bound = SimTime(*liveness_bound_us);
+                }
+                What::ClientJoined { client, principal, heartbeat_timeout_us } => {
+                    o.principals.insert(client.clone(), principal.clone());
+                    o.heartbeat_timeouts.insert(client.clone(), SimTime(*heartbeat_timeout_us));
+                }
+                What::Step { action, .. } => o.steps.push((t, seq, action.clone())),
+                What::Connect { client, conn, port, purpose } => {
+                    o.conns.insert(
+                        (client.clone(), *conn),
+                        Conn {
+                            client: client.clone(),
+                            conn: *conn,
+                            purpose: *purpose,
+                            port: *port,
+                            opened: t,
+                            presented_token: None,
+                            learned_token: None,
+                            last_event_id: None,
+                            request_seq: None,
+                            response: None,
+                            delivered: Vec::new(),
+                            ended: None,
+                            rejected: None,
+                        },
+                    );
+                }
+                What::HttpRequest { client, conn, path, last_event_id, .. } => {
+                    if let Some(c) = o.conns.get_mut(&(client.clone(), *conn)) {
+                        c.presented_token =
+                            path.split("sessionId=").nth(1).map(|t| t.split('&').next().unwrap_or(t).to_string());
+                        c.last_event_id = last_event_id.clone();
+                        c.request_seq = Some(seq);
+                    }
+                }
+                What::HttpResponse { client, conn, status, content_type } => {
+                    if let Some(c) = o.conns.get_mut(&(client.clone(), *conn)) {
+                        let stream = content_type.as_deref().is_some_and(|ct| ct.starts_with("text/event-stream"));
+                        c.response = Some((*status, stream, t, seq));
+                    }
+                }
+                What::SseEvent { client, conn, id, event, rpc, .. } => {
+                    if let Some(c) = o.conns.get_mut(&(client.clone(), *conn)) {
+                        c.delivered.push(Delivered { t, seq, id: id.clone(), event: event.clone(), rpc: rpc.clone() });
+                    }
+                }
+                What::SessionToken { client, conn, token } => {
+                    o.token_owner.entry(token.clone()).or_insert_with(|| client.clone());
+                    if let Some(c) = o.conns.get_mut(&(client.clone(), *conn)) {
+                        c.learned_token = Some(token.clone());
+                    }
+                }
+                What::UplinkEnded { client, conn, reason } => {
+                    if let Some(c) = o.conns.get_mut(&(client.clone(), *conn)) {
+                        c.ended.get_or_insert((t, seq, reason.clone()));
+                    }
+                }
+                What::UplinkSilent { client, conn, .. } => {
+                    if let Some(c) = o.conns.get_mut(&(client.clone(), *conn)) {
+                        c.ended.get_or_insert((t, seq, "gave up: silent".into()));
+                    }
+                }
+                What::Rejected { client, conn, how } => {
+                    if let Some(c) = o.conns.get_mut(&(client.clone(), *conn)) {
+                        c.rejected = Some((t, seq, how.clone()));
+                    }
+                }
+                What::Answer { client, id, status, .. } => {
+                    o.answers.push(Answer { client: client.clone(), id: id.clone(), t, seq, status: *status })
+                }
+                What::ClientCrashed { client } => {
+                    o.crashed.insert(client.clone(), t);
+                }
+                What::MappingOpened { client, mapping, down_port, .. } => {
+                    o.mappings.insert(
+                        (client.clone(), *mapping),
+                        Mapping {
+                            client: client.clone(),
+                            mapping: *mapping,
+                            down_port: *down_port,
+                            dropped: None,
+                            reset: None,
+                            dropped_writes: Vec::new(),
+                        },
+                    );
+                }
+                What::MappingDropped { client, mapping, fault } => {
+                    if let Some(m) = o.mappings.get_mut(&(client.clone(), *mapping)) {
+                        m.dropped = Some((t, seq, fault.clone()));
+                    }
+                }
+                What::DroppedWrite { client, mapping, bytes, events } => {
+                    if let Some(m) = o.mappings.get_mut(&(client.clone(), *mapping)) {
+                        m.dropped_writes.push((t, seq, *bytes, events.clone()));
+                    }
+                }
+                What::MappingReset { client, mapping, .. } => {
+                    if let Some(m) = o.mappings.get_mut(&(client.clone(), *mapping)) {
+                        m.reset = Some((t, seq));
+                    }
+                }
+                What::RequestIssued { client, label, method, id, event_id } => {
+                    o.requests.insert(
+                        label.clone(),
+                        Request {
+                            label: label.clone(),
+                            owner: client.clone(),
+                            method: method.clone(),
+                            ids: vec![id.clone()],
+                            event_id: event_id.clone(),
+                            issued: (t, seq),
+                            outcomes: Vec::new(),
+                        },
+                    );
+                }
+                What::RequestOutcome { label, id, outcome, new_id, .. } => {
+                    if let Some(r) = o.requests.get_mut(label) {
+                        if let Some(n) = new_id {
+                            r.ids.push(n.clone());
+                        }
+                        r.outcomes.push((t, seq, *outcome, id.clone(), new_id.clone()));
+                    }
+                }
+                _ => {}
+            }
+        }
+        if o.end == SimTime(0) {
+            o.end = trace.events.last().map_or(SimTime(0), |e| e.t_us);
+        }
+        o
+    }
+
+    /// The client connection a NAT mapping carried (its downstream port).
+    pub fn conn_of(&self, m: &Mapping) -> Option<&Conn> {
+        self.conns.values().find(|c| c.client == m.client && c.port == m.down_port)
+    }
+
+    /// The mapping that carried a client connection.
+    pub fn mapping_of(&self, c: &Conn) -> Option<&Mapping> {
+        self.mappings.values().find(|m| m.client == c.client && m.down_port == c.port)
+    }
+
+    /// The request a JSON-RPC id belongs to.
+    pub fn request_by_id(&self, id: &RpcId) -> Option<&Request> {
+        self.requests.values().find(|r| r.ids.contains(id))
+    }
+
+    pub fn principal<'s>(&'s self, client: &'s str) -> &'s str {
+        self.principals.get(client).map_or(client, |p| p.as_str())
+    }
+
+    /// Every id the run shows for a session: delivered, written into dropped
+    /// mappings, or reported by the application, up to `until`.
+    pub fn max_id_seen(&self, token: &str, until: SimTime) -> Option<u64> {
+        let mut max = None;
+        for c in self.conns.values().filter(|c| c.token() == Some(token)) {
+            for d in c.delivered.iter().filter(|d| d.t <= until) {
+                max = max.max(d.numeric_id());
+            }
+            if let Some(m) = self.mapping_of(c) {
+                for (t, _, _, evs) in &m.dropped_writes {
+                    if *t <= until {
+                        for ev in evs {
+                            max = max.max(ev.id.as_deref().and_then(|i| i.parse().ok()));
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(owner) = self.token_owner.get(token) {
+            for r in self.requests.values().filter(|r| &r.owner == owner && r.issued.0 <= until) {
+                max = max.max(r.event_id.as_deref().and_then(|i| i.parse().ok()));
+            }
+        }
+        max
+    }
+
+    /// Event ids a client already held for a session before `before`.
+    pub fn ids_held(&self, client: &str, token: &str, before: SimTime) -> Vec<u64> {
+        self.conns
+            .values()
+            .filter(|c| c.client == client && c.token() == Some(token))
+            .flat_map(|c| c.delivered.iter().filter(|d| d.t < before).filter_map(Delivered::numeric_id))
+            .collect()
+    }
+}

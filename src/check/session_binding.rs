@@ -1,0 +1,81 @@
+//! `session-binding`: the new uplink becomes the sole writer of its session;
+//! the prior writer is fenced first, never raced.
+//!
+//! Evidence: after a client's resumption of session S was accepted, the
+//! server still wrote bytes into a NAT mapping that carried an earlier,
+//! dropped uplink of S. Those bytes can only come from a second writer.
+
+use super::observe::Observed;
+use super::{not_applicable, secs_between, status, Status, Violation};
+use crate::report::describe_rpc;
+use crate::wire::jsonrpc::RpcKind;
+
+pub const ID: &str = "session-binding";
+pub const ABOUT: &str = "after a resumption is accepted, no server byte of the session enters the prior (dead) uplink";
+
+pub fn judge(o: &Observed) -> Status {
+    let mut judged = false;
+    let mut out = Vec::new();
+    for new in o.conns.values() {
+        let Some((t_acc, acc_seq)) = new.accepted_resumption() else { continue };
+        let token = new.token();
+        for prior in o.conns.values().filter(|c| {
+            c.client == new.client
+                && c.is_uplink()
+                && c.conn != new.conn
+                && c.opened <= new.opened
+                && c.token() == token
+        }) {
+            let Some(m) = o.mapping_of(prior) else { continue };
+            let Some((_, drop_seq, _)) = &m.dropped else { continue };
+            judged = true;
+            let late: Vec<_> = m.dropped_writes.iter().filter(|w| w.0 > t_acc).collect();
+            let Some(first) = late.first() else { continue };
+            let bytes: usize = late.iter().map(|w| w.2).sum();
+            let mut evidence = vec![*drop_seq, acc_seq];
+            evidence.extend(late.iter().map(|w| w.1));
+            // Name the worst thing written: a server request, else any event, else heartbeats.
+            let request = late.iter().find_map(|w| {
+                w.3.iter().find(|e| e.rpc.as_ref().is_some_and(|r| r.kind == RpcKind::Request)).map(|e| (w.0, e))
+            });
+            let headline = match request {
+                Some((t, ev)) => {
+                    let rpc = ev.rpc.as_ref().expect("filtered on rpc");
+                    let id = rpc.id.clone();
+                    let req = id.as_ref().and_then(|i| o.request_by_id(i));
+                    let label = req.map_or_else(|| describe_rpc(&ev.rpc, &ev.event), |r| r.label.clone());
+                    let method = rpc.method.clone().unwrap_or_default();
+                    let delivered = id.as_ref().is_some_and(|i| {
+                        o.conns.values().any(|c| c.client == new.client && c.delivered.iter().any(|d| d.request_id() == Some(i)))
+                    });
+                    let fate = match req.and_then(|r| r.resolution()) {
+                        Some((t_o, _, outcome, _, _)) => format!("; {} at {t_o}", crate::report::outcome_word(*outcome)),
+                        None => String::new(),
+                    };
+                    format!(
+                        "{label} ({method}, event {}) written to {}'s dropped uplink (mapping {}) at {t}, {} after conn {} was accepted; {}{fate}",
+                        ev.id.as_deref().unwrap_or("-"),
+                        new.client,
+                        m.mapping,
+                        secs_between(t_acc, t),
+                        new.conn,
+                        if delivered { "delivered elsewhere" } else { "never delivered" },
+                    )
+                }
+                None => format!(
+                    "{bytes} bytes written to {}'s dropped uplink (mapping {}) from {}, {} after conn {} was accepted: a second writer",
+                    new.client,
+                    m.mapping,
+                    first.0,
+                    secs_between(t_acc, first.0),
+                    new.conn
+                ),
+            };
+            out.push(Violation { check: ID, headline, t: first.0, evidence });
+        }
+    }
+    if !judged {
+        return not_applicable("no resumption was accepted after an uplink of the same session was dropped");
+    }
+    status(out)
+}

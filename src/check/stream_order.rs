@@ -1,0 +1,53 @@
+//! `stream-order`: on any one uplink, event ids increase strictly, and a
+//! resumed uplink never re-sends what the client said it had.
+//!
+//! Evidence: an id not above the previous id on the same connection, or an
+//! id at or below the `Last-Event-ID` the resumption presented that the
+//! client already held (a duplicate).
+
+use super::observe::Observed;
+use super::{not_applicable, status, Status, Violation};
+
+pub const ID: &str = "stream-order";
+pub const ABOUT: &str = "ids on one uplink increase strictly; a resumed uplink never re-sends ids up to Last-Event-ID";
+
+pub fn judge(o: &Observed) -> Status {
+    let mut judged = false;
+    let mut out = Vec::new();
+    for c in o.conns.values().filter(|c| c.is_uplink()) {
+        let floor = c.last_event_id_number();
+        // What the client already held for this session when it resumed.
+        let held = match (floor, c.token()) {
+            (Some(_), Some(token)) => o.ids_held(&c.client, token, c.opened),
+            _ => Vec::new(),
+        };
+        let mut prev: Option<(u64, u64)> = None;
+        for d in &c.delivered {
+            let Some(id) = d.numeric_id() else { continue };
+            judged = true;
+            if let Some(n) = floor.filter(|n| id <= *n && held.contains(&id)) {
+                out.push(Violation {
+                    check: ID,
+                    headline: format!(
+                        "{} resumed from {n} on conn {} and was sent event {id} again at {}",
+                        c.client, c.conn, d.t
+                    ),
+                    t: d.t,
+                    evidence: c.request_seq.into_iter().chain([d.seq]).collect(),
+                });
+            } else if let Some((p, p_seq)) = prev.filter(|(p, _)| id <= *p) {
+                out.push(Violation {
+                    check: ID,
+                    headline: format!("{}'s conn {} delivered event {id} after event {p} at {}", c.client, c.conn, d.t),
+                    t: d.t,
+                    evidence: vec![p_seq, d.seq],
+                });
+            }
+            prev = Some((id, d.seq));
+        }
+    }
+    if !judged {
+        return not_applicable("no uplink delivered an event with a numeric id");
+    }
+    status(out)
+}

@@ -1,0 +1,137 @@
+//! The verdict matrix: every bundled scenario against every built-in server,
+//! judged by every check. Snapshots live in the top-level `snapshots/`.
+
+use mcpsim::check::{self, Status, Verdict};
+use mcpsim::scenario::Plan;
+use mcpsim::server::policy::Mutation;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Bundled scenarios, loaded by relative path so reports name them portably.
+fn scenarios() -> Vec<Plan> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir("scenarios")
+        .expect("tests run from the package root")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    paths.sort();
+    paths.iter().map(|p| Plan::load(p).unwrap()).collect()
+}
+
+struct Cell {
+    verdicts: Vec<Verdict>,
+    report: String,
+}
+
+fn matrix() -> BTreeMap<(String, String), Cell> {
+    let mut m = BTreeMap::new();
+    for plan in scenarios() {
+        for server in mcpsim::server::known_servers() {
+            let run = mcpsim::world::run(&plan, server, None).unwrap();
+            let verdicts = check::judge(&run.trace);
+            let e = check::expectation(&plan, server, &verdicts);
+            let report = mcpsim::report::text(&run, &verdicts, e.as_ref());
+            m.insert((plan.name.clone(), server.to_string()), Cell { verdicts, report });
+        }
+    }
+    m
+}
+
+fn violated(cell: &Cell) -> Vec<&'static str> {
+    check::violated(&cell.verdicts)
+}
+
+fn snapshot(name: &str, text: &str) {
+    insta::with_settings!({
+        snapshot_path => concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots"),
+        prepend_module_to_snapshot => false,
+        omit_expression => true,
+    }, {
+        insta::assert_snapshot!(name, text);
+    });
+}
+
+#[test]
+fn verdict_matrix_and_reports_match_their_snapshots() {
+    let m = matrix();
+    let servers = mcpsim::server::known_servers();
+    let mut table = format!("{:<26}", "scenario \\ server");
+    for s in &servers {
+        table.push_str(&format!(" {s:<18}"));
+    }
+    table.push('\n');
+    let mut names: Vec<&String> = m.keys().map(|k| &k.0).collect();
+    names.dedup();
+    for name in names {
+        table.push_str(&format!("{name:<26}"));
+        for s in &servers {
+            let cell = &m[&(name.clone(), s.to_string())];
+            let short: Vec<String> = violated(cell)
+                .iter()
+                .map(|c| c.split('-').map(|w| w[..1].to_uppercase()).collect::<String>())
+                .collect();
+            let text = if short.is_empty() { "ok".to_string() } else { short.join(",") };
+            table.push_str(&format!(" {text:<18}"));
+        }
+        table.push('\n');
+    }
+    table.push_str(
+        "\nSB session-binding, RI replay-integrity, CC correlation-consistency, ID inflight-disposition,\n\
+         C confidentiality, L liveness, RP rejection-protocol, SO stream-order\n",
+    );
+    snapshot("matrix", &table);
+    for ((scenario, server), cell) in &m {
+        snapshot(&format!("report__{scenario}__{server}"), &cell.report);
+    }
+}
+
+#[test]
+fn the_matrix_proves_every_check_and_every_mutant() {
+    let m = matrix();
+    // Every scenario states its expectation for every built-in server, and meets it.
+    for plan in scenarios() {
+        for server in mcpsim::server::known_servers() {
+            let cell = &m[&(plan.name.clone(), server.to_string())];
+            let e = check::expectation(&plan, server, &cell.verdicts)
+                .unwrap_or_else(|| panic!("{} has no [expect] for {server}", plan.name));
+            assert!(e.met, "{} on {server}: expected {:?}, violated {:?}", plan.name, e.expected, e.violated);
+        }
+    }
+    // Each mutant is caught by its own check in at least one scenario.
+    for mutation in Mutation::ALL {
+        let caught: Vec<&String> = m
+            .iter()
+            .filter(|((_, s), cell)| s == mutation.name() && violated(cell).contains(&mutation.caught_by()))
+            .map(|((sc, _), _)| sc)
+            .collect();
+        assert!(!caught.is_empty(), "{} is never caught by {}", mutation.name(), mutation.caught_by());
+    }
+    // guarded: its only violations are ones every server shares (a thief holding the
+    // owner's credential cannot be told apart), so none is guarded's own doing.
+    for ((scenario, server), cell) in &m {
+        if server != "guarded" {
+            continue;
+        }
+        for check_id in violated(cell) {
+            for other in mcpsim::server::known_servers() {
+                assert!(
+                    violated(&m[&(scenario.clone(), other.to_string())]).contains(&check_id),
+                    "guarded violates {check_id} in {scenario}, but {other} does not"
+                );
+            }
+        }
+    }
+    let guarded_clean = m.iter().filter(|((_, s), c)| s == "guarded" && violated(c).is_empty()).count();
+    assert!(guarded_clean >= 9, "guarded passes all but the credential-theft scenario");
+    // naive fails both canonical scenarios.
+    assert_eq!(violated(&m[&("nat-rebind".into(), "naive".into())]), ["session-binding", "liveness"]);
+    assert_eq!(violated(&m[&("second-client-leak".into(), "naive".into())]), ["confidentiality"]);
+    // Every check fires somewhere, and is not-applicable or passed somewhere else.
+    for c in check::CHECKS {
+        let fired = m.values().any(|cell| violated(cell).contains(&c.id));
+        let quiet = m
+            .values()
+            .any(|cell| cell.verdicts.iter().any(|v| v.check == c.id && !matches!(v.status, Status::Violated { .. })));
+        assert!(fired && quiet, "{}: fired {fired}, quiet somewhere {quiet}", c.id);
+    }
+}
