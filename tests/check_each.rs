@@ -1,0 +1,92 @@
+//! Every check fires on a server with the bug it exists to catch, and stays
+//! quiet on `guarded` in the same scenario.
+
+use mcpsim::check::{self, Status, Verdict};
+use mcpsim::scenario::Plan;
+
+fn verdict(scenario: &str, server: &str, check_id: &str) -> Verdict {
+    let plan = Plan::load(format!("scenarios/{scenario}.toml").as_ref()).unwrap();
+    let run = mcpsim::world::run(&plan, server, None).unwrap();
+    check::judge(&run.trace).into_iter().find(|v| v.check == check_id).expect("every check judges every run")
+}
+
+/// Asserts the check fires on `buggy` with a headline containing `says`, and not on guarded.
+fn fires_and_quiet(check_id: &str, scenario: &str, buggy: &str, says: &str) {
+    let bad = verdict(scenario, buggy, check_id);
+    let v = bad.violations();
+    assert!(!v.is_empty(), "{check_id} did not fire on {buggy} in {scenario}: {:?}", bad.status);
+    assert!(v.iter().any(|x| x.headline.contains(says)), "{check_id} on {buggy}: {:?}", v);
+    assert!(v.iter().all(|x| !x.evidence.is_empty()), "every violation carries evidence");
+    let good = verdict(scenario, "guarded", check_id);
+    assert!(!matches!(good.status, Status::Violated { .. }), "{check_id} fired on guarded in {scenario}: {:?}", good.status);
+}
+
+#[test]
+fn session_binding() {
+    fires_and_quiet(
+        "session-binding",
+        "nat-rebind",
+        "naive",
+        "req-43 (sampling/createMessage, event 1009) written to alice's dropped uplink (mapping 1) at 25.020 s, 4.9 s after conn 5 was accepted; never delivered; timed out at 325.000 s",
+    );
+    fires_and_quiet("session-binding", "prior-uplink-live", "no-fence", "req-1 (sampling/createMessage");
+}
+
+#[test]
+fn replay_integrity() {
+    fires_and_quiet("replay-integrity", "evicted-id", "truncating-replay", "events 1001–1006 silently lost");
+    fires_and_quiet("replay-integrity", "future-id", "naive", "resumption from 5000 was accepted");
+}
+
+#[test]
+fn correlation_consistency() {
+    fires_and_quiet("correlation-consistency", "answered-window", "answered-replay", "alice was handed req-42");
+}
+
+#[test]
+fn inflight_disposition() {
+    fires_and_quiet("inflight-disposition", "inflight-at-resume", "orphaning", "req-7 (elicitation/create) was in flight");
+}
+
+#[test]
+fn confidentiality() {
+    fires_and_quiet("confidentiality", "theft-without-credential", "unbound", "mallory (principal mallory) received");
+    fires_and_quiet("confidentiality", "second-client-leak", "naive", "events 1001–1007, including req-42 sampling/createMessage");
+}
+
+#[test]
+fn liveness() {
+    fires_and_quiet("liveness", "nat-rebind", "naive", "req-43 (sampling/createMessage) issued at 25.000 s timed out");
+}
+
+#[test]
+fn rejection_protocol() {
+    fires_and_quiet("rejection-protocol", "evicted-id", "empty-ok", "answered 200 with an empty stream");
+}
+
+#[test]
+fn stream_order() {
+    fires_and_quiet("stream-order", "clean-resume", "inclusive-replay", "was sent event 1003 again");
+}
+
+#[test]
+fn not_applicable_is_not_passed() {
+    // Nothing was refused in nat-rebind: rejection-protocol has nothing to judge.
+    let v = verdict("nat-rebind", "guarded", "rejection-protocol");
+    assert!(matches!(v.status, Status::NotApplicable { .. }), "{:?}", v.status);
+    // A clean run still judges stream order and passes it.
+    let v = verdict("clean-resume", "guarded", "stream-order");
+    assert_eq!(v.status, Status::Passed);
+}
+
+#[test]
+fn checks_ignore_server_notes() {
+    // Removing every explanation event changes no verdict: they never decide.
+    let plan = Plan::load("scenarios/nat-rebind.toml".as_ref()).unwrap();
+    let mut run = mcpsim::world::run(&plan, "naive", None).unwrap();
+    let before = check::judge(&run.trace);
+    run.trace.events.retain(|e| !e.what.is_explanation());
+    let after = check::judge(&run.trace);
+    let ids = |vs: &[Verdict]| check::violated(vs);
+    assert_eq!(ids(&before), ids(&after));
+}
