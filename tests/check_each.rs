@@ -18,7 +18,11 @@ fn fires_and_quiet(check_id: &str, scenario: &str, buggy: &str, says: &str) {
     assert!(v.iter().any(|x| x.headline.contains(says)), "{check_id} on {buggy}: {:?}", v);
     assert!(v.iter().all(|x| !x.evidence.is_empty()), "every violation carries evidence");
     let good = verdict(scenario, "guarded", check_id);
-    assert!(!matches!(good.status, Status::Violated { .. }), "{check_id} fired on guarded in {scenario}: {:?}", good.status);
+    assert!(
+        !matches!(good.status, Status::Violated { .. }),
+        "{check_id} fired on guarded in {scenario}: {:?}",
+        good.status
+    );
 }
 
 #[test]
@@ -45,13 +49,23 @@ fn correlation_consistency() {
 
 #[test]
 fn inflight_disposition() {
-    fires_and_quiet("inflight-disposition", "inflight-at-resume", "orphaning", "req-7 (elicitation/create) was in flight");
+    fires_and_quiet(
+        "inflight-disposition",
+        "inflight-at-resume",
+        "orphaning",
+        "req-7 (elicitation/create) was in flight",
+    );
 }
 
 #[test]
 fn confidentiality() {
     fires_and_quiet("confidentiality", "theft-without-credential", "unbound", "mallory (principal mallory) received");
-    fires_and_quiet("confidentiality", "second-client-leak", "naive", "events 1001–1007, including req-42 sampling/createMessage");
+    fires_and_quiet(
+        "confidentiality",
+        "second-client-leak",
+        "naive",
+        "events 1001–1007, including req-42 sampling/createMessage",
+    );
 }
 
 #[test]

@@ -38,10 +38,14 @@ pub fn judge(o: &Observed) -> Status {
             .collect();
         let including =
             if requests.is_empty() { String::new() } else { format!(", including {}", requests.join(", ")) };
+        // Did the thief also hold the owner's credential? Then no server could tell.
+        let inherent =
+            o.thefts.iter().any(|(t, from, to, cred)| *cred && from == owner && to == &c.client && *t <= c.opened);
+        let note = if inherent { " (it held the owner's credential: no server can tell them apart)" } else { "" };
         out.push(Violation {
             check: ID,
             headline: format!(
-                "{} (principal {}) received {} message(s) of {owner}'s session on conn {}: {ids}{including}",
+                "{} (principal {}) received {} message(s) of {owner}'s session on conn {}: {ids}{including}{note}",
                 c.client,
                 o.principal(&c.client),
                 leaked.len(),
@@ -49,6 +53,7 @@ pub fn judge(o: &Observed) -> Status {
             ),
             t: first.t,
             evidence: c.request_seq.into_iter().chain(leaked.iter().map(|d| d.seq)).collect(),
+            inherent,
         });
     }
     if !judged {

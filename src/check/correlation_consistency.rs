@@ -33,8 +33,7 @@ pub fn judge(o: &Observed) -> Status {
                         a.t
                     ),
                     t: d.t,
-                    evidence: vec![a.seq, d.seq],
-                });
+                    evidence: vec![a.seq, d.seq], inherent: false });
             }
         }
     }

@@ -33,6 +33,7 @@ pub fn judge(o: &Observed) -> Status {
                         ),
                         t: *t,
                         evidence: vec![r.issued.1, *seq],
+                        inherent: false,
                     });
                 }
             }
@@ -62,8 +63,7 @@ pub fn judge(o: &Observed) -> Status {
                     r.label, r.method, r.owner
                 ),
                 t,
-                evidence,
-            });
+                evidence, inherent: false });
         }
     }
     if !judged {

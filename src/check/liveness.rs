@@ -30,6 +30,7 @@ pub fn judge(o: &Observed) -> Status {
                 ),
                 t: *t,
                 evidence: vec![r.issued.1, *seq],
+                inherent: false,
             }),
             None if o.end.0 >= r.issued.0 .0 + o.liveness_bound.0 => out.push(Violation {
                 check: ID,
@@ -39,6 +40,7 @@ pub fn judge(o: &Observed) -> Status {
                 ),
                 t: o.end,
                 evidence: vec![r.issued.1],
+                inherent: false,
             }),
             _ => {}
         }
@@ -48,8 +50,9 @@ pub fn judge(o: &Observed) -> Status {
         if o.crashed.get(client).is_some_and(|t| !o.conns.values().any(|c| &c.client == client && c.opened > *t)) {
             continue; // crashed and never restarted
         }
-        // Time to notice a dead uplink, back off and resume.
-        let settle = SimTime(timeout.0 * 2 + 30_000_000);
+        // Time to notice a dead uplink (twice: a resume may land on a stale
+        // path once), plus the longest backoff between attempts.
+        let settle = SimTime(timeout.0 * 2 + crate::client::MAX_BACKOFF.as_micros() as u64);
         if o.end.0 < last_fault.0 + settle.0 {
             continue;
         }
@@ -80,6 +83,7 @@ pub fn judge(o: &Observed) -> Status {
                 ),
                 t: o.end,
                 evidence: last.request_seq.into_iter().collect(),
+                inherent: false,
             });
         }
     }

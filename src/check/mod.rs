@@ -37,6 +37,11 @@ pub struct Violation {
     pub t: SimTime,
     /// The trace events (by `seq`) that prove it.
     pub evidence: Vec<u64>,
+    /// No server could have prevented it (a thief holding the owner's
+    /// credential is indistinguishable from the owner). Reported, because it
+    /// happened; hunts do not count it as a finding.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub inherent: bool,
 }
 
 /// What a check concluded.

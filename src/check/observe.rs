@@ -129,6 +129,8 @@ pub struct Observed<'a> {
     /// `(time, seq, step kind, detail)` of every scenario step.
     pub steps: Vec<(SimTime, u64, String)>,
     pub crashed: BTreeMap<String, SimTime>,
+    /// `(time, from, to, with credential)` of every token theft.
+    pub thefts: Vec<(SimTime, String, String, bool)>,
 }
 
 impl<'a> Observed<'a> {
@@ -211,6 +213,7 @@ impl<'a> Observed<'a> {
                 What::Answer { client, id, status, .. } => {
                     o.answers.push(Answer { client: client.clone(), id: id.clone(), t, seq, status: *status })
                 }
+                What::TokenStolen { from, to, credential } => o.thefts.push((t, from.clone(), to.clone(), *credential)),
                 What::ClientCrashed { client } => {
                     o.crashed.insert(client.clone(), t);
                 }

@@ -27,6 +27,7 @@ pub fn judge(o: &Observed) -> Status {
                 ),
                 t: *t_rej,
                 evidence: c.request_seq.into_iter().chain([*rej_seq]).collect(),
+                inherent: false,
             });
         }
         let Some(token) = c.presented_token.as_deref() else { continue };
@@ -51,6 +52,7 @@ pub fn judge(o: &Observed) -> Status {
                     ),
                     t,
                     evidence: vec![*rej_seq, seq],
+                    inherent: false,
                 });
             }
         }
@@ -67,6 +69,7 @@ pub fn judge(o: &Observed) -> Status {
                     ),
                     t: o.end,
                     evidence: vec![*rej_seq],
+                    inherent: false,
                 });
             }
         }

@@ -30,8 +30,7 @@ pub fn judge(o: &Observed) -> Status {
                         c.client, c.conn
                     ),
                     t: t_acc,
-                    evidence: vec![request_seq, acc_seq],
-                });
+                    evidence: vec![request_seq, acc_seq], inherent: false });
                 continue;
             }
             _ => {}
@@ -53,6 +52,7 @@ pub fn judge(o: &Observed) -> Status {
                     ),
                     t: t_acc,
                     evidence: vec![request_seq, acc_seq, first.1],
+                    inherent: false,
                 });
             }
         }

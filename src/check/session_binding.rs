@@ -71,7 +71,7 @@ pub fn judge(o: &Observed) -> Status {
                     new.conn
                 ),
             };
-            out.push(Violation { check: ID, headline, t: first.0, evidence });
+            out.push(Violation { check: ID, headline, t: first.0, evidence, inherent: false });
         }
     }
     if !judged {

@@ -34,6 +34,7 @@ pub fn judge(o: &Observed) -> Status {
                     ),
                     t: d.t,
                     evidence: c.request_seq.into_iter().chain([d.seq]).collect(),
+                    inherent: false,
                 });
             } else if let Some((p, p_seq)) = prev.filter(|(p, _)| id <= *p) {
                 out.push(Violation {
@@ -41,6 +42,7 @@ pub fn judge(o: &Observed) -> Status {
                     headline: format!("{}'s conn {} delivered event {id} after event {p} at {}", c.client, c.conn, d.t),
                     t: d.t,
                     evidence: vec![p_seq, d.seq],
+                    inherent: false,
                 });
             }
             prev = Some((id, d.seq));

@@ -54,7 +54,8 @@ pub struct ClientShared {
 const PORT: u16 = 80;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const POST_TIMEOUT: Duration = Duration::from_secs(30);
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// The longest a client waits between two reconnection attempts.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
 /// One client actor.
 pub struct Client {

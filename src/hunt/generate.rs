@@ -1,0 +1,200 @@
+//! The seeded scenario generator (swarm testing).
+//!
+//! From one u64 a ChaCha stream draws a [`Plan`]: owners that connect at the
+//! start, server requests and notification bursts at random times, and a
+//! fault profile. Swarm testing: each seed enables a random subset of fault
+//! kinds, each at its own rate, so some seeds hammer one fault and others mix
+//! many. Faults stop at [`FAULTS_END`]; a heal phase follows, with one probe
+//! request per owner, and liveness is judged at the end.
+
+use crate::scenario::{Action, ClientSpec, Dialect, Dur, LastEventId, NetworkConfig, Plan, ServerConfig, Step};
+use crate::seed::Seed;
+use rand::seq::IndexedRandom;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Fault kinds a seed may enable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FaultKind {
+    Rebind,
+    Sever,
+    Reset,
+    Theft,
+    TheftWithCredential,
+    Eviction,
+    Crash,
+    ResumeStale,
+    ResumeFuture,
+    ResumeValid,
+}
+
+impl FaultKind {
+    pub const ALL: [FaultKind; 10] = [
+        FaultKind::Rebind,
+        FaultKind::Sever,
+        FaultKind::Reset,
+        FaultKind::Theft,
+        FaultKind::TheftWithCredential,
+        FaultKind::Eviction,
+        FaultKind::Crash,
+        FaultKind::ResumeStale,
+        FaultKind::ResumeFuture,
+        FaultKind::ResumeValid,
+    ];
+}
+
+/// Faults happen before this; the rest of the run is the heal phase.
+pub const FAULTS_END: Duration = Duration::from_secs(12);
+/// How long a generated plan runs.
+pub const DURATION: Duration = Duration::from_secs(60);
+/// The tick of generated plans: hunts live on throughput (see `cargo bench --bench hunt`).
+pub const TICK: Duration = Duration::from_millis(50);
+const FIRST_EVENT_ID: u64 = 1000;
+
+/// Draws the plan of one seed.
+pub fn generate(seed: u64) -> Plan {
+    let mut rng = Seed(seed).stream("hunt.plan");
+    let owners = rng.random_range(1..=3usize);
+    let mut kinds: Vec<FaultKind> = FaultKind::ALL.iter().copied().filter(|_| rng.random_bool(0.4)).collect();
+    if kinds.is_empty() {
+        kinds.push(*FaultKind::ALL.choose(&mut rng).expect("non-empty"));
+    }
+    let rates: BTreeMap<FaultKind, u32> = kinds.iter().map(|k| (*k, rng.random_range(1..=3))).collect();
+
+    let names = ["alice", "bob", "carol"];
+    let mut clients: Vec<ClientSpec> = names[..owners]
+        .iter()
+        .map(|n| ClientSpec {
+            name: n.to_string(),
+            principal: n.to_string(),
+            think_time: ms(rng.random_range(100..3000)),
+            heartbeat_timeout: Duration::from_secs(10),
+            auto_answer: true,
+        })
+        .collect();
+    let owner_names: Vec<String> = clients.iter().map(|c| c.name.clone()).collect();
+    let mut steps: Vec<Step> = Vec::new();
+    let at_fault = |rng: &mut ChaCha8Rng| ms(rng.random_range(1_000..FAULTS_END.as_millis() as u64));
+
+    for (i, o) in owner_names.iter().enumerate() {
+        steps.push(Step { at: ms(i as u64 * 100), action: Action::Connect { client: o.clone() } });
+    }
+    let mut label = 0;
+    let mut request = |rng: &mut ChaCha8Rng, at: Duration, client: &str, steps: &mut Vec<Step>| {
+        label += 1;
+        let method = ["sampling/createMessage", "roots/list", "elicitation/create"].choose(rng).expect("non-empty");
+        steps.push(Step {
+            at,
+            action: Action::ServerRequest { client: client.into(), method: method.to_string(), label: format!("r{label}") },
+        });
+    };
+    for _ in 0..rng.random_range(1..=4) {
+        let at = ms(rng.random_range(500..20_000));
+        let o = owner_names.choose(&mut rng).expect("owners").clone();
+        request(&mut rng, at, &o, &mut steps);
+    }
+    for _ in 0..rng.random_range(0..=3) {
+        let at = ms(rng.random_range(500..20_000));
+        let o = owner_names.choose(&mut rng).expect("owners").clone();
+        steps.push(Step { at, action: Action::Notify { client: o, count: rng.random_range(1..=4) } });
+    }
+
+    let mut retention = 64;
+    let mut thieves = 0;
+    for (&kind, &rate) in &rates {
+        for _ in 0..rate {
+            let at = at_fault(&mut rng);
+            let o = owner_names.choose(&mut rng).expect("owners").clone();
+            match kind {
+                FaultKind::Rebind => steps.push(Step { at, action: Action::Rebind { client: o } }),
+                FaultKind::Sever => steps.push(Step { at, action: Action::Sever { client: o } }),
+                FaultKind::Reset => steps.push(Step { at, action: Action::Reset { client: o } }),
+                FaultKind::Theft | FaultKind::TheftWithCredential => {
+                    thieves += 1;
+                    let thief = format!("thief{thieves}");
+                    clients.push(ClientSpec {
+                        name: thief.clone(),
+                        principal: thief.clone(),
+                        think_time: ms(500),
+                        heartbeat_timeout: Duration::from_secs(10),
+                        auto_answer: rng.random_bool(0.5),
+                    });
+                    let credential = kind == FaultKind::TheftWithCredential;
+                    steps.push(Step { at, action: Action::StealToken { from: o, to: thief.clone(), credential } });
+                    let from = FIRST_EVENT_ID + rng.random_range(0..4);
+                    steps.push(Step {
+                        at: at + ms(rng.random_range(100..2_000)),
+                        action: Action::Resume { client: thief, last_event_id: LastEventId::Id(from) },
+                    });
+                }
+                FaultKind::Eviction => {
+                    retention = rng.random_range(2..=6);
+                    steps.push(Step { at, action: Action::Notify { client: o, count: rng.random_range(4..=12) } });
+                }
+                FaultKind::Crash => {
+                    steps.push(Step { at, action: Action::CrashClient { client: o.clone() } });
+                    if rng.random_bool(0.8) {
+                        steps.push(Step { at: at + ms(rng.random_range(500..5_000)), action: Action::Connect { client: o } });
+                    }
+                }
+                FaultKind::ResumeStale => steps.push(Step {
+                    at,
+                    action: Action::Resume { client: o, last_event_id: LastEventId::Id(FIRST_EVENT_ID + rng.random_range(0..3)) },
+                }),
+                FaultKind::ResumeFuture => steps.push(Step {
+                    at,
+                    action: Action::Resume { client: o, last_event_id: LastEventId::Id(FIRST_EVENT_ID + 500) },
+                }),
+                FaultKind::ResumeValid => {
+                    // Most useful right after a silent fault: resume before heartbeats notice.
+                    if rng.random_bool(0.5) {
+                        let fault = if rng.random_bool(0.5) { Action::Rebind { client: o.clone() } } else { Action::Sever { client: o.clone() } };
+                        steps.push(Step { at, action: fault });
+                    }
+                    steps.push(Step {
+                        at: at + ms(rng.random_range(200..3_000)),
+                        action: Action::Resume { client: o, last_event_id: LastEventId::LastSeen },
+                    });
+                }
+            }
+        }
+    }
+    // The heal phase: one probe request per owner, well after the faults.
+    for o in &owner_names {
+        let at = ms(rng.random_range(20_000..25_000));
+        request(&mut rng, at, o, &mut steps);
+    }
+    // Stable sort: steps drawn for the same instant keep their drawing order.
+    steps.sort_by_key(|s| s.at);
+
+    Plan {
+        name: format!("hunt-{seed}"),
+        description: format!("generated from seed {seed}; faults: {}", kinds.iter().map(|k| format!("{k:?}")).collect::<Vec<_>>().join(", ")),
+        dialect: Dialect::LegacySse,
+        seed: Seed(seed),
+        duration: DURATION,
+        server: ServerConfig {
+            first_event_id: FIRST_EVENT_ID,
+            retention,
+            heartbeat: Dur(Duration::from_secs(4)),
+            fence_grace: Dur(Duration::from_secs(2)),
+            request_timeout: Dur(Duration::from_secs(15)),
+        },
+        network: NetworkConfig {
+            tick: TICK,
+            latency_min: ms(5),
+            latency_max: ms(rng.random_range(5..40)),
+            half_open_lifetime: Duration::from_secs(rng.random_range(10..40)),
+        },
+        clients,
+        steps,
+        expect: BTreeMap::new(),
+        source: None,
+    }
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
