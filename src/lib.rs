@@ -26,6 +26,7 @@
 pub mod check;
 pub mod client;
 pub mod error;
+pub mod hunt;
 pub mod report;
 pub mod scenario;
 pub mod seed;

@@ -94,6 +94,8 @@ pub enum What {
         client: String,
         principal: String,
         heartbeat_timeout_us: u64,
+        /// How long it takes to answer a server request.
+        think_time_us: u64,
     },
     /// The step loop applied a scenario step.
     Step {
@@ -250,6 +252,11 @@ pub enum What {
     /// The server host's software stopped (its `serve` returned or panicked).
     ServerStopped {
         why: String,
+    },
+    /// The application emitted notifications on a client's session, as these event ids.
+    Notified {
+        client: String,
+        event_ids: Vec<String>,
     },
     /// The application could not act (no such session, server down).
     AppError {

@@ -40,7 +40,8 @@ pub fn judge(o: &Observed) -> Status {
         }
         // Was it in flight when a resumption of its owner's session was accepted?
         let resolved_at = r.resolution().map(|x| x.0);
-        let in_flight_at = o.conns.values().filter(|c| c.client == r.owner).find_map(|c| {
+        let Some((token, _)) = &r.session else { continue };
+        let in_flight_at = o.conns.values().filter(|c| c.client == r.owner && c.token() == Some(token)).find_map(|c| {
             let (t_acc, seq) = c.accepted_resumption()?;
             (t_acc > r.issued.0 && resolved_at.is_none_or(|t| t > t_acc)).then_some((t_acc, seq, c.conn))
         });

@@ -3,7 +3,9 @@
 //! uplink once faults stop.
 //!
 //! Evidence: a request the application saw time out, or still open at the
-//! end of a run longer than the bound after it; a client (not crashed) whose
+//! end of a run longer than the bound after it, although its owner had a
+//! usable uplink for the session long enough to answer (think time plus a
+//! round trip) within the bound; a client (not crashed) whose
 //! latest uplink at the end is missing, refused, ended or silently dropped
 //! although the last fault was long enough before the end to recover.
 
@@ -15,32 +17,55 @@ pub const ID: &str = "liveness";
 pub const ABOUT: &str =
     "every server request resolves within the bound; clients converge on a live uplink after faults";
 
+/// Time to deliver a request and carry its answer back, beyond the think time.
+const ROUND_TRIP_ALLOWANCE_US: u64 = 1_000_000;
+
 /// Steps after which a client needs time to recover.
 const FAULTS: [&str; 5] = ["rebind", "sever", "reset", "crash-client", "steal-token"];
 
 pub fn judge(o: &Observed) -> Status {
     let mut out = Vec::new();
     for r in o.requests.values() {
+        let deadline = SimTime(r.issued.0 .0 + o.liveness_bound.0);
+        // No one can answer on a session whose client holds none, or crashed
+        // (losing it) before the deadline: a timeout is then the right outcome.
+        let token = match &r.session {
+            None => continue,
+            Some((_, since)) if o.crashed_between(&r.owner, *since, deadline) => continue,
+            Some((token, _)) => token,
+        };
+        // Judge a request only if its owner was reachable long enough to answer
+        // it: a usable uplink of the session for its think time plus a round trip.
+        let needed = o.think_times.get(&r.owner).map_or(0, |t| t.0) + ROUND_TRIP_ALLOWANCE_US;
+        let reachable = o.usable_uplinks(&r.owner, token).iter().any(|(a, b)| {
+            let (from, to) = ((*a).max(r.issued.0), (*b).min(deadline));
+            to.0 > from.0 && to.0 - from.0 >= needed
+        });
+        if !reachable {
+            continue;
+        }
+        let inherent = o.credential_stolen(&r.owner, deadline);
+        let note = if inherent { " (a thief with the owner's credential competes for the session)" } else { "" };
         match r.resolution() {
             Some((t, seq, Outcome::TimedOut, _, _)) => out.push(Violation {
                 check: ID,
                 headline: format!(
-                    "{} ({}) issued at {} timed out at {} without an answer",
+                    "{} ({}) issued at {} timed out at {} without an answer{note}",
                     r.label, r.method, r.issued.0, t
                 ),
                 t: *t,
                 evidence: vec![r.issued.1, *seq],
-                inherent: false,
+                inherent,
             }),
             None if o.end.0 >= r.issued.0 .0 + o.liveness_bound.0 => out.push(Violation {
                 check: ID,
                 headline: format!(
-                    "{} ({}) issued at {} was still unresolved at the end, more than {} later",
+                    "{} ({}) issued at {} was still unresolved at the end, more than {} later{note}",
                     r.label, r.method, r.issued.0, o.liveness_bound
                 ),
                 t: o.end,
                 evidence: vec![r.issued.1],
-                inherent: false,
+                inherent,
             }),
             _ => {}
         }
@@ -75,15 +100,18 @@ pub fn judge(o: &Observed) -> Status {
             None
         };
         if let Some(problem) = problem {
+            // Two holders of one credential fence each other in turn: no server can settle that.
+            let inherent = o.thefts.iter().any(|(_, from, to, cred)| *cred && (from == client || to == client));
+            let note = if inherent { " (it shares a stolen credential with another client)" } else { "" };
             out.push(Violation {
                 check: ID,
                 headline: format!(
-                    "{client} has no live uplink at the end ({}): its latest uplink, conn {}, {problem}",
+                    "{client} has no live uplink at the end ({}): its latest uplink, conn {}, {problem}{note}",
                     o.end, last.conn
                 ),
                 t: o.end,
                 evidence: last.request_seq.into_iter().collect(),
-                inherent: false,
+                inherent,
             });
         }
     }

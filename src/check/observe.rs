@@ -92,6 +92,8 @@ pub struct Request {
     pub ids: Vec<RpcId>,
     pub event_id: Option<String>,
     pub issued: (SimTime, u64),
+    /// The session (token) the owner held when it was issued, and since when.
+    pub session: Option<(String, SimTime)>,
     /// `(time, seq, outcome, id, new id)`.
     pub outcomes: Vec<(SimTime, u64, Outcome, RpcId, Option<RpcId>)>,
 }
@@ -121,6 +123,7 @@ pub struct Observed<'a> {
     pub liveness_bound: SimTime,
     pub principals: BTreeMap<String, String>,
     pub heartbeat_timeouts: BTreeMap<String, SimTime>,
+    pub think_times: BTreeMap<String, SimTime>,
     pub conns: BTreeMap<(String, u32), Conn>,
     pub token_owner: BTreeMap<String, String>,
     pub mappings: BTreeMap<(String, u32), Mapping>,
@@ -129,6 +132,10 @@ pub struct Observed<'a> {
     /// `(time, seq, step kind, detail)` of every scenario step.
     pub steps: Vec<(SimTime, u64, String)>,
     pub crashed: BTreeMap<String, SimTime>,
+    /// Event ids the application reported emitting: `(session token, time, id)`.
+    pub notified: Vec<(String, SimTime, u64)>,
+    /// Every crash: `(client, time)`.
+    pub crashes: Vec<(String, SimTime)>,
     /// `(time, from, to, with credential)` of every token theft.
     pub thefts: Vec<(SimTime, String, String, bool)>,
 }
@@ -136,6 +143,8 @@ pub struct Observed<'a> {
 impl<'a> Observed<'a> {
     pub fn new(trace: &'a Trace) -> Self {
         let mut o = Observed::default();
+        // Each client's current session token and when it got it.
+        let mut current: BTreeMap<String, (String, SimTime)> = BTreeMap::new();
         for e in trace.iter().filter(|e| !e.what.is_explanation()) {
             o.events.push(e);
             let (t, seq) = (e.t_us, e.seq);
@@ -145,7 +154,8 @@ impl<'a> Observed<'a> {
                     o.end = o.end.max(SimTime(*duration_us));
                     o.liveness_bound = SimTime(*liveness_bound_us);
                 }
-                What::ClientJoined { client, principal, heartbeat_timeout_us } => {
+                What::ClientJoined { client, principal, heartbeat_timeout_us, think_time_us } => {
+                    o.think_times.insert(client.clone(), SimTime(*think_time_us));
                     o.principals.insert(client.clone(), principal.clone());
                     o.heartbeat_timeouts.insert(client.clone(), SimTime(*heartbeat_timeout_us));
                 }
@@ -190,6 +200,7 @@ impl<'a> Observed<'a> {
                     }
                 }
                 What::SessionToken { client, conn, token } => {
+                    current.insert(client.clone(), (token.clone(), t));
                     o.token_owner.entry(token.clone()).or_insert_with(|| client.clone());
                     if let Some(c) = o.conns.get_mut(&(client.clone(), *conn)) {
                         c.learned_token = Some(token.clone());
@@ -213,8 +224,17 @@ impl<'a> Observed<'a> {
                 What::Answer { client, id, status, .. } => {
                     o.answers.push(Answer { client: client.clone(), id: id.clone(), t, seq, status: *status })
                 }
+                What::Notified { client, event_ids } => {
+                    if let Some((token, _)) = current.get(client) {
+                        for id in event_ids.iter().filter_map(|i| i.parse().ok()) {
+                            o.notified.push((token.clone(), t, id));
+                        }
+                    }
+                }
                 What::TokenStolen { from, to, credential } => o.thefts.push((t, from.clone(), to.clone(), *credential)),
                 What::ClientCrashed { client } => {
+                    // The server's session outlives the client; the harness may still act on it.
+                    o.crashes.push((client.clone(), t));
                     o.crashed.insert(client.clone(), t);
                 }
                 What::MappingOpened { client, mapping, down_port, .. } => {
@@ -255,6 +275,7 @@ impl<'a> Observed<'a> {
                             ids: vec![id.clone()],
                             event_id: event_id.clone(),
                             issued: (t, seq),
+                            session: current.get(client).cloned(),
                             outcomes: Vec::new(),
                         },
                     );
@@ -274,6 +295,59 @@ impl<'a> Observed<'a> {
             o.end = trace.events.last().map_or(SimTime(0), |e| e.t_us);
         }
         o
+    }
+
+    /// Whether `client` crashed in `[from, to]`: it lost every session it held.
+    pub fn crashed_between(&self, client: &str, from: SimTime, to: SimTime) -> bool {
+        self.crashes.iter().any(|(c, t)| c == client && *t >= from && *t <= to)
+    }
+
+    /// Whether someone stole `owner`'s token with its credential before `until`:
+    /// two indistinguishable holders then compete for one session.
+    pub fn credential_stolen(&self, owner: &str, until: SimTime) -> bool {
+        self.thefts.iter().any(|(t, from, _, cred)| *cred && from == owner && *t <= until)
+    }
+
+    /// When `client` had a usable uplink for session `token`: from its
+    /// acceptance until it ended, its NAT mapping was dropped or reset, the
+    /// client crashed, or the client opened another uplink.
+    pub fn usable_uplinks(&self, client: &str, token: &str) -> Vec<(SimTime, SimTime)> {
+        let mut out = Vec::new();
+        for c in self.conns.values().filter(|c| c.client == client && c.is_uplink() && c.token() == Some(token)) {
+            let Some((200, true, t_acc, _)) = c.response else { continue };
+            if c.rejected.is_some() {
+                continue;
+            }
+            let mut end = self.end;
+            if let Some((t, _, _)) = &c.ended {
+                end = end.min(*t);
+            }
+            if let Some(m) = self.mapping_of(c) {
+                if let Some((t, _, _)) = &m.dropped {
+                    end = end.min(*t);
+                }
+                if let Some((t, _)) = m.reset {
+                    end = end.min(t);
+                }
+            }
+            if let Some((_, t)) = self.crashes.iter().find(|(k, t)| k == client && *t >= t_acc) {
+                end = end.min(*t);
+            }
+            // A client runs one uplink at a time: a newer one replaces this one.
+            if let Some(next) = self
+                .conns
+                .values()
+                .filter(|n| n.client == client && n.is_uplink() && n.opened > c.opened)
+                .map(|n| n.opened)
+                .min()
+            {
+                end = end.min(next);
+            }
+            if end > t_acc {
+                out.push((t_acc, end));
+            }
+        }
+        out
     }
 
     /// The client connection a NAT mapping carried (its downstream port).
@@ -313,9 +387,14 @@ impl<'a> Observed<'a> {
                 }
             }
         }
-        if let Some(owner) = self.token_owner.get(token) {
-            for r in self.requests.values().filter(|r| &r.owner == owner && r.issued.0 <= until) {
+        for r in self.requests.values() {
+            if r.session.as_ref().is_some_and(|(t, _)| t == token) && r.issued.0 <= until {
                 max = max.max(r.event_id.as_deref().and_then(|i| i.parse().ok()));
+            }
+        }
+        for (t, at, id) in &self.notified {
+            if t == token && *at <= until {
+                max = max.max(Some(*id));
             }
         }
         max

@@ -57,7 +57,9 @@ pub fn judge(o: &Observed) -> Status {
             }
         }
         // The owner re-initializes: it obtains a new session.
-        if c.client == *owner || o.principal(&c.client) == o.principal(owner) {
+        // (A client that crashed meanwhile re-initializes only if restarted.)
+        let crashed = o.crashed_between(&c.client, *t_rej, o.end);
+        if !crashed && (c.client == *owner || o.principal(&c.client) == o.principal(owner)) {
             let renewed =
                 o.conns.values().any(|n| n.client == c.client && n.opened >= *t_rej && n.learned_token.is_some());
             if !renewed {

@@ -49,6 +49,9 @@ pub enum ClientCmd {
 pub struct ClientShared {
     pub token: RefCell<Option<String>>,
     pub credential: RefCell<String>,
+    /// Connection numbers stay unique across restarts, so a trace never
+    /// names two connections of one client alike.
+    pub conn_seq: std::cell::Cell<u32>,
 }
 
 const PORT: u16 = 80;
@@ -69,7 +72,6 @@ pub struct Client {
 
 #[derive(Default)]
 struct State {
-    conn_seq: u32,
     rpc_seq: i64,
     gen: u64,
     uplink: Option<JoinHandle<()>>,
@@ -199,11 +201,8 @@ impl Client {
     }
 
     async fn connect(&self, purpose: Purpose) -> Option<(u32, TcpStream)> {
-        let conn = {
-            let mut st = self.st.borrow_mut();
-            st.conn_seq += 1;
-            st.conn_seq
-        };
+        let conn = self.shared.conn_seq.get() + 1;
+        self.shared.conn_seq.set(conn);
         match timeout(CONNECT_TIMEOUT, TcpStream::connect((self.nat.as_str(), PORT))).await {
             Ok(Ok(s)) => {
                 let port = s.local_addr().map(|a| a.port()).unwrap_or(0);

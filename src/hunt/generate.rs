@@ -87,7 +87,11 @@ pub fn generate(seed: u64) -> Plan {
         let method = ["sampling/createMessage", "roots/list", "elicitation/create"].choose(rng).expect("non-empty");
         steps.push(Step {
             at,
-            action: Action::ServerRequest { client: client.into(), method: method.to_string(), label: format!("r{label}") },
+            action: Action::ServerRequest {
+                client: client.into(),
+                method: method.to_string(),
+                label: format!("r{label}"),
+            },
         });
     };
     for _ in 0..rng.random_range(1..=4) {
@@ -136,12 +140,18 @@ pub fn generate(seed: u64) -> Plan {
                 FaultKind::Crash => {
                     steps.push(Step { at, action: Action::CrashClient { client: o.clone() } });
                     if rng.random_bool(0.8) {
-                        steps.push(Step { at: at + ms(rng.random_range(500..5_000)), action: Action::Connect { client: o } });
+                        steps.push(Step {
+                            at: at + ms(rng.random_range(500..5_000)),
+                            action: Action::Connect { client: o },
+                        });
                     }
                 }
                 FaultKind::ResumeStale => steps.push(Step {
                     at,
-                    action: Action::Resume { client: o, last_event_id: LastEventId::Id(FIRST_EVENT_ID + rng.random_range(0..3)) },
+                    action: Action::Resume {
+                        client: o,
+                        last_event_id: LastEventId::Id(FIRST_EVENT_ID + rng.random_range(0..3)),
+                    },
                 }),
                 FaultKind::ResumeFuture => steps.push(Step {
                     at,
@@ -150,7 +160,11 @@ pub fn generate(seed: u64) -> Plan {
                 FaultKind::ResumeValid => {
                     // Most useful right after a silent fault: resume before heartbeats notice.
                     if rng.random_bool(0.5) {
-                        let fault = if rng.random_bool(0.5) { Action::Rebind { client: o.clone() } } else { Action::Sever { client: o.clone() } };
+                        let fault = if rng.random_bool(0.5) {
+                            Action::Rebind { client: o.clone() }
+                        } else {
+                            Action::Sever { client: o.clone() }
+                        };
                         steps.push(Step { at, action: fault });
                     }
                     steps.push(Step {
@@ -171,7 +185,10 @@ pub fn generate(seed: u64) -> Plan {
 
     Plan {
         name: format!("hunt-{seed}"),
-        description: format!("generated from seed {seed}; faults: {}", kinds.iter().map(|k| format!("{k:?}")).collect::<Vec<_>>().join(", ")),
+        description: format!(
+            "generated from seed {seed}; faults: {}",
+            kinds.iter().map(|k| format!("{k:?}")).collect::<Vec<_>>().join(", ")
+        ),
         dialect: Dialect::LegacySse,
         seed: Seed(seed),
         duration: DURATION,

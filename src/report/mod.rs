@@ -196,6 +196,7 @@ fn timeline(run: &Run) -> Vec<(SimTime, String)> {
             | What::ClientJoined { .. }
             | What::MappingClosed { .. }
             | What::MappingOpened { .. }
+            | What::Notified { .. }
             | What::ServerNote { .. } => None,
             _ => Some(describe(what)),
         };
@@ -307,6 +308,9 @@ pub fn describe(what: &What) -> String {
         }
         What::ServerStopped { why } => why.clone(),
         What::AppError { client, error } => format!("app error ({client}): {error}"),
+        What::Notified { client, event_ids } => {
+            format!("app: notified {client}'s session as events {}", event_ids.join(", "))
+        }
         What::ServerNote { session, note, .. } => format!("server ({session}): {note}"),
     }
 }

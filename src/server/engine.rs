@@ -121,6 +121,8 @@ struct Session {
     uplinks: Vec<Uplink>,
     requests: Vec<Req>,
     tombstones: BTreeSet<RpcId>,
+    /// Tombstoned ids whose (late) answer arrived anyway: the client did answer them.
+    answered_tombstones: BTreeSet<RpcId>,
 }
 
 struct Logged {
@@ -280,6 +282,7 @@ fn open_session(shared: &Shared, ctl: Rc<ConnCtl>, principal: String) -> Respons
             uplinks: Vec::new(),
             requests: Vec::new(),
             tombstones: BTreeSet::new(),
+            answered_tombstones: BTreeSet::new(),
         },
     );
     let (uplink, tx, body) = attach(shared, &mut st, &token, ctl);
@@ -332,7 +335,7 @@ async fn resume(
             return rpc_error(StatusCode::NOT_FOUND, "unknown or expired session");
         };
         s.prune(&shared.report);
-        let requests: Vec<RequestView> = s
+        let mut requests: Vec<RequestView> = s
             .requests
             .iter()
             .map(|r| RequestView {
@@ -343,6 +346,14 @@ async fn resume(
                 state: r.state,
             })
             .collect();
+        // A retired id the client answered anyway is, to the client, answered.
+        requests.extend(s.answered_tombstones.iter().map(|id| RequestView {
+            id: id.clone(),
+            label: id.to_string(),
+            method: String::new(),
+            event_id: 0,
+            state: RequestState::Answered,
+        }));
         let request_events: Vec<(u64, RpcId)> = s.log.iter().filter_map(|l| Some((l.id, l.request.clone()?))).collect();
         let view = ResumeView {
             owner: &s.principal,
@@ -503,6 +514,7 @@ fn post(shared: &Rc<Shared>, token: &str, who: &str, body: &[u8]) -> Response<Bo
                 }
             } else if s.tombstones.contains(&id) {
                 shared.report.note(&s.name, format!("late answer to tombstoned id {id} ignored"));
+                s.answered_tombstones.insert(id.clone());
             } else {
                 shared.report.note(&s.name, format!("answer to unknown id {id} ignored"));
             }
@@ -546,10 +558,13 @@ async fn app_loop(shared: Rc<Shared>, app: AppHook) {
                     shared.report.error(&client, format!("cannot notify: no live session for {client}'s token"));
                     continue;
                 };
+                let mut ids = Vec::new();
                 for _ in 0..count {
                     let n = s.next_event_id;
-                    s.emit(&mcp::progress(n), None, shared.cfg.retention, &shared.report);
+                    let (id, _) = s.emit(&mcp::progress(n), None, shared.cfg.retention, &shared.report);
+                    ids.push(id.to_string());
                 }
+                shared.report.notified(&client, ids);
             }
         }
     }

@@ -52,6 +52,11 @@ impl AppReporter {
         });
     }
 
+    /// Notifications emitted on `client`'s session (their event ids, if the server exposes them).
+    pub fn notified(&self, client: &str, event_ids: Vec<String>) {
+        self.recorder.record(What::Notified { client: client.into(), event_ids });
+    }
+
     pub fn error(&self, client: &str, error: impl Into<String>) {
         self.recorder.record(What::AppError { client: client.into(), error: error.into() });
     }

@@ -121,6 +121,7 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
             client: c.name.clone(),
             principal: c.principal.clone(),
             heartbeat_timeout_us: c.heartbeat_timeout.as_micros() as u64,
+            think_time_us: c.think_time.as_micros() as u64,
         });
     }
     let app = AppHook { commands: Inbox::new(), report: AppReporter::new(rec.clone()) };
@@ -228,7 +229,10 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
                 }
                 Action::StealToken { from, to, credential } => {
                     let token = token_of(from);
-                    rec.record(What::TokenStolen { from: from.clone(), to: to.clone(), credential: *credential });
+                    rec.record_at(
+                        SimTime::from_duration(at),
+                        What::TokenStolen { from: from.clone(), to: to.clone(), credential: *credential },
+                    );
                     if let Some(token) = token {
                         let cred = credential.then(|| clients[from].1.credential.borrow().clone());
                         clients[to].0.push_at(at, ClientCmd::Adopt { token, credential: cred });
@@ -238,7 +242,7 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
                     if !crashed.contains(client) {
                         sim.crash(client.as_str());
                         crashed.push(client.clone());
-                        rec.record(What::ClientCrashed { client: client.clone() });
+                        rec.record_at(SimTime::from_duration(now), What::ClientCrashed { client: client.clone() });
                     }
                 }
                 Action::Wait => {}

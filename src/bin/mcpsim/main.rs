@@ -50,12 +50,96 @@ enum Command {
     },
     /// List the built-in servers.
     Servers,
+    /// Hunt for bugs: run generated scenarios seed after seed, shrink each finding.
+    #[command(args_conflicts_with_subcommands = true)]
+    Hunt {
+        #[command(subcommand)]
+        merge: Option<HuntCommand>,
+        #[command(flatten)]
+        args: HuntArgs,
+    },
+    /// Re-run one generated seed of a hunt and print its report.
+    Replay {
+        #[arg(long, value_name = "NAME")]
+        server: String,
+        #[arg(long)]
+        seed: u64,
+        /// Write the JSONL trace to FILE.
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum HuntCommand {
+    /// Merge the `--format json` results of several shards into one.
+    Merge {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+}
+
+#[derive(clap::Args)]
+struct HuntArgs {
+    /// The server to hunt.
+    #[arg(long, value_name = "NAME")]
+    server: Option<String>,
+    /// How many seeds to run (default 1000 unless --time is given).
+    #[arg(long, conflicts_with = "time")]
+    seeds: Option<u64>,
+    /// Run for this long instead (e.g. 60s, 5m).
+    #[arg(long, value_parser = parse_duration_arg)]
+    time: Option<std::time::Duration>,
+    /// Worker threads (default: the number of cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Run the K-th of N disjoint slices of the seed space (for CI matrices).
+    #[arg(long, value_name = "K/N", value_parser = parse_shard, default_value = "1/1")]
+    shard: (u64, u64),
+    /// The first seed (default: drawn from the clock and printed).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Where shrunk regression scenarios are written.
+    #[arg(long, value_name = "DIR", default_value = "scenarios/regressions")]
+    out: PathBuf,
+    /// Report findings without shrinking them.
+    #[arg(long)]
+    no_shrink: bool,
+    /// Run each seed twice and compare the traces.
+    #[arg(long)]
+    check_determinism: bool,
+    /// Output: human text, or the JSON report (merge it with `mcpsim hunt merge`).
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    Text,
+    Json,
+}
+
+fn parse_duration_arg(s: &str) -> Result<std::time::Duration, String> {
+    mcpsim::scenario::parse_duration(s)
+}
+
+fn parse_shard(s: &str) -> Result<(u64, u64), String> {
+    let (k, n) = s.split_once('/').ok_or_else(|| format!("{s:?}: expected K/N, like 2/4"))?;
+    let k: u64 = k.parse().map_err(|_| format!("{s:?}: K is not a number"))?;
+    let n: u64 = n.parse().map_err(|_| format!("{s:?}: N is not a number"))?;
+    if k == 0 || n == 0 || k > n {
+        return Err(format!("{s:?}: expected 1 <= K <= N"));
+    }
+    Ok((k, n))
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run { files, servers, seed, trace, quiet } => run(files, servers, seed.map(Seed), trace, quiet),
+        Command::Hunt { merge: Some(HuntCommand::Merge { files }), .. } => merge(files),
+        Command::Hunt { merge: None, args } => hunt(args),
+        Command::Replay { server, seed, trace } => replay(server, seed, trace),
         Command::Servers => {
             for (name, about) in mcpsim::server::describe_servers() {
                 println!("{name:<18} {about}");
@@ -216,4 +300,111 @@ fn write_trace(path: &Path, text: &str) -> Result<(), Error> {
         }
     }
     std::fs::write(path, text).map_err(|e| Error::io(format!("{}: cannot write trace: {e}", path.display())))
+}
+
+fn hunt(a: HuntArgs) -> Result<u8, Error> {
+    use mcpsim::hunt::{HuntOptions, Limit, Progress};
+    let server = a.server.ok_or_else(|| Error::usage("mcpsim hunt needs --server NAME (see `mcpsim servers`)"))?;
+    // The base seed is the one input not derived from anything: when the user
+    // gives none, draw it from the clock once and print it, so the hunt can be repeated.
+    let base_seed = a.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64 % 1_000_000_000)
+    });
+    let limit = match (a.seeds, a.time) {
+        (_, Some(t)) => Limit::Time(t),
+        (Some(n), None) => Limit::Seeds(n),
+        (None, None) => Limit::Seeds(1000),
+    };
+    let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let opts = HuntOptions {
+        server: server.clone(),
+        base_seed,
+        limit,
+        jobs,
+        shard: a.shard,
+        out: (!a.no_shrink).then_some(a.out),
+        check_determinism: a.check_determinism,
+        shrink_budget: 300,
+    };
+    let text = a.format == Format::Text;
+    eprintln!(
+        "hunt: server {server}, base seed {base_seed}, shard {}/{}, {jobs} job(s)\nrepeat: {}",
+        a.shard.0,
+        a.shard.1,
+        opts.repeat_command()
+    );
+    let bar = match limit {
+        Limit::Seeds(n) => indicatif::ProgressBar::new(n),
+        Limit::Time(_) => indicatif::ProgressBar::new_spinner(),
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {pos}/{len} seeds  {per_sec}  {elapsed}  {msg}")
+            .expect("valid template"),
+    );
+    let started = std::time::Instant::now();
+    let report = mcpsim::hunt::hunt(&opts, |p| match p {
+        Progress::SeedDone { findings } => {
+            bar.inc(1);
+            bar.set_message(format!("findings: {findings}"));
+        }
+        Progress::Finding(f) => {
+            let mut lines = format!(
+                "finding: seed {} violates {}: {}\n  repro: {}",
+                f.seed,
+                f.violated.join(", "),
+                f.headline,
+                f.repro
+            );
+            if let (Some(path), Some(steps)) = (&f.regression, f.shrunk_steps) {
+                lines.push_str(&format!("\n  regression: {path} ({steps} steps): mcpsim run {path}"));
+            }
+            if let Some(nd) = &f.nondeterminism {
+                lines.push_str(&format!("\n  nondeterminism: {nd}"));
+            }
+            bar.suspend(|| eprintln!("{lines}"));
+        }
+    });
+    bar.finish_and_clear();
+    let report = report?;
+    let wall = started.elapsed().as_secs_f64();
+    eprintln!(
+        "hunted {} seeds in {wall:.1} s ({:.0} seeds/s): {} finding(s)",
+        report.seeds_run,
+        report.seeds_run as f64 / wall.max(1e-9),
+        report.findings.len()
+    );
+    if !text {
+        println!("{}", serde_json::to_string_pretty(&report).expect("report serializes"));
+    }
+    Ok(if report.findings.is_empty() { 0 } else { 1 })
+}
+
+fn merge(files: Vec<PathBuf>) -> Result<u8, Error> {
+    let mut reports = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).map_err(|e| Error::io(format!("{}: cannot read: {e}", f.display())))?;
+        let r: mcpsim::hunt::HuntReport = serde_json::from_str(&text)
+            .map_err(|e| Error::usage(format!("{}: not a `mcpsim hunt --format json` report: {e}", f.display())))?;
+        reports.push(r);
+    }
+    let merged = mcpsim::hunt::merge(reports)?;
+    println!("{}", serde_json::to_string_pretty(&merged).expect("report serializes"));
+    Ok(if merged.findings.is_empty() { 0 } else { 1 })
+}
+
+fn replay(server: String, seed: u64, trace: Option<PathBuf>) -> Result<u8, Error> {
+    let plan = mcpsim::hunt::generate(seed);
+    let run = mcpsim::world::run(&plan, &server, None)?;
+    let verdicts = mcpsim::check::judge(&run.trace);
+    let mut text = mcpsim::report::text(&run, &verdicts, None);
+    // A generated plan has no file: its repro is the replay itself.
+    text = text.replace(&run.repro(), &format!("mcpsim replay --server {server} --seed {seed}"));
+    println!("{text}");
+    if let Some(t) = trace {
+        write_trace(&t, &run.trace.to_jsonl())?;
+    }
+    let finding = verdicts.iter().any(|v| v.violations().iter().any(|x| !x.inherent)) || run.aborted.is_some();
+    Ok(if finding { 1 } else { 0 })
 }

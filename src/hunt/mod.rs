@@ -1,0 +1,322 @@
+//! Seeded bug hunts: generated scenarios, parallel runs, shrinking.
+//!
+//! A hunt runs seed after seed on worker threads (one simulation per thread),
+//! judges each run with every check, and turns each finding into a seed, a
+//! one-line repro and, shrunk, a minimal TOML scenario that CI can keep.
+//!
+//! ```
+//! let outcome = mcpsim::hunt::run_seed("naive", 3, false).unwrap();
+//! assert_eq!(outcome.seed, 3);
+//! ```
+
+pub mod generate;
+pub mod shrink;
+
+use crate::check;
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+pub use generate::generate;
+
+/// What one seed did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeedOutcome {
+    pub seed: u64,
+    /// Checks with at least one violation a server could have prevented.
+    pub violated: Vec<String>,
+    /// The first such violation's headline.
+    pub headline: Option<String>,
+    /// FNV-1a of the JSONL trace.
+    pub trace_hash: u64,
+    /// With `--check-determinism`: the first event where two runs differed.
+    pub nondeterminism: Option<String>,
+}
+
+impl SeedOutcome {
+    pub fn is_finding(&self) -> bool {
+        !self.violated.is_empty() || self.nondeterminism.is_some()
+    }
+}
+
+/// FNV-1a, 64 bits: a stable hash (std's hashers may change between releases).
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// Generates, runs and judges one seed.
+pub fn run_seed(server: &str, seed: u64, check_determinism: bool) -> Result<SeedOutcome> {
+    let plan = generate(seed);
+    let run = crate::world::run(&plan, server, None)?;
+    let jsonl = run.trace.to_jsonl();
+    let trace_hash = fnv1a(jsonl.as_bytes());
+    let verdicts = check::judge(&run.trace);
+    let mut violated = Vec::new();
+    let mut headline = None;
+    for v in &verdicts {
+        if let Some(x) = v.violations().iter().find(|x| !x.inherent) {
+            violated.push(v.check.to_string());
+            headline.get_or_insert_with(|| format!("{}: {}", v.check, x.headline));
+        }
+    }
+    if let Some(why) = &run.aborted {
+        headline = Some(format!("run stopped early: {why}"));
+        violated.push("protocol".into());
+    }
+    let mut nondeterminism = None;
+    if check_determinism {
+        let again = crate::world::run(&plan, server, None)?.trace.to_jsonl();
+        if fnv1a(again.as_bytes()) != trace_hash {
+            let first = jsonl.lines().zip(again.lines()).position(|(a, b)| a != b);
+            nondeterminism = Some(match first {
+                Some(i) => format!(
+                    "traces differ at event {i}:\n  first:  {}\n  second: {}",
+                    jsonl.lines().nth(i).unwrap_or(""),
+                    again.lines().nth(i).unwrap_or("")
+                ),
+                None => "traces differ in length".into(),
+            });
+        }
+    }
+    Ok(SeedOutcome { seed, violated, headline, trace_hash, nondeterminism })
+}
+
+/// How long a hunt goes on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    Seeds(u64),
+    Time(Duration),
+}
+
+/// A hunt's settings.
+#[derive(Clone, Debug)]
+pub struct HuntOptions {
+    pub server: String,
+    pub base_seed: u64,
+    pub limit: Limit,
+    pub jobs: usize,
+    /// `(k, n)`: this job takes the k-th of n disjoint slices of the seed space (1-based).
+    pub shard: (u64, u64),
+    /// Where shrunk regressions go; `None`: do not shrink.
+    pub out: Option<PathBuf>,
+    pub check_determinism: bool,
+    /// Shrinking budget, in runs per finding.
+    pub shrink_budget: usize,
+}
+
+impl HuntOptions {
+    /// The i-th seed of this shard.
+    pub fn seed_at(&self, i: u64) -> u64 {
+        let (k, n) = self.shard;
+        self.base_seed.wrapping_add(i.wrapping_mul(n)).wrapping_add(k - 1)
+    }
+
+    /// The command that repeats this hunt.
+    pub fn repeat_command(&self) -> String {
+        let limit = match self.limit {
+            Limit::Seeds(n) => format!("--seeds {n}"),
+            Limit::Time(d) => format!("--time {}", crate::scenario::format_duration(d)),
+        };
+        let (k, n) = self.shard;
+        format!(
+            "mcpsim hunt --server {} --seed {} {limit} --jobs {} --shard {k}/{n}",
+            self.server, self.base_seed, self.jobs
+        )
+    }
+}
+
+/// A finding, with its repro and shrunk scenario.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    pub seed: u64,
+    pub violated: Vec<String>,
+    pub headline: String,
+    pub repro: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub regression: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub shrunk_steps: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub nondeterminism: Option<String>,
+}
+
+/// The result of a hunt (or of several merged).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HuntReport {
+    pub server: String,
+    pub base_seed: u64,
+    /// `"k/n"` for each shard merged in.
+    pub shards: Vec<String>,
+    pub seeds_run: u64,
+    pub findings: Vec<Finding>,
+}
+
+/// What the caller hears while a hunt runs.
+pub enum Progress<'a> {
+    SeedDone { findings: u64 },
+    Finding(&'a Finding),
+}
+
+/// Runs a hunt. `on` is called on the calling thread as seeds complete.
+pub fn hunt(opts: &HuntOptions, mut on: impl FnMut(Progress)) -> Result<HuntReport> {
+    if !crate::server::is_known_server(&opts.server) {
+        return Err(Error::usage(format!(
+            "unknown server {:?} (known: {})",
+            opts.server,
+            crate::server::known_servers().join(", ")
+        )));
+    }
+    let (k, n) = opts.shard;
+    if n == 0 || k == 0 || k > n {
+        return Err(Error::usage(format!("--shard {k}/{n}: expected K/N with 1 <= K <= N")));
+    }
+    if let Some(out) = &opts.out {
+        std::fs::create_dir_all(out).map_err(|e| Error::io(format!("{}: cannot create: {e}", out.display())))?;
+    }
+    let next = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let started = Instant::now();
+    let (tx, rx) = mpsc::channel::<Result<(SeedOutcome, Option<Finding>)>>();
+    let mut report = HuntReport {
+        server: opts.server.clone(),
+        base_seed: opts.base_seed,
+        shards: vec![format!("{k}/{n}")],
+        seeds_run: 0,
+        findings: Vec::new(),
+    };
+    let mut first_error = None;
+    std::thread::scope(|scope| {
+        for _ in 0..opts.jobs.max(1) {
+            let tx = tx.clone();
+            let (next, stop) = (&next, &stop);
+            scope.spawn(move || loop {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                if let Limit::Time(d) = opts.limit {
+                    if started.elapsed() >= d {
+                        break;
+                    }
+                }
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if let Limit::Seeds(max) = opts.limit {
+                    if i >= max {
+                        break;
+                    }
+                }
+                let seed = opts.seed_at(i);
+                let result = run_seed(&opts.server, seed, opts.check_determinism).map(|o| {
+                    let finding = o.is_finding().then(|| finding(opts, &o));
+                    (o, finding)
+                });
+                if tx.send(result).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        for result in rx {
+            match result {
+                Ok((_, finding)) => {
+                    report.seeds_run += 1;
+                    if let Some(f) = finding {
+                        on(Progress::Finding(&f));
+                        report.findings.push(f);
+                    }
+                    on(Progress::SeedDone { findings: report.findings.len() as u64 });
+                }
+                Err(e) => {
+                    stop.store(true, Ordering::Relaxed);
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+    });
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    report.findings.sort_by_key(|f| f.seed);
+    Ok(report)
+}
+
+/// Turns a failing seed into a finding; shrinks it when an output directory is set.
+fn finding(opts: &HuntOptions, o: &SeedOutcome) -> Finding {
+    let mut f = Finding {
+        seed: o.seed,
+        violated: o.violated.clone(),
+        headline: o.headline.clone().unwrap_or_else(|| "traces differ between two runs of the same seed".into()),
+        repro: format!("mcpsim replay --server {} --seed {}", opts.server, o.seed),
+        regression: None,
+        shrunk_steps: None,
+        nondeterminism: o.nondeterminism.clone(),
+    };
+    let (Some(out), Some(target)) = (&opts.out, o.violated.first()) else { return f };
+    if target == "protocol" {
+        return f;
+    }
+    let shrunk = shrink::shrink(&generate(o.seed), &opts.server, target, opts.shrink_budget);
+    match write_regression(out, &opts.server, o.seed, target, &shrunk) {
+        Ok(path) => {
+            f.regression = Some(path.display().to_string());
+            f.shrunk_steps = Some(shrunk.plan.steps.len());
+        }
+        Err(e) => f.headline.push_str(&format!(" (could not write the regression: {e})")),
+    }
+    f
+}
+
+/// Writes a shrunk plan as a regression scenario, with `[expect]` filled in
+/// for the hunted server and for `guarded`.
+pub fn write_regression(dir: &Path, server: &str, seed: u64, target: &str, shrunk: &shrink::Shrunk) -> Result<PathBuf> {
+    let mut plan = shrunk.plan.clone();
+    plan.name = format!("{server}-{seed}-{target}");
+    plan.description = format!("shrunk from hunt seed {seed}: {server} violates {target}");
+    plan.expect.clear();
+    for s in [server, "guarded"] {
+        let run = crate::world::run(&plan, s, None)?;
+        let violated = check::violated(&check::judge(&run.trace)).into_iter().map(String::from).collect();
+        plan.expect.insert(s.to_string(), violated);
+    }
+    let header = vec![
+        format!("Found by `mcpsim hunt --server {server}` at seed {seed} (mcpsim {}).", env!("CARGO_PKG_VERSION")),
+        format!("Shrunk in {} runs to {} steps while {target} still fails.", shrunk.runs, plan.steps.len()),
+        format!("Reproduce the original: mcpsim replay --server {server} --seed {seed}"),
+    ];
+    let path = dir.join(format!("{}.toml", plan.name));
+    std::fs::write(&path, plan.to_toml(&header))
+        .map_err(|e| Error::io(format!("{}: cannot write: {e}", path.display())))?;
+    Ok(path)
+}
+
+/// Merges the JSON reports of several shards of one hunt.
+pub fn merge(reports: Vec<HuntReport>) -> Result<HuntReport> {
+    let mut it = reports.into_iter();
+    let mut merged = it.next().ok_or_else(|| Error::usage("hunt merge: no reports given"))?;
+    for r in it {
+        if r.server != merged.server || r.base_seed != merged.base_seed {
+            return Err(Error::usage(format!(
+                "hunt merge: reports are from different hunts ({} seed {} vs {} seed {})",
+                merged.server, merged.base_seed, r.server, r.base_seed
+            )));
+        }
+        for s in &r.shards {
+            if merged.shards.contains(s) {
+                return Err(Error::usage(format!("hunt merge: shard {s} appears twice")));
+            }
+        }
+        merged.shards.extend(r.shards);
+        merged.seeds_run += r.seeds_run;
+        merged.findings.extend(r.findings);
+    }
+    merged.shards.sort();
+    merged.findings.sort_by_key(|f| f.seed);
+    Ok(merged)
+}

@@ -1,0 +1,143 @@
+//! Shrinking: minimise a failing plan while the same check still fails.
+//!
+//! Greedy passes until a pass changes nothing or the run budget is spent:
+//! drop steps (with the answers that depend on them), drop clients nobody
+//! uses, lower notification counts, move steps earlier, shorten the run.
+//! Every candidate is a whole deterministic run, judged by the same checks.
+
+use crate::check;
+use crate::scenario::{Action, Plan};
+use std::time::Duration;
+
+/// The result of shrinking.
+#[derive(Clone, Debug)]
+pub struct Shrunk {
+    pub plan: Plan,
+    /// How many candidate runs it took.
+    pub runs: usize,
+}
+
+/// Whether `plan` on `server` still violates `target` (inherent violations do not count).
+pub fn still_fails(plan: &Plan, server: &str, target: &str) -> bool {
+    match crate::world::run(plan, server, None) {
+        Ok(run) if run.aborted.is_none() => {
+            check::judge(&run.trace).iter().any(|v| v.check == target && v.violations().iter().any(|x| !x.inherent))
+        }
+        _ => false,
+    }
+}
+
+/// Minimises `plan` while `server` still violates `target`, within `budget` runs.
+pub fn shrink(plan: &Plan, server: &str, target: &str, budget: usize) -> Shrunk {
+    let mut best = plan.clone();
+    let mut runs = 0;
+    let attempt = |candidate: Plan, best: &mut Plan, runs: &mut usize| -> bool {
+        if *runs >= budget || !consistent(&candidate) {
+            return false;
+        }
+        *runs += 1;
+        if still_fails(&candidate, server, target) {
+            *best = candidate;
+            true
+        } else {
+            false
+        }
+    };
+    loop {
+        let before = best.clone();
+        // Drop steps, last first (later steps depend on earlier ones).
+        let mut i = best.steps.len();
+        while i > 0 {
+            i -= 1;
+            if i >= best.steps.len() {
+                continue;
+            }
+            let mut c = best.clone();
+            let removed = c.steps.remove(i);
+            if let Action::ServerRequest { label, .. } = &removed.action {
+                c.steps.retain(|s| !matches!(&s.action, Action::Answer { label: l, .. } if l == label));
+            }
+            attempt(c, &mut best, &mut runs);
+        }
+        // Drop clients no step names.
+        for name in best.clients.iter().map(|c| c.name.clone()).collect::<Vec<_>>() {
+            if !best.steps.iter().any(|s| names(&s.action).contains(&name.as_str())) {
+                let mut c = best.clone();
+                c.clients.retain(|x| x.name != name);
+                attempt(c, &mut best, &mut runs);
+            }
+        }
+        // Lower counts.
+        for i in 0..best.steps.len() {
+            if let Action::Notify { count, .. } = best.steps[i].action {
+                if count > 1 {
+                    let mut c = best.clone();
+                    if let Action::Notify { count, .. } = &mut c.steps[i].action {
+                        *count = 1.max(*count / 2);
+                    }
+                    attempt(c, &mut best, &mut runs);
+                }
+            }
+        }
+        // Move steps earlier: to the previous step's time, else halfway there.
+        for i in 0..best.steps.len() {
+            let prev = if i == 0 { Duration::ZERO } else { best.steps[i - 1].at };
+            let at = best.steps[i].at;
+            if at > prev {
+                let mut c = best.clone();
+                c.steps[i].at = prev;
+                if !attempt(c, &mut best, &mut runs) {
+                    let mut c = best.clone();
+                    c.steps[i].at = prev + (at - prev) / 2;
+                    attempt(c, &mut best, &mut runs);
+                }
+            }
+        }
+        // Shorten the run.
+        let last = best.steps.last().map_or(Duration::ZERO, |s| s.at);
+        if best.duration > last + Duration::from_secs(1) {
+            let mut c = best.clone();
+            c.duration = last + (best.duration - last) / 2;
+            attempt(c, &mut best, &mut runs);
+        }
+        if best == before || runs >= budget {
+            break;
+        }
+    }
+    Shrunk { plan: best, runs }
+}
+
+/// The clients a step names.
+fn names(a: &Action) -> Vec<&str> {
+    match a {
+        Action::StealToken { from, to, .. } => vec![from, to],
+        Action::Connect { client }
+        | Action::ServerRequest { client, .. }
+        | Action::Notify { client, .. }
+        | Action::Answer { client, .. }
+        | Action::Rebind { client }
+        | Action::Sever { client }
+        | Action::Reset { client }
+        | Action::Resume { client, .. }
+        | Action::CrashClient { client } => vec![client],
+        Action::Wait => vec![],
+    }
+}
+
+/// A candidate must still be a valid plan: known clients, answered labels issued earlier, time order.
+fn consistent(p: &Plan) -> bool {
+    let mut labels = Vec::new();
+    let mut last = Duration::ZERO;
+    for s in &p.steps {
+        if s.at < last || s.at > p.duration || names(&s.action).iter().any(|n| p.client(n).is_none()) {
+            return false;
+        }
+        last = s.at;
+        match &s.action {
+            Action::ServerRequest { label, .. } => labels.push(label.clone()),
+            Action::Answer { label, .. } if !labels.contains(label) => return false,
+            _ => {}
+        }
+    }
+    true
+}
