@@ -8,7 +8,7 @@
 
 use super::observe::Observed;
 use super::{not_applicable, status, Status, Violation};
-use crate::trace::Outcome;
+use crate::trace::{Outcome, SimTime};
 
 pub const ID: &str = "inflight-disposition";
 pub const ABOUT: &str = "requests in flight at a resumption are re-issued or failed, never left on the dead writer";
@@ -40,10 +40,17 @@ pub fn judge(o: &Observed) -> Status {
         }
         // Was it in flight when a resumption of its owner's session was accepted?
         let resolved_at = r.resolution().map(|x| x.0);
-        let Some((token, _)) = &r.session else { continue };
+        let Some((token, since)) = &r.session else { continue };
+        let deadline = SimTime(r.issued.0 .0 + o.liveness_bound.0);
+        if o.crashed_between(&r.owner, *since, deadline) {
+            continue; // the client lost the session: nobody is left to re-issue to
+        }
+        // In flight for sure: issued before the resumption was even sent, and
+        // not resolved before it was accepted.
         let in_flight_at = o.conns.values().filter(|c| c.client == r.owner && c.token() == Some(token)).find_map(|c| {
             let (t_acc, seq) = c.accepted_resumption()?;
-            (t_acc > r.issued.0 && resolved_at.is_none_or(|t| t > t_acc)).then_some((t_acc, seq, c.conn))
+            let sent = c.request_seq.and_then(|s| o.events.iter().find(|e| e.seq == s)).map(|e| e.t_us)?;
+            (r.issued.0 < sent && resolved_at.is_none_or(|t| t > t_acc)).then_some((t_acc, seq, c.conn))
         });
         let Some((t_acc, acc_seq, conn)) = in_flight_at else { continue };
         judged = true;

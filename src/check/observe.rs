@@ -400,6 +400,25 @@ impl<'a> Observed<'a> {
         max
     }
 
+    /// An upper bound on ids a session may have minted that no one observed
+    /// before `until`: a response per POST presenting its token, and a new
+    /// event per re-issued request.
+    pub fn possible_unseen_ids(&self, token: &str, until: SimTime) -> u64 {
+        let posts = self
+            .conns
+            .values()
+            .filter(|c| c.purpose == Purpose::Post && c.presented_token.as_deref() == Some(token) && c.opened <= until)
+            .count() as u64;
+        let reissues = self
+            .requests
+            .values()
+            .filter(|r| r.session.as_ref().is_some_and(|(t, _)| t == token))
+            .flat_map(|r| r.outcomes.iter())
+            .filter(|x| x.2 == Outcome::Reissued && x.0 <= until)
+            .count() as u64;
+        posts + reissues
+    }
+
     /// Event ids a client already held for a session before `before`.
     pub fn ids_held(&self, client: &str, token: &str, before: SimTime) -> Vec<u64> {
         self.conns

@@ -46,11 +46,11 @@ impl FaultKind {
 }
 
 /// Faults happen before this; the rest of the run is the heal phase.
-pub const FAULTS_END: Duration = Duration::from_secs(12);
+pub const FAULTS_END: Duration = Duration::from_secs(8);
 /// How long a generated plan runs.
-pub const DURATION: Duration = Duration::from_secs(60);
+pub const DURATION: Duration = Duration::from_secs(30);
 /// The tick of generated plans: hunts live on throughput (see `cargo bench --bench hunt`).
-pub const TICK: Duration = Duration::from_millis(50);
+pub const TICK: Duration = Duration::from_millis(200);
 const FIRST_EVENT_ID: u64 = 1000;
 
 /// Draws the plan of one seed.
@@ -70,7 +70,7 @@ pub fn generate(seed: u64) -> Plan {
             name: n.to_string(),
             principal: n.to_string(),
             think_time: ms(rng.random_range(100..3000)),
-            heartbeat_timeout: Duration::from_secs(10),
+            heartbeat_timeout: Duration::from_secs(5),
             auto_answer: true,
         })
         .collect();
@@ -95,12 +95,12 @@ pub fn generate(seed: u64) -> Plan {
         });
     };
     for _ in 0..rng.random_range(1..=4) {
-        let at = ms(rng.random_range(500..20_000));
+        let at = ms(rng.random_range(500..14_000));
         let o = owner_names.choose(&mut rng).expect("owners").clone();
         request(&mut rng, at, &o, &mut steps);
     }
     for _ in 0..rng.random_range(0..=3) {
-        let at = ms(rng.random_range(500..20_000));
+        let at = ms(rng.random_range(500..14_000));
         let o = owner_names.choose(&mut rng).expect("owners").clone();
         steps.push(Step { at, action: Action::Notify { client: o, count: rng.random_range(1..=4) } });
     }
@@ -122,7 +122,7 @@ pub fn generate(seed: u64) -> Plan {
                         name: thief.clone(),
                         principal: thief.clone(),
                         think_time: ms(500),
-                        heartbeat_timeout: Duration::from_secs(10),
+                        heartbeat_timeout: Duration::from_secs(5),
                         auto_answer: rng.random_bool(0.5),
                     });
                     let credential = kind == FaultKind::TheftWithCredential;
@@ -177,7 +177,7 @@ pub fn generate(seed: u64) -> Plan {
     }
     // The heal phase: one probe request per owner, well after the faults.
     for o in &owner_names {
-        let at = ms(rng.random_range(20_000..25_000));
+        let at = ms(rng.random_range(12_000..15_000));
         request(&mut rng, at, o, &mut steps);
     }
     // Stable sort: steps drawn for the same instant keep their drawing order.
@@ -195,15 +195,15 @@ pub fn generate(seed: u64) -> Plan {
         server: ServerConfig {
             first_event_id: FIRST_EVENT_ID,
             retention,
-            heartbeat: Dur(Duration::from_secs(4)),
+            heartbeat: Dur(Duration::from_secs(2)),
             fence_grace: Dur(Duration::from_secs(2)),
-            request_timeout: Dur(Duration::from_secs(15)),
+            request_timeout: Dur(Duration::from_secs(8)),
         },
         network: NetworkConfig {
             tick: TICK,
             latency_min: ms(5),
             latency_max: ms(rng.random_range(5..40)),
-            half_open_lifetime: Duration::from_secs(rng.random_range(10..40)),
+            half_open_lifetime: Duration::from_secs(rng.random_range(5..20)),
         },
         clients,
         steps,

@@ -329,86 +329,43 @@ async fn resume(
     presented: String,
     last: Option<u64>,
 ) -> Response<Body> {
-    let decision = {
-        let mut st = shared.state.borrow_mut();
-        let Some(s) = st.sessions.get_mut(&token) else {
-            return rpc_error(StatusCode::NOT_FOUND, "unknown or expired session");
+    // Decide; when the decision fences, fence (which awaits) and decide
+    // again: while the fence was pending the session moved on (events were
+    // minted and maybe evicted), and a decision must hold at the instant the
+    // new writer is attached.
+    let mut rounds = 0;
+    let (replay_from, inflight) = loop {
+        let decision = match decide(shared, &token, &presented, last) {
+            Some(d) => d,
+            None => return rpc_error(StatusCode::NOT_FOUND, "unknown or expired session"),
         };
-        s.prune(&shared.report);
-        let mut requests: Vec<RequestView> = s
-            .requests
-            .iter()
-            .map(|r| RequestView {
-                id: r.id.clone(),
-                label: r.label.clone(),
-                method: r.method.clone(),
-                event_id: r.event_id,
-                state: r.state,
-            })
-            .collect();
-        // A retired id the client answered anyway is, to the client, answered.
-        requests.extend(s.answered_tombstones.iter().map(|id| RequestView {
-            id: id.clone(),
-            label: id.to_string(),
-            method: String::new(),
-            event_id: 0,
-            state: RequestState::Answered,
-        }));
-        let request_events: Vec<(u64, RpcId)> = s.log.iter().filter_map(|l| Some((l.id, l.request.clone()?))).collect();
-        let view = ResumeView {
-            owner: &s.principal,
-            presented: &presented,
-            last_event_id: last,
-            retained: s.oldest().map(|o| (o, s.next_event_id - 1)),
-            next_event_id: s.next_event_id,
-            prior_uplinks: s.uplinks.len(),
-            requests: &requests,
-            request_events: &request_events,
-        };
-        let d = shared.policy.decide(&view);
-        shared.report.note(&s.name, format!("resume by {presented} with Last-Event-ID {last:?}: {d:?}"));
-        d
+        match decision {
+            Decision::Reject { reason, how, invalidate: kill } => {
+                if kill {
+                    invalidate(shared, &mut shared.state.borrow_mut(), &token, &reason);
+                }
+                return refuse(how, &reason);
+            }
+            Decision::Accept { fence_prior, replay_from, inflight } => {
+                let has_prior = shared.state.borrow().sessions.get(&token).is_some_and(|s| !s.uplinks.is_empty());
+                if !fence_prior || !has_prior {
+                    break (replay_from, inflight);
+                }
+                // Another resumption may attach while this one waits on a fence;
+                // a few rounds settle any realistic race, then refuse.
+                rounds += 1;
+                let fenced = if rounds > 3 {
+                    Err("could not become the session's sole writer".into())
+                } else {
+                    fence(shared, &token).await
+                };
+                if let Err(reason) = fenced {
+                    invalidate(shared, &mut shared.state.borrow_mut(), &token, &reason);
+                    return refuse(Refusal::ErrorEvent, &reason);
+                }
+            }
+        }
     };
-    let (fence_prior, replay_from, inflight) = match decision {
-        Decision::Reject { reason, how, invalidate: kill } => {
-            if kill {
-                invalidate(shared, &mut shared.state.borrow_mut(), &token, &reason);
-            }
-            return refuse(how, &reason);
-        }
-        Decision::Accept { fence_prior, replay_from, inflight } => (fence_prior, replay_from, inflight),
-    };
-
-    if fence_prior {
-        // Fence before attaching: the new writer must be the sole writer.
-        let prior: Vec<(u32, Rc<ConnCtl>)> = {
-            let st = shared.state.borrow();
-            st.sessions
-                .get(&token)
-                .map(|s| s.uplinks.iter().map(|u| (u.id, u.conn.clone())).collect())
-                .unwrap_or_default()
-        };
-        for (_, c) in &prior {
-            c.kill.notify_one();
-        }
-        let all_closed = async {
-            for (_, c) in &prior {
-                c.wait_closed().await;
-            }
-        };
-        if tokio::time::timeout(shared.cfg.fence_grace.0, all_closed).await.is_err() {
-            let reason = format!("prior uplink could not be fenced within {:?}", shared.cfg.fence_grace.0);
-            invalidate(shared, &mut shared.state.borrow_mut(), &token, &reason);
-            return refuse(Refusal::ErrorEvent, &reason);
-        }
-        let mut st = shared.state.borrow_mut();
-        if let Some(s) = st.sessions.get_mut(&token) {
-            s.uplinks.retain(|u| !prior.iter().any(|(id, _)| *id == u.id));
-            for (id, _) in &prior {
-                shared.report.note(&s.name, format!("uplink U{id} fenced"));
-            }
-        }
-    }
 
     let mut st = shared.state.borrow_mut();
     if !st.sessions.contains_key(&token) {
@@ -467,6 +424,74 @@ async fn resume(
         }
     }
     sse_response(body)
+}
+
+/// Asks the policy about a resumption of `token`; `None` if the session is gone.
+fn decide(shared: &Shared, token: &str, presented: &str, last: Option<u64>) -> Option<Decision> {
+    let mut st = shared.state.borrow_mut();
+    let s = st.sessions.get_mut(token)?;
+    s.prune(&shared.report);
+    let mut requests: Vec<RequestView> = s
+        .requests
+        .iter()
+        .map(|r| RequestView {
+            id: r.id.clone(),
+            label: r.label.clone(),
+            method: r.method.clone(),
+            event_id: r.event_id,
+            state: r.state,
+        })
+        .collect();
+    // A retired id the client answered anyway is, to the client, answered.
+    requests.extend(s.answered_tombstones.iter().map(|id| RequestView {
+        id: id.clone(),
+        label: id.to_string(),
+        method: String::new(),
+        event_id: 0,
+        state: RequestState::Answered,
+    }));
+    let request_events: Vec<(u64, RpcId)> = s.log.iter().filter_map(|l| Some((l.id, l.request.clone()?))).collect();
+    let view = ResumeView {
+        owner: &s.principal,
+        presented,
+        last_event_id: last,
+        retained: s.oldest().map(|o| (o, s.next_event_id - 1)),
+        next_event_id: s.next_event_id,
+        prior_uplinks: s.uplinks.len(),
+        requests: &requests,
+        request_events: &request_events,
+    };
+    let d = shared.policy.decide(&view);
+    shared.report.note(&s.name, format!("resume by {presented} with Last-Event-ID {last:?}: {d:?}"));
+    Some(d)
+}
+
+/// Fences every prior uplink of the session, waiting at most `fence_grace`
+/// for each connection to be gone.
+async fn fence(shared: &Shared, token: &str) -> Result<(), String> {
+    let prior: Vec<(u32, Rc<ConnCtl>)> = {
+        let st = shared.state.borrow();
+        st.sessions.get(token).map(|s| s.uplinks.iter().map(|u| (u.id, u.conn.clone())).collect()).unwrap_or_default()
+    };
+    for (_, c) in &prior {
+        c.kill.notify_one();
+    }
+    let all_closed = async {
+        for (_, c) in &prior {
+            c.wait_closed().await;
+        }
+    };
+    if tokio::time::timeout(shared.cfg.fence_grace.0, all_closed).await.is_err() {
+        return Err(format!("prior uplink could not be fenced within {:?}", shared.cfg.fence_grace.0));
+    }
+    let mut st = shared.state.borrow_mut();
+    if let Some(s) = st.sessions.get_mut(token) {
+        s.uplinks.retain(|u| !prior.iter().any(|(id, _)| *id == u.id));
+        for (id, _) in &prior {
+            shared.report.note(&s.name, format!("uplink U{id} fenced"));
+        }
+    }
+    Ok(())
 }
 
 fn post(shared: &Rc<Shared>, token: &str, who: &str, body: &[u8]) -> Response<Body> {
