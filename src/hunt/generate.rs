@@ -146,13 +146,21 @@ pub fn generate(seed: u64) -> Plan {
                         });
                     }
                 }
-                FaultKind::ResumeStale => steps.push(Step {
-                    at,
-                    action: Action::Resume {
-                        client: o,
-                        last_event_id: LastEventId::Id(FIRST_EVENT_ID + rng.random_range(0..3)),
-                    },
-                }),
+                FaultKind::ResumeStale => {
+                    // A stale cursor is most telling when the window behind it holds
+                    // a request the client has answered meanwhile.
+                    let think = clients.iter().find(|c| c.name == o).map_or(ms(1000), |c| c.think_time);
+                    if rng.random_bool(0.5) && at > think + ms(2_000) {
+                        request(&mut rng, at - think - ms(1_500), &o, &mut steps);
+                    }
+                    steps.push(Step {
+                        at,
+                        action: Action::Resume {
+                            client: o,
+                            last_event_id: LastEventId::Id(FIRST_EVENT_ID + rng.random_range(0..3)),
+                        },
+                    })
+                }
                 FaultKind::ResumeFuture => steps.push(Step {
                     at,
                     action: Action::Resume { client: o, last_event_id: LastEventId::Id(FIRST_EVENT_ID + 500) },

@@ -263,7 +263,7 @@ fn finding(opts: &HuntOptions, o: &SeedOutcome) -> Finding {
         return f;
     }
     let shrunk = shrink::shrink(&generate(o.seed), &opts.server, target, opts.shrink_budget);
-    match write_regression(out, &opts.server, o.seed, target, &shrunk) {
+    match write_regression(out, &opts.server, o.seed, target, &f.repro, &shrunk) {
         Ok(path) => {
             f.regression = Some(path.display().to_string());
             f.shrunk_steps = Some(shrunk.plan.steps.len());
@@ -275,7 +275,15 @@ fn finding(opts: &HuntOptions, o: &SeedOutcome) -> Finding {
 
 /// Writes a shrunk plan as a regression scenario, with `[expect]` filled in
 /// for the hunted server and for `guarded`.
-pub fn write_regression(dir: &Path, server: &str, seed: u64, target: &str, shrunk: &shrink::Shrunk) -> Result<PathBuf> {
+/// `origin` says how to reproduce the unshrunk failure (a command or a file).
+pub fn write_regression(
+    dir: &Path,
+    server: &str,
+    seed: u64,
+    target: &str,
+    origin: &str,
+    shrunk: &shrink::Shrunk,
+) -> Result<PathBuf> {
     let mut plan = shrunk.plan.clone();
     plan.name = format!("{server}-{seed}-{target}");
     plan.description = format!("shrunk from hunt seed {seed}: {server} violates {target}");
@@ -286,9 +294,9 @@ pub fn write_regression(dir: &Path, server: &str, seed: u64, target: &str, shrun
         plan.expect.insert(s.to_string(), violated);
     }
     let header = vec![
-        format!("Found by `mcpsim hunt --server {server}` at seed {seed} (mcpsim {}).", env!("CARGO_PKG_VERSION")),
+        format!("Found with server {server} at seed {seed} (mcpsim {}).", env!("CARGO_PKG_VERSION")),
         format!("Shrunk in {} runs to {} steps while {target} still fails.", shrunk.runs, plan.steps.len()),
-        format!("Reproduce the original: mcpsim replay --server {server} --seed {seed}"),
+        format!("The original: {origin}"),
     ];
     let path = dir.join(format!("{}.toml", plan.name));
     std::fs::write(&path, plan.to_toml(&header))

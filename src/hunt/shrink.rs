@@ -45,6 +45,13 @@ pub fn shrink(plan: &Plan, server: &str, target: &str, budget: usize) -> Shrunk 
     };
     loop {
         let before = best.clone();
+        // Shorten the run first: every later candidate then runs faster.
+        let last = best.steps.last().map_or(Duration::ZERO, |s| s.at);
+        if best.duration > last + Duration::from_secs(1) {
+            let mut c = best.clone();
+            c.duration = Duration::from_secs((last + (best.duration - last) / 2).as_secs().max(1));
+            attempt(c, &mut best, &mut runs);
+        }
         // Drop steps, last first (later steps depend on earlier ones).
         let mut i = best.steps.len();
         while i > 0 {
@@ -88,17 +95,11 @@ pub fn shrink(plan: &Plan, server: &str, target: &str, budget: usize) -> Shrunk 
                 c.steps[i].at = prev;
                 if !attempt(c, &mut best, &mut runs) {
                     let mut c = best.clone();
-                    c.steps[i].at = prev + (at - prev) / 2;
+                    // Whole milliseconds keep the written scenario readable.
+                    c.steps[i].at = Duration::from_millis((prev + (at - prev) / 2).as_millis() as u64);
                     attempt(c, &mut best, &mut runs);
                 }
             }
-        }
-        // Shorten the run.
-        let last = best.steps.last().map_or(Duration::ZERO, |s| s.at);
-        if best.duration > last + Duration::from_secs(1) {
-            let mut c = best.clone();
-            c.duration = last + (best.duration - last) / 2;
-            attempt(c, &mut best, &mut runs);
         }
         if best == before || runs >= budget {
             break;
