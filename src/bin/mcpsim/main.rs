@@ -29,10 +29,10 @@ struct Cli {
 enum Command {
     /// Run scenarios against servers and print what happened.
     ///
-    /// With no FILE, runs every bundled scenario (scenarios/*.toml) against
+    /// With no FILE, runs every bundled scenario (scenarios/, regressions/ included) against
     /// every built-in server.
     Run {
-        /// Scenario files (TOML). Directories are searched for *.toml.
+        /// Scenario files (TOML). Directories are searched for *.toml, recursively.
         files: Vec<PathBuf>,
         /// Server to run against; repeat for several. Default: every built-in server.
         #[arg(long = "server", value_name = "NAME")]
@@ -133,6 +133,18 @@ fn parse_shard(s: &str) -> Result<(u64, u64), String> {
     Ok((k, n))
 }
 
+/// `println!` that ends quietly when stdout is closed (`mcpsim ... | head`).
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write;
+        if let Err(e) = writeln!(std::io::stdout(), $($t)*) {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                std::process::exit(0);
+            }
+        }
+    }};
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -142,7 +154,7 @@ fn main() -> ExitCode {
         Command::Replay { server, seed, trace } => replay(server, seed, trace),
         Command::Servers => {
             for (name, about) in mcpsim::server::describe_servers() {
-                println!("{name:<18} {about}");
+                out!("{name:<18} {about}");
             }
             Ok(0)
         }
@@ -170,15 +182,12 @@ fn collect(files: Vec<PathBuf>) -> Result<Vec<PathBuf>, Error> {
     let mut out = Vec::new();
     for f in files {
         if f.is_dir() {
-            let mut found: Vec<PathBuf> = std::fs::read_dir(&f)
-                .map_err(|e| Error::io(format!("{}: cannot read directory: {e}", f.display())))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-                .collect();
-            found.sort();
+            let mut found = Vec::new();
+            find_toml(&f, &mut found)?;
             if found.is_empty() {
                 return Err(Error::usage(format!("{}: no *.toml scenario files here", f.display())));
             }
+            found.sort();
             out.extend(found);
         } else if !f.exists() {
             return Err(Error::usage(format!("{}: no such file", f.display())));
@@ -187,6 +196,21 @@ fn collect(files: Vec<PathBuf>) -> Result<Vec<PathBuf>, Error> {
         }
     }
     Ok(out)
+}
+
+/// Scenario files under `dir`, its subdirectories (`regressions/`) included.
+fn find_toml(dir: &Path, found: &mut Vec<PathBuf>) -> Result<(), Error> {
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| Error::io(format!("{}: cannot read directory: {e}", dir.display())))?;
+    for entry in entries.filter_map(|e| e.ok()) {
+        let p = entry.path();
+        if p.is_dir() {
+            find_toml(&p, found)?;
+        } else if p.extension().is_some_and(|x| x == "toml") {
+            found.push(p);
+        }
+    }
+    Ok(())
 }
 
 fn run(
@@ -256,12 +280,12 @@ fn run(
                     Some(e) => format!(" · {}", mcpsim::report::expectation_line(server, e)),
                     None => String::new(),
                 };
-                println!("{} · {} · seed {} · {violated}{expect}", run.scenario, run.server, run.seed);
+                out!("{} · {} · seed {} · {violated}{expect}", run.scenario, run.server, run.seed);
                 if expectation.as_ref().is_some_and(|e| !e.met) {
-                    println!("  repro: {}", run.repro());
+                    out!("  repro: {}", run.repro());
                 }
             } else {
-                println!("{}", mcpsim::report::text(&run, &verdicts, expectation.as_ref()));
+                out!("{}", mcpsim::report::text(&run, &verdicts, expectation.as_ref()));
             }
             if expectation.as_ref().is_some_and(|e| !e.met) {
                 failed.push(format!("{} on {server}", run.scenario));
@@ -305,6 +329,12 @@ fn write_trace(path: &Path, text: &str) -> Result<(), Error> {
 fn hunt(a: HuntArgs) -> Result<u8, Error> {
     use mcpsim::hunt::{HuntOptions, Limit, Progress};
     let server = a.server.ok_or_else(|| Error::usage("mcpsim hunt needs --server NAME (see `mcpsim servers`)"))?;
+    if !mcpsim::server::is_known_server(&server) {
+        return Err(Error::usage(format!(
+            "unknown server {server:?} (known: {})",
+            mcpsim::server::known_servers().join(", ")
+        )));
+    }
     // The base seed is the one input not derived from anything: when the user
     // gives none, draw it from the clock once and print it, so the hunt can be repeated.
     let base_seed = a.seed.unwrap_or_else(|| {
@@ -376,7 +406,7 @@ fn hunt(a: HuntArgs) -> Result<u8, Error> {
         report.findings.len()
     );
     if !text {
-        println!("{}", serde_json::to_string_pretty(&report).expect("report serializes"));
+        out!("{}", serde_json::to_string_pretty(&report).expect("report serializes"));
     }
     Ok(if report.findings.is_empty() { 0 } else { 1 })
 }
@@ -390,18 +420,24 @@ fn merge(files: Vec<PathBuf>) -> Result<u8, Error> {
         reports.push(r);
     }
     let merged = mcpsim::hunt::merge(reports)?;
-    println!("{}", serde_json::to_string_pretty(&merged).expect("report serializes"));
+    out!("{}", serde_json::to_string_pretty(&merged).expect("report serializes"));
     Ok(if merged.findings.is_empty() { 0 } else { 1 })
 }
 
 fn replay(server: String, seed: u64, trace: Option<PathBuf>) -> Result<u8, Error> {
+    if !mcpsim::server::is_known_server(&server) {
+        return Err(Error::usage(format!(
+            "unknown server {server:?} (known: {})",
+            mcpsim::server::known_servers().join(", ")
+        )));
+    }
     let plan = mcpsim::hunt::generate(seed);
     let run = mcpsim::world::run(&plan, &server, None)?;
     let verdicts = mcpsim::check::judge(&run.trace);
     let mut text = mcpsim::report::text(&run, &verdicts, None);
     // A generated plan has no file: its repro is the replay itself.
     text = text.replace(&run.repro(), &format!("mcpsim replay --server {server} --seed {seed}"));
-    println!("{text}");
+    out!("{text}");
     if let Some(t) = trace {
         write_trace(&t, &run.trace.to_jsonl())?;
     }
