@@ -68,7 +68,7 @@ pub fn shrink(plan: &Plan, server: &str, target: &str, budget: usize) -> Shrunk 
         }
         // Drop clients no step names.
         for name in best.clients.iter().map(|c| c.name.clone()).collect::<Vec<_>>() {
-            if !best.steps.iter().any(|s| names(&s.action).contains(&name.as_str())) {
+            if !best.steps.iter().any(|s| s.action.clients().contains(&name.as_str())) {
                 let mut c = best.clone();
                 c.clients.retain(|x| x.name != name);
                 attempt(c, &mut best, &mut runs);
@@ -108,29 +108,12 @@ pub fn shrink(plan: &Plan, server: &str, target: &str, budget: usize) -> Shrunk 
     Shrunk { plan: best, runs }
 }
 
-/// The clients a step names.
-fn names(a: &Action) -> Vec<&str> {
-    match a {
-        Action::StealToken { from, to, .. } => vec![from, to],
-        Action::Connect { client }
-        | Action::ServerRequest { client, .. }
-        | Action::Notify { client, .. }
-        | Action::Answer { client, .. }
-        | Action::Rebind { client }
-        | Action::Sever { client }
-        | Action::Reset { client }
-        | Action::Resume { client, .. }
-        | Action::CrashClient { client } => vec![client],
-        Action::Wait => vec![],
-    }
-}
-
 /// A candidate must still be a valid plan: known clients, answered labels issued earlier, time order.
 fn consistent(p: &Plan) -> bool {
     let mut labels = Vec::new();
     let mut last = Duration::ZERO;
     for s in &p.steps {
-        if s.at < last || s.at > p.duration || names(&s.action).iter().any(|n| p.client(n).is_none()) {
+        if s.at < last || s.at > p.duration || s.action.clients().iter().any(|n| p.client(n).is_none()) {
             return false;
         }
         last = s.at;

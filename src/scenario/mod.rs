@@ -241,6 +241,23 @@ impl Action {
         }
     }
 
+    /// The clients this step names.
+    pub fn clients(&self) -> Vec<&str> {
+        match self {
+            Action::StealToken { from, to, .. } => vec![from, to],
+            Action::Connect { client }
+            | Action::ServerRequest { client, .. }
+            | Action::Notify { client, .. }
+            | Action::Answer { client, .. }
+            | Action::Rebind { client }
+            | Action::Sever { client }
+            | Action::Reset { client }
+            | Action::Resume { client, .. }
+            | Action::CrashClient { client } => vec![client],
+            Action::Wait => vec![],
+        }
+    }
+
     /// A short human description for traces and reports.
     pub fn describe(&self) -> String {
         match self {

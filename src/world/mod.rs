@@ -65,20 +65,7 @@ impl Run {
 /// A hand-built plan must still name only its own clients (the loader checks files).
 fn check_clients(plan: &Plan) -> Result<()> {
     for (i, step) in plan.steps.iter().enumerate() {
-        let named: Vec<&String> = match &step.action {
-            Action::StealToken { from, to, .. } => vec![from, to],
-            Action::Connect { client }
-            | Action::ServerRequest { client, .. }
-            | Action::Notify { client, .. }
-            | Action::Answer { client, .. }
-            | Action::Rebind { client }
-            | Action::Sever { client }
-            | Action::Reset { client }
-            | Action::Resume { client, .. }
-            | Action::CrashClient { client } => vec![client],
-            Action::Wait => vec![],
-        };
-        if let Some(c) = named.into_iter().find(|c| plan.client(c).is_none()) {
+        if let Some(c) = step.action.clients().into_iter().find(|c| plan.client(c).is_none()) {
             return Err(Error::usage(format!("plan {:?}: step {i} names unknown client {c:?}", plan.name)));
         }
     }
