@@ -23,6 +23,8 @@ pub struct Location {
     pub path: PathBuf,
     pub line: usize,
     pub column: usize,
+    /// The source line and how many characters the caret underlines.
+    pub excerpt: Option<(String, usize)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,14 +46,26 @@ impl Error {
     pub fn io(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Io, message)
     }
-    /// A scenario error at a byte offset of `source`.
-    pub fn scenario_at(path: &Path, source: &str, offset: Option<usize>, message: impl Into<String>) -> Self {
-        let location = offset.map(|o| {
-            let (line, column) = line_col(source, o);
-            Location { path: path.to_path_buf(), line, column }
-        });
-        let location = location.or_else(|| Some(Location { path: path.to_path_buf(), line: 0, column: 0 }));
-        Self { kind: ErrorKind::Scenario, message: message.into(), location }
+    /// A scenario error at a byte range of `source` (the caret underlines it).
+    pub fn scenario_at(
+        path: &Path,
+        source: &str,
+        span: Option<std::ops::Range<usize>>,
+        message: impl Into<String>,
+    ) -> Self {
+        let location = match span {
+            Some(span) => {
+                let start = span.start.min(source.len());
+                let (line, column) = line_col(source, start);
+                let text = source.lines().nth(line - 1).unwrap_or("").to_string();
+                let rest = text.chars().count().saturating_sub(column - 1);
+                let len = source.get(start..span.end.min(source.len())).map_or(1, |s| s.chars().count());
+                let underline = len.clamp(1, rest.max(1));
+                Location { path: path.to_path_buf(), line, column, excerpt: Some((text, underline)) }
+            }
+            None => Location { path: path.to_path_buf(), line: 0, column: 0, excerpt: None },
+        };
+        Self { kind: ErrorKind::Scenario, message: message.into(), location: Some(location) }
     }
 
     /// The process exit code for this error (DESIGN.md §5).
@@ -76,11 +90,51 @@ pub fn line_col(source: &str, offset: usize) -> (usize, usize) {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.location {
-            Some(l) if l.line > 0 => write!(f, "{}:{}:{}: {}", l.path.display(), l.line, l.column, self.message),
+            Some(l) if l.line > 0 => {
+                write!(f, "{}:{}:{}: {}", l.path.display(), l.line, l.column, self.message)?;
+                if let Some((text, underline)) = &l.excerpt {
+                    let n = l.line.to_string();
+                    let pad = " ".repeat(n.len());
+                    write!(
+                        f,
+                        "\n{pad} |\n{n} | {text}\n{pad} | {}{}",
+                        " ".repeat(l.column - 1),
+                        "^".repeat(*underline)
+                    )?;
+                }
+                Ok(())
+            }
             Some(l) => write!(f, "{}: {}", l.path.display(), self.message),
             None => f.write_str(&self.message),
         }
     }
+}
+
+/// The candidate closest to `word`, if it is close enough to be a typo.
+pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let limit = (word.chars().count() / 3).max(1);
+    let candidates: Vec<&str> = candidates.into_iter().collect();
+    let close = candidates.iter().map(|c| (edit_distance(word, c), *c)).filter(|(d, _)| *d <= limit).min();
+    // A truncated name (`think` for `think_time`) is a typo too.
+    close
+        .map(|(_, c)| c)
+        .or_else(|| (word.len() >= 3).then(|| candidates.iter().copied().find(|c| c.starts_with(word))).flatten())
+}
+
+/// Levenshtein distance.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for j in 0..b.len() {
+            let cur = row[j + 1];
+            row[j + 1] = if ca == b[j] { prev } else { 1 + prev.min(row[j]).min(row[j + 1]) };
+            prev = cur;
+        }
+    }
+    row[b.len()]
 }
 
 impl std::error::Error for Error {}
@@ -90,11 +144,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn suggestions_catch_typos_only() {
+        assert_eq!(did_you_mean("latncy", ["latency", "tick"]), Some("latency"));
+        assert_eq!(did_you_mean("conect", ["connect", "reset"]), Some("connect"));
+        assert_eq!(did_you_mean("frobnicate", ["connect", "reset"]), None);
+        assert_eq!(did_you_mean("think", ["name", "think_time"]), Some("think_time"));
+    }
+
+    #[test]
     fn line_col_is_one_based() {
         assert_eq!(line_col("ab\ncd", 0), (1, 1));
         assert_eq!(line_col("ab\ncd", 4), (2, 2));
-        let e = Error::scenario_at(Path::new("x.toml"), "a\nb", Some(2), "bad");
-        assert_eq!(e.to_string(), "x.toml:2:1: bad");
+        let e = Error::scenario_at(Path::new("x.toml"), "a\nbcd", Some(3..5), "bad");
+        assert_eq!(e.to_string(), "x.toml:2:2: bad\n  |\n2 | bcd\n  |  ^^");
         assert_eq!(e.exit_code(), 3);
     }
 }

@@ -173,3 +173,33 @@ fn hunt_prints_base_seed_repeat_command_and_a_repro_per_finding() {
     let out = mcpsim(&["hunt", "--server", "nope"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn list_explain_and_check() {
+    let out = mcpsim(&["list", "checks"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(text(&out.stdout).lines().count(), 8);
+    let out = mcpsim(&["list", "servers"]);
+    assert!(text(&out.stdout).contains("no-fence           guarded, but attaches the new uplink without fencing"));
+    let out = mcpsim(&["list", "scenarios"]);
+    assert!(text(&out.stdout).contains("nat-rebind"));
+    for c in mcpsim::check::CHECKS {
+        let out = mcpsim(&["explain", c.id]);
+        let t = text(&out.stdout);
+        for part in ["What it means", "Evidence it uses", "Condition of the analysis", "To pass, a server must"] {
+            assert!(t.contains(part), "{}: {t}", c.id);
+        }
+    }
+    let out = mcpsim(&["explain", "liveliness"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("did you mean \"liveness\"?"));
+
+    let out = mcpsim(&["check", "scenarios"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let bad = tmp("check-bad.toml");
+    std::fs::write(&bad, "[scenario]\nname = \"x\"\nduration = \"1s\"\n[netwrk]\n").unwrap();
+    let out = mcpsim(&["check", "scenarios/nat-rebind.toml", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(text(&out.stdout).contains("ok: scenarios/nat-rebind.toml"));
+    assert!(text(&out.stderr).contains("did you mean `network`?"));
+}

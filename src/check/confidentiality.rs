@@ -14,6 +14,13 @@ use crate::wire::jsonrpc::RpcKind;
 pub const ID: &str = "confidentiality";
 pub const ABOUT: &str = "no event of a session is delivered to a principal other than the session's owner";
 
+pub const EXPLAIN: super::Explain = super::Explain {
+    meaning: "No event of a session is delivered to a principal other than the session's owner.",
+    evidence: "Which client learned each session token (its owner), which client presented it, and the messages delivered on that connection; token thefts recorded by the harness.",
+    condition: "The analysis's step 6: a token holder resuming from an old id must not receive another user's events; bind sessions to principals (MCP security best practices).",
+    to_pass: "Bind each session to the credential that opened it and refuse other principals (403) without killing the owner's session. A thief that holds the owner's credential cannot be told apart: such leaks are reported as inherent.",
+};
+
 pub fn judge(o: &Observed) -> Status {
     let mut judged = false;
     let mut out = Vec::new();

@@ -10,6 +10,13 @@ use super::{not_applicable, status, Status, Violation};
 pub const ID: &str = "correlation-consistency";
 pub const ABOUT: &str = "no client is handed a server request whose answer the server already acknowledged";
 
+pub const EXPLAIN: super::Explain = super::Explain {
+    meaning: "A replay must not hand a client a server request it already answered: replaying it duplicates, suppressing it leaves a gap.",
+    evidence: "The client's answers the server acknowledged (HTTP 2xx) and every later delivery of a request with the same JSON-RPC id.",
+    condition: "Correlation window consistency: no event in (Last-Event-ID, last_emitted] may be a server request already answered on the prior connection; if one is, fail the resumption.",
+    to_pass: "Refuse resumptions whose replay window holds an answered server request (including answers to retired ids).",
+};
+
 pub fn judge(o: &Observed) -> Status {
     let acked: Vec<_> = o.answers.iter().filter(|a| a.status.is_some_and(|s| (200..300).contains(&s))).collect();
     if acked.is_empty() {

@@ -13,6 +13,13 @@ use crate::trace::{Outcome, SimTime};
 pub const ID: &str = "inflight-disposition";
 pub const ABOUT: &str = "requests in flight at a resumption are re-issued or failed, never left on the dead writer";
 
+pub const EXPLAIN: super::Explain = super::Explain {
+    meaning: "Server requests still unanswered at a resumption are re-issued on the new uplink under a fresh id (old id tombstoned) or failed explicitly; never left on the fenced writer.",
+    evidence: "The application's outcomes per request (answered, failed, re-issued with new id, timed out), and the resumptions of the owner's session that were sent while the request was pending.",
+    condition: "In-flight request disposition: every unanswered server request issued on the prior uplink is re-issued with a fresh id or failed to the application layer; a late answer to a tombstoned id is not applied.",
+    to_pass: "At each accepted resumption re-issue (or fail) every pending request; ignore answers to tombstoned ids.",
+};
+
 pub fn judge(o: &Observed) -> Status {
     let mut judged = false;
     let mut out = Vec::new();

@@ -23,6 +23,13 @@ const ROUND_TRIP_ALLOWANCE_US: u64 = 1_000_000;
 /// Steps after which a client needs time to recover.
 const FAULTS: [&str; 5] = ["rebind", "sever", "reset", "crash-client", "steal-token"];
 
+pub const EXPLAIN: super::Explain = super::Explain {
+    meaning: "Every server request resolves (answered or failed explicitly) within the bound whenever its owner was reachable long enough to answer; every client that keeps trying converges on a live uplink after faults stop.",
+    evidence: "Application outcomes and their times, the owner's usable uplinks for the session (accepted, not yet dropped, ended or replaced), its think time; each client's latest uplink at the end of the run.",
+    condition: "Operational effect: a request routed to a dead stream times out silently and health checks stay green.",
+    to_pass: "Deliver server requests on the live uplink, re-issue them at resumption, and let clients reconnect after faults.",
+};
+
 pub fn judge(o: &Observed) -> Status {
     let mut out = Vec::new();
     for r in o.requests.values() {

@@ -70,27 +70,68 @@ impl Verdict {
     }
 }
 
-/// A check: an id, a one-line meaning and the judging function.
+/// What `mcpsim explain CHECK` says.
+pub struct Explain {
+    pub meaning: &'static str,
+    pub evidence: &'static str,
+    /// The condition of the seed analysis it encodes.
+    pub condition: &'static str,
+    pub to_pass: &'static str,
+}
+
+/// A check: an id, a one-line meaning, its explanation and the judging function.
 pub struct Check {
     pub id: &'static str,
     pub about: &'static str,
+    pub explain: Explain,
     pub judge: fn(&Observed) -> Status,
 }
 
 /// Every check, in the order of DESIGN.md §1.
 pub const CHECKS: [Check; 8] = [
-    Check { id: session_binding::ID, about: session_binding::ABOUT, judge: session_binding::judge },
-    Check { id: replay_integrity::ID, about: replay_integrity::ABOUT, judge: replay_integrity::judge },
+    Check {
+        id: session_binding::ID,
+        about: session_binding::ABOUT,
+        explain: session_binding::EXPLAIN,
+        judge: session_binding::judge,
+    },
+    Check {
+        id: replay_integrity::ID,
+        about: replay_integrity::ABOUT,
+        explain: replay_integrity::EXPLAIN,
+        judge: replay_integrity::judge,
+    },
     Check {
         id: correlation_consistency::ID,
         about: correlation_consistency::ABOUT,
+        explain: correlation_consistency::EXPLAIN,
         judge: correlation_consistency::judge,
     },
-    Check { id: inflight_disposition::ID, about: inflight_disposition::ABOUT, judge: inflight_disposition::judge },
-    Check { id: confidentiality::ID, about: confidentiality::ABOUT, judge: confidentiality::judge },
-    Check { id: liveness::ID, about: liveness::ABOUT, judge: liveness::judge },
-    Check { id: rejection_protocol::ID, about: rejection_protocol::ABOUT, judge: rejection_protocol::judge },
-    Check { id: stream_order::ID, about: stream_order::ABOUT, judge: stream_order::judge },
+    Check {
+        id: inflight_disposition::ID,
+        about: inflight_disposition::ABOUT,
+        explain: inflight_disposition::EXPLAIN,
+        judge: inflight_disposition::judge,
+    },
+    Check {
+        id: confidentiality::ID,
+        about: confidentiality::ABOUT,
+        explain: confidentiality::EXPLAIN,
+        judge: confidentiality::judge,
+    },
+    Check { id: liveness::ID, about: liveness::ABOUT, explain: liveness::EXPLAIN, judge: liveness::judge },
+    Check {
+        id: rejection_protocol::ID,
+        about: rejection_protocol::ABOUT,
+        explain: rejection_protocol::EXPLAIN,
+        judge: rejection_protocol::judge,
+    },
+    Check {
+        id: stream_order::ID,
+        about: stream_order::ABOUT,
+        explain: stream_order::EXPLAIN,
+        judge: stream_order::judge,
+    },
 ];
 
 /// Judges a run with every check.

@@ -12,6 +12,13 @@ use super::{not_applicable, status, Status, Violation};
 pub const ID: &str = "rejection-protocol";
 pub const ABOUT: &str = "refusals are explicit, kill the owner's token, and the owner re-initializes";
 
+pub const EXPLAIN: super::Explain = super::Explain {
+    meaning: "A refused resumption is explicit, kills the owner's token, and the owner re-initializes.",
+    evidence: "Resumption responses (status, stream, first events), later uses of the same token and whether they were served, and the owner's next session token.",
+    condition: "If any condition fails, reject the resumption: close the new uplink with an explicit error event, invalidate the session token, and have the client re-initialize.",
+    to_pass: "Refuse with an error event or an HTTP error (never an empty 200) and invalidate the token of a refused owner (a refused thief may be turned away without touching the owner's session).",
+};
+
 pub fn judge(o: &Observed) -> Status {
     let mut judged = false;
     let mut out = Vec::new();

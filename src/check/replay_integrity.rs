@@ -12,6 +12,13 @@ pub const ID: &str = "replay-integrity";
 pub const ABOUT: &str =
     "an accepted resumption from N replays from N+1 without gaps, and N was an id the session minted";
 
+pub const EXPLAIN: super::Explain = super::Explain {
+    meaning: "A resumption from Last-Event-ID N is accepted only if N lies in the retained window; then replay starts exactly at N+1.",
+    evidence: "The Last-Event-ID presented and the ids delivered on the accepted uplink; ids the client already held; every id the session showed (delivered, written into dropped mappings, reported by the application), plus an allowance for ids minted unseen.",
+    condition: "Replay window integrity: N must not be older than the oldest retained id nor newer than the last emitted id; an evicted N means a fresh session, never a partial replay.",
+    to_pass: "Reject (explicitly) resumptions from evicted or never-minted ids; replay from N+1 otherwise.",
+};
+
 pub fn judge(o: &Observed) -> Status {
     let mut judged = false;
     let mut out = Vec::new();

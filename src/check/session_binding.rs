@@ -13,6 +13,13 @@ use crate::wire::jsonrpc::RpcKind;
 pub const ID: &str = "session-binding";
 pub const ABOUT: &str = "after a resumption is accepted, no server byte of the session enters the prior (dead) uplink";
 
+pub const EXPLAIN: super::Explain = super::Explain {
+    meaning: "When a client resumes a session on a new connection, the new uplink must become the session's only writer; the old writer is fenced first, never raced.",
+    evidence: "NAT records of bytes the server wrote into a client's dropped mapping after a resumption of the same session (same token) was accepted; the application's outcome for any server request among them.",
+    condition: "Session binding: the prior uplink must be retired (closed and its writer fenced) before the new writer is attached; if it cannot be proven dead it must be fenced, not raced.",
+    to_pass: "Fence every prior uplink of the session (bounded by a grace period) before attaching the new one; refuse the resumption if the fence cannot be confirmed.",
+};
+
 pub fn judge(o: &Observed) -> Status {
     let mut judged = false;
     let mut out = Vec::new();

@@ -11,6 +11,14 @@ use super::{not_applicable, status, Status, Violation};
 pub const ID: &str = "stream-order";
 pub const ABOUT: &str = "ids on one uplink increase strictly; a resumed uplink never re-sends ids up to Last-Event-ID";
 
+pub const EXPLAIN: super::Explain = super::Explain {
+    meaning:
+        "On one uplink, event ids strictly increase, and a resumed uplink never re-sends ids the client said it had.",
+    evidence: "The ids delivered on each uplink connection and the Last-Event-ID it presented.",
+    condition: "The SSE Last-Event-ID promise: re-deliver events with ids greater than N.",
+    to_pass: "Replay from N+1 and keep ids monotonic per stream.",
+};
+
 pub fn judge(o: &Observed) -> Status {
     let mut judged = false;
     let mut out = Vec::new();

@@ -40,6 +40,60 @@ pub const CHECK_IDS: [&str; 8] = [
     "stream-order",
 ];
 
+/// The step kinds (`do = "..."`).
+pub const STEP_KINDS: [&str; 11] = [
+    "connect",
+    "server-request",
+    "notify",
+    "answer",
+    "rebind",
+    "sever",
+    "reset",
+    "resume",
+    "steal-token",
+    "crash-client",
+    "wait",
+];
+
+/// `", did you mean \"x\"?"` when `word` looks like a typo of a candidate.
+fn hint<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
+    crate::error::did_you_mean(word, candidates).map_or(String::new(), |c| format!(", did you mean {c:?}?"))
+}
+
+/// Adds a suggestion to toml's "unknown field `x`, expected one of `a`, `b`"
+/// (and "unknown variant") messages.
+fn with_suggestion(message: &str) -> String {
+    let quoted = |s: &str| -> Vec<String> { s.split('`').skip(1).step_by(2).map(str::to_string).collect() };
+    for kind in ["unknown field", "unknown variant"] {
+        if let Some(rest) = message.trim().strip_prefix(kind) {
+            let (word, expected) = match rest.split_once("expected") {
+                Some((w, e)) => (quoted(w), quoted(e)),
+                None => (quoted(rest), Vec::new()),
+            };
+            if let Some(word) = word.first() {
+                if let Some(s) = crate::error::did_you_mean(word, expected.iter().map(String::as_str)) {
+                    return format!("{}; did you mean `{s}`?", message.trim());
+                }
+            }
+        }
+    }
+    message.trim().to_string()
+}
+
+/// The byte range of the first `key =` line in `text` (for errors about a value).
+fn find_key(text: &str, key: &str) -> Option<std::ops::Range<usize>> {
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        if trimmed.strip_prefix(key).is_some_and(|r| r.trim_start().starts_with('=')) {
+            let start = offset + (line.len() - trimmed.len());
+            return Some(start..start + key.len());
+        }
+        offset += line.len();
+    }
+    None
+}
+
 /// The wire dialect a run speaks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -159,11 +213,11 @@ struct RawStep {
     client: Option<Spanned<String>>,
     method: Option<Spanned<String>>,
     label: Option<Spanned<String>>,
-    count: Option<u64>,
+    count: Option<Spanned<u64>>,
     last_event_id: Option<Spanned<LastEventIdRaw>>,
     from: Option<Spanned<String>>,
     to: Option<Spanned<String>>,
-    credential: Option<bool>,
+    credential: Option<Spanned<bool>>,
 }
 
 #[derive(Deserialize)]
@@ -323,11 +377,10 @@ impl Plan {
     /// Parses and validates scenario text; `path` only names it in errors.
     pub fn from_toml_str(text: &str, path: impl AsRef<Path>) -> Result<Plan> {
         let path = path.as_ref();
-        let raw: RawFile = toml::from_str(text).map_err(|e| {
-            let msg = e.message().to_string();
-            Error::scenario_at(path, text, e.span().map(|s| s.start), msg)
-        })?;
-        let err = |span: std::ops::Range<usize>, msg: String| Error::scenario_at(path, text, Some(span.start), msg);
+        let raw: RawFile = toml::from_str(text)
+            .map_err(|e| Error::scenario_at(path, text, e.span(), with_suggestion(&e.message().replace('\n', "; "))))?;
+        let err = |span: std::ops::Range<usize>, msg: String| Error::scenario_at(path, text, Some(span), msg);
+        let at_key = |key: &str| find_key(text, key);
 
         if let Some(d) = &raw.scenario.dialect {
             if *d.get_ref() == Dialect::StreamableHttp {
@@ -339,17 +392,22 @@ impl Plan {
         }
         let server = raw.server;
         if server.retention == 0 {
-            return Err(Error::scenario_at(path, text, None, "[server] retention must be at least 1"));
+            return Err(Error::scenario_at(path, text, at_key("retention"), "[server] retention must be at least 1"));
         }
         let (latency_min, latency_max) = match raw.network.latency {
             Latency::Fixed(d) => (d.0, d.0),
             Latency::Range(r) => (r.min.0, r.max.0),
         };
         if raw.network.tick.0 < Duration::from_millis(1) || raw.network.tick.0 > Duration::from_secs(1) {
-            return Err(Error::scenario_at(path, text, None, "[network] tick must be between 1ms and 1s"));
+            return Err(Error::scenario_at(path, text, at_key("tick"), "[network] tick must be between 1ms and 1s"));
         }
         if latency_min > latency_max {
-            return Err(Error::scenario_at(path, text, None, "[network] latency: min is greater than max"));
+            return Err(Error::scenario_at(
+                path,
+                text,
+                at_key("latency"),
+                "[network] latency: min is greater than max",
+            ));
         }
 
         let mut clients = Vec::new();
@@ -405,8 +463,9 @@ impl Plan {
                     return Err(err(
                         c.span(),
                         format!(
-                            "unknown client {:?} (defined: {})",
+                            "unknown client {:?}{} (defined: {})",
                             c.get_ref(),
+                            hint(c.get_ref(), names.iter().map(String::as_str)),
                             names.iter().cloned().collect::<Vec<_>>().join(", ")
                         ),
                     ));
@@ -419,21 +478,42 @@ impl Plan {
             let action = match action_name {
                 "connect" => Action::Connect { client: need_client(&s.client, "client")? },
                 "server-request" => {
-                    let method = s.method.clone().ok_or_else(|| err(s.action.span(), "step `server-request` needs `method`".into()))?;
+                    let method = s
+                        .method
+                        .clone()
+                        .ok_or_else(|| err(s.action.span(), "step `server-request` needs `method`".into()))?;
                     if !SERVER_REQUEST_METHODS.contains(&method.get_ref().as_str()) {
-                        return Err(err(method.span(), format!("unknown server request method {:?} (one of: {})", method.get_ref(), SERVER_REQUEST_METHODS.join(", "))));
+                        return Err(err(
+                            method.span(),
+                            format!(
+                                "unknown server request method {:?}{} (one of: {})",
+                                method.get_ref(),
+                                hint(method.get_ref(), SERVER_REQUEST_METHODS),
+                                SERVER_REQUEST_METHODS.join(", ")
+                            ),
+                        ));
                     }
                     let label = need_label("label")?;
                     if !labels.insert(label.get_ref().clone()) {
                         return Err(err(label.span(), format!("label {:?} is used twice", label.get_ref())));
                     }
-                    Action::ServerRequest { client: need_client(&s.client, "client")?, method: method.into_inner(), label: label.into_inner() }
+                    Action::ServerRequest {
+                        client: need_client(&s.client, "client")?,
+                        method: method.into_inner(),
+                        label: label.into_inner(),
+                    }
                 }
-                "notify" => Action::Notify { client: need_client(&s.client, "client")?, count: s.count.unwrap_or(1) },
+                "notify" => Action::Notify {
+                    client: need_client(&s.client, "client")?,
+                    count: s.count.as_ref().map_or(1, |c| *c.get_ref()),
+                },
                 "answer" => {
                     let label = need_label("label")?;
                     if !labels.contains(label.get_ref()) {
-                        return Err(err(label.span(), format!("label {:?} is not issued by an earlier server-request step", label.get_ref())));
+                        return Err(err(
+                            label.span(),
+                            format!("label {:?} is not issued by an earlier server-request step", label.get_ref()),
+                        ));
                     }
                     Action::Answer { client: need_client(&s.client, "client")?, label: label.into_inner() }
                 }
@@ -447,7 +527,10 @@ impl Plan {
                             LastEventIdRaw::Id(n) => LastEventId::Id(*n),
                             LastEventIdRaw::Word(w) if w == "last-seen" => LastEventId::LastSeen,
                             LastEventIdRaw::Word(w) => {
-                                return Err(err(v.span(), format!("last_event_id must be an integer or \"last-seen\", not {w:?}")))
+                                return Err(err(
+                                    v.span(),
+                                    format!("last_event_id must be an integer or \"last-seen\", not {w:?}"),
+                                ))
                             }
                         },
                     };
@@ -459,14 +542,19 @@ impl Plan {
                     if from == to {
                         return Err(err(s.action.span(), "steal-token needs two different clients".into()));
                     }
-                    Action::StealToken { from, to, credential: s.credential.unwrap_or(false) }
+                    Action::StealToken { from, to, credential: s.credential.as_ref().is_some_and(|c| *c.get_ref()) }
                 }
                 "crash-client" => Action::CrashClient { client: need_client(&s.client, "client")? },
                 "wait" => Action::Wait,
                 other => {
-                    return Err(err(s.action.span(), format!(
-                        "unknown step kind {other:?} (one of: connect, server-request, notify, answer, rebind, sever, reset, resume, steal-token, crash-client, wait)"
-                    )))
+                    return Err(err(
+                        s.action.span(),
+                        format!(
+                            "unknown step kind {other:?}{} (one of: {})",
+                            hint(other, STEP_KINDS),
+                            STEP_KINDS.join(", ")
+                        ),
+                    ))
                 }
             };
             // Fields that mean nothing for this step kind are mistakes, not noise.
@@ -487,11 +575,11 @@ impl Plan {
                 ("client", s.client.as_ref().map(|x| x.span())),
                 ("method", s.method.as_ref().map(|x| x.span())),
                 ("label", s.label.as_ref().map(|x| x.span())),
-                ("count", s.count.map(|_| s.action.span())),
+                ("count", s.count.as_ref().map(|x| x.span())),
                 ("last_event_id", s.last_event_id.as_ref().map(|x| x.span())),
                 ("from", s.from.as_ref().map(|x| x.span())),
                 ("to", s.to.as_ref().map(|x| x.span())),
-                ("credential", s.credential.map(|_| s.action.span())),
+                ("credential", s.credential.as_ref().map(|x| x.span())),
             ];
             for (field, span) in present {
                 if let Some(span) = span {
@@ -507,7 +595,7 @@ impl Plan {
                 return Err(Error::scenario_at(
                     path,
                     text,
-                    None,
+                    at_key("duration"),
                     format!(
                         "a step at {} is after the scenario's duration {}",
                         format_duration(last.at),
@@ -523,8 +611,9 @@ impl Plan {
                 return Err(err(
                     server.span(),
                     format!(
-                        "[expect] names unknown server {:?} (known: {})",
+                        "[expect] names unknown server {:?}{} (known: {})",
                         server.get_ref(),
+                        hint(server.get_ref(), crate::server::known_servers()),
                         crate::server::known_servers().join(", ")
                     ),
                 ));
@@ -534,7 +623,12 @@ impl Plan {
                 if !CHECK_IDS.contains(&c.get_ref().as_str()) {
                     return Err(err(
                         c.span(),
-                        format!("[expect] names unknown check {:?} (known: {})", c.get_ref(), CHECK_IDS.join(", ")),
+                        format!(
+                            "[expect] names unknown check {:?}{} (known: {})",
+                            c.get_ref(),
+                            hint(c.get_ref(), CHECK_IDS),
+                            CHECK_IDS.join(", ")
+                        ),
                     ));
                 }
                 ids.push(c.into_inner());
@@ -591,7 +685,7 @@ mod tests {
     #[test]
     fn errors_name_file_line_and_column() {
         let e = load("[[step]]\nat = \"1s\"\ndo = \"connect\"\nclient = \"bob\"\n").unwrap_err();
-        assert_eq!(e.to_string(), "t.toml:9:10: unknown client \"bob\" (defined: alice)");
+        assert!(e.to_string().starts_with("t.toml:9:10: unknown client \"bob\" (defined: alice)\n"), "{e}");
         let e = load("[[step]]\nat = \"1s\"\ndo = \"conect\"\nclient = \"alice\"\n").unwrap_err();
         assert!(e.to_string().starts_with("t.toml:8:6: unknown step kind \"conect\""), "{e}");
         let e = load("[[step]]\nat = \"1 fortnight\"\ndo = \"wait\"\n").unwrap_err();

@@ -48,8 +48,21 @@ enum Command {
         #[arg(long, short)]
         quiet: bool,
     },
-    /// List the built-in servers.
-    Servers,
+    /// List the built-in servers, the checks, or the bundled scenarios.
+    List {
+        #[arg(value_enum)]
+        what: ListWhat,
+    },
+    /// Explain a check: what it means, its evidence, the condition it encodes, how to pass.
+    Explain {
+        /// A check id (see `mcpsim list checks`).
+        check: String,
+    },
+    /// Validate scenario files without running them.
+    Check {
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
     /// Hunt for bugs: run generated scenarios seed after seed, shrink each finding.
     #[command(args_conflicts_with_subcommands = true)]
     Hunt {
@@ -68,6 +81,13 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         trace: Option<PathBuf>,
     },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ListWhat {
+    Servers,
+    Checks,
+    Scenarios,
 }
 
 #[derive(Subcommand)]
@@ -152,12 +172,9 @@ fn main() -> ExitCode {
         Command::Hunt { merge: Some(HuntCommand::Merge { files }), .. } => merge(files),
         Command::Hunt { merge: None, args } => hunt(args),
         Command::Replay { server, seed, trace } => replay(server, seed, trace),
-        Command::Servers => {
-            for (name, about) in mcpsim::server::describe_servers() {
-                out!("{name:<18} {about}");
-            }
-            Ok(0)
-        }
+        Command::List { what } => list(what),
+        Command::Explain { check } => explain(&check),
+        Command::Check { paths } => check_files(paths),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -443,4 +460,61 @@ fn replay(server: String, seed: u64, trace: Option<PathBuf>) -> Result<u8, Error
     }
     let finding = verdicts.iter().any(|v| v.violations().iter().any(|x| !x.inherent)) || run.aborted.is_some();
     Ok(if finding { 1 } else { 0 })
+}
+
+fn list(what: ListWhat) -> Result<u8, Error> {
+    match what {
+        ListWhat::Servers => {
+            for (name, about) in mcpsim::server::describe_servers() {
+                out!("{name:<18} {about}");
+            }
+        }
+        ListWhat::Checks => {
+            for c in mcpsim::check::CHECKS {
+                out!("{:<24} {}", c.id, c.about);
+            }
+        }
+        ListWhat::Scenarios => {
+            for path in collect(vec![bundled_dir()])? {
+                match Plan::load(&path) {
+                    Ok(p) => out!("{:<34} {}", p.name, p.description),
+                    Err(e) => out!("{:<34} INVALID: {e}", path.display()),
+                }
+            }
+        }
+    }
+    Ok(0)
+}
+
+fn explain(id: &str) -> Result<u8, Error> {
+    let Some(c) = mcpsim::check::CHECKS.iter().find(|c| c.id == id) else {
+        let ids: Vec<&str> = mcpsim::check::CHECKS.iter().map(|c| c.id).collect();
+        let hint = mcpsim::error::did_you_mean(id, ids.iter().copied())
+            .map_or(String::new(), |s| format!(", did you mean {s:?}?"));
+        return Err(Error::usage(format!("unknown check {id:?}{hint} (known: {})", ids.join(", "))));
+    };
+    let e = &c.explain;
+    out!("{}: {}\n\nWhat it means\n  {}\n\nEvidence it uses\n  {}\n\nCondition of the analysis\n  {}\n\nTo pass, a server must\n  {}", c.id, c.about, e.meaning, e.evidence, e.condition, e.to_pass);
+    Ok(0)
+}
+
+fn check_files(paths: Vec<PathBuf>) -> Result<u8, Error> {
+    let files = collect(paths)?;
+    let mut invalid = 0;
+    for f in &files {
+        match Plan::load(f) {
+            Ok(p) => out!("ok: {} ({}, {} client(s), {} step(s))", f.display(), p.name, p.clients.len(), p.steps.len()),
+            Err(e) => {
+                eprintln!("error: {e}");
+                invalid += 1;
+            }
+        }
+    }
+    if invalid > 0 {
+        return Err(Error::new(
+            mcpsim::ErrorKind::Scenario,
+            format!("{invalid} of {} scenario file(s) invalid", files.len()),
+        ));
+    }
+    Ok(0)
 }
