@@ -6,6 +6,10 @@
 //! events into a dropped mapping, and what became of each server request.
 //! POST traffic and heartbeat-only writes are summarised, not listed.
 
+mod formats;
+
+pub use formats::{colorize, json, junit, Judged};
+
 use crate::check::{Expectation, Status, Verdict};
 use crate::trace::{Event, Outcome, Purpose, SimTime, What};
 use crate::wire::jsonrpc::{RpcKind, RpcSummary};

@@ -44,9 +44,13 @@ enum Command {
         /// FILE as <scenario>.<server>.jsonl for several.
         #[arg(long, value_name = "FILE")]
         trace: Option<PathBuf>,
-        /// Print only one line per run.
+        /// Print only one line per run (text format).
         #[arg(long, short)]
         quiet: bool,
+        /// Output: the text report (coloured on a terminal unless NO_COLOR is set),
+        /// JSON (schema mcpsim.run-report/1) or JUnit XML.
+        #[arg(long, value_enum, default_value = "text")]
+        format: RunFormat,
     },
     /// List the built-in servers, the checks, or the bundled scenarios.
     List {
@@ -81,6 +85,13 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         trace: Option<PathBuf>,
     },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum RunFormat {
+    Text,
+    Json,
+    Junit,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -168,7 +179,9 @@ macro_rules! out {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run { files, servers, seed, trace, quiet } => run(files, servers, seed.map(Seed), trace, quiet),
+        Command::Run { files, servers, seed, trace, quiet, format } => {
+            run(files, servers, seed.map(Seed), trace, quiet, format)
+        }
         Command::Hunt { merge: Some(HuntCommand::Merge { files }), .. } => merge(files),
         Command::Hunt { merge: None, args } => hunt(args),
         Command::Replay { server, seed, trace } => replay(server, seed, trace),
@@ -236,7 +249,10 @@ fn run(
     seed: Option<Seed>,
     trace: Option<PathBuf>,
     quiet: bool,
+    format: RunFormat,
 ) -> Result<u8, Error> {
+    use std::io::IsTerminal;
+    let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let files = collect(if files.is_empty() { vec![bundled_dir()] } else { files })?;
     let servers = if servers.is_empty() {
         mcpsim::server::known_servers().iter().map(|s| s.to_string()).collect()
@@ -273,6 +289,7 @@ fn run(
     let mut code = 0u8;
     let mut io_errors = Vec::new();
     let mut failed: Vec<String> = Vec::new();
+    let mut judged = Vec::new();
     for plan in &plans {
         for server in &servers {
             let run = match mcpsim::world::run(plan, server, seed) {
@@ -285,7 +302,9 @@ fn run(
             };
             let verdicts = mcpsim::check::judge(&run.trace);
             let expectation = mcpsim::check::expectation(plan, server, &verdicts);
-            if quiet {
+            if format != RunFormat::Text {
+                // Printed together at the end.
+            } else if quiet {
                 let violated = mcpsim::check::violated(&verdicts);
                 let violated = if violated.is_empty() {
                     "no violation".to_string()
@@ -302,7 +321,8 @@ fn run(
                     out!("  repro: {}", run.repro());
                 }
             } else {
-                out!("{}", mcpsim::report::text(&run, &verdicts, expectation.as_ref()));
+                let text = mcpsim::report::text(&run, &verdicts, expectation.as_ref());
+                out!("{}", if color { mcpsim::report::colorize(&text) } else { text });
             }
             if expectation.as_ref().is_some_and(|e| !e.met) {
                 failed.push(format!("{} on {server}", run.scenario));
@@ -319,7 +339,22 @@ fn run(
                     io_errors.push(e);
                 }
             }
+            if format != RunFormat::Text {
+                judged.push((run, verdicts, expectation));
+            }
         }
+    }
+    if format != RunFormat::Text {
+        let views: Vec<mcpsim::report::Judged> = judged
+            .iter()
+            .map(|(run, verdicts, expectation)| mcpsim::report::Judged {
+                run,
+                verdicts,
+                expectation: expectation.as_ref(),
+            })
+            .collect();
+        let text = if format == RunFormat::Json { mcpsim::report::json(&views) } else { mcpsim::report::junit(&views) };
+        out!("{text}");
     }
     if !failed.is_empty() {
         eprintln!("{} run(s) did not meet their expectation: {}", failed.len(), failed.join(", "));

@@ -1,0 +1,176 @@
+//! Machine-readable reports: JSON (a stable, documented schema) and JUnit XML.
+//!
+//! # JSON schema `mcpsim.run-report/1`
+//!
+//! ```text
+//! {
+//!   "schema": "mcpsim.run-report/1",
+//!   "runs": [{
+//!     "scenario": str, "file": str|null, "server": str, "seed": u64,
+//!     "repro": str, "outcome": str, "aborted": str|null,
+//!     "verdicts": [{
+//!       "check": str,
+//!       "status": "passed" | "violated" | "not-applicable",
+//!       "why": str            (not-applicable only),
+//!       "violations": [{      (violated only)
+//!         "check": str, "headline": str, "t": u64 (µs),
+//!         "evidence": [u64] (trace seq numbers), "inherent": true (only when set)
+//!       }]
+//!     }],
+//!     "expectation": {"expected": [str], "violated": [str], "met": bool} | null
+//!   }],
+//!   "summary": {"runs": u64, "met": u64, "unmet": u64, "without_expectation": u64}
+//! }
+//! ```
+//! Fields are only ever added, never renamed or removed, within `/1`.
+
+use crate::check::{Expectation, Verdict};
+use crate::world::Run;
+use serde::Serialize;
+
+/// One judged run, as the reports carry it.
+pub struct Judged<'a> {
+    pub run: &'a Run,
+    pub verdicts: &'a [Verdict],
+    pub expectation: Option<&'a Expectation>,
+}
+
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    schema: &'static str,
+    runs: Vec<JsonRun<'a>>,
+    summary: Summary,
+}
+
+#[derive(Serialize)]
+struct JsonRun<'a> {
+    scenario: &'a str,
+    file: Option<String>,
+    server: &'a str,
+    seed: u64,
+    repro: String,
+    outcome: String,
+    aborted: Option<&'a str>,
+    verdicts: &'a [Verdict],
+    expectation: Option<&'a Expectation>,
+}
+
+#[derive(Serialize)]
+struct Summary {
+    runs: usize,
+    met: usize,
+    unmet: usize,
+    without_expectation: usize,
+}
+
+fn summary(runs: &[Judged]) -> Summary {
+    Summary {
+        runs: runs.len(),
+        met: runs.iter().filter(|j| j.expectation.is_some_and(|e| e.met)).count(),
+        unmet: runs.iter().filter(|j| j.expectation.is_some_and(|e| !e.met)).count(),
+        without_expectation: runs.iter().filter(|j| j.expectation.is_none()).count(),
+    }
+}
+
+/// The JSON report of several runs.
+pub fn json(runs: &[Judged]) -> String {
+    let report = JsonReport {
+        schema: "mcpsim.run-report/1",
+        runs: runs
+            .iter()
+            .map(|j| JsonRun {
+                scenario: &j.run.scenario,
+                file: j.run.source.as_ref().map(|p| p.display().to_string()),
+                server: &j.run.server,
+                seed: j.run.seed.0,
+                repro: j.run.repro(),
+                outcome: super::outcome(j.run),
+                aborted: j.run.aborted.as_deref(),
+                verdicts: j.verdicts,
+                expectation: j.expectation,
+            })
+            .collect(),
+        summary: summary(runs),
+    };
+    serde_json::to_string_pretty(&report).expect("reports serialize")
+}
+
+fn xml_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c if (c as u32) < 0x20 && c != '\n' && c != '\t' && c != '\r' => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// JUnit XML: one testsuite per scenario, one testcase per (scenario, server).
+/// An unmet expectation is a `<failure>` whose body is the verdicts with their
+/// evidence; a run without an expectation for its server is `<skipped>`.
+pub fn junit(runs: &[Judged]) -> String {
+    let mut suites: Vec<(&str, Vec<&Judged>)> = Vec::new();
+    for j in runs {
+        match suites.iter_mut().find(|(name, _)| *name == j.run.scenario) {
+            Some((_, v)) => v.push(j),
+            None => suites.push((&j.run.scenario, vec![j])),
+        }
+    }
+    let s = summary(runs);
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    out.push_str(&format!(
+        "<testsuites name=\"mcpsim\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">\n",
+        s.runs, s.unmet, s.without_expectation
+    ));
+    for (name, cases) in suites {
+        let failures = cases.iter().filter(|j| j.expectation.is_some_and(|e| !e.met)).count();
+        let skipped = cases.iter().filter(|j| j.expectation.is_none()).count();
+        out.push_str(&format!(
+            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" skipped=\"{skipped}\">\n",
+            xml_escape(name),
+            cases.len()
+        ));
+        for j in cases {
+            let time = j.run.duration.as_secs_f64();
+            out.push_str(&format!(
+                "    <testcase classname=\"{}\" name=\"{}\" time=\"{time:.3}\">\n",
+                xml_escape(name),
+                xml_escape(&j.run.server)
+            ));
+            match j.expectation {
+                None => out.push_str("      <skipped message=\"no [expect] entry for this server\"/>\n"),
+                Some(e) if !e.met => {
+                    out.push_str(&format!(
+                        "      <failure message=\"{}\" type=\"expectation\">{}\n{}</failure>\n",
+                        xml_escape(&super::expectation_line(&j.run.server, e)),
+                        xml_escape(&super::verdicts_text(j.run, j.verdicts)),
+                        xml_escape(&format!("repro: {}", j.run.repro()))
+                    ));
+                }
+                Some(_) => {}
+            }
+            out.push_str(&format!(
+                "      <system-out>{}</system-out>\n",
+                xml_escape(&format!("seed {} · repro: {}", j.run.seed, j.run.repro()))
+            ));
+            out.push_str("    </testcase>\n");
+        }
+        out.push_str("  </testsuite>\n");
+    }
+    out.push_str("</testsuites>\n");
+    out
+}
+
+/// ANSI colour for the text report: verdict words stand out on a terminal.
+pub fn colorize(text: &str) -> String {
+    text.replace(" VIOLATED ", " \x1b[1;31mVIOLATED\x1b[0m ")
+        .replace(" passed\n", " \x1b[32mpassed\x1b[0m\n")
+        .replace("EXPECTATION NOT MET", "\x1b[1;31mEXPECTATION NOT MET\x1b[0m")
+        .replace("expectation met", "\x1b[32mexpectation met\x1b[0m")
+}

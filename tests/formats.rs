@@ -1,0 +1,99 @@
+//! `--format json` and `--format junit`: stable structure a CI can consume.
+
+use std::process::Command;
+
+fn mcpsim(args: &[&str]) -> (Option<i32>, String) {
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_mcpsim")).args(args).current_dir(env!("CARGO_MANIFEST_DIR")).output().unwrap();
+    (out.status.code(), String::from_utf8(out.stdout).unwrap())
+}
+
+fn wrong_expectation_file() -> String {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("formats");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("wrong.toml");
+    let text = std::fs::read_to_string("scenarios/nat-rebind.toml")
+        .unwrap()
+        .replace("guarded = []", "guarded = [\"liveness\"]");
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn json_report_has_the_documented_schema() {
+    let (code, out) = mcpsim(&[
+        "run",
+        "scenarios/nat-rebind.toml",
+        "scenarios/second-client-leak.toml",
+        "--server",
+        "naive",
+        "--server",
+        "guarded",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(0));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["schema"], "mcpsim.run-report/1");
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4);
+    assert_eq!(v["summary"]["runs"], 4);
+    assert_eq!(v["summary"]["met"], 4);
+    let naive = &runs[0];
+    assert_eq!(
+        (naive["scenario"].as_str(), naive["server"].as_str(), naive["seed"].as_u64()),
+        (Some("nat-rebind"), Some("naive"), Some(7))
+    );
+    assert_eq!(naive["expectation"]["met"], true);
+    let verdicts = naive["verdicts"].as_array().unwrap();
+    assert_eq!(verdicts.len(), 8);
+    let sb = verdicts.iter().find(|x| x["check"] == "session-binding").unwrap();
+    assert_eq!(sb["status"], "violated");
+    assert!(sb["violations"][0]["headline"]
+        .as_str()
+        .unwrap()
+        .starts_with("req-43 (sampling/createMessage, event 1009)"));
+    assert!(sb["violations"][0]["evidence"].as_array().unwrap().len() >= 3);
+    let na = verdicts.iter().find(|x| x["status"] == "not-applicable").unwrap();
+    assert!(na["why"].is_string());
+}
+
+#[test]
+fn junit_has_one_testcase_per_scenario_and_server_and_failures_carry_evidence() {
+    let wrong = wrong_expectation_file();
+    let (code, out) =
+        mcpsim(&["run", "scenarios/second-client-leak.toml", &wrong, "scenarios/regressions", "--format", "junit"]);
+    assert_eq!(code, Some(1), "an unmet expectation fails the run");
+    let doc = roxmltree::Document::parse(&out).expect("JUnit output is XML");
+    let root = doc.root_element();
+    assert_eq!(root.tag_name().name(), "testsuites");
+    let servers = mcpsim::server::known_servers().len();
+    let suites: Vec<_> = root.children().filter(|n| n.has_tag_name("testsuite")).collect();
+    assert_eq!(suites.len(), 4, "second-client-leak, nat-rebind (wrong), and two regressions");
+    let cases: Vec<_> = root.descendants().filter(|n| n.has_tag_name("testcase")).collect();
+    assert_eq!(cases.len(), 4 * servers);
+    assert_eq!(root.attribute("tests"), Some(cases.len().to_string().as_str()));
+    for s in &suites {
+        let n = s.children().filter(|c| c.has_tag_name("testcase")).count();
+        assert_eq!(s.attribute("tests"), Some(n.to_string().as_str()));
+    }
+    let failures: Vec<_> = root.descendants().filter(|n| n.has_tag_name("failure")).collect();
+    assert_eq!(failures.len(), 1);
+    assert_eq!(root.attribute("failures"), Some("1"));
+    let failing_case = failures[0].parent().unwrap();
+    assert_eq!(failing_case.attribute("name"), Some("guarded"));
+    assert!(failures[0].attribute("message").unwrap().contains("expected to violate liveness"));
+    let body = failures[0].text().unwrap();
+    assert!(body.contains("session-binding") && body.contains("repro: mcpsim run"), "{body}");
+    // Regressions state expectations only for their server and guarded: the rest are skipped.
+    let skipped = root.descendants().filter(|n| n.has_tag_name("skipped")).count();
+    assert_eq!(skipped, 2 * (servers - 2));
+}
+
+#[test]
+fn text_is_plain_when_not_a_terminal() {
+    let (_, out) = mcpsim(&["run", "scenarios/nat-rebind.toml", "--server", "naive"]);
+    assert!(!out.contains('\x1b'));
+    let coloured = mcpsim::report::colorize(&out);
+    assert!(coloured.contains("\x1b[1;31mVIOLATED\x1b[0m"));
+}
