@@ -95,3 +95,16 @@ mod tests {
         }
     }
 }
+
+impl schemars::JsonSchema for Dur {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^[0-9]+(\\.[0-9]+)?(us|µs|ms|s|m|min|h)$",
+            "description": "a duration like \"250ms\", \"5s\" or \"2m\""
+        })
+    }
+}

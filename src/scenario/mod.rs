@@ -22,6 +22,7 @@ pub use duration::{format_duration, parse_duration, Dur};
 use crate::error::{Error, Result};
 use crate::seed::Seed;
 use crate::wire::jsonrpc::mcp::SERVER_REQUEST_METHODS;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -95,7 +96,7 @@ fn find_key(text: &str, key: &str) -> Option<std::ops::Range<usize>> {
 }
 
 /// The wire dialect a run speaks.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Dialect {
     /// The seed's: `GET /mcp/sse`, `event: endpoint`, POST downlink.
@@ -107,7 +108,7 @@ pub enum Dialect {
 
 // ---------- the file as written ----------
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawFile {
     scenario: RawMeta,
@@ -120,15 +121,17 @@ struct RawFile {
     #[serde(default, rename = "step")]
     steps: Vec<RawStep>,
     #[serde(default)]
+    #[schemars(schema_with = "expect_schema")]
     expect: BTreeMap<Spanned<String>, Spanned<Vec<Spanned<String>>>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawMeta {
     name: String,
     #[serde(default)]
     description: String,
+    #[schemars(with = "Option<Dialect>")]
     dialect: Option<Spanned<Dialect>>,
     #[serde(default)]
     seed: u64,
@@ -136,7 +139,7 @@ struct RawMeta {
 }
 
 /// `[server]`: how the reference engine is configured.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
     /// The first event id the engine mints.
@@ -162,7 +165,7 @@ impl Default for ServerConfig {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 struct RawNetwork {
     latency: Latency,
@@ -180,23 +183,24 @@ impl Default for RawNetwork {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(untagged)]
 enum Latency {
     Fixed(Dur),
     Range(LatencyRange),
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct LatencyRange {
     min: Dur,
     max: Dur,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawClient {
+    #[schemars(with = "String")]
     name: Spanned<String>,
     principal: Option<String>,
     think_time: Option<Dur>,
@@ -204,27 +208,65 @@ struct RawClient {
     auto_answer: Option<bool>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawStep {
+    #[schemars(with = "Dur")]
     at: Spanned<Dur>,
     #[serde(rename = "do")]
+    #[schemars(schema_with = "step_kind_schema")]
     action: Spanned<String>,
+    #[schemars(with = "Option<String>")]
     client: Option<Spanned<String>>,
+    #[serde(default)]
+    #[schemars(schema_with = "method_schema")]
     method: Option<Spanned<String>>,
+    #[schemars(with = "Option<String>")]
     label: Option<Spanned<String>>,
+    #[schemars(with = "Option<u64>")]
     count: Option<Spanned<u64>>,
+    #[schemars(with = "Option<LastEventIdRaw>")]
     last_event_id: Option<Spanned<LastEventIdRaw>>,
+    #[schemars(with = "Option<String>")]
     from: Option<Spanned<String>>,
+    #[schemars(with = "Option<String>")]
     to: Option<Spanned<String>>,
+    #[schemars(with = "Option<bool>")]
     credential: Option<Spanned<bool>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(untagged)]
 enum LastEventIdRaw {
     Id(u64),
     Word(String),
+}
+
+// ---------- the JSON Schema, derived from the types above ----------
+
+fn step_kind_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "string", "enum": STEP_KINDS, "description": "what the step does" })
+}
+
+fn method_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "string", "enum": SERVER_REQUEST_METHODS })
+}
+
+fn expect_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "description": "server name -> the checks it must violate ([] = must pass all)",
+        "propertyNames": { "enum": crate::server::known_servers() },
+        "additionalProperties": { "type": "array", "items": { "enum": CHECK_IDS }, "uniqueItems": true }
+    })
+}
+
+/// The JSON Schema of scenario files, derived from the loader's own types so
+/// it cannot drift from what `mcpsim run` accepts.
+pub fn json_schema() -> String {
+    let mut schema = schemars::schema_for!(RawFile);
+    schema.insert("title".into(), "mcpsim scenario (TOML v1)".into());
+    serde_json::to_string_pretty(&schema).expect("schemas serialize")
 }
 
 // ---------- the validated plan ----------

@@ -62,6 +62,8 @@ enum Command {
         /// A check id (see `mcpsim list checks`).
         check: String,
     },
+    /// Print the JSON Schema of scenario files (for taplo / Even Better TOML).
+    Schema,
     /// Validate scenario files without running them.
     Check {
         #[arg(required = true)]
@@ -188,6 +190,10 @@ fn main() -> ExitCode {
         Command::List { what } => list(what),
         Command::Explain { check } => explain(&check),
         Command::Check { paths } => check_files(paths),
+        Command::Schema => {
+            out!("{}", mcpsim::scenario::json_schema());
+            Ok(0)
+        }
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -1,0 +1,67 @@
+//! `mcpsim schema`: the JSON Schema accepts every bundled scenario and
+//! rejects malformed ones, checked by an independent validator.
+
+use std::path::PathBuf;
+
+fn validator() -> jsonschema::Validator {
+    let schema: serde_json::Value = serde_json::from_str(&mcpsim::scenario::json_schema()).unwrap();
+    jsonschema::validator_for(&schema).expect("a valid JSON Schema")
+}
+
+fn as_json(toml_text: &str) -> serde_json::Value {
+    toml::from_str(toml_text).expect("parses as TOML")
+}
+
+fn scenario_files(dir: &str, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            scenario_files(p.to_str().unwrap(), out);
+        } else if p.extension().is_some_and(|x| x == "toml") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn every_bundled_scenario_validates() {
+    let v = validator();
+    let mut files = Vec::new();
+    scenario_files("scenarios", &mut files);
+    assert!(files.len() >= 10);
+    for f in files {
+        let doc = as_json(&std::fs::read_to_string(&f).unwrap());
+        let errors: Vec<String> = v.iter_errors(&doc).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{}: {errors:?}", f.display());
+    }
+    // A generated hunt plan, written out, validates too.
+    let text = mcpsim::hunt::generate(3).to_toml(&[]);
+    assert!(v.is_valid(&as_json(&text)), "{text}");
+}
+
+#[test]
+fn malformed_scenarios_are_rejected() {
+    let v = validator();
+    let base = std::fs::read_to_string("scenarios/nat-rebind.toml").unwrap();
+    for (what, bad) in [
+        ("unknown key", base.replace("half_open_lifetime", "half_open_lifetim")),
+        ("unknown step kind", base.replace("do = \"rebind\"", "do = \"rebnd\"")),
+        ("malformed duration", base.replace("duration = \"400s\"", "duration = \"400 seconds\"")),
+        ("unknown check", base.replace("\"liveness\"", "\"liveliness\"")),
+        ("unknown server", base.replace("guarded = []", "guardd = []")),
+        ("wrong type", base.replace("seed = 7", "seed = \"seven\"")),
+        ("unknown method", base.replace("method = \"sampling/createMessage\"", "method = \"sampling/create\"")),
+    ] {
+        assert_ne!(bad, base, "{what}: the replacement applied");
+        assert!(!v.is_valid(&as_json(&bad)), "{what} should be rejected");
+    }
+}
+
+#[test]
+fn the_cli_prints_the_schema() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpsim")).arg("schema").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed["title"], "mcpsim scenario (TOML v1)");
+    assert_eq!(printed["additionalProperties"], false);
+}
