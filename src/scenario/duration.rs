@@ -71,6 +71,19 @@ impl Serialize for Dur {
     }
 }
 
+impl schemars::JsonSchema for Dur {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^[0-9]+(\\.[0-9]+)?(us|µs|ms|s|m|min|h)$",
+            "description": "a duration like \"250ms\", \"5s\" or \"2m\""
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,18 +106,5 @@ mod tests {
         for s in ["0s", "250ms", "5s", "2m", "15us"] {
             assert_eq!(format_duration(parse_duration(s).unwrap()), s);
         }
-    }
-}
-
-impl schemars::JsonSchema for Dur {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Duration".into()
-    }
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({
-            "type": "string",
-            "pattern": "^[0-9]+(\\.[0-9]+)?(us|µs|ms|s|m|min|h)$",
-            "description": "a duration like \"250ms\", \"5s\" or \"2m\""
-        })
     }
 }
