@@ -347,6 +347,20 @@ impl Recorder {
 }
 
 impl Recorder {
+    /// How many events were recorded so far.
+    pub fn len(&self) -> usize {
+        self.inner.events.borrow().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The time of the first event at or after index `from` that matches.
+    pub fn find_from(&self, from: usize, matches: impl Fn(&What) -> bool) -> Option<SimTime> {
+        self.inner.events.borrow().iter().skip(from).find(|e| matches(&e.what)).map(|e| e.t_us)
+    }
+
     /// Every JSON-RPC id the application reported for a label (original and re-issued).
     pub fn ids_for_label(&self, label: &str) -> Vec<RpcId> {
         let mut ids = Vec::new();

@@ -79,13 +79,20 @@ pub fn generate(seed: u64) -> Plan {
     let at_fault = |rng: &mut ChaCha8Rng| ms(rng.random_range(1_000..FAULTS_END.as_millis() as u64));
 
     for (i, o) in owner_names.iter().enumerate() {
-        steps.push(Step { at: ms(i as u64 * 100), action: Action::Connect { client: o.clone() } });
+        steps.push(Step {
+            after: None,
+            id: None,
+            at: ms(i as u64 * 100),
+            action: Action::Connect { client: o.clone() },
+        });
     }
     let mut label = 0;
     let mut request = |rng: &mut ChaCha8Rng, at: Duration, client: &str, steps: &mut Vec<Step>| {
         label += 1;
         let method = ["sampling/createMessage", "roots/list", "elicitation/create"].choose(rng).expect("non-empty");
         steps.push(Step {
+            after: None,
+            id: None,
             at,
             action: Action::ServerRequest {
                 client: client.into(),
@@ -102,7 +109,12 @@ pub fn generate(seed: u64) -> Plan {
     for _ in 0..rng.random_range(0..=3) {
         let at = ms(rng.random_range(500..14_000));
         let o = owner_names.choose(&mut rng).expect("owners").clone();
-        steps.push(Step { at, action: Action::Notify { client: o, count: rng.random_range(1..=4) } });
+        steps.push(Step {
+            after: None,
+            id: None,
+            at,
+            action: Action::Notify { client: o, count: rng.random_range(1..=4) },
+        });
     }
 
     let mut retention = 64;
@@ -112,9 +124,11 @@ pub fn generate(seed: u64) -> Plan {
             let at = at_fault(&mut rng);
             let o = owner_names.choose(&mut rng).expect("owners").clone();
             match kind {
-                FaultKind::Rebind => steps.push(Step { at, action: Action::Rebind { client: o } }),
-                FaultKind::Sever => steps.push(Step { at, action: Action::Sever { client: o } }),
-                FaultKind::Reset => steps.push(Step { at, action: Action::Reset { client: o } }),
+                FaultKind::Rebind => {
+                    steps.push(Step { after: None, id: None, at, action: Action::Rebind { client: o } })
+                }
+                FaultKind::Sever => steps.push(Step { after: None, id: None, at, action: Action::Sever { client: o } }),
+                FaultKind::Reset => steps.push(Step { after: None, id: None, at, action: Action::Reset { client: o } }),
                 FaultKind::Theft | FaultKind::TheftWithCredential => {
                     thieves += 1;
                     let thief = format!("thief{thieves}");
@@ -126,21 +140,35 @@ pub fn generate(seed: u64) -> Plan {
                         auto_answer: rng.random_bool(0.5),
                     });
                     let credential = kind == FaultKind::TheftWithCredential;
-                    steps.push(Step { at, action: Action::StealToken { from: o, to: thief.clone(), credential } });
+                    steps.push(Step {
+                        after: None,
+                        id: None,
+                        at,
+                        action: Action::StealToken { from: o, to: thief.clone(), credential },
+                    });
                     let from = FIRST_EVENT_ID + rng.random_range(0..4);
                     steps.push(Step {
+                        after: None,
+                        id: None,
                         at: at + ms(rng.random_range(100..2_000)),
                         action: Action::Resume { client: thief, last_event_id: LastEventId::Id(from) },
                     });
                 }
                 FaultKind::Eviction => {
                     retention = rng.random_range(2..=6);
-                    steps.push(Step { at, action: Action::Notify { client: o, count: rng.random_range(4..=12) } });
+                    steps.push(Step {
+                        after: None,
+                        id: None,
+                        at,
+                        action: Action::Notify { client: o, count: rng.random_range(4..=12) },
+                    });
                 }
                 FaultKind::Crash => {
-                    steps.push(Step { at, action: Action::CrashClient { client: o.clone() } });
+                    steps.push(Step { after: None, id: None, at, action: Action::CrashClient { client: o.clone() } });
                     if rng.random_bool(0.8) {
                         steps.push(Step {
+                            after: None,
+                            id: None,
                             at: at + ms(rng.random_range(500..5_000)),
                             action: Action::Connect { client: o },
                         });
@@ -154,6 +182,8 @@ pub fn generate(seed: u64) -> Plan {
                         request(&mut rng, at - think - ms(1_500), &o, &mut steps);
                     }
                     steps.push(Step {
+                        after: None,
+                        id: None,
                         at,
                         action: Action::Resume {
                             client: o,
@@ -162,6 +192,8 @@ pub fn generate(seed: u64) -> Plan {
                     })
                 }
                 FaultKind::ResumeFuture => steps.push(Step {
+                    after: None,
+                    id: None,
                     at,
                     action: Action::Resume { client: o, last_event_id: LastEventId::Id(FIRST_EVENT_ID + 500) },
                 }),
@@ -173,9 +205,11 @@ pub fn generate(seed: u64) -> Plan {
                         } else {
                             Action::Sever { client: o.clone() }
                         };
-                        steps.push(Step { at, action: fault });
+                        steps.push(Step { after: None, id: None, at, action: fault });
                     }
                     steps.push(Step {
+                        after: None,
+                        id: None,
                         at: at + ms(rng.random_range(200..3_000)),
                         action: Action::Resume { client: o, last_event_id: LastEventId::LastSeen },
                     });

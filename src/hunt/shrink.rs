@@ -6,7 +6,7 @@
 //! Every candidate is a whole deterministic run, judged by the same checks.
 
 use crate::check;
-use crate::scenario::{Action, Plan};
+use crate::scenario::{Action, Plan, Trigger};
 use std::time::Duration;
 
 /// The result of shrinking.
@@ -86,8 +86,11 @@ pub fn shrink(plan: &Plan, server: &str, target: &str, budget: usize) -> Shrunk 
                 }
             }
         }
-        // Move steps earlier: to the previous step's time, else halfway there.
+        // Move `at` steps earlier: to the previous step's time, else halfway there.
         for i in 0..best.steps.len() {
+            if best.steps[i].after.is_some() || (i > 0 && best.steps[i - 1].after.is_some()) {
+                continue;
+            }
             let prev = if i == 0 { Duration::ZERO } else { best.steps[i - 1].at };
             let at = best.steps[i].at;
             if at > prev {
@@ -111,12 +114,36 @@ pub fn shrink(plan: &Plan, server: &str, target: &str, budget: usize) -> Shrunk 
 /// A candidate must still be a valid plan: known clients, answered labels issued earlier, time order.
 fn consistent(p: &Plan) -> bool {
     let mut labels = Vec::new();
+    let mut ids = Vec::new();
     let mut last = Duration::ZERO;
     for s in &p.steps {
-        if s.at < last || s.at > p.duration || s.action.clients().iter().any(|n| p.client(n).is_none()) {
+        if s.action.clients().iter().any(|n| p.client(n).is_none()) {
             return false;
         }
-        last = s.at;
+        match &s.after {
+            None => {
+                if s.at < last || s.at > p.duration {
+                    return false;
+                }
+                last = s.at;
+            }
+            Some(after) => {
+                let ok = match &after.trigger {
+                    Trigger::Delivered { label, client } => {
+                        labels.contains(label) && client.as_ref().is_none_or(|c| p.client(c).is_some())
+                    }
+                    Trigger::Answered { label } => labels.contains(label),
+                    Trigger::Accepted { client } => p.client(client).is_some(),
+                    Trigger::Step { step } => ids.contains(step),
+                };
+                if !ok {
+                    return false;
+                }
+            }
+        }
+        if let Some(id) = &s.id {
+            ids.push(id.clone());
+        }
         match &s.action {
             Action::ServerRequest { label, .. } => labels.push(label.clone()),
             Action::Answer { label, .. } if !labels.contains(label) => return false,

@@ -211,8 +211,17 @@ struct RawClient {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawStep {
-    #[schemars(with = "Dur")]
-    at: Spanned<Dur>,
+    /// A step id, for `after = { event = "step", step = "..." }`.
+    #[schemars(with = "Option<String>")]
+    id: Option<Spanned<String>>,
+    /// When the step fires; or use `after`.
+    #[schemars(with = "Option<Dur>")]
+    at: Option<Spanned<Dur>>,
+    /// Fire after an observable event instead of at a time.
+    #[schemars(with = "Option<RawTrigger>")]
+    after: Option<Spanned<RawTrigger>>,
+    /// With `after`: how long after the event.
+    delay: Option<Dur>,
     #[serde(rename = "do")]
     #[schemars(schema_with = "step_kind_schema")]
     action: Spanned<String>,
@@ -233,6 +242,20 @@ struct RawStep {
     to: Option<Spanned<String>>,
     #[schemars(with = "Option<bool>")]
     credential: Option<Spanned<bool>>,
+}
+
+/// What a triggered step waits for (`after = { event = ..., ... }`).
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(tag = "event", rename_all = "kebab-case", deny_unknown_fields)]
+enum RawTrigger {
+    /// A server request (by label) reached a client (any client if none is named).
+    Delivered { label: String, client: Option<String> },
+    /// The application saw the labelled request answered.
+    Answered { label: String },
+    /// The client's uplink GET was answered with an event stream.
+    Accepted { client: String },
+    /// The step with this id fired.
+    Step { step: String },
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -383,9 +406,33 @@ impl Action {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Step {
+    /// When an `at` step fires (zero for triggered steps).
     pub at: Duration,
+    /// A triggered step: fires `delay` after the first matching event once armed
+    /// (a triggered step is armed when every step before it in the file has fired).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after: Option<After>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
     #[serde(flatten)]
     pub action: Action,
+}
+
+/// A protocol-aware trigger and its delay.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct After {
+    pub trigger: Trigger,
+    pub delay: Duration,
+}
+
+/// An observable event a step can wait for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum Trigger {
+    Delivered { label: String, client: Option<String> },
+    Answered { label: String },
+    Accepted { client: String },
+    Step { step: String },
 }
 
 /// A validated scenario: everything a run needs, nothing left to check.
@@ -483,19 +530,106 @@ impl Plan {
         let mut steps = Vec::new();
         let mut labels = BTreeSet::new();
         let mut last_at = Duration::ZERO;
+        let mut step_ids: Vec<String> = Vec::new();
         for s in raw.steps {
-            let at = s.at.get_ref().0;
-            if at < last_at {
-                return Err(err(
-                    s.at.span(),
-                    format!(
-                        "step at {} comes before the previous step at {}; steps must be in time order",
-                        format_duration(at),
-                        format_duration(last_at)
-                    ),
-                ));
-            }
-            last_at = at;
+            let (at, after) = match (&s.at, &s.after) {
+                (Some(_), Some(a)) => {
+                    return Err(err(a.span(), "a step has either `at` or `after`, not both".into()));
+                }
+                (None, None) => {
+                    return Err(err(s.action.span(), "a step needs `at` (a time) or `after` (an event)".into()));
+                }
+                (Some(at), None) => {
+                    if s.delay.is_some() {
+                        return Err(err(at.span(), "`delay` goes with `after`, not with `at`".into()));
+                    }
+                    let t = at.get_ref().0;
+                    if t < last_at {
+                        return Err(err(
+                            at.span(),
+                            format!(
+                                "step at {} comes before the previous step at {}; steps must be in time order",
+                                format_duration(t),
+                                format_duration(last_at)
+                            ),
+                        ));
+                    }
+                    last_at = t;
+                    (t, None)
+                }
+                (None, Some(a)) => {
+                    let trigger = match a.get_ref().clone() {
+                        RawTrigger::Delivered { label, client } => {
+                            if !labels.contains(&label) {
+                                return Err(err(
+                                    a.span(),
+                                    format!(
+                                        "trigger names label {label:?}, which no earlier server-request step issues"
+                                    ),
+                                ));
+                            }
+                            if let Some(c) = &client {
+                                if !names.contains(c) {
+                                    return Err(err(
+                                        a.span(),
+                                        format!(
+                                            "trigger names unknown client {c:?}{}",
+                                            hint(c, names.iter().map(String::as_str))
+                                        ),
+                                    ));
+                                }
+                            }
+                            Trigger::Delivered { label, client }
+                        }
+                        RawTrigger::Answered { label } => {
+                            if !labels.contains(&label) {
+                                return Err(err(
+                                    a.span(),
+                                    format!(
+                                        "trigger names label {label:?}, which no earlier server-request step issues"
+                                    ),
+                                ));
+                            }
+                            Trigger::Answered { label }
+                        }
+                        RawTrigger::Accepted { client } => {
+                            if !names.contains(&client) {
+                                return Err(err(
+                                    a.span(),
+                                    format!(
+                                        "trigger names unknown client {client:?}{}",
+                                        hint(&client, names.iter().map(String::as_str))
+                                    ),
+                                ));
+                            }
+                            Trigger::Accepted { client }
+                        }
+                        RawTrigger::Step { step } => {
+                            if !step_ids.contains(&step) {
+                                return Err(err(
+                                    a.span(),
+                                    format!(
+                                        "trigger names step {step:?}, which is not the id of an earlier step{}",
+                                        hint(&step, step_ids.iter().map(String::as_str))
+                                    ),
+                                ));
+                            }
+                            Trigger::Step { step }
+                        }
+                    };
+                    (Duration::ZERO, Some(After { trigger, delay: s.delay.map_or(Duration::ZERO, |d| d.0) }))
+                }
+            };
+            let id = match &s.id {
+                Some(id) if step_ids.contains(id.get_ref()) => {
+                    return Err(err(id.span(), format!("step id {:?} is used twice", id.get_ref())));
+                }
+                Some(id) => {
+                    step_ids.push(id.get_ref().clone());
+                    Some(id.get_ref().clone())
+                }
+                None => None,
+            };
             let action_name = s.action.get_ref().as_str();
             let need_client = |f: &Option<Spanned<String>>, field: &str| -> Result<String> {
                 let Some(c) = f else {
@@ -630,9 +764,9 @@ impl Plan {
                     }
                 }
             }
-            steps.push(Step { at, action });
+            steps.push(Step { at, after, id, action });
         }
-        if let Some(last) = steps.last() {
+        if let Some(last) = steps.iter().filter(|s| s.after.is_none()).last() {
             if last.at > raw.scenario.duration.0 {
                 return Err(Error::scenario_at(
                     path,
@@ -801,7 +935,33 @@ impl Plan {
             );
         }
         for step in &self.steps {
-            let _ = writeln!(out, "[[step]]\nat = {}\ndo = {}", d(step.at), q(step.action.name()));
+            out.push_str("[[step]]\n");
+            if let Some(id) = &step.id {
+                let _ = writeln!(out, "id = {}", q(id));
+            }
+            match &step.after {
+                None => {
+                    let _ = writeln!(out, "at = {}", d(step.at));
+                }
+                Some(after) => {
+                    let trigger = match &after.trigger {
+                        Trigger::Delivered { label, client: Some(c) } => {
+                            format!("{{ event = \"delivered\", label = {}, client = {} }}", q(label), q(c))
+                        }
+                        Trigger::Delivered { label, client: None } => {
+                            format!("{{ event = \"delivered\", label = {} }}", q(label))
+                        }
+                        Trigger::Answered { label } => format!("{{ event = \"answered\", label = {} }}", q(label)),
+                        Trigger::Accepted { client } => format!("{{ event = \"accepted\", client = {} }}", q(client)),
+                        Trigger::Step { step } => format!("{{ event = \"step\", step = {} }}", q(step)),
+                    };
+                    let _ = writeln!(out, "after = {trigger}");
+                    if !after.delay.is_zero() {
+                        let _ = writeln!(out, "delay = {}", d(after.delay));
+                    }
+                }
+            }
+            let _ = writeln!(out, "do = {}", q(step.action.name()));
             match &step.action {
                 Action::Connect { client }
                 | Action::Rebind { client }

@@ -13,7 +13,7 @@ pub use nat::NatCmd;
 
 use crate::client::{Client, ClientCmd, ClientShared};
 use crate::error::{Error, Result};
-use crate::scenario::{Action, Plan};
+use crate::scenario::{Action, Plan, Trigger};
 use crate::seed::Seed;
 use crate::server::{AppCommand, AppHook, AppReporter, ServerPlug};
 use crate::trace::{Recorder, SimTime, Trace, What};
@@ -160,23 +160,22 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
         clients.insert(spec.name.clone(), (inbox, shared));
     }
 
+    let mut schedule = Schedule::new(plan.steps.len());
     let mut crashed: Vec<String> = Vec::new();
     let mut server_stopped = false;
     let mut aborted = None;
     panics::install();
-    let mut next = 0;
     let tick = plan.network.tick;
     while sim.elapsed() < plan.duration {
         let now = sim.elapsed();
         rec.set_loop_now(now);
         // Hand over every step due before the end of the coming tick; actors
         // wait for the exact due time themselves.
-        while next < plan.steps.len() && plan.steps[next].at < now + tick {
-            let step = &plan.steps[next];
-            let at = step.at;
+        for (index, at) in schedule.due(plan, &rec, now, tick) {
+            let step = &plan.steps[index];
             rec.record_at(
                 SimTime::from_duration(at),
-                What::Step { index: next, action: step.action.name().into(), detail: step.action.describe() },
+                What::Step { index, action: step.action.name().into(), detail: step.action.describe() },
             );
             let token_of = |c: &str| clients[c].1.token.borrow().clone();
             match &step.action {
@@ -234,7 +233,6 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
                 }
                 Action::Wait => {}
             }
-            next += 1;
         }
         if !server_stopped && !sim.is_host_running("server") {
             // A misbehaving plug-in must not take the harness down: record it,
@@ -273,4 +271,75 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
         trace: rec.take(),
         aborted,
     })
+}
+
+/// Which steps fire when: `at` steps at their time, triggered steps after
+/// their event (once every earlier step has fired).
+struct Schedule {
+    /// When each step fired, and how long the trace was then.
+    fired: Vec<Option<(Duration, usize)>>,
+}
+
+impl Schedule {
+    fn new(n: usize) -> Self {
+        Self { fired: vec![None; n] }
+    }
+
+    /// The steps to hand over before the coming tick ends, with their due times, in order.
+    fn due(&mut self, plan: &Plan, rec: &Recorder, now: Duration, tick: Duration) -> Vec<(usize, Duration)> {
+        let mut out = Vec::new();
+        for i in 0..plan.steps.len() {
+            if self.fired[i].is_some() {
+                continue;
+            }
+            let step = &plan.steps[i];
+            let due = match &step.after {
+                None => (step.at < now + tick).then_some(step.at),
+                Some(after) => {
+                    // Armed once every earlier step fired; look at events since the last of them.
+                    let Some(since) = self.fired[..i].iter().try_fold(0usize, |m, f| f.map(|(_, len)| m.max(len)))
+                    else {
+                        continue;
+                    };
+                    self.trigger_time(plan, rec, &after.trigger, since)
+                        .map(|t| (t + after.delay).max(now))
+                        .filter(|due| *due < now + tick)
+                }
+            };
+            if let Some(due) = due {
+                self.fired[i] = Some((due, rec.len()));
+                out.push((i, due));
+            }
+        }
+        out
+    }
+
+    /// When the trigger's event happened (first match at or after trace index `since`).
+    fn trigger_time(&self, plan: &Plan, rec: &Recorder, trigger: &Trigger, since: usize) -> Option<Duration> {
+        let t = match trigger {
+            Trigger::Step { step } => {
+                let j = plan.steps.iter().position(|s| s.id.as_deref() == Some(step))?;
+                return self.fired[j].map(|(t, _)| t);
+            }
+            Trigger::Delivered { label, client } => {
+                let ids = rec.ids_for_label(label);
+                rec.find_from(since, |w| match w {
+                    What::SseEvent { client: c, rpc: Some(r), .. } => {
+                        client.as_ref().is_none_or(|x| x == c)
+                            && r.kind == crate::wire::jsonrpc::RpcKind::Request
+                            && r.id.as_ref().is_some_and(|id| ids.contains(id))
+                    }
+                    _ => false,
+                })
+            }
+            Trigger::Answered { label } => rec.find_from(since, |w| {
+                matches!(w, What::RequestOutcome { label: l, outcome: crate::trace::Outcome::Answered, .. } if l == label)
+            }),
+            Trigger::Accepted { client } => rec.find_from(since, |w| {
+                matches!(w, What::HttpResponse { client: c, status: 200, content_type: Some(ct), .. }
+                    if c == client && ct.starts_with("text/event-stream"))
+            }),
+        };
+        t.map(SimTime::as_duration)
+    }
 }
