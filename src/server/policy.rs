@@ -275,7 +275,7 @@ impl ResumptionPolicy for Mutant {
     }
 }
 
-/// Every built-in policy, in the order `mcpsim servers` shows them.
+/// Every built-in policy, in the order `mcpsim list servers` shows them.
 pub fn builtin_policies() -> Vec<Box<dyn ResumptionPolicy>> {
     let mut all: Vec<Box<dyn ResumptionPolicy>> = vec![Box::new(Naive), Box::new(Guarded)];
     all.extend(Mutation::ALL.into_iter().map(|m| Box::new(Mutant(m)) as Box<dyn ResumptionPolicy>));

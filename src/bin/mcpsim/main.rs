@@ -386,7 +386,7 @@ fn write_trace(path: &Path, text: &str) -> Result<(), Error> {
 
 fn hunt(a: HuntArgs) -> Result<u8, Error> {
     use mcpsim::hunt::{HuntOptions, Limit, Progress};
-    let server = a.server.ok_or_else(|| Error::usage("mcpsim hunt needs --server NAME (see `mcpsim servers`)"))?;
+    let server = a.server.ok_or_else(|| Error::usage("mcpsim hunt needs --server NAME (see `mcpsim list servers`)"))?;
     if !mcpsim::server::is_known_server(&server) {
         return Err(Error::usage(format!(
             "unknown server {server:?} (known: {})",
