@@ -7,8 +7,10 @@
 //! POST traffic and heartbeat-only writes are summarised, not listed.
 
 mod formats;
+mod timeline;
 
 pub use formats::{colorize, json, junit, Judged};
+pub use timeline::html as timeline_html;
 
 use crate::check::{Expectation, Status, Verdict};
 use crate::trace::{Event, Outcome, Purpose, SimTime, What};

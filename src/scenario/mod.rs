@@ -766,7 +766,7 @@ impl Plan {
             }
             steps.push(Step { at, after, id, action });
         }
-        if let Some(last) = steps.iter().filter(|s| s.after.is_none()).last() {
+        if let Some(last) = steps.iter().rfind(|s| s.after.is_none()) {
             if last.at > raw.scenario.duration.0 {
                 return Err(Error::scenario_at(
                     path,

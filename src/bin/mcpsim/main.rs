@@ -44,6 +44,10 @@ enum Command {
         /// FILE as <scenario>.<server>.jsonl for several.
         #[arg(long, value_name = "FILE")]
         trace: Option<PathBuf>,
+        /// Write an HTML timeline: to FILE for one run, or into the directory
+        /// FILE as <scenario>.<server>.html for several.
+        #[arg(long, value_name = "FILE")]
+        timeline: Option<PathBuf>,
         /// Print only one line per run (text format).
         #[arg(long, short)]
         quiet: bool,
@@ -86,6 +90,9 @@ enum Command {
         /// Write the JSONL trace to FILE.
         #[arg(long, value_name = "FILE")]
         trace: Option<PathBuf>,
+        /// Write an HTML timeline of the run to FILE.
+        #[arg(long, value_name = "FILE")]
+        timeline: Option<PathBuf>,
     },
 }
 
@@ -181,12 +188,12 @@ macro_rules! out {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run { files, servers, seed, trace, quiet, format } => {
-            run(files, servers, seed.map(Seed), trace, quiet, format)
+        Command::Run { files, servers, seed, trace, timeline, quiet, format } => {
+            run(files, servers, seed.map(Seed), trace, timeline, quiet, format)
         }
         Command::Hunt { merge: Some(HuntCommand::Merge { files }), .. } => merge(files),
         Command::Hunt { merge: None, args } => hunt(args),
-        Command::Replay { server, seed, trace } => replay(server, seed, trace),
+        Command::Replay { server, seed, trace, timeline } => replay(server, seed, trace, timeline),
         Command::List { what } => list(what),
         Command::Explain { check } => explain(&check),
         Command::Check { paths } => check_files(paths),
@@ -254,6 +261,7 @@ fn run(
     servers: Vec<String>,
     seed: Option<Seed>,
     trace: Option<PathBuf>,
+    timeline: Option<PathBuf>,
     quiet: bool,
     format: RunFormat,
 ) -> Result<u8, Error> {
@@ -308,6 +316,14 @@ fn run(
             };
             let verdicts = mcpsim::check::judge(&run.trace);
             let expectation = mcpsim::check::expectation(plan, server, &verdicts);
+            let mut timeline_note = String::new();
+            if let Some(t) = &timeline {
+                let path = if total == 1 { t.clone() } else { t.join(format!("{}.{}.html", run.scenario, run.server)) };
+                match write_trace(&path, &mcpsim::report::timeline_html(&run, &verdicts)) {
+                    Ok(()) => timeline_note = format!("timeline: {}", path.display()),
+                    Err(e) => io_errors.push(e),
+                }
+            }
             if format != RunFormat::Text {
                 // Printed together at the end.
             } else if quiet {
@@ -327,7 +343,11 @@ fn run(
                     out!("  repro: {}", run.repro());
                 }
             } else {
-                let text = mcpsim::report::text(&run, &verdicts, expectation.as_ref());
+                let mut text = mcpsim::report::text(&run, &verdicts, expectation.as_ref());
+                if !timeline_note.is_empty() {
+                    text.push_str(&timeline_note);
+                    text.push('\n');
+                }
                 out!("{}", if color { mcpsim::report::colorize(&text) } else { text });
             }
             if expectation.as_ref().is_some_and(|e| !e.met) {
@@ -482,7 +502,7 @@ fn merge(files: Vec<PathBuf>) -> Result<u8, Error> {
     Ok(if merged.findings.is_empty() { 0 } else { 1 })
 }
 
-fn replay(server: String, seed: u64, trace: Option<PathBuf>) -> Result<u8, Error> {
+fn replay(server: String, seed: u64, trace: Option<PathBuf>, timeline: Option<PathBuf>) -> Result<u8, Error> {
     if !mcpsim::server::is_known_server(&server) {
         return Err(Error::usage(format!(
             "unknown server {server:?} (known: {})",
@@ -495,6 +515,10 @@ fn replay(server: String, seed: u64, trace: Option<PathBuf>) -> Result<u8, Error
     let mut text = mcpsim::report::text(&run, &verdicts, None);
     // A generated plan has no file: its repro is the replay itself.
     text = text.replace(&run.repro(), &format!("mcpsim replay --server {server} --seed {seed}"));
+    if let Some(t) = &timeline {
+        write_trace(t, &mcpsim::report::timeline_html(&run, &verdicts))?;
+        text.push_str(&format!("timeline: {}\n", t.display()));
+    }
     out!("{text}");
     if let Some(t) = trace {
         write_trace(&t, &run.trace.to_jsonl())?;

@@ -1,0 +1,375 @@
+//! A self-contained HTML sequence chart of one run (`--timeline FILE`).
+//!
+//! Lanes: each client, its NAT, the server. Rows follow the trace in order
+//! (idle time is compressed: a row per event, with its simulated time), and
+//! heartbeat-only writes into dead mappings collapse into one row. Arrows are
+//! the observable messages (HTTP requests and responses, SSE events, answers,
+//! server writes into dropped mappings); faults are markers and bands; each
+//! client uplink is a bar; arrows that prove a violation are highlighted with
+//! its headline. Clicking an arrow shows the event. No network is needed.
+
+use super::{describe, describe_rpc};
+use crate::check::Verdict;
+use crate::trace::{Event, Purpose, SimTime, What};
+use crate::world::Run;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+const ROW: f64 = 24.0;
+const TOP: f64 = 70.0;
+const LANE: f64 = 190.0;
+const LEFT: f64 = 110.0;
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// Writes the timeline of `run` as one HTML document.
+pub fn html(run: &Run, verdicts: &[Verdict]) -> String {
+    // Lanes: client, its NAT, ..., server.
+    let mut clients: Vec<String> = Vec::new();
+    for e in run.trace.iter() {
+        if let What::ClientJoined { client, .. } = &e.what {
+            clients.push(client.clone());
+        }
+    }
+    let mut lane_x: BTreeMap<String, f64> = BTreeMap::new();
+    let mut lanes: Vec<(String, f64)> = Vec::new();
+    for (i, c) in clients.iter().enumerate() {
+        let x = LEFT + (2 * i) as f64 * LANE;
+        lane_x.insert(c.clone(), x);
+        lane_x.insert(format!("nat-{c}"), x + LANE);
+        lanes.push((c.clone(), x));
+        lanes.push((format!("nat-{c}"), x + LANE));
+    }
+    let server_x = LEFT + (2 * clients.len()) as f64 * LANE;
+    lanes.push(("server".into(), server_x));
+
+    // Evidence: seq -> headlines of the violations it proves.
+    let mut evidence: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    for v in verdicts {
+        for x in v.violations() {
+            for seq in &x.evidence {
+                evidence.entry(*seq).or_default().push(format!("{}: {}", v.check, x.headline));
+            }
+        }
+    }
+
+    let mut rows = String::new();
+    let mut arrows = String::new();
+    let mut marks = String::new();
+    let mut row = 0usize;
+    let mut uplink_start: BTreeMap<(String, u32), f64> = BTreeMap::new();
+    let mut purposes: BTreeMap<(String, u32), Purpose> = BTreeMap::new();
+    let mut bars = String::new();
+    let mut dropped_at: BTreeMap<(String, u32), f64> = BTreeMap::new();
+    let mut heartbeats = 0usize;
+    let y_of = |row: usize| TOP + row as f64 * ROW;
+
+    let arrow = |row: usize, e: &Event, from: f64, to: f64, label: &str, class: &str, arrows: &mut String| {
+        let y = y_of(row);
+        let mut classes = format!("msg {class}");
+        let mut title = describe(&e.what);
+        if let Some(h) = evidence.get(&e.seq) {
+            classes.push_str(" violation");
+            title = format!("{title}\n\n{}", h.join("\n"));
+        }
+        let detail = esc(&serde_json::to_string(e).unwrap_or_default());
+        let mid = (from + to) / 2.0;
+        let _ = writeln!(
+            arrows,
+            "<g class=\"{classes}\" data-seq=\"{}\" data-event=\"{detail}\"><title>{}</title>\
+             <line x1=\"{from:.1}\" y1=\"{y:.1}\" x2=\"{to:.1}\" y2=\"{y:.1}\" marker-end=\"url(#head)\"/>\
+             <text x=\"{mid:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text></g>",
+            e.seq,
+            esc(&title),
+            y - 4.0,
+            esc(label)
+        );
+    };
+
+    for e in run.trace.iter() {
+        let t = e.t_us;
+        let time_label = |row: usize, rows: &mut String, t: SimTime| {
+            let _ = writeln!(rows, "<text class=\"time\" x=\"8\" y=\"{:.1}\">{}</text>", y_of(row) + 4.0, t);
+        };
+        match &e.what {
+            What::Step { detail, .. } => {
+                time_label(row, &mut rows, t);
+                let _ = writeln!(
+                    marks,
+                    "<g class=\"step\"><line x1=\"{LEFT}\" x2=\"{server_x}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/><text x=\"{:.1}\" y=\"{:.1}\">{}</text></g>",
+                    LEFT + 4.0,
+                    y_of(row) - 4.0,
+                    esc(&format!("step: {detail}")),
+                    y = y_of(row)
+                );
+                row += 1;
+            }
+            What::Connect { client, conn, purpose, .. } => {
+                purposes.insert((client.clone(), *conn), *purpose);
+            }
+            What::HttpRequest { client, conn, method, path, last_event_id } => {
+                let is_uplink = purposes.get(&(client.clone(), *conn)) == Some(&Purpose::Uplink);
+                if !is_uplink {
+                    continue; // POST traffic shows as its answers
+                }
+                let (Some(&cx), Some(&nx)) = (lane_x.get(client), lane_x.get(&format!("nat-{client}"))) else {
+                    continue;
+                };
+                time_label(row, &mut rows, t);
+                let what = match last_event_id {
+                    Some(l) => format!("{method} resume, Last-Event-ID {l} (conn {conn})"),
+                    None if path.contains("sessionId") => format!("{method} resume (conn {conn})"),
+                    None => format!("{method} /mcp/sse (conn {conn})"),
+                };
+                arrow(row, e, cx, nx, &what, "http", &mut arrows);
+                row += 1;
+            }
+            What::HttpResponse { client, conn, status, content_type } => {
+                if purposes.get(&(client.clone(), *conn)) != Some(&Purpose::Uplink) && *status < 300 {
+                    continue;
+                }
+                let (Some(&cx), Some(&nx)) = (lane_x.get(client), lane_x.get(&format!("nat-{client}"))) else {
+                    continue;
+                };
+                time_label(row, &mut rows, t);
+                let stream = content_type.as_deref().is_some_and(|c| c.starts_with("text/event-stream"));
+                arrow(
+                    row,
+                    e,
+                    nx,
+                    cx,
+                    &format!("{status}{}", if stream { " event-stream" } else { "" }),
+                    "http",
+                    &mut arrows,
+                );
+                if *status == 200 && stream {
+                    uplink_start.insert((client.clone(), *conn), y_of(row));
+                }
+                row += 1;
+            }
+            What::SseEvent { client, conn, id, event, rpc, .. } => {
+                let (Some(&cx), Some(&nx)) = (lane_x.get(client), lane_x.get(&format!("nat-{client}"))) else {
+                    continue;
+                };
+                time_label(row, &mut rows, t);
+                let label = format!("{} {}", id.as_deref().unwrap_or("-"), describe_rpc(rpc, event));
+                let _ = conn;
+                arrow(row, e, nx, cx, &label, "sse", &mut arrows);
+                row += 1;
+            }
+            What::Answer { client, id, status, .. } => {
+                let (Some(&cx), Some(&nx)) = (lane_x.get(client), lane_x.get(&format!("nat-{client}"))) else {
+                    continue;
+                };
+                time_label(row, &mut rows, t);
+                let st = status.map_or("no response".into(), |s| s.to_string());
+                arrow(row, e, cx, nx, &format!("answer {id} ({st})"), "answer", &mut arrows);
+                row += 1;
+            }
+            What::DroppedWrite { client, mapping, events, .. } => {
+                let Some(&nx) = lane_x.get(&format!("nat-{client}")) else { continue };
+                if events.is_empty() && !evidence.contains_key(&e.seq) {
+                    heartbeats += 1;
+                    continue;
+                }
+                time_label(row, &mut rows, t);
+                let what: Vec<String> = events
+                    .iter()
+                    .map(|ev| format!("{} {}", ev.id.as_deref().unwrap_or("-"), describe_rpc(&ev.rpc, &ev.event)))
+                    .collect();
+                let label = if what.is_empty() { "heartbeat".to_string() } else { what.join(", ") };
+                arrow(
+                    row,
+                    e,
+                    server_x,
+                    nx + 8.0,
+                    &format!("{label} into dead mapping {mapping}"),
+                    "dropped",
+                    &mut arrows,
+                );
+                row += 1;
+            }
+            What::MappingDropped { client, mapping, fault } => {
+                let Some(&nx) = lane_x.get(&format!("nat-{client}")) else { continue };
+                time_label(row, &mut rows, t);
+                dropped_at.insert((client.clone(), *mapping), y_of(row));
+                let _ = writeln!(
+                    marks,
+                    "<g class=\"fault\" data-seq=\"{}\"><circle cx=\"{nx:.1}\" cy=\"{:.1}\" r=\"7\"/><text x=\"{:.1}\" y=\"{:.1}\">{} (mapping {mapping} silent)</text></g>",
+                    e.seq,
+                    y_of(row),
+                    nx + 12.0,
+                    y_of(row) + 4.0,
+                    esc(fault)
+                );
+                row += 1;
+            }
+            What::MappingReset { client, mapping, why } => {
+                let Some(&nx) = lane_x.get(&format!("nat-{client}")) else { continue };
+                time_label(row, &mut rows, t);
+                if let Some(y0) = dropped_at.remove(&(client.clone(), *mapping)) {
+                    let _ = writeln!(
+                        marks,
+                        "<rect class=\"halfopen\" x=\"{:.1}\" y=\"{y0:.1}\" width=\"10\" height=\"{:.1}\"><title>mapping {mapping} half-open</title></rect>",
+                        nx - 5.0,
+                        y_of(row) - y0
+                    );
+                }
+                let _ = writeln!(
+                    marks,
+                    "<g class=\"fault\"><text x=\"{:.1}\" y=\"{:.1}\">reset mapping {mapping}: {}</text></g>",
+                    nx + 12.0,
+                    y_of(row) + 4.0,
+                    esc(why)
+                );
+                row += 1;
+            }
+            What::TokenStolen { .. }
+            | What::ClientCrashed { .. }
+            | What::Rejected { .. }
+            | What::RequestOutcome { .. }
+            | What::ServerStopped { .. } => {
+                time_label(row, &mut rows, t);
+                let x = match &e.what {
+                    What::TokenStolen { to, .. } => lane_x.get(to).copied().unwrap_or(server_x),
+                    What::ClientCrashed { client } | What::Rejected { client, .. } => {
+                        lane_x.get(client).copied().unwrap_or(server_x)
+                    }
+                    _ => server_x,
+                };
+                let class = if matches!(e.what, What::RequestOutcome { .. }) { "app" } else { "fault" };
+                let _ = writeln!(
+                    marks,
+                    "<g class=\"{class}\" data-seq=\"{}\"><rect x=\"{:.1}\" y=\"{:.1}\" width=\"8\" height=\"8\"/><text x=\"{:.1}\" y=\"{:.1}\">{}</text></g>",
+                    e.seq,
+                    x - 4.0,
+                    y_of(row) - 4.0,
+                    x + 8.0,
+                    y_of(row) + 4.0,
+                    esc(&describe(&e.what))
+                );
+                row += 1;
+            }
+            What::UplinkEnded { client, conn, .. } | What::UplinkSilent { client, conn, .. } => {
+                if let (Some(y0), Some(&cx)) = (uplink_start.remove(&(client.clone(), *conn)), lane_x.get(client)) {
+                    let _ = writeln!(bars, "<rect class=\"uplink\" x=\"{:.1}\" y=\"{y0:.1}\" width=\"8\" height=\"{:.1}\"><title>{client} conn {conn}</title></rect>", cx - 4.0, (y_of(row) - y0).max(2.0));
+                }
+            }
+            _ => {}
+        }
+    }
+    let end_y = y_of(row);
+    for ((client, conn), y0) in uplink_start {
+        if let Some(&cx) = lane_x.get(&client) {
+            let _ = writeln!(bars, "<rect class=\"uplink live\" x=\"{:.1}\" y=\"{y0:.1}\" width=\"8\" height=\"{:.1}\"><title>{client} conn {conn} (open at the end)</title></rect>", cx - 4.0, (end_y - y0).max(2.0));
+        }
+    }
+    // Mappings still half-open at the end: their band runs to the bottom.
+    for ((client, mapping), y0) in dropped_at {
+        if let Some(&nx) = lane_x.get(&format!("nat-{client}")) {
+            let _ = writeln!(
+                marks,
+                "<rect class=\"halfopen\" x=\"{:.1}\" y=\"{y0:.1}\" width=\"10\" height=\"{:.1}\"><title>mapping {mapping} half-open</title></rect>",
+                nx - 5.0,
+                (end_y - y0).max(2.0)
+            );
+        }
+    }
+    if heartbeats > 0 {
+        let _ = writeln!(marks, "<text class=\"note\" x=\"{LEFT}\" y=\"{:.1}\">(+{heartbeats} heartbeat-only writes into dead mappings, collapsed)</text>", end_y + 10.0);
+    }
+    let mut lane_svg = String::new();
+    for (name, x) in &lanes {
+        let _ = writeln!(
+            lane_svg,
+            "<g class=\"lane\"><text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text><line x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\"/></g>",
+            TOP - 40.0,
+            esc(name),
+            TOP - 30.0,
+            end_y + 20.0
+        );
+    }
+    let mut violations = String::new();
+    for v in verdicts {
+        for x in v.violations() {
+            let _ = writeln!(
+                violations,
+                "<li class=\"vio\" data-check=\"{}\" data-evidence=\"{}\"><b>{}</b> at {}: {}</li>",
+                v.check,
+                x.evidence.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(" "),
+                v.check,
+                x.t,
+                esc(&x.headline)
+            );
+        }
+    }
+    if violations.is_empty() {
+        violations.push_str("<li>no violation</li>");
+    }
+    let width = server_x + 420.0;
+    let height = end_y + 40.0;
+    format!(
+        r##"<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<title>mcpsim timeline: {scenario} on {server} (seed {seed})</title>
+<style>
+body {{ font: 13px/1.4 system-ui, sans-serif; margin: 16px; color: #222; }}
+h1 {{ font-size: 18px; margin: 0 0 6px; }}
+ul.violations {{ margin: 6px 0 12px; padding-left: 18px; }}
+li.vio {{ color: #b00020; cursor: pointer; }}
+svg text {{ font-size: 11px; }}
+.lane line {{ stroke: #999; stroke-dasharray: 3 3; }}
+.lane text {{ font-weight: 600; font-size: 13px; }}
+.time {{ fill: #666; }}
+.msg line {{ stroke: #2a6; stroke-width: 1.5; }}
+.msg.http line {{ stroke: #36c; }}
+.msg.answer line {{ stroke: #a6c; }}
+.msg.dropped line {{ stroke: #d60; stroke-dasharray: 6 3; }}
+.msg {{ cursor: pointer; }}
+.msg.violation line {{ stroke: #d00; stroke-width: 3.5; }}
+.msg.violation text {{ fill: #d00; font-weight: 700; }}
+.msg.selected line {{ stroke-width: 5; }}
+.step line {{ stroke: #ddd; }}
+.step text {{ fill: #777; font-style: italic; }}
+.fault circle, .fault rect {{ fill: #d00; }}
+.fault text {{ fill: #d00; }}
+.app rect {{ fill: #555; }}
+.halfopen {{ fill: #fbb; opacity: 0.7; }}
+.uplink {{ fill: #9a9; opacity: 0.8; }}
+.uplink.live {{ fill: #2a2; }}
+.note {{ fill: #777; }}
+#detail {{ position: fixed; right: 12px; bottom: 12px; max-width: 520px; background: #fff; border: 1px solid #999; padding: 8px; white-space: pre-wrap; font: 11px monospace; display: none; }}
+</style></head><body>
+<h1>{scenario} on {server} <small>seed {seed} · {duration} simulated · repro: <code>{repro}</code></small></h1>
+<ul class="violations">
+{violations}</ul>
+<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}">
+<defs><marker id="head" viewBox="0 0 10 10" refX="9" refY="5" markerUnits="userSpaceOnUse" markerWidth="9" markerHeight="9" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="context-stroke"/></marker></defs>
+{lane_svg}{bars}{rows}{marks}{arrows}</svg>
+<div id="detail"></div>
+<script>
+const detail = document.getElementById('detail');
+function show(g) {{
+  document.querySelectorAll('.msg.selected').forEach(x => x.classList.remove('selected'));
+  g.classList.add('selected');
+  const ev = JSON.parse(g.dataset.event);
+  detail.textContent = JSON.stringify(ev, null, 2) + '\n\n' + g.querySelector('title').textContent;
+  detail.style.display = 'block';
+}}
+document.querySelectorAll('.msg').forEach(g => g.addEventListener('click', () => show(g)));
+document.querySelectorAll('li.vio').forEach(li => li.addEventListener('click', () => {{
+  const first = li.dataset.evidence.split(' ').map(s => document.querySelector('.msg[data-seq="' + s + '"]')).find(x => x);
+  if (first) {{ first.scrollIntoView({{block: 'center'}}); show(first); }}
+}}));
+</script>
+</body></html>
+"##,
+        scenario = esc(&run.scenario),
+        server = esc(&run.server),
+        seed = run.seed,
+        duration = crate::scenario::format_duration(run.duration),
+        repro = esc(&run.repro()),
+    )
+}
