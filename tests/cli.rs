@@ -203,3 +203,18 @@ fn list_explain_and_check() {
     assert!(text(&out.stdout).contains("ok: scenarios/nat-rebind.toml"));
     assert!(text(&out.stderr).contains("did you mean `network`?"));
 }
+
+#[test]
+fn timeline_flag_writes_html_and_the_report_points_to_it() {
+    let path = tmp("nat-rebind.html");
+    let out = mcpsim(&["run", "scenarios/nat-rebind.toml", "--server", "naive", "--timeline", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).contains(&format!("timeline: {}", path.display())));
+    let html = std::fs::read_to_string(&path).unwrap();
+    assert!(html.starts_with("<!doctype html>") && !html.contains("http://") || html.contains("http://www.w3.org/2000/svg"));
+    assert!(!html.contains("<script src") && !html.contains("<link "), "self-contained");
+    let path = tmp("replay.html");
+    let out = mcpsim(&["replay", "--server", "no-fence", "--seed", "1", "--timeline", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(std::fs::read_to_string(&path).unwrap().contains("class=\"msg"));
+}
