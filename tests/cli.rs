@@ -213,7 +213,7 @@ fn timeline_flag_writes_html_and_the_report_points_to_it() {
     let html = std::fs::read_to_string(&path).unwrap();
     assert!(html.starts_with("<!doctype html>"));
     // No network: the only URL is the SVG namespace.
-    assert_eq!(html.matches("http").count(), html.matches("http://www.w3.org/2000/svg").count());
+    assert_eq!(html.matches("://").count(), html.matches("http://www.w3.org/2000/svg").count());
     assert!(!html.contains("<script src") && !html.contains("<link "), "self-contained");
     let path = tmp("replay.html");
     let out = mcpsim(&["replay", "--server", "no-fence", "--seed", "1", "--timeline", path.to_str().unwrap()]);
