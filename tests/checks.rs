@@ -127,7 +127,8 @@ fn the_matrix_proves_every_check_and_every_mutant() {
     assert_eq!(violated(&m[&("nat-rebind".into(), "naive".into())]), ["session-binding", "liveness"]);
     assert_eq!(violated(&m[&("second-client-leak".into(), "naive".into())]), ["confidentiality"]);
     // Every check fires somewhere, and is not-applicable or passed somewhere else.
-    for c in check::CHECKS {
+    // (`protocol` needs a misbehaving server: tests/misbehaving.rs proves it.)
+    for c in check::CHECKS.iter().filter(|c| c.id != "protocol") {
         let fired = m.values().any(|cell| violated(cell).contains(&c.id));
         let quiet = m
             .values()

@@ -46,7 +46,7 @@ fn json_report_has_the_documented_schema() {
     );
     assert_eq!(naive["expectation"]["met"], true);
     let verdicts = naive["verdicts"].as_array().unwrap();
-    assert_eq!(verdicts.len(), 8);
+    assert_eq!(verdicts.len(), mcpsim::check::CHECKS.len());
     let sb = verdicts.iter().find(|x| x["check"] == "session-binding").unwrap();
     assert_eq!(sb["status"], "violated");
     assert!(sb["violations"][0]["headline"]

@@ -18,6 +18,7 @@ mod correlation_consistency;
 mod inflight_disposition;
 mod liveness;
 pub mod observe;
+mod protocol;
 mod rejection_protocol;
 mod replay_integrity;
 mod session_binding;
@@ -87,8 +88,8 @@ pub struct Check {
     pub judge: fn(&Observed) -> Status,
 }
 
-/// Every check, in the order of DESIGN.md §1.
-pub const CHECKS: [Check; 8] = [
+/// Every check, in the order of DESIGN.md §1, then `protocol` (for servers under test).
+pub const CHECKS: [Check; 9] = [
     Check {
         id: session_binding::ID,
         about: session_binding::ABOUT,
@@ -132,6 +133,7 @@ pub const CHECKS: [Check; 8] = [
         explain: stream_order::EXPLAIN,
         judge: stream_order::judge,
     },
+    Check { id: protocol::ID, about: protocol::ABOUT, explain: protocol::EXPLAIN, judge: protocol::judge },
 ];
 
 /// Judges a run with every check.

@@ -57,6 +57,9 @@ pub struct ClientShared {
 const PORT: u16 = 80;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const POST_TIMEOUT: Duration = Duration::from_secs(30);
+/// The largest SSE event a client accepts.
+pub const MAX_EVENT_BYTES: usize = 1 << 20;
+
 /// The longest a client waits between two reconnection attempts.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
@@ -249,6 +252,7 @@ impl Client {
         let silence = self.spec.heartbeat_timeout;
         let resp = match timeout(silence, sender.send_request(req)).await {
             Err(_) => {
+                self.protocol_error(conn, "no-headers", format!("no response headers within {:.1} s", silence.as_secs_f64()));
                 self.rec.record(What::UplinkSilent {
                     client: self.name(),
                     conn,
@@ -257,6 +261,9 @@ impl Client {
                 return self.retry_later(gen, !resuming);
             }
             Ok(Err(e)) => {
+                if e.is_parse() || e.is_parse_too_large() {
+                    self.protocol_error(conn, "garbage", format!("the response is not HTTP/1.1: {e}"));
+                }
                 self.rec.record(What::UplinkEnded {
                     client: self.name(),
                     conn,
@@ -283,9 +290,21 @@ impl Client {
         let mut body = resp.into_body();
         let mut decoder = Decoder::new();
         let mut any_event = false;
+        // Silence is measured from the last complete SSE item: a server that
+        // drips bytes without ever completing an event is as dead as a silent one.
+        let mut last_item = tokio::time::Instant::now();
+        let mut bytes_since_item = 0usize;
         loop {
-            let frame = match timeout(silence, body.frame()).await {
+            let left = silence.saturating_sub(last_item.elapsed());
+            let frame = match timeout(left, body.frame()).await {
                 Err(_) => {
+                    if bytes_since_item > 0 {
+                        self.protocol_error(
+                            conn,
+                            "drip",
+                            format!("{bytes_since_item} byte(s) in {:.1} s without one complete event", silence.as_secs_f64()),
+                        );
+                    }
                     self.rec.record(What::UplinkSilent {
                         client: self.name(),
                         conn,
@@ -294,6 +313,9 @@ impl Client {
                     return self.retry_later(gen, false);
                 }
                 Ok(None) => {
+                    if decoder.has_partial() {
+                        self.protocol_error(conn, "mid-event", "the stream ended in the middle of an event".into());
+                    }
                     self.rec.record(What::UplinkEnded {
                         client: self.name(),
                         conn,
@@ -310,6 +332,9 @@ impl Client {
                     return self.retry_later(gen, false);
                 }
                 Ok(Some(Err(e))) => {
+                    if decoder.has_partial() {
+                        self.protocol_error(conn, "mid-event", format!("the stream broke in the middle of an event: {e}"));
+                    }
                     self.rec.record(What::UplinkEnded {
                         client: self.name(),
                         conn,
@@ -320,7 +345,19 @@ impl Client {
                 Ok(Some(Ok(f))) => f,
             };
             let Some(data) = frame.data_ref() else { continue };
-            for item in decoder.feed(data) {
+            let items = decoder.feed(data);
+            if items.is_empty() {
+                bytes_since_item += data.len();
+            } else {
+                last_item = tokio::time::Instant::now();
+                bytes_since_item = decoder.pending_bytes();
+            }
+            if decoder.pending_bytes() > MAX_EVENT_BYTES {
+                self.protocol_error(conn, "too-large", format!("an event grew past {} bytes", MAX_EVENT_BYTES));
+                self.rec.record(What::UplinkEnded { client: self.name(), conn, reason: "event too large".into() });
+                return self.retry_later(gen, false);
+            }
+            for item in items {
                 let Item::Event(ev) = item else { continue };
                 any_event = true;
                 match ev.event.as_str() {
@@ -343,6 +380,10 @@ impl Client {
                 }
             }
         }
+    }
+
+    fn protocol_error(&self, conn: u32, kind: &str, what: String) {
+        self.rec.record(What::ProtocolError { client: self.name(), conn, problem: kind.into(), what });
     }
 
     fn record_sse(&self, conn: u32, ev: &crate::wire::sse::Event, msg: Option<&Message>) {

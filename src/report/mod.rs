@@ -275,6 +275,7 @@ pub fn describe(what: &What) -> String {
             describe_rpc(rpc, event)
         ),
         What::UplinkEnded { client, conn, reason } => format!("{client}'s conn {conn} ended: {reason}"),
+        What::ProtocolError { client, conn, what, .. } => format!("{client}'s conn {conn}: protocol error: {what}"),
         What::UplinkSilent { client, conn, silent_ms } => {
             format!("{client} gave up on silent conn {conn} after {:.1} s", *silent_ms as f64 / 1000.0)
         }

@@ -30,7 +30,7 @@ use std::time::Duration;
 use toml::Spanned;
 
 /// The property ids a scenario's `[expect]` may name (DESIGN.md §1).
-pub const CHECK_IDS: [&str; 8] = [
+pub const CHECK_IDS: [&str; 9] = [
     "session-binding",
     "replay-integrity",
     "correlation-consistency",
@@ -39,6 +39,7 @@ pub const CHECK_IDS: [&str; 8] = [
     "liveness",
     "rejection-protocol",
     "stream-order",
+    "protocol",
 ];
 
 /// The step kinds (`do = "..."`).

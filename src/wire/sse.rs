@@ -58,6 +58,16 @@ impl Decoder {
         Self::default()
     }
 
+    /// Bytes held for an event not yet dispatched (a partial line or data).
+    pub fn pending_bytes(&self) -> usize {
+        self.line.len() + self.data.len() + self.event.len()
+    }
+
+    /// Whether the stream stopped in the middle of an event.
+    pub fn has_partial(&self) -> bool {
+        self.pending_bytes() > 0
+    }
+
     /// The last event id of the stream so far.
     pub fn last_event_id(&self) -> &str {
         &self.last_event_id
@@ -304,6 +314,16 @@ mod tests {
     fn unknown_fields_ignored_and_unterminated_block_not_dispatched() {
         let evs = events(all_at_once(b"foo: bar\ndata: a\n\ndata: pending\n"));
         assert_eq!(evs.len(), 1);
+    }
+
+    #[test]
+    fn partial_events_are_visible() {
+        let mut d = Decoder::new();
+        d.feed(b"data: {\"jsonrpc\"");
+        assert!(d.has_partial());
+        assert_eq!(d.pending_bytes(), 16);
+        d.feed(b"}\n\n");
+        assert!(!d.has_partial());
     }
 
     #[test]
