@@ -153,7 +153,12 @@ pub enum What {
     },
     /// A client saw the server break HTTP or SSE: `problem` is `garbage`,
     /// `no-headers`, `mid-event`, `too-large` or `drip`.
-    ProtocolError { client: String, conn: u32, problem: String, what: String },
+    ProtocolError {
+        client: String,
+        conn: u32,
+        problem: String,
+        what: String,
+    },
     /// A client gave up on a silent uplink (missed heartbeats).
     UplinkSilent {
         client: String,

@@ -252,7 +252,11 @@ impl Client {
         let silence = self.spec.heartbeat_timeout;
         let resp = match timeout(silence, sender.send_request(req)).await {
             Err(_) => {
-                self.protocol_error(conn, "no-headers", format!("no response headers within {:.1} s", silence.as_secs_f64()));
+                self.protocol_error(
+                    conn,
+                    "no-headers",
+                    format!("no response headers within {:.1} s", silence.as_secs_f64()),
+                );
                 self.rec.record(What::UplinkSilent {
                     client: self.name(),
                     conn,
@@ -302,7 +306,10 @@ impl Client {
                         self.protocol_error(
                             conn,
                             "drip",
-                            format!("{bytes_since_item} byte(s) in {:.1} s without one complete event", silence.as_secs_f64()),
+                            format!(
+                                "{bytes_since_item} byte(s) in {:.1} s without one complete event",
+                                silence.as_secs_f64()
+                            ),
                         );
                     }
                     self.rec.record(What::UplinkSilent {
@@ -333,7 +340,11 @@ impl Client {
                 }
                 Ok(Some(Err(e))) => {
                     if decoder.has_partial() {
-                        self.protocol_error(conn, "mid-event", format!("the stream broke in the middle of an event: {e}"));
+                        self.protocol_error(
+                            conn,
+                            "mid-event",
+                            format!("the stream broke in the middle of an event: {e}"),
+                        );
                     }
                     self.rec.record(What::UplinkEnded {
                         client: self.name(),
