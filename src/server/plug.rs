@@ -75,6 +75,48 @@ pub struct AppHook {
 }
 
 /// A server under test.
+///
+/// Implement it for your own server: serve HTTP on the simulated listener
+/// (hyper over `hyper_util::rt::TokioIo` works as on a real socket), take
+/// application commands from `app.commands`, report outcomes through
+/// `app.report`. `examples/own_server.rs` is a whole hyper MCP server.
+///
+/// ```
+/// use mcpsim::server::{AppHook, ServerPlug};
+/// use std::{future::Future, pin::Pin, rc::Rc};
+///
+/// /// Accepts connections and never answers: clients see no headers.
+/// struct Mute;
+///
+/// impl ServerPlug for Mute {
+///     fn name(&self) -> &str {
+///         "mute"
+///     }
+///     fn serve(&self, listener: turmoil::net::TcpListener, _app: AppHook) -> Pin<Box<dyn Future<Output = ()>>> {
+///         Box::pin(async move {
+///             let mut held = Vec::new();
+///             while let Ok((stream, _)) = listener.accept().await {
+///                 held.push(stream);
+///             }
+///         })
+///     }
+/// }
+///
+/// let plan = mcpsim::scenario::Plan::from_toml_str(r#"
+/// [scenario]
+/// name = "mute"
+/// duration = "60s"
+/// [[client]]
+/// name = "alice"
+/// [[step]]
+/// at = "0s"
+/// do = "connect"
+/// client = "alice"
+/// "#, "mute.toml").unwrap();
+/// let run = mcpsim::world::run_with(&plan, Rc::new(Mute), plan.seed).unwrap();
+/// let verdicts = mcpsim::check::judge(&run.trace);
+/// assert_eq!(mcpsim::check::violated(&verdicts), ["protocol"]);
+/// ```
 pub trait ServerPlug {
     /// The name users pass to `--server`.
     fn name(&self) -> &str;
