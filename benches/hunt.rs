@@ -33,16 +33,7 @@ fn main() {
             virtual_time.as_secs_f64() / n
         );
         for jobs in [1, 2] {
-            let opts = HuntOptions {
-                server: server.into(),
-                base_seed: 0,
-                limit: Limit::Seeds(seeds),
-                jobs,
-                shard: (1, 1),
-                out: None,
-                check_determinism: false,
-                shrink_budget: 0,
-            };
+            let opts = HuntOptions { jobs, ..HuntOptions::new(server, Limit::Seeds(seeds)) };
             let t = Instant::now();
             let report = hunt::hunt(&opts, |_| {}).expect("hunt");
             let wall = t.elapsed().as_secs_f64();

@@ -25,16 +25,7 @@ fn every_buggy_server_is_found_by_its_own_check_within_the_bound() {
 }
 
 fn options(server: &str, seeds: u64, jobs: usize) -> HuntOptions {
-    HuntOptions {
-        server: server.into(),
-        base_seed: 0,
-        limit: Limit::Seeds(seeds),
-        jobs,
-        shard: (1, 1),
-        out: None,
-        check_determinism: false,
-        shrink_budget: 0,
-    }
+    HuntOptions { jobs, shrink_budget: 0, ..HuntOptions::new(server, Limit::Seeds(seeds)) }
 }
 
 #[test]

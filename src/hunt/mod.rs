@@ -113,6 +113,20 @@ pub struct HuntOptions {
 }
 
 impl HuntOptions {
+    /// A hunt of `server` from base seed 0 on one thread, one shard, no shrinking.
+    pub fn new(server: &str, limit: Limit) -> Self {
+        HuntOptions {
+            server: server.into(),
+            base_seed: 0,
+            limit,
+            jobs: 1,
+            shard: (1, 1),
+            out: None,
+            check_determinism: false,
+            shrink_budget: 300,
+        }
+    }
+
     /// The i-th seed of this shard.
     pub fn seed_at(&self, i: u64) -> u64 {
         let (k, n) = self.shard;
