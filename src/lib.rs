@@ -14,9 +14,12 @@
 //! println!("{}", mcpsim::report::text(&run, &verdicts, None));
 //! ```
 //!
-//! Module map (data flows one way): `scenario` → `world` (with `server`,
-//! `client` and the NAT) → `trace` → `report`. `wire` holds the pure protocol
-//! pieces.
+//! Module map (data flows one way): `scenario` (TOML → [`scenario::Plan`]) →
+//! `world` (turmoil hosts: `server`, `client`, the NAT; the step loop) →
+//! `trace` → `check` (the properties, judged black-box) → `report` (text,
+//! JSON, JUnit, HTML timeline). `hunt` generates plans from seeds, runs them
+//! in parallel and shrinks findings. `wire` holds the pure protocol pieces
+//! (SSE codec, JSON-RPC/MCP, an HTTP/1 sniffer).
 //!
 //! # Determinism contract
 //! Same scenario + same seed + same build ⇒ byte-identical trace. No wall
