@@ -443,14 +443,12 @@ fn hunt(a: HuntArgs) -> Result<u8, Error> {
         a.shard.1,
         opts.repeat_command()
     );
-    let bar = match limit {
-        Limit::Seeds(n) => indicatif::ProgressBar::new(n),
-        Limit::Time(_) => indicatif::ProgressBar::new_spinner(),
+    // A bar with an ETA for a seed count; a spinner for a time budget.
+    let (bar, template) = match limit {
+        Limit::Seeds(n) => (indicatif::ProgressBar::new(n), "{bar:30} {pos}/{len} seeds  {per_sec}  eta {eta}  {msg}"),
+        Limit::Time(_) => (indicatif::ProgressBar::new_spinner(), "{spinner} {pos} seeds  {per_sec}  {elapsed}  {msg}"),
     };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} {pos}/{len} seeds  {per_sec}  {elapsed}  {msg}")
-            .expect("valid template"),
-    );
+    bar.set_style(indicatif::ProgressStyle::with_template(template).expect("valid template"));
     let started = std::time::Instant::now();
     let report = mcpsim::hunt::hunt(&opts, |p| match p {
         Progress::SeedDone { findings } => {
