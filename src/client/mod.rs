@@ -296,6 +296,7 @@ impl Client {
         let mut any_event = false;
         // Silence is measured from the last complete SSE item: a server that
         // drips bytes without ever completing an event is as dead as a silent one.
+        // tokio's clock inside a turmoil host is the simulated one (paused runtime).
         let mut last_item = tokio::time::Instant::now();
         let mut bytes_since_item = 0usize;
         loop {

@@ -197,6 +197,7 @@ pub fn hunt(opts: &HuntOptions, mut on: impl FnMut(Progress)) -> Result<HuntRepo
     }
     let next = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
+    // Wall clock only for the `--time` budget; it never reaches a trace or a report.
     let started = Instant::now();
     let (tx, rx) = mpsc::channel::<Result<(SeedOutcome, Option<Finding>)>>();
     let mut report = HuntReport {

@@ -559,60 +559,42 @@ impl Plan {
                     (t, None)
                 }
                 (None, Some(a)) => {
+                    let known_label = |label: &String| -> Result<()> {
+                        if labels.contains(label) {
+                            return Ok(());
+                        }
+                        Err(err(
+                            a.span(),
+                            format!("trigger names label {label:?}, which no earlier server-request step issues"),
+                        ))
+                    };
+                    let known_client = |c: &String| -> Result<()> {
+                        if names.contains(c) {
+                            return Ok(());
+                        }
+                        let h = hint(c, names.iter().map(String::as_str));
+                        Err(err(a.span(), format!("trigger names unknown client {c:?}{h}")))
+                    };
                     let trigger = match a.get_ref().clone() {
                         RawTrigger::Delivered { label, client } => {
-                            if !labels.contains(&label) {
-                                return Err(err(
-                                    a.span(),
-                                    format!(
-                                        "trigger names label {label:?}, which no earlier server-request step issues"
-                                    ),
-                                ));
-                            }
-                            if let Some(c) = &client {
-                                if !names.contains(c) {
-                                    return Err(err(
-                                        a.span(),
-                                        format!(
-                                            "trigger names unknown client {c:?}{}",
-                                            hint(c, names.iter().map(String::as_str))
-                                        ),
-                                    ));
-                                }
-                            }
+                            known_label(&label)?;
+                            client.as_ref().map(known_client).transpose()?;
                             Trigger::Delivered { label, client }
                         }
                         RawTrigger::Answered { label } => {
-                            if !labels.contains(&label) {
-                                return Err(err(
-                                    a.span(),
-                                    format!(
-                                        "trigger names label {label:?}, which no earlier server-request step issues"
-                                    ),
-                                ));
-                            }
+                            known_label(&label)?;
                             Trigger::Answered { label }
                         }
                         RawTrigger::Accepted { client } => {
-                            if !names.contains(&client) {
-                                return Err(err(
-                                    a.span(),
-                                    format!(
-                                        "trigger names unknown client {client:?}{}",
-                                        hint(&client, names.iter().map(String::as_str))
-                                    ),
-                                ));
-                            }
+                            known_client(&client)?;
                             Trigger::Accepted { client }
                         }
                         RawTrigger::Step { step } => {
                             if !step_ids.contains(&step) {
+                                let h = hint(&step, step_ids.iter().map(String::as_str));
                                 return Err(err(
                                     a.span(),
-                                    format!(
-                                        "trigger names step {step:?}, which is not the id of an earlier step{}",
-                                        hint(&step, step_ids.iter().map(String::as_str))
-                                    ),
+                                    format!("trigger names step {step:?}, which is not the id of an earlier step{h}"),
                                 ));
                             }
                             Trigger::Step { step }

@@ -449,6 +449,7 @@ fn hunt(a: HuntArgs) -> Result<u8, Error> {
         Limit::Time(_) => (indicatif::ProgressBar::new_spinner(), "{spinner} {pos} seeds  {per_sec}  {elapsed}  {msg}"),
     };
     bar.set_style(indicatif::ProgressStyle::with_template(template).expect("valid template"));
+    // Wall clock only for the seeds/s line on stderr.
     let started = std::time::Instant::now();
     let report = mcpsim::hunt::hunt(&opts, |p| match p {
         Progress::SeedDone { findings } => {
