@@ -55,6 +55,8 @@ pub struct Event {
 pub enum Purpose {
     Uplink,
     Post,
+    /// streamable-http: a tool call's POST and the GETs that resume its stream.
+    Call,
 }
 
 /// An SSE event as the NAT saw it in a dropped mapping.
@@ -125,6 +127,9 @@ pub enum What {
         path: String,
         #[serde(skip_serializing_if = "Option::is_none", default)]
         last_event_id: Option<String>,
+        /// The `Mcp-Session-Id` presented (streamable-http).
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        session: Option<String>,
     },
     HttpResponse {
         client: String,

@@ -180,10 +180,11 @@ impl<'a> Observed<'a> {
                         },
                     );
                 }
-                What::HttpRequest { client, conn, path, last_event_id, .. } => {
+                What::HttpRequest { client, conn, path, last_event_id, session, .. } => {
                     if let Some(c) = o.conns.get_mut(&(client.clone(), *conn)) {
-                        c.presented_token =
-                            path.split("sessionId=").nth(1).map(|t| t.split('&').next().unwrap_or(t).to_string());
+                        c.presented_token = session.clone().or_else(|| {
+                            path.split("sessionId=").nth(1).map(|t| t.split('&').next().unwrap_or(t).to_string())
+                        });
                         c.last_event_id = last_event_id.clone();
                         c.request_seq = Some(seq);
                     }

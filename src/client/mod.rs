@@ -1,4 +1,4 @@
-//! The simulated MCP client (legacy-sse dialect).
+//! The simulated MCP client, in either dialect.
 //!
 //! A well-behaved client: it opens its uplink, initializes, tracks the last
 //! event id, answers server requests after `think_time`, resumes with
@@ -6,9 +6,18 @@
 //! and re-initializes when a resumption is refused. A token thief is the
 //! same client after `steal-token` handed it someone else's token.
 //!
+//! In `legacy-sse` the uplink is `GET /mcp/sse` and messages go to the
+//! endpoint its `endpoint` event names. In `streamable-http` (see
+//! [`streamable`]) the client POSTs `initialize` to `/mcp`, keeps the
+//! `Mcp-Session-Id`, opens the standalone GET stream as its uplink, reads
+//! tool calls' POST response streams, resumes any stream by GET with
+//! `Last-Event-ID` and re-initializes on 404.
+//!
 //! Everything a client records is what a real client could observe.
 
-use crate::scenario::{ClientSpec, LastEventId};
+mod streamable;
+
+use crate::scenario::{ClientSpec, Dialect, LastEventId};
 use crate::trace::{Purpose, Recorder, What};
 use crate::wire::jsonrpc::{mcp, Message, RpcId};
 use crate::wire::sse::{Decoder, Item};
@@ -42,6 +51,10 @@ pub enum ClientCmd {
         gen: u64,
         fresh: bool,
     },
+    /// streamable-http: call the `ask` tool, asking for `method` labelled `label`.
+    CallTool { label: String, method: String },
+    /// streamable-http: end the session with DELETE.
+    EndSession,
 }
 
 /// What the step loop may read and change from outside the host.
@@ -66,6 +79,7 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// One client actor.
 pub struct Client {
     spec: ClientSpec,
+    dialect: Dialect,
     nat: String,
     rec: Recorder,
     pub shared: Rc<ClientShared>,
@@ -84,6 +98,33 @@ struct State {
     /// Requests seen, with their method and the uplink generation that carried them.
     seen: BTreeMap<RpcId, (String, u64)>,
     answered: BTreeSet<RpcId>,
+    /// The reconnection delay the server announced (`retry`), in ms.
+    retry_ms: Option<u64>,
+    /// Tool calls in flight (streamable-http), by label.
+    calls: BTreeMap<String, streamable::CallState>,
+    /// Generations of call streams count from here, apart from the uplink's.
+    call_gen: u64,
+}
+
+impl State {
+    /// Whether the stream of generation `gen` is still the one being read.
+    fn live(&self, gen: u64) -> bool {
+        gen == self.gen || self.calls.values().any(|c| c.gen == gen)
+    }
+}
+
+/// How reading an SSE stream ended.
+enum StreamEnd {
+    /// No complete item within the heartbeat timeout.
+    Silent,
+    /// The server ended the body.
+    Ended,
+    /// The body broke, or an event grew too large.
+    Broken,
+    /// The server refused with `event: error`.
+    ErrorEvent,
+    /// A tool call's result arrived.
+    Complete,
 }
 
 struct AbortOnDrop(JoinHandle<()>);
@@ -101,13 +142,15 @@ enum Mode {
 impl Client {
     pub fn new(
         spec: ClientSpec,
+        dialect: Dialect,
         nat: String,
         rec: Recorder,
         shared: Rc<ClientShared>,
         inbox: Inbox<ClientCmd>,
     ) -> Rc<Client> {
         *shared.credential.borrow_mut() = spec.principal.clone();
-        Rc::new(Client { spec, nat, rec, shared, inbox, st: RefCell::new(State::default()) })
+        let st = State { call_gen: 1 << 32, ..State::default() };
+        Rc::new(Client { spec, dialect, nat, rec, shared, inbox, st: RefCell::new(st) })
     }
 
     fn name(&self) -> String {
@@ -160,6 +203,10 @@ impl Client {
                         _ => self.start_uplink(Mode::Fresh),
                     }
                 }
+                ClientCmd::CallTool { label, method } => self.clone().start_call(label, method),
+                ClientCmd::EndSession => {
+                    tokio::task::spawn_local(self.clone().end_session());
+                }
             }
         }
     }
@@ -185,6 +232,12 @@ impl Client {
             let mut st = self.st.borrow_mut();
             st.last_seen = None;
             st.seen.clear();
+            // Tool calls die with their session.
+            for (_, call) in std::mem::take(&mut st.calls) {
+                if let Some(task) = call.task {
+                    task.abort();
+                }
+            }
         }
         self.start_uplink(Mode::Fresh);
     }
@@ -224,31 +277,48 @@ impl Client {
     }
 
     async fn uplink(self: Rc<Self>, gen: u64, mode: Mode) {
-        let resuming = matches!(mode, Mode::Resume { .. });
+        let streamable = self.dialect == Dialect::StreamableHttp;
+        // streamable-http: a fresh uplink first opens a session by POST.
+        let mode = match mode {
+            Mode::Fresh if streamable => match self.init_session().await {
+                Some(token) => Mode::Resume { token, last_event_id: None },
+                None => return self.retry_later(gen, true),
+            },
+            m => m,
+        };
+        let resuming = match &mode {
+            Mode::Fresh => false,
+            Mode::Resume { last_event_id, .. } => !streamable || last_event_id.is_some(),
+        };
         let Some((conn, stream)) = self.connect(Purpose::Uplink).await else {
-            return self.retry_later(gen, !resuming);
+            return self.retry_later(gen, !resuming && !streamable);
         };
         let Ok((mut sender, driver)) =
             hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream)).await
         else {
-            return self.retry_later(gen, !resuming);
+            return self.retry_later(gen, !resuming && !streamable);
         };
         let _driver = AbortOnDrop(tokio::task::spawn_local(async move {
             let _ = driver.await;
         }));
-        let (path, last_event_id) = match &mode {
-            Mode::Fresh => ("/mcp/sse".to_string(), None),
-            Mode::Resume { token, last_event_id } => (format!("/mcp/sse?sessionId={token}"), last_event_id.clone()),
+        let (path, token, last_event_id) = match &mode {
+            Mode::Fresh => ("/mcp/sse".to_string(), None, None),
+            Mode::Resume { token, last_event_id } if streamable => {
+                (streamable::ENDPOINT.to_string(), Some(token.clone()), last_event_id.clone())
+            }
+            Mode::Resume { token, last_event_id } => {
+                (format!("/mcp/sse?sessionId={token}"), None, last_event_id.clone())
+            }
         };
-        let mut req = Request::get(&path)
-            .header("host", "server")
-            .header("accept", "text/event-stream")
-            .header("authorization", format!("Bearer {}", self.shared.credential.borrow()));
-        if let Some(id) = &last_event_id {
-            req = req.header("last-event-id", id.as_str());
-        }
-        let req = req.body(Empty::new()).expect("valid request");
-        self.rec.record(What::HttpRequest { client: self.name(), conn, method: "GET".into(), path, last_event_id });
+        let req = self.get_request(&path, token.as_deref(), last_event_id.as_deref());
+        self.rec.record(What::HttpRequest {
+            client: self.name(),
+            conn,
+            method: "GET".into(),
+            path,
+            last_event_id,
+            session: token.clone(),
+        });
         let silence = self.spec.heartbeat_timeout;
         let resp = match timeout(silence, sender.send_request(req)).await {
             Err(_) => {
@@ -262,7 +332,7 @@ impl Client {
                     conn,
                     silent_ms: silence.as_millis() as u64,
                 });
-                return self.retry_later(gen, !resuming);
+                return self.retry_later(gen, !resuming && !streamable);
             }
             Ok(Err(e)) => {
                 if e.is_parse() || e.is_parse_too_large() {
@@ -273,7 +343,7 @@ impl Client {
                     conn,
                     reason: format!("request failed: {e}"),
                 });
-                return self.retry_later(gen, !resuming);
+                return self.retry_later(gen, !resuming && !streamable);
             }
             Ok(Ok(r)) => r,
         };
@@ -282,16 +352,80 @@ impl Client {
         self.rec.record(What::HttpResponse { client: self.name(), conn, status, content_type: content_type.clone() });
         let is_stream = content_type.as_deref().is_some_and(|c| c.starts_with("text/event-stream"));
         if status != 200 || !is_stream {
+            if streamable && status == 404 {
+                // The session is gone: start a new one (MCP 2025-11-25).
+                if resuming {
+                    self.rec.record(What::Rejected { client: self.name(), conn, how: "HTTP 404".into() });
+                }
+                return self.reinitialize("HTTP 404: the session is gone");
+            }
             if resuming {
                 self.rec.record(What::Rejected { client: self.name(), conn, how: format!("HTTP {status}") });
                 return self.reinitialize(&format!("resumption refused with HTTP {status}"));
             }
             self.rec.record(What::UplinkEnded { client: self.name(), conn, reason: format!("HTTP {status}") });
-            return self.retry_later(gen, true);
+            if streamable && status == 405 {
+                return; // the server offers no standalone stream
+            }
+            return self.retry_later(gen, !streamable);
         }
         self.st.borrow_mut().backoff = Duration::ZERO;
 
-        let mut body = resp.into_body();
+        let (end, any_event) = self.read_stream(conn, resp.into_body(), gen, None).await;
+        match end {
+            StreamEnd::ErrorEvent => {
+                self.rec.record(What::Rejected { client: self.name(), conn, how: "error event".into() });
+                self.reinitialize("resumption refused with an error event")
+            }
+            StreamEnd::Ended if resuming && !any_event => {
+                self.rec.record(What::Rejected { client: self.name(), conn, how: "200 with an empty stream".into() });
+                self.reinitialize("resumption answered with an empty stream")
+            }
+            StreamEnd::Ended if streamable => {
+                // A server may close a stream at any time; come back after its `retry`.
+                let delay = self.st.borrow().retry_ms.map_or(Duration::from_secs(1), Duration::from_millis);
+                self.reconnect_after(gen, delay)
+            }
+            _ => self.retry_later(gen, false),
+        }
+    }
+
+    /// A GET for an SSE stream, in the client's dialect.
+    fn get_request(&self, path: &str, session: Option<&str>, last_event_id: Option<&str>) -> Request<Empty<Bytes>> {
+        let mut req = Request::get(path)
+            .header("host", "server")
+            .header("accept", "text/event-stream")
+            .header("authorization", format!("Bearer {}", self.shared.credential.borrow()));
+        if let Some(token) = session {
+            req = req
+                .header("mcp-session-id", token)
+                .header("mcp-protocol-version", mcp::PROTOCOL_VERSION_STREAMABLE);
+        }
+        if let Some(id) = last_event_id {
+            req = req.header("last-event-id", id);
+        }
+        req.body(Empty::new()).expect("valid request")
+    }
+
+    /// Schedules a reconnect of generation `gen` after `delay` (no backoff).
+    fn reconnect_after(self: &Rc<Self>, gen: u64, delay: Duration) {
+        let inbox = self.inbox.clone();
+        tokio::task::spawn_local(async move {
+            tokio::time::sleep(delay).await;
+            inbox.push(ClientCmd::Retry { gen, fresh: false });
+        });
+    }
+
+    /// Reads one SSE stream until it ends; records every event and hands
+    /// messages on. `call` names the tool call whose stream this is.
+    async fn read_stream(
+        self: &Rc<Self>,
+        conn: u32,
+        mut body: hyper::body::Incoming,
+        gen: u64,
+        call: Option<&str>,
+    ) -> (StreamEnd, bool) {
+        let silence = self.spec.heartbeat_timeout;
         let mut decoder = Decoder::new();
         let mut any_event = false;
         // Silence is measured from the last complete SSE item: a server that
@@ -318,7 +452,7 @@ impl Client {
                         conn,
                         silent_ms: silence.as_millis() as u64,
                     });
-                    return self.retry_later(gen, false);
+                    return (StreamEnd::Silent, any_event);
                 }
                 Ok(None) => {
                     if decoder.has_partial() {
@@ -329,15 +463,7 @@ impl Client {
                         conn,
                         reason: "server ended the stream".into(),
                     });
-                    if resuming && !any_event {
-                        self.rec.record(What::Rejected {
-                            client: self.name(),
-                            conn,
-                            how: "200 with an empty stream".into(),
-                        });
-                        return self.reinitialize("resumption answered with an empty stream");
-                    }
-                    return self.retry_later(gen, false);
+                    return (StreamEnd::Ended, any_event);
                 }
                 Ok(Some(Err(e))) => {
                     if decoder.has_partial() {
@@ -352,7 +478,7 @@ impl Client {
                         conn,
                         reason: format!("stream error: {e}"),
                     });
-                    return self.retry_later(gen, false);
+                    return (StreamEnd::Broken, any_event);
                 }
                 Ok(Some(Ok(f))) => f,
             };
@@ -367,25 +493,42 @@ impl Client {
             if decoder.pending_bytes() > MAX_EVENT_BYTES {
                 self.protocol_error(conn, "too-large", format!("an event grew past {} bytes", MAX_EVENT_BYTES));
                 self.rec.record(What::UplinkEnded { client: self.name(), conn, reason: "event too large".into() });
-                return self.retry_later(gen, false);
+                return (StreamEnd::Broken, any_event);
             }
             for item in items {
-                let Item::Event(ev) = item else { continue };
+                let ev = match item {
+                    Item::Event(ev) => ev,
+                    Item::Retry(ms) => {
+                        self.st.borrow_mut().retry_ms = Some(ms);
+                        continue;
+                    }
+                    Item::Comment(_) => continue,
+                };
                 any_event = true;
                 match ev.event.as_str() {
-                    "endpoint" => self.clone().on_endpoint(&ev.data, conn),
+                    "endpoint" if self.dialect == Dialect::LegacySse => self.clone().on_endpoint(&ev.data, conn),
                     "error" => {
                         self.record_sse(conn, &ev, None);
-                        self.rec.record(What::Rejected { client: self.name(), conn, how: "error event".into() });
-                        return self.reinitialize("resumption refused with an error event");
+                        return (StreamEnd::ErrorEvent, any_event);
                     }
                     _ => {
                         let msg = Message::parse(&ev.data).ok();
                         self.record_sse(conn, &ev, msg.as_ref());
                         if let Some(id) = &ev.id {
-                            self.st.borrow_mut().last_seen = Some(id.clone());
+                            let mut st = self.st.borrow_mut();
+                            match call {
+                                None => st.last_seen = Some(id.clone()),
+                                Some(label) => {
+                                    if let Some(c) = st.calls.get_mut(label) {
+                                        c.last_seen = Some(id.clone());
+                                    }
+                                }
+                            }
                         }
                         if let Some(msg) = msg {
+                            if call.is_some_and(|label| self.is_call_result(label, &msg)) {
+                                return (StreamEnd::Complete, any_event);
+                            }
                             self.clone().on_message(msg, gen);
                         }
                     }
@@ -445,7 +588,7 @@ impl Client {
                         // A request belongs to the uplink that carried it: once that
                         // uplink is gone, the client waits for a re-issue instead of
                         // answering into a stream state the server may have dropped.
-                        if self.st.borrow().gen != gen {
+                        if !self.st.borrow().live(gen) {
                             self.rec.record(What::Abandoned {
                                 client: self.name(),
                                 id,
@@ -474,25 +617,46 @@ impl Client {
     /// POSTs one message on its own connection; returns the status if any.
     async fn post(&self, msg: &Message) -> Option<u16> {
         let token = self.shared.token.borrow().clone()?;
-        let (conn, stream) = self.connect(Purpose::Post).await?;
+        let posted = self.send_post(msg, Some(&token), Purpose::Post).await?;
+        let status = posted.resp.status().as_u16();
+        let _ = timeout(POST_TIMEOUT, posted.resp.into_body().collect()).await;
+        Some(status)
+    }
+
+    /// Sends one POST in the client's dialect and records it and its response head.
+    async fn send_post(&self, msg: &Message, token: Option<&str>, purpose: Purpose) -> Option<Posted> {
+        let (conn, stream) = self.connect(purpose).await?;
         let (mut sender, driver) =
             hyper::client::conn::http1::handshake::<_, Full<Bytes>>(TokioIo::new(stream)).await.ok()?;
-        let _driver = AbortOnDrop(tokio::task::spawn_local(async move {
+        let driver = AbortOnDrop(tokio::task::spawn_local(async move {
             let _ = driver.await;
         }));
-        let path = format!("/mcp/messages?sessionId={token}");
-        let req = Request::post(&path)
+        let streamable = self.dialect == Dialect::StreamableHttp;
+        let path = match token {
+            Some(token) if !streamable => format!("/mcp/messages?sessionId={token}"),
+            _ => streamable::ENDPOINT.to_string(),
+        };
+        let mut req = Request::post(&path)
             .header("host", "server")
             .header("content-type", "application/json")
-            .header("authorization", format!("Bearer {}", self.shared.credential.borrow()))
-            .body(Full::new(Bytes::from(msg.to_json())))
-            .expect("valid request");
+            .header("authorization", format!("Bearer {}", self.shared.credential.borrow()));
+        let session = token.filter(|_| streamable).map(str::to_string);
+        if streamable {
+            req = req.header("accept", "application/json, text/event-stream");
+            if let Some(token) = &session {
+                req = req
+                    .header("mcp-session-id", token.as_str())
+                    .header("mcp-protocol-version", mcp::PROTOCOL_VERSION_STREAMABLE);
+            }
+        }
+        let req = req.body(Full::new(Bytes::from(msg.to_json()))).expect("valid request");
         self.rec.record(What::HttpRequest {
             client: self.name(),
             conn,
             method: "POST".into(),
             path,
             last_event_id: None,
+            session,
         });
         let resp = match timeout(POST_TIMEOUT, sender.send_request(req)).await {
             Ok(Ok(r)) => r,
@@ -508,7 +672,13 @@ impl Client {
         let status = resp.status().as_u16();
         let content_type = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).map(str::to_string);
         self.rec.record(What::HttpResponse { client: self.name(), conn, status, content_type });
-        let _ = timeout(POST_TIMEOUT, resp.into_body().collect()).await;
-        Some(status)
+        Some(Posted { conn, resp, _driver: driver })
     }
+}
+
+/// A POST's response, with the task driving its connection.
+struct Posted {
+    conn: u32,
+    resp: hyper::Response<hyper::body::Incoming>,
+    _driver: AbortOnDrop,
 }

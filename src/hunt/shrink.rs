@@ -61,7 +61,7 @@ pub fn shrink(plan: &Plan, server: &str, target: &str, budget: usize) -> Shrunk 
             }
             let mut c = best.clone();
             let removed = c.steps.remove(i);
-            if let Action::ServerRequest { label, .. } = &removed.action {
+            if let Action::ServerRequest { label, .. } | Action::CallTool { label, .. } = &removed.action {
                 c.steps.retain(|s| !matches!(&s.action, Action::Answer { label: l, .. } if l == label));
             }
             attempt(c, &mut best, &mut runs);
@@ -145,7 +145,7 @@ fn consistent(p: &Plan) -> bool {
             ids.push(id.clone());
         }
         match &s.action {
-            Action::ServerRequest { label, .. } => labels.push(label.clone()),
+            Action::ServerRequest { label, .. } | Action::CallTool { label, .. } => labels.push(label.clone()),
             Action::Answer { label, .. } if !labels.contains(label) => return false,
             _ => {}
         }

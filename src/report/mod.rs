@@ -264,7 +264,7 @@ pub fn describe(what: &What) -> String {
             format!("{client} opened conn {conn} (port {port}, {purpose:?})")
         }
         What::ConnectFailed { client, conn, error } => format!("{client} could not connect (conn {conn}): {error}"),
-        What::HttpRequest { client, conn, method, path, last_event_id } => format!(
+        What::HttpRequest { client, conn, method, path, last_event_id, .. } => format!(
             "{client} sent {method} {path} on conn {conn}{}",
             last_event_id.as_ref().map(|l| format!(" with Last-Event-ID {l}")).unwrap_or_default()
         ),

@@ -109,7 +109,7 @@ pub fn html(run: &Run, verdicts: &[Verdict]) -> String {
             What::Connect { client, conn, purpose, .. } => {
                 purposes.insert((client.clone(), *conn), *purpose);
             }
-            What::HttpRequest { client, conn, method, path, last_event_id } => {
+            What::HttpRequest { client, conn, method, path, last_event_id, .. } => {
                 let is_uplink = purposes.get(&(client.clone(), *conn)) == Some(&Purpose::Uplink);
                 if !is_uplink {
                     continue; // POST traffic shows as its answers

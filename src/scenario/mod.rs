@@ -43,9 +43,11 @@ pub const CHECK_IDS: [&str; 9] = [
 ];
 
 /// The step kinds (`do = "..."`).
-pub const STEP_KINDS: [&str; 11] = [
+pub const STEP_KINDS: [&str; 13] = [
     "connect",
     "server-request",
+    "call-tool",
+    "end-session",
     "notify",
     "answer",
     "rebind",
@@ -333,6 +335,11 @@ pub enum LastEventId {
 pub enum Action {
     Connect { client: String },
     ServerRequest { client: String, method: String, label: String },
+    /// streamable-http: the client calls the `ask` tool; the server issues
+    /// `method` (labelled `label`) on the call's response stream.
+    CallTool { client: String, method: String, label: String },
+    /// streamable-http: the client ends its session with DELETE.
+    EndSession { client: String },
     Notify { client: String, count: u64 },
     Answer { client: String, label: String },
     Rebind { client: String },
@@ -349,6 +356,8 @@ impl Action {
         match self {
             Action::Connect { .. } => "connect",
             Action::ServerRequest { .. } => "server-request",
+            Action::CallTool { .. } => "call-tool",
+            Action::EndSession { .. } => "end-session",
             Action::Notify { .. } => "notify",
             Action::Answer { .. } => "answer",
             Action::Rebind { .. } => "rebind",
@@ -367,6 +376,8 @@ impl Action {
             Action::StealToken { from, to, .. } => vec![from, to],
             Action::Connect { client }
             | Action::ServerRequest { client, .. }
+            | Action::CallTool { client, .. }
+            | Action::EndSession { client }
             | Action::Notify { client, .. }
             | Action::Answer { client, .. }
             | Action::Rebind { client }
@@ -385,6 +396,10 @@ impl Action {
             Action::ServerRequest { client, method, label } => {
                 format!("server issues {label} ({method}) on {client}'s session")
             }
+            Action::CallTool { client, method, label } => {
+                format!("{client} calls the ask tool; the server issues {label} ({method}) on the call's stream")
+            }
+            Action::EndSession { client } => format!("{client} ends its session (DELETE)"),
             Action::Notify { client, count } => format!("server emits {count} notification(s) on {client}'s session"),
             Action::Answer { client, label } => format!("{client} answers {label}"),
             Action::Rebind { client } => format!("NAT rebinds {client}: its mappings go silent"),
@@ -472,14 +487,7 @@ impl Plan {
         let err = |span: std::ops::Range<usize>, msg: String| Error::scenario_at(path, text, Some(span), msg);
         let at_key = |key: &str| find_key(text, key);
 
-        if let Some(d) = &raw.scenario.dialect {
-            if *d.get_ref() == Dialect::StreamableHttp {
-                return Err(err(
-                    d.span(),
-                    "dialect \"streamable-http\" is not supported yet; use \"legacy-sse\"".into(),
-                ));
-            }
-        }
+        let dialect = raw.scenario.dialect.as_ref().map(|d| *d.get_ref()).unwrap_or_default();
         let server = raw.server;
         if server.retention == 0 {
             return Err(Error::scenario_at(path, text, at_key("retention"), "[server] retention must be at least 1"));
@@ -695,6 +703,39 @@ impl Plan {
                     };
                     Action::Resume { client: need_client(&s.client, "client")?, last_event_id }
                 }
+                "call-tool" | "end-session" if dialect != Dialect::StreamableHttp => {
+                    return Err(err(
+                        s.action.span(),
+                        format!("step `{action_name}` needs dialect = \"streamable-http\" in [scenario]"),
+                    ))
+                }
+                "call-tool" => {
+                    let method = s
+                        .method
+                        .clone()
+                        .ok_or_else(|| err(s.action.span(), "step `call-tool` needs `method`".into()))?;
+                    if !SERVER_REQUEST_METHODS.contains(&method.get_ref().as_str()) {
+                        return Err(err(
+                            method.span(),
+                            format!(
+                                "unknown server request method {:?}{} (one of: {})",
+                                method.get_ref(),
+                                hint(method.get_ref(), SERVER_REQUEST_METHODS),
+                                SERVER_REQUEST_METHODS.join(", ")
+                            ),
+                        ));
+                    }
+                    let label = need_label("label")?;
+                    if !labels.insert(label.get_ref().clone()) {
+                        return Err(err(label.span(), format!("label {:?} is used twice", label.get_ref())));
+                    }
+                    Action::CallTool {
+                        client: need_client(&s.client, "client")?,
+                        method: method.into_inner(),
+                        label: label.into_inner(),
+                    }
+                }
+                "end-session" => Action::EndSession { client: need_client(&s.client, "client")? },
                 "steal-token" => {
                     let from = need_client(&s.from, "from")?;
                     let to = need_client(&s.to, "to")?;
@@ -722,8 +763,9 @@ impl Plan {
                 | Action::Rebind { .. }
                 | Action::Sever { .. }
                 | Action::Reset { .. }
+                | Action::EndSession { .. }
                 | Action::CrashClient { .. } => &["client"],
-                Action::ServerRequest { .. } => &["client", "method", "label"],
+                Action::ServerRequest { .. } | Action::CallTool { .. } => &["client", "method", "label"],
                 Action::Notify { .. } => &["client", "count"],
                 Action::Answer { .. } => &["client", "label"],
                 Action::Resume { .. } => &["client", "last_event_id"],
@@ -883,7 +925,11 @@ impl Plan {
         if !self.description.is_empty() {
             let _ = writeln!(out, "description = {}", q(&self.description));
         }
-        let _ = writeln!(out, "dialect = \"legacy-sse\"\nseed = {}\nduration = {}\n", self.seed.0, d(self.duration));
+        let dialect = match self.dialect {
+            Dialect::LegacySse => "legacy-sse",
+            Dialect::StreamableHttp => "streamable-http",
+        };
+        let _ = writeln!(out, "dialect = {}\nseed = {}\nduration = {}\n", q(dialect), self.seed.0, d(self.duration));
         let s = &self.server;
         let _ = writeln!(
             out,
@@ -950,10 +996,11 @@ impl Plan {
                 | Action::Rebind { client }
                 | Action::Sever { client }
                 | Action::Reset { client }
+                | Action::EndSession { client }
                 | Action::CrashClient { client } => {
                     let _ = writeln!(out, "client = {}", q(client));
                 }
-                Action::ServerRequest { client, method, label } => {
+                Action::ServerRequest { client, method, label } | Action::CallTool { client, method, label } => {
                     let _ = writeln!(out, "client = {}\nmethod = {}\nlabel = {}", q(client), q(method), q(label));
                 }
                 Action::Notify { client, count } => {

@@ -9,7 +9,7 @@ pub use engine::Engine;
 pub use plug::{AppCommand, AppHook, AppReporter, ServerPlug};
 pub use policy::{Decision, ResumptionPolicy};
 
-use crate::scenario::ServerConfig;
+use crate::scenario::{Dialect, ServerConfig};
 use crate::seed::Seed;
 use std::rc::Rc;
 
@@ -28,7 +28,7 @@ pub fn describe_servers() -> Vec<(&'static str, &'static str)> {
 }
 
 /// A built-in server by name.
-pub fn builtin(name: &str, cfg: &ServerConfig, seed: Seed) -> Option<Rc<dyn ServerPlug>> {
+pub fn builtin(name: &str, cfg: &ServerConfig, dialect: Dialect, seed: Seed) -> Option<Rc<dyn ServerPlug>> {
     let policy: Rc<dyn ResumptionPolicy> = policy::builtin_policies().into_iter().find(|p| p.name() == name)?.into();
-    Some(Rc::new(Engine::new(cfg.clone(), policy, seed)))
+    Some(Rc::new(Engine::new(cfg.clone(), dialect, policy, seed)))
 }

@@ -8,13 +8,16 @@ use std::task::{Context, Poll};
 use tokio::sync::mpsc;
 
 /// A body whose chunks arrive on an unbounded channel; it ends when every
-/// sender is dropped. When hyper drops it (the connection died), senders see
+/// sender is dropped, or at an empty chunk ([`ChannelBody::END`]). When hyper drops it (the connection died), senders see
 /// `is_closed()`: that is how the server learns an uplink is gone.
 pub struct ChannelBody {
     rx: mpsc::UnboundedReceiver<Bytes>,
 }
 
 impl ChannelBody {
+    /// Send this to end the body while senders remain.
+    pub const END: Bytes = Bytes::new();
+
     pub fn new() -> (mpsc::UnboundedSender<Bytes>, ChannelBody) {
         let (tx, rx) = mpsc::unbounded_channel();
         (tx, ChannelBody { rx })
@@ -26,6 +29,12 @@ impl Body for ChannelBody {
     type Error = Infallible;
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.rx.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b))))
+        match self.rx.poll_recv(cx) {
+            Poll::Ready(Some(b)) if b.is_empty() => {
+                self.rx.close();
+                Poll::Ready(None)
+            }
+            other => other.map(|o| o.map(|b| Ok(Frame::data(b)))),
+        }
     }
 }

@@ -131,14 +131,20 @@ pub mod mcp {
     use super::*;
 
     pub const PROTOCOL_VERSION_LEGACY: &str = "2024-11-05";
+    /// The version the `streamable-http` dialect negotiates.
+    pub const PROTOCOL_VERSION_STREAMABLE: &str = "2025-11-25";
     pub const SERVER_REQUEST_METHODS: [&str; 3] = ["sampling/createMessage", "roots/list", "elicitation/create"];
 
     pub fn initialize(id: RpcId, client_name: &str) -> Message {
+        initialize_at(id, client_name, PROTOCOL_VERSION_LEGACY)
+    }
+
+    pub fn initialize_at(id: RpcId, client_name: &str, version: &str) -> Message {
         Message::Request {
             id,
             method: "initialize".into(),
             params: json!({
-                "protocolVersion": PROTOCOL_VERSION_LEGACY,
+                "protocolVersion": version,
                 "capabilities": {"sampling": {}, "roots": {"listChanged": true}, "elicitation": {}},
                 "clientInfo": {"name": client_name, "version": "0"}
             }),
@@ -146,10 +152,14 @@ pub mod mcp {
     }
 
     pub fn initialize_result(id: RpcId) -> Message {
+        initialize_result_at(id, PROTOCOL_VERSION_LEGACY)
+    }
+
+    pub fn initialize_result_at(id: RpcId, version: &str) -> Message {
         Message::Response {
             id,
             result: json!({
-                "protocolVersion": PROTOCOL_VERSION_LEGACY,
+                "protocolVersion": version,
                 "capabilities": {"tools": {}},
                 "serverInfo": {"name": "mcpsim-reference", "version": env!("CARGO_PKG_VERSION")}
             }),
@@ -188,6 +198,24 @@ pub mod mcp {
             _ => json!({}),
         };
         Message::Response { id, result }
+    }
+
+    /// `tools/call` of the `ask` tool: the server issues `method` (labelled
+    /// `label`, owned by `client`) related to the call, then returns.
+    pub fn call_tool(id: RpcId, client: &str, label: &str, method: &str) -> Message {
+        Message::Request {
+            id,
+            method: "tools/call".into(),
+            params: json!({"name": ASK_TOOL, "arguments": {"client": client, "label": label, "method": method}}),
+        }
+    }
+
+    /// The name of the tool every server under test offers for related requests.
+    pub const ASK_TOOL: &str = "ask";
+
+    /// A tool result.
+    pub fn tool_result(id: RpcId, text: &str, is_error: bool) -> Message {
+        Message::Response { id, result: json!({"content": [{"type": "text", "text": text}], "isError": is_error}) }
     }
 
     pub fn progress(n: u64) -> Message {

@@ -75,7 +75,7 @@ fn check_clients(plan: &Plan) -> Result<()> {
 /// Runs a plan against a built-in server (`naive`, `guarded`, ...).
 pub fn run(plan: &Plan, server: &str, seed: Option<Seed>) -> Result<Run> {
     let seed = seed.unwrap_or(plan.seed);
-    let plug = crate::server::builtin(server, &plan.server, seed).ok_or_else(|| {
+    let plug = crate::server::builtin(server, &plan.server, plan.dialect, seed).ok_or_else(|| {
         Error::usage(format!("unknown server {server:?} (known: {})", crate::server::known_servers().join(", ")))
     })?;
     run_with(plan, plug, seed)
@@ -143,14 +143,15 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
         let inbox: Inbox<ClientCmd> = Inbox::new();
         let shared = Rc::new(ClientShared::default());
         {
-            let (spec, rec, inbox, shared, nat_name) =
-                (spec.clone(), rec.clone(), inbox.clone(), shared.clone(), nat_name.clone());
+            let (spec, rec, inbox, shared, nat_name, dialect) =
+                (spec.clone(), rec.clone(), inbox.clone(), shared.clone(), nat_name.clone(), plan.dialect);
             let host = spec.name.clone();
             sim.host(host.as_str(), move || {
                 // A (re)started client remembers nothing.
                 inbox.clear();
                 *shared.token.borrow_mut() = None;
-                let c = Client::new(spec.clone(), nat_name.clone(), rec.clone(), shared.clone(), inbox.clone());
+                let c =
+                    Client::new(spec.clone(), dialect, nat_name.clone(), rec.clone(), shared.clone(), inbox.clone());
                 async move {
                     c.run().await;
                     Ok(())
@@ -198,6 +199,10 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
                     ),
                     None => app.report.error(client, format!("cannot issue {label}: {client} holds no session")),
                 },
+                Action::CallTool { client, method, label } => clients[client]
+                    .0
+                    .push_at(at, ClientCmd::CallTool { label: label.clone(), method: method.clone() }),
+                Action::EndSession { client } => clients[client].0.push_at(at, ClientCmd::EndSession),
                 Action::Notify { client, count } => match token_of(client) {
                     Some(token) => {
                         app.commands.push_at(at, AppCommand::Notify { client: client.clone(), token, count: *count })

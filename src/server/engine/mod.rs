@@ -1,13 +1,19 @@
-//! The reference MCP server engine, speaking the `legacy-sse` dialect.
+//! The reference MCP server engine, speaking either dialect.
 //!
 //! Sessions own an event log that mints ids from `first_event_id` and keeps
 //! the last `retention` events; every server→client message is a logged
-//! event routed to the session's first live uplink. Resumptions are decided
-//! by a [`ResumptionPolicy`] and carried out here.
+//! event on one stream, routed to that stream's first live writer. In
+//! `legacy-sse` a session has one stream (its uplink); in `streamable-http`
+//! (see [`streamable`]) the standalone GET stream is stream 0 and each
+//! tool call's POST response stream is another. Ids are unique across a
+//! session's streams, so a `Last-Event-ID` names its stream. Resumptions are
+//! decided by a [`ResumptionPolicy`] and carried out here.
+
+mod streamable;
 
 use super::plug::{AppCommand, AppHook, AppReporter, ServerPlug};
 use super::policy::{Decision, Inflight, Refusal, RequestState, RequestView, ResumeView, ResumptionPolicy};
-use crate::scenario::ServerConfig;
+use crate::scenario::{Dialect, ServerConfig};
 use crate::seed::Seed;
 use crate::trace::Outcome;
 use crate::wire::body::ChannelBody;
@@ -34,13 +40,14 @@ type Body = BoxBody<Bytes, Infallible>;
 /// The reference engine with one policy: a server plug-in.
 pub struct Engine {
     cfg: ServerConfig,
+    dialect: Dialect,
     policy: Rc<dyn ResumptionPolicy>,
     seed: Seed,
 }
 
 impl Engine {
-    pub fn new(cfg: ServerConfig, policy: Rc<dyn ResumptionPolicy>, seed: Seed) -> Self {
-        Self { cfg, policy, seed }
+    pub fn new(cfg: ServerConfig, dialect: Dialect, policy: Rc<dyn ResumptionPolicy>, seed: Seed) -> Self {
+        Self { cfg, dialect, policy, seed }
     }
 }
 
@@ -52,6 +59,7 @@ impl ServerPlug for Engine {
     fn serve(&self, listener: turmoil::net::TcpListener, app: AppHook) -> Pin<Box<dyn Future<Output = ()>>> {
         let shared = Rc::new(Shared {
             cfg: self.cfg.clone(),
+            dialect: self.dialect,
             policy: self.policy.clone(),
             report: app.report.clone(),
             state: RefCell::new(State::default()),
@@ -64,7 +72,15 @@ impl ServerPlug for Engine {
                 let ctl = Rc::new(ConnCtl::default());
                 let svc_shared = shared.clone();
                 let svc_ctl = ctl.clone();
-                let svc = hyper::service::service_fn(move |req| handle(svc_shared.clone(), svc_ctl.clone(), req));
+                let svc = hyper::service::service_fn(move |req| {
+                    let (shared, ctl) = (svc_shared.clone(), svc_ctl.clone());
+                    async move {
+                        Ok::<_, Infallible>(match shared.dialect {
+                            Dialect::LegacySse => handle(shared, ctl, req).await,
+                            Dialect::StreamableHttp => streamable::handle(shared, ctl, req).await,
+                        })
+                    }
+                });
                 tokio::task::spawn_local(async move {
                     let conn = hyper::server::conn::http1::Builder::new()
                         .timer(TokioTimer::new())
@@ -99,6 +115,7 @@ impl ConnCtl {
 
 struct Shared {
     cfg: ServerConfig,
+    dialect: Dialect,
     policy: Rc<dyn ResumptionPolicy>,
     report: AppReporter,
     state: RefCell<State>,
@@ -123,18 +140,36 @@ struct Session {
     tombstones: BTreeSet<RpcId>,
     /// Tombstoned ids whose (late) answer arrived anyway: the client did answer them.
     answered_tombstones: BTreeSet<RpcId>,
+    /// The stream of every id minted (streamable-http; priming ids included).
+    id_stream: BTreeMap<u64, StreamId>,
+    /// Tool calls (streamable-http): their POST response streams.
+    calls: BTreeMap<StreamId, Call>,
+}
+
+/// A session's stream: 0 is the uplink (legacy) or the standalone GET stream.
+type StreamId = u32;
+const STANDALONE: StreamId = 0;
+
+/// A tool call whose POST response stream is stream `StreamId`.
+struct Call {
+    /// The client's JSON-RPC id of `tools/call`.
+    rpc: RpcId,
+    /// Set once the tool result was emitted: the stream ends after it.
+    done: bool,
 }
 
 struct Logged {
     id: u64,
     data: String,
     request: Option<RpcId>,
+    stream: StreamId,
 }
 
 struct Uplink {
     id: u32,
     tx: mpsc::UnboundedSender<Bytes>,
     conn: Rc<ConnCtl>,
+    stream: StreamId,
 }
 
 struct Req {
@@ -144,32 +179,46 @@ struct Req {
     event_id: u64,
     state: RequestState,
     reissues: u32,
+    stream: StreamId,
 }
 
 impl Session {
-    /// Logs a message, mints its id and routes it to the first live uplink.
+    /// Logs a message on `stream`, mints its id and routes it to the stream's first live writer.
     fn emit(
         &mut self,
         msg: &Message,
         request: Option<RpcId>,
+        stream: StreamId,
         retention: usize,
         report: &AppReporter,
     ) -> (u64, Option<u32>) {
-        let id = self.next_event_id;
-        self.next_event_id += 1;
+        let id = self.mint(stream);
         let data = msg.to_json();
         let bytes = Bytes::from(sse::encode(Some(&id.to_string()), None, &data));
-        self.log.push_back(Logged { id, data, request });
+        self.log.push_back(Logged { id, data, request, stream });
         while self.log.len() > retention {
             self.log.pop_front();
         }
         self.prune(report);
-        for u in &self.uplinks {
+        for u in self.uplinks.iter().filter(|u| u.stream == stream) {
             if u.tx.send(bytes.clone()).is_ok() {
                 return (id, Some(u.id));
             }
         }
         (id, None)
+    }
+
+    /// Mints the next event id on `stream`.
+    fn mint(&mut self, stream: StreamId) -> u64 {
+        let id = self.next_event_id;
+        self.next_event_id += 1;
+        self.id_stream.insert(id, stream);
+        id
+    }
+
+    /// The stream an event id was minted on (the standalone stream if unknown).
+    fn stream_of(&self, id: u64) -> StreamId {
+        self.id_stream.get(&id).copied().unwrap_or(STANDALONE)
     }
 
     /// Forgets uplinks whose connection is gone (the server noticed the close).
@@ -220,7 +269,7 @@ fn credential(req: &Request<Incoming>) -> String {
         .to_string()
 }
 
-async fn handle(shared: Rc<Shared>, ctl: Rc<ConnCtl>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+async fn handle(shared: Rc<Shared>, ctl: Rc<ConnCtl>, req: Request<Incoming>) -> Response<Body> {
     let path = req.uri().path().to_string();
     let token = query_param(req.uri().query(), "sessionId").map(str::to_string);
     let resp = match (req.method().as_str(), path.as_str(), token) {
@@ -239,21 +288,22 @@ async fn handle(shared: Rc<Shared>, ctl: Rc<ConnCtl>, req: Request<Incoming>) ->
         }
         _ => rpc_error(StatusCode::NOT_FOUND, "no such endpoint"),
     };
-    Ok(resp)
+    resp
 }
 
-/// Registers a new uplink writer and starts its heartbeat.
+/// Registers a new writer of `stream` and starts its heartbeat.
 fn attach(
     shared: &Shared,
     st: &mut State,
     token: &str,
+    stream: StreamId,
     ctl: Rc<ConnCtl>,
 ) -> (u32, mpsc::UnboundedSender<Bytes>, ChannelBody) {
     st.next_uplink += 1;
     let id = st.next_uplink;
     let (tx, body) = ChannelBody::new();
     let s = st.sessions.get_mut(token).expect("attach to a live session");
-    s.uplinks.push(Uplink { id, tx: tx.clone(), conn: ctl });
+    s.uplinks.push(Uplink { id, tx: tx.clone(), conn: ctl, stream });
     let hb_tx = tx.clone();
     let every = shared.cfg.heartbeat.0;
     tokio::task::spawn_local(async move {
@@ -267,8 +317,8 @@ fn attach(
     (id, tx, body)
 }
 
-fn open_session(shared: &Shared, ctl: Rc<ConnCtl>, principal: String) -> Response<Body> {
-    let mut st = shared.state.borrow_mut();
+/// Creates a session for `principal`; returns its token and name.
+fn new_session(shared: &Shared, st: &mut State, principal: &str) -> (String, String) {
     st.next_session += 1;
     let name = format!("S{}", st.next_session);
     let token = format!("tok-{:016x}", shared.rng.borrow_mut().next_u64());
@@ -276,16 +326,24 @@ fn open_session(shared: &Shared, ctl: Rc<ConnCtl>, principal: String) -> Respons
         token.clone(),
         Session {
             name: name.clone(),
-            principal: principal.clone(),
+            principal: principal.to_string(),
             log: VecDeque::new(),
             next_event_id: shared.cfg.first_event_id,
             uplinks: Vec::new(),
             requests: Vec::new(),
             tombstones: BTreeSet::new(),
             answered_tombstones: BTreeSet::new(),
+            id_stream: BTreeMap::new(),
+            calls: BTreeMap::new(),
         },
     );
-    let (uplink, tx, body) = attach(shared, &mut st, &token, ctl);
+    (token, name)
+}
+
+fn open_session(shared: &Shared, ctl: Rc<ConnCtl>, principal: String) -> Response<Body> {
+    let mut st = shared.state.borrow_mut();
+    let (token, name) = new_session(shared, &mut st, &principal);
+    let (uplink, tx, body) = attach(shared, &mut st, &token, STANDALONE, ctl);
     let _ = tx.send(Bytes::from(sse::encode(None, Some("endpoint"), &format!("/mcp/messages?sessionId={token}"))));
     shared.report.note(&name, format!("session opened for principal {principal}; uplink U{uplink}"));
     sse_response(body)
@@ -333,9 +391,13 @@ async fn resume(
     // again: while the fence was pending the session moved on (events were
     // minted and maybe evicted), and a decision must hold at the instant the
     // new writer is attached.
+    let Some(stream) = shared.state.borrow().sessions.get(&token).map(|s| last.map_or(STANDALONE, |n| s.stream_of(n)))
+    else {
+        return rpc_error(StatusCode::NOT_FOUND, "unknown or expired session");
+    };
     let mut rounds = 0;
     let (replay_from, inflight) = loop {
-        let decision = match decide(shared, &token, &presented, last) {
+        let decision = match decide(shared, &token, &presented, last, stream) {
             Some(d) => d,
             None => return rpc_error(StatusCode::NOT_FOUND, "unknown or expired session"),
         };
@@ -347,7 +409,12 @@ async fn resume(
                 return refuse(how, &reason);
             }
             Decision::Accept { fence_prior, replay_from, inflight } => {
-                let has_prior = shared.state.borrow().sessions.get(&token).is_some_and(|s| !s.uplinks.is_empty());
+                let has_prior = shared
+                    .state
+                    .borrow()
+                    .sessions
+                    .get(&token)
+                    .is_some_and(|s| s.uplinks.iter().any(|u| u.stream == stream));
                 if !fence_prior || !has_prior {
                     break (replay_from, inflight);
                 }
@@ -357,7 +424,7 @@ async fn resume(
                 let fenced = if rounds > 3 {
                     Err("could not become the session's sole writer".into())
                 } else {
-                    fence(shared, &token).await
+                    fence(shared, &token, stream).await
                 };
                 if let Err(reason) = fenced {
                     invalidate(shared, &mut shared.state.borrow_mut(), &token, &reason);
@@ -371,11 +438,14 @@ async fn resume(
     if !st.sessions.contains_key(&token) {
         return rpc_error(StatusCode::NOT_FOUND, "session ended while resuming");
     }
-    let (uplink, tx, body) = attach(shared, &mut st, &token, ctl);
+    let (uplink, tx, body) = attach(shared, &mut st, &token, stream, ctl);
     let retention = shared.cfg.retention;
     let s = st.sessions.get_mut(&token).expect("checked above");
     let mut replayed = 0;
-    for l in s.log.iter().filter(|l| l.id >= replay_from) {
+    if shared.dialect == Dialect::StreamableHttp {
+        streamable::prime(s, stream, &tx);
+    }
+    for l in s.log.iter().filter(|l| l.id >= replay_from && l.stream == stream) {
         let _ = tx.send(Bytes::from(sse::encode(Some(&l.id.to_string()), None, &l.data)));
         replayed += 1;
     }
@@ -387,7 +457,9 @@ async fn resume(
         ),
     );
 
-    let pending: Vec<usize> = (0..s.requests.len()).filter(|&i| s.requests[i].state == RequestState::Pending).collect();
+    let pending: Vec<usize> = (0..s.requests.len())
+        .filter(|&i| s.requests[i].state == RequestState::Pending && s.requests[i].stream == stream)
+        .collect();
     for i in pending {
         match inflight {
             Inflight::Leave => {}
@@ -411,7 +483,7 @@ async fn resume(
                 };
                 s.tombstones.insert(old.clone());
                 let msg = mcp::server_request(new.clone(), &method, &label, &owner);
-                let (event_id, _) = s.emit(&msg, Some(new.clone()), retention, &shared.report);
+                let (event_id, _) = s.emit(&msg, Some(new.clone()), stream, retention, &shared.report);
                 s.requests[i].event_id = event_id;
                 shared.report.outcome(
                     &label,
@@ -423,11 +495,16 @@ async fn resume(
             }
         }
     }
+    if s.calls.get(&stream).is_some_and(|c| c.done) {
+        // The tool call's stream was complete: the replay was its tail.
+        let _ = tx.send(ChannelBody::END);
+        s.uplinks.retain(|u| u.id != uplink);
+    }
     sse_response(body)
 }
 
-/// Asks the policy about a resumption of `token`; `None` if the session is gone.
-fn decide(shared: &Shared, token: &str, presented: &str, last: Option<u64>) -> Option<Decision> {
+/// Asks the policy about a resumption of `token`'s `stream`; `None` if the session is gone.
+fn decide(shared: &Shared, token: &str, presented: &str, last: Option<u64>, stream: StreamId) -> Option<Decision> {
     let mut st = shared.state.borrow_mut();
     let s = st.sessions.get_mut(token)?;
     s.prune(&shared.report);
@@ -450,14 +527,15 @@ fn decide(shared: &Shared, token: &str, presented: &str, last: Option<u64>) -> O
         event_id: 0,
         state: RequestState::Answered,
     }));
-    let request_events: Vec<(u64, RpcId)> = s.log.iter().filter_map(|l| Some((l.id, l.request.clone()?))).collect();
+    let request_events: Vec<(u64, RpcId)> =
+        s.log.iter().filter(|l| l.stream == stream).filter_map(|l| Some((l.id, l.request.clone()?))).collect();
     let view = ResumeView {
         owner: &s.principal,
         presented,
         last_event_id: last,
         retained: s.oldest().map(|o| (o, s.next_event_id - 1)),
         next_event_id: s.next_event_id,
-        prior_uplinks: s.uplinks.len(),
+        prior_uplinks: s.uplinks.iter().filter(|u| u.stream == stream).count(),
         requests: &requests,
         request_events: &request_events,
     };
@@ -466,12 +544,15 @@ fn decide(shared: &Shared, token: &str, presented: &str, last: Option<u64>) -> O
     Some(d)
 }
 
-/// Fences every prior uplink of the session, waiting at most `fence_grace`
-/// for each connection to be gone.
-async fn fence(shared: &Shared, token: &str) -> Result<(), String> {
+/// Fences every prior writer of the session's `stream`, waiting at most
+/// `fence_grace` for each connection to be gone.
+async fn fence(shared: &Shared, token: &str, stream: StreamId) -> Result<(), String> {
     let prior: Vec<(u32, Rc<ConnCtl>)> = {
         let st = shared.state.borrow();
-        st.sessions.get(token).map(|s| s.uplinks.iter().map(|u| (u.id, u.conn.clone())).collect()).unwrap_or_default()
+        st.sessions
+            .get(token)
+            .map(|s| s.uplinks.iter().filter(|u| u.stream == stream).map(|u| (u.id, u.conn.clone())).collect())
+            .unwrap_or_default()
     };
     for (_, c) in &prior {
         c.kill.notify_one();
@@ -502,14 +583,9 @@ fn post(shared: &Rc<Shared>, token: &str, who: &str, body: &[u8]) -> Response<Bo
     if shared.policy.binds_principal() && who != s.principal {
         return rpc_error(StatusCode::FORBIDDEN, "credential does not match the session's owner");
     }
-    let msg = match std::str::from_utf8(body)
-        .map_err(|e| e.to_string())
-        .and_then(|t| Message::parse(t).map_err(|e| e.to_string()))
-    {
+    let msg = match parse_body(body) {
         Ok(m) => m,
-        Err(e) => {
-            return full(StatusCode::BAD_REQUEST, Message::Error { id: None, code: -32700, message: e }.to_json())
-        }
+        Err(resp) => return resp,
     };
     let retention = shared.cfg.retention;
     match msg {
@@ -519,36 +595,53 @@ fn post(shared: &Rc<Shared>, token: &str, who: &str, body: &[u8]) -> Response<Bo
                 "ping" => Message::Response { id, result: serde_json::json!({}) },
                 _ => Message::Error { id: Some(id), code: -32601, message: format!("method not found: {method}") },
             };
-            s.emit(&reply, None, retention, &shared.report);
+            s.emit(&reply, None, STANDALONE, retention, &shared.report);
         }
         Message::Notification { .. } => {}
         Message::Response { ref id, .. } | Message::Error { id: Some(ref id), .. } => {
-            let is_error = matches!(msg, Message::Error { .. });
-            let id = id.clone();
-            if let Some(r) = s.requests.iter_mut().find(|r| r.id == id) {
-                if r.state == RequestState::Pending {
-                    r.state = if is_error { RequestState::Failed } else { RequestState::Answered };
-                    let (outcome, detail) = if is_error {
-                        (Outcome::Failed, "the client answered with an error")
-                    } else {
-                        (Outcome::Answered, "answer received on the downlink")
-                    };
-                    shared.report.outcome(&r.label, &r.id, outcome, None, detail);
-                } else {
-                    shared.report.note(&s.name, format!("duplicate answer to {id} ignored"));
-                }
-            } else if s.tombstones.contains(&id) {
-                shared.report.note(&s.name, format!("late answer to tombstoned id {id} ignored"));
-                s.answered_tombstones.insert(id.clone());
-            } else {
-                shared.report.note(&s.name, format!("answer to unknown id {id} ignored"));
-            }
+            settle(shared, s, id, matches!(msg, Message::Error { .. }));
         }
         Message::Error { id: None, .. } => {}
     }
+    accepted()
+}
+
+fn accepted() -> Response<Body> {
     let mut r = Response::new(Full::new(Bytes::new()).boxed());
     *r.status_mut() = StatusCode::ACCEPTED;
     r
+}
+
+/// A POST body as one JSON-RPC message, or the 400 to answer.
+fn parse_body(body: &[u8]) -> Result<Message, Response<Body>> {
+    std::str::from_utf8(body)
+        .map_err(|e| e.to_string())
+        .and_then(|t| Message::parse(t).map_err(|e| e.to_string()))
+        .map_err(|e| full(StatusCode::BAD_REQUEST, Message::Error { id: None, code: -32700, message: e }.to_json()))
+}
+
+/// Settles a server request with the client's answer (or error) to `id`.
+fn settle(shared: &Shared, s: &mut Session, id: &RpcId, is_error: bool) {
+    if let Some(r) = s.requests.iter_mut().find(|r| &r.id == id) {
+        if r.state == RequestState::Pending {
+            r.state = if is_error { RequestState::Failed } else { RequestState::Answered };
+            let (outcome, detail) = if is_error {
+                (Outcome::Failed, "the client answered with an error")
+            } else {
+                (Outcome::Answered, "answer received on the downlink")
+            };
+            shared.report.outcome(&r.label, &r.id, outcome, None, detail);
+            let (stream, label) = (r.stream, r.label.clone());
+            s.finish_call(stream, &label, !is_error, shared.cfg.retention, &shared.report);
+        } else {
+            shared.report.note(&s.name, format!("duplicate answer to {id} ignored"));
+        }
+    } else if s.tombstones.contains(id) {
+        shared.report.note(&s.name, format!("late answer to tombstoned id {id} ignored"));
+        s.answered_tombstones.insert(id.clone());
+    } else {
+        shared.report.note(&s.name, format!("answer to unknown id {id} ignored"));
+    }
 }
 
 async fn app_loop(shared: Rc<Shared>, app: AppHook) {
@@ -560,22 +653,7 @@ async fn app_loop(shared: Rc<Shared>, app: AppHook) {
                     shared.report.error(&client, format!("cannot issue {label}: no live session for {client}'s token"));
                     continue;
                 };
-                let id = RpcId::Str(label.clone());
-                let msg = mcp::server_request(id.clone(), &method, &label, &s.principal);
-                let (event_id, uplink) = s.emit(&msg, Some(id.clone()), shared.cfg.retention, &shared.report);
-                s.requests.push(Req {
-                    id: id.clone(),
-                    label: label.clone(),
-                    method: method.clone(),
-                    event_id,
-                    state: RequestState::Pending,
-                    reissues: 0,
-                });
-                shared.report.issued(&client, &label, &method, &id, Some(event_id.to_string()));
-                let route = uplink
-                    .map_or("no live uplink: logged for replay".to_string(), |u| format!("written to uplink U{u}"));
-                shared.report.note(&s.name, format!("{label} is event {event_id}; {route}"));
-                tokio::task::spawn_local(request_timer(shared.clone(), token, label));
+                issue(&shared, s, &token, &client, &method, &label, STANDALONE);
             }
             AppCommand::Notify { client, token, count } => {
                 let mut st = shared.state.borrow_mut();
@@ -586,13 +664,33 @@ async fn app_loop(shared: Rc<Shared>, app: AppHook) {
                 let mut ids = Vec::new();
                 for _ in 0..count {
                     let n = s.next_event_id;
-                    let (id, _) = s.emit(&mcp::progress(n), None, shared.cfg.retention, &shared.report);
+                    let (id, _) = s.emit(&mcp::progress(n), None, STANDALONE, shared.cfg.retention, &shared.report);
                     ids.push(id.to_string());
                 }
                 shared.report.notified(&client, ids);
             }
         }
     }
+}
+
+/// Issues server request `label` on `stream` of the session behind `token`.
+fn issue(shared: &Rc<Shared>, s: &mut Session, token: &str, client: &str, method: &str, label: &str, stream: StreamId) {
+    let id = RpcId::Str(label.to_string());
+    let msg = mcp::server_request(id.clone(), method, label, &s.principal);
+    let (event_id, uplink) = s.emit(&msg, Some(id.clone()), stream, shared.cfg.retention, &shared.report);
+    s.requests.push(Req {
+        id: id.clone(),
+        label: label.to_string(),
+        method: method.to_string(),
+        event_id,
+        state: RequestState::Pending,
+        reissues: 0,
+        stream,
+    });
+    shared.report.issued(client, label, method, &id, Some(event_id.to_string()));
+    let route = uplink.map_or("no live writer: logged for replay".to_string(), |u| format!("written to uplink U{u}"));
+    shared.report.note(&s.name, format!("{label} is event {event_id}; {route}"));
+    tokio::task::spawn_local(request_timer(shared.clone(), token.to_string(), label.to_string()));
 }
 
 async fn request_timer(shared: Rc<Shared>, token: String, label: String) {
@@ -603,5 +701,7 @@ async fn request_timer(shared: Rc<Shared>, token: String, label: String) {
         r.state = RequestState::TimedOut;
         let after: Duration = shared.cfg.request_timeout.0;
         shared.report.outcome(&r.label, &r.id, Outcome::TimedOut, None, format!("no answer within {after:?}"));
+        let stream = r.stream;
+        s.finish_call(stream, &label, false, shared.cfg.retention, &shared.report);
     }
 }

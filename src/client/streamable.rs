@@ -1,0 +1,265 @@
+//! The client's `streamable-http` side: session setup by POST, tool calls
+//! whose POST response streams carry related server requests, resumption of
+//! any stream by GET with `Last-Event-ID`, and DELETE.
+
+use super::*;
+
+/// The one MCP endpoint.
+pub const ENDPOINT: &str = "/mcp";
+
+/// A tool call in flight.
+pub struct CallState {
+    /// The client's JSON-RPC id of the `tools/call`.
+    pub rpc: RpcId,
+    /// The last event id seen on the call's stream.
+    pub last_seen: Option<String>,
+    /// The generation of the connection now reading the call's stream.
+    pub gen: u64,
+    pub task: Option<JoinHandle<()>>,
+}
+
+impl Client {
+    /// POSTs `initialize` without a session, keeps the `Mcp-Session-Id` the
+    /// server returns and sends `notifications/initialized`.
+    pub(super) async fn init_session(self: &Rc<Self>) -> Option<String> {
+        let id = {
+            let mut st = self.st.borrow_mut();
+            st.rpc_seq += 1;
+            let id = RpcId::Num(st.rpc_seq);
+            st.init_id = Some(id.clone());
+            id
+        };
+        let msg = mcp::initialize_at(id.clone(), &self.spec.name, mcp::PROTOCOL_VERSION_STREAMABLE);
+        let posted = self.send_post(&msg, None, Purpose::Post).await?;
+        let conn = posted.conn;
+        let token = posted.resp.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_string);
+        let status = posted.resp.status().as_u16();
+        let is_stream = posted
+            .resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|c| c.starts_with("text/event-stream"));
+        // The answer comes as JSON or as an SSE stream that ends after it.
+        let body = match timeout(POST_TIMEOUT, posted.resp.into_body().collect()).await {
+            Ok(Ok(b)) => b.to_bytes(),
+            _ => {
+                self.rec.record(What::UplinkEnded { client: self.name(), conn, reason: "initialize: no body".into() });
+                return None;
+            }
+        };
+        let answered = if is_stream {
+            let mut decoder = Decoder::new();
+            let mut found = false;
+            for item in decoder.feed(&body) {
+                if let Item::Event(ev) = item {
+                    let m = Message::parse(&ev.data).ok();
+                    self.record_sse(conn, &ev, m.as_ref());
+                    found |= matches!(m, Some(Message::Response { id: ref r, .. }) if *r == id);
+                }
+            }
+            found
+        } else {
+            matches!(std::str::from_utf8(&body).ok().and_then(|t| Message::parse(t).ok()),
+                Some(Message::Response { id: ref r, .. }) if *r == id)
+        };
+        let token = match token {
+            Some(t) if status == 200 && answered => t,
+            _ => {
+                let why = if status != 200 {
+                    format!("initialize: HTTP {status}")
+                } else if !answered {
+                    "initialize: no result".to_string()
+                } else {
+                    "initialize: no Mcp-Session-Id".to_string()
+                };
+                self.rec.record(What::UplinkEnded { client: self.name(), conn, reason: why });
+                return None;
+            }
+        };
+        self.rec.record(What::SessionToken { client: self.name(), conn, token: token.clone() });
+        *self.shared.token.borrow_mut() = Some(token.clone());
+        self.post(&mcp::initialized()).await;
+        Some(token)
+    }
+
+    pub(super) fn start_call(self: Rc<Self>, label: String, method: String) {
+        let Some(token) = self.shared.token.borrow().clone() else {
+            self.rec.record(What::AppError {
+                client: self.name(),
+                error: format!("cannot call the ask tool for {label}: the client holds no session"),
+            });
+            return;
+        };
+        let rpc = {
+            let mut st = self.st.borrow_mut();
+            st.rpc_seq += 1;
+            RpcId::Num(st.rpc_seq)
+        };
+        let gen = self.next_call_gen();
+        let me = self.clone();
+        let task = tokio::task::spawn_local(me.call_tool(token, label.clone(), method, rpc.clone(), gen));
+        self.st.borrow_mut().calls.insert(label, CallState { rpc, last_seen: None, gen, task: Some(task) });
+    }
+
+    fn next_call_gen(&self) -> u64 {
+        let mut st = self.st.borrow_mut();
+        st.call_gen += 1;
+        st.call_gen
+    }
+
+    /// Whether `msg` is the result of tool call `label`.
+    pub(super) fn is_call_result(&self, label: &str, msg: &Message) -> bool {
+        let st = self.st.borrow();
+        let Some(call) = st.calls.get(label) else { return false };
+        matches!(msg, Message::Response { id, .. } | Message::Error { id: Some(id), .. } if *id == call.rpc)
+    }
+
+    /// Calls the tool, reads its response stream and resumes that stream by
+    /// GET with `Last-Event-ID` until the result arrives.
+    async fn call_tool(self: Rc<Self>, token: String, label: String, method: String, rpc: RpcId, mut gen: u64) {
+        let msg = mcp::call_tool(rpc, &self.spec.name, &label, &method);
+        let Some(posted) = self.send_post(&msg, Some(&token), Purpose::Call).await else {
+            return self.end_call(&label);
+        };
+        let is_stream = posted
+            .resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|c| c.starts_with("text/event-stream"));
+        if posted.resp.status() != 200 || !is_stream {
+            let _ = timeout(POST_TIMEOUT, posted.resp.into_body().collect()).await;
+            return self.end_call(&label);
+        }
+        let (mut conn, mut body) = (posted.conn, posted.resp.into_body());
+        let mut _driver = posted._driver;
+        loop {
+            let (end, _) = self.read_stream(conn, body, gen, Some(&label)).await;
+            match end {
+                StreamEnd::Complete => return self.end_call(&label),
+                StreamEnd::ErrorEvent => {
+                    self.rec.record(What::Rejected { client: self.name(), conn, how: "error event".into() });
+                    return self.end_call(&label);
+                }
+                StreamEnd::Silent | StreamEnd::Ended | StreamEnd::Broken => {}
+            }
+            // The stream was lost before the result: resume it.
+            let last = self.st.borrow().calls.get(&label).and_then(|c| c.last_seen.clone());
+            let Some(last) = last else {
+                self.rec.record(What::UplinkEnded {
+                    client: self.name(),
+                    conn,
+                    reason: format!("tool call {label}: stream lost before any event id; cannot resume"),
+                });
+                return self.end_call(&label);
+            };
+            let delay = self.st.borrow().retry_ms.map_or(Duration::from_secs(1), Duration::from_millis);
+            tokio::time::sleep(delay).await;
+            if self.shared.token.borrow().as_deref() != Some(token.as_str()) {
+                return self.end_call(&label); // the session was replaced meanwhile
+            }
+            gen = self.next_call_gen();
+            if let Some(c) = self.st.borrow_mut().calls.get_mut(&label) {
+                c.gen = gen;
+            }
+            match self.get_stream(&token, &last).await {
+                Some((c, b, d)) => {
+                    (conn, body, _driver) = (c, b, d);
+                }
+                None => return self.end_call(&label),
+            }
+        }
+    }
+
+    /// GETs a call's stream from `last`; `None` when it cannot go on.
+    async fn get_stream(self: &Rc<Self>, token: &str, last: &str) -> Option<(u32, hyper::body::Incoming, AbortOnDrop)> {
+        let (conn, stream) = self.connect(Purpose::Call).await?;
+        let (mut sender, driver) =
+            hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream)).await.ok()?;
+        let driver = AbortOnDrop(tokio::task::spawn_local(async move {
+            let _ = driver.await;
+        }));
+        let req = self.get_request(ENDPOINT, Some(token), Some(last));
+        self.rec.record(What::HttpRequest {
+            client: self.name(),
+            conn,
+            method: "GET".into(),
+            path: ENDPOINT.into(),
+            last_event_id: Some(last.into()),
+            session: Some(token.into()),
+        });
+        let resp = match timeout(self.spec.heartbeat_timeout, sender.send_request(req)).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                self.rec.record(What::UplinkEnded { client: self.name(), conn, reason: format!("request failed: {e}") });
+                return None;
+            }
+            Err(_) => {
+                self.rec.record(What::UplinkSilent {
+                    client: self.name(),
+                    conn,
+                    silent_ms: self.spec.heartbeat_timeout.as_millis() as u64,
+                });
+                return None;
+            }
+        };
+        let status = resp.status().as_u16();
+        let content_type = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).map(str::to_string);
+        self.rec.record(What::HttpResponse { client: self.name(), conn, status, content_type: content_type.clone() });
+        if status != 200 || !content_type.is_some_and(|c| c.starts_with("text/event-stream")) {
+            self.rec.record(What::Rejected { client: self.name(), conn, how: format!("HTTP {status}") });
+            if status == 404 {
+                self.reinitialize("HTTP 404: the session is gone");
+            }
+            return None;
+        }
+        Some((conn, resp.into_body(), driver))
+    }
+
+    fn end_call(&self, label: &str) {
+        self.st.borrow_mut().calls.remove(label);
+    }
+
+    /// Ends the session with DELETE and forgets it.
+    pub(super) async fn end_session(self: Rc<Self>) {
+        let Some(token) = self.shared.token.borrow_mut().take() else { return };
+        {
+            let mut st = self.st.borrow_mut();
+            if let Some(old) = st.uplink.take() {
+                old.abort();
+            }
+            st.gen += 1;
+            st.last_seen = None;
+        }
+        let Some((conn, stream)) = self.connect(Purpose::Post).await else { return };
+        let Ok((mut sender, driver)) =
+            hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream)).await
+        else {
+            return;
+        };
+        let _driver = AbortOnDrop(tokio::task::spawn_local(async move {
+            let _ = driver.await;
+        }));
+        let req = Request::delete(ENDPOINT)
+            .header("host", "server")
+            .header("authorization", format!("Bearer {}", self.shared.credential.borrow()))
+            .header("mcp-session-id", token.as_str())
+            .header("mcp-protocol-version", mcp::PROTOCOL_VERSION_STREAMABLE)
+            .body(Empty::<Bytes>::new())
+            .expect("valid request");
+        self.rec.record(What::HttpRequest {
+            client: self.name(),
+            conn,
+            method: "DELETE".into(),
+            path: ENDPOINT.into(),
+            last_event_id: None,
+            session: Some(token),
+        });
+        if let Ok(Ok(resp)) = timeout(POST_TIMEOUT, sender.send_request(req)).await {
+            let status = resp.status().as_u16();
+            let content_type = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).map(str::to_string);
+            self.rec.record(What::HttpResponse { client: self.name(), conn, status, content_type });
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! The `streamable-http` dialect (MCP 2025-11-25) of the reference engine.
+//!
+//! One endpoint, [`ENDPOINT`]: `POST` carries every client message (an
+//! `initialize` without `Mcp-Session-Id` opens a session and returns its id in
+//! that header); `GET` opens the standalone stream, or resumes any stream
+//! with `Last-Event-ID`; `DELETE` ends the session. A `tools/call` of the
+//! `ask` tool answers with an SSE stream of its own, on which the server
+//! issues the request the call names (related to the call) and, once that is
+//! settled, the tool result. Every stream starts with a priming event (an id
+//! and empty data, with `retry`). Unknown sessions get 404.
+
+use super::*;
+use crate::wire::jsonrpc::mcp::{PROTOCOL_VERSION_STREAMABLE, ASK_TOOL};
+
+/// The one MCP endpoint.
+pub const ENDPOINT: &str = "/mcp";
+
+/// The reconnection delay every priming event announces.
+const PRIMING_RETRY: Duration = Duration::from_secs(1);
+
+pub(super) async fn handle(shared: Rc<Shared>, ctl: Rc<ConnCtl>, req: Request<Incoming>) -> Response<Body> {
+    if req.uri().path() != ENDPOINT {
+        return rpc_error(StatusCode::NOT_FOUND, "no such endpoint");
+    }
+    let session = req.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_string);
+    let who = credential(&req);
+    match (req.method().as_str(), session) {
+        ("POST", session) => {
+            let body = match req.into_body().collect().await {
+                Ok(b) => b.to_bytes(),
+                Err(_) => return rpc_error(StatusCode::BAD_REQUEST, "unreadable body"),
+            };
+            let msg = match parse_body(&body) {
+                Ok(m) => m,
+                Err(resp) => return resp,
+            };
+            match session {
+                None => match msg {
+                    Message::Request { id, method, .. } if method == "initialize" => initialize(&shared, &who, id),
+                    _ => rpc_error(StatusCode::BAD_REQUEST, "missing Mcp-Session-Id"),
+                },
+                Some(token) => post(&shared, ctl, &token, &who, msg),
+            }
+        }
+        ("GET", None) | ("DELETE", None) => rpc_error(StatusCode::BAD_REQUEST, "missing Mcp-Session-Id"),
+        ("GET", Some(token)) => match req.headers().get("last-event-id") {
+            // A header that is not a number reaches the policy as `None`.
+            Some(v) => {
+                let last = v.to_str().ok().and_then(|v| v.trim().parse().ok());
+                resume(&shared, ctl, token, who, last).await
+            }
+            None => open_standalone(&shared, ctl, &token, &who),
+        },
+        ("DELETE", Some(token)) => {
+            let mut st = shared.state.borrow_mut();
+            if !st.sessions.contains_key(&token) {
+                return rpc_error(StatusCode::NOT_FOUND, "unknown or expired session");
+            }
+            invalidate(&shared, &mut st, &token, "terminated by the client (DELETE)");
+            let mut r = Response::new(Full::new(Bytes::new()).boxed());
+            *r.status_mut() = StatusCode::OK;
+            r
+        }
+        _ => rpc_error(StatusCode::METHOD_NOT_ALLOWED, "use POST, GET or DELETE"),
+    }
+}
+
+fn json_response(msg: &Message, session: Option<&str>) -> Response<Body> {
+    let mut r = full(StatusCode::OK, msg.to_json());
+    if let Some(token) = session {
+        r.headers_mut().insert("mcp-session-id", token.parse().expect("tokens are header-safe"));
+    }
+    r
+}
+
+fn initialize(shared: &Shared, principal: &str, id: RpcId) -> Response<Body> {
+    let mut st = shared.state.borrow_mut();
+    let (token, name) = new_session(shared, &mut st, principal);
+    shared.report.note(&name, format!("session opened for principal {principal} (streamable-http)"));
+    json_response(&mcp::initialize_result_at(id, PROTOCOL_VERSION_STREAMABLE), Some(&token))
+}
+
+/// The session's owner check for POST and plain GET.
+fn owned<'s>(shared: &Shared, st: &'s mut State, token: &str, who: &str) -> Result<&'s mut Session, Response<Body>> {
+    let s = st.sessions.get_mut(token).ok_or_else(|| rpc_error(StatusCode::NOT_FOUND, "unknown or expired session"))?;
+    if shared.policy.binds_principal() && who != s.principal {
+        return Err(rpc_error(StatusCode::FORBIDDEN, "credential does not match the session's owner"));
+    }
+    Ok(s)
+}
+
+fn post(shared: &Rc<Shared>, ctl: Rc<ConnCtl>, token: &str, who: &str, msg: Message) -> Response<Body> {
+    let mut st = shared.state.borrow_mut();
+    let s = match owned(shared, &mut st, token, who) {
+        Ok(s) => s,
+        Err(resp) => return resp,
+    };
+    match msg {
+        Message::Request { id, method, params } => match method.as_str() {
+            "tools/call" => {
+                let args = &params["arguments"];
+                let field = |k: &str| args[k].as_str().map(str::to_string);
+                let (Some(client), Some(label), Some(method)) = (field("client"), field("label"), field("method")) else {
+                    return json_response(&mcp::tool_result(id, "ask needs client, label and method", true), None);
+                };
+                if params["name"].as_str() != Some(ASK_TOOL) {
+                    return json_response(
+                        &Message::Error { id: Some(id), code: -32602, message: "unknown tool".into() },
+                        None,
+                    );
+                }
+                let stream = s.calls.keys().next_back().map_or(1, |k| k + 1);
+                s.calls.insert(stream, Call { rpc: id, done: false });
+                drop(st);
+                let mut st = shared.state.borrow_mut();
+                let (uplink, tx, body) = attach(shared, &mut st, token, stream, ctl);
+                let s = st.sessions.get_mut(token).expect("checked above");
+                prime(s, stream, &tx);
+                shared.report.note(&s.name, format!("tool call {label}: stream {stream} on uplink U{uplink}"));
+                issue(shared, s, token, &client, &method, &label, stream);
+                sse_response(body)
+            }
+            "initialize" => json_response(&mcp::initialize_result_at(id, PROTOCOL_VERSION_STREAMABLE), None),
+            "ping" => json_response(&Message::Response { id, result: serde_json::json!({}) }, None),
+            _ => json_response(
+                &Message::Error { id: Some(id), code: -32601, message: format!("method not found: {method}") },
+                None,
+            ),
+        },
+        Message::Response { ref id, .. } | Message::Error { id: Some(ref id), .. } => {
+            settle(shared, s, id, matches!(msg, Message::Error { .. }));
+            accepted()
+        }
+        Message::Notification { .. } | Message::Error { id: None, .. } => accepted(),
+    }
+}
+
+/// A plain GET: the standalone stream, unless a live one exists (409).
+fn open_standalone(shared: &Shared, ctl: Rc<ConnCtl>, token: &str, who: &str) -> Response<Body> {
+    let mut st = shared.state.borrow_mut();
+    let s = match owned(shared, &mut st, token, who) {
+        Ok(s) => s,
+        Err(resp) => return resp,
+    };
+    s.prune(&shared.report);
+    if s.uplinks.iter().any(|u| u.stream == STANDALONE) {
+        return rpc_error(StatusCode::CONFLICT, "the session already has a standalone stream");
+    }
+    let (uplink, tx, body) = attach(shared, &mut st, token, STANDALONE, ctl);
+    let s = st.sessions.get_mut(token).expect("checked above");
+    prime(s, STANDALONE, &tx);
+    shared.report.note(&s.name, format!("standalone stream on uplink U{uplink}"));
+    sse_response(body)
+}
+
+/// Sends a stream's priming event: a fresh id, `retry`, empty data.
+pub(super) fn prime(s: &mut Session, stream: StreamId, tx: &mpsc::UnboundedSender<Bytes>) {
+    let id = s.mint(stream);
+    let _ = tx.send(Bytes::from(format!("id: {id}\nretry: {}\ndata: \n\n", PRIMING_RETRY.as_millis())));
+}
+
+impl Session {
+    /// Ends tool call `stream` once its related request `label` is settled:
+    /// emits the tool result on the call's stream and closes the stream.
+    pub(super) fn finish_call(
+        &mut self,
+        stream: StreamId,
+        label: &str,
+        ok: bool,
+        retention: usize,
+        report: &AppReporter,
+    ) {
+        let Some(call) = self.calls.get_mut(&stream).filter(|c| !c.done) else { return };
+        call.done = true;
+        let text = if ok { format!("{label} answered") } else { format!("{label} was not answered") };
+        let result = mcp::tool_result(call.rpc.clone(), &text, !ok);
+        let (event_id, routed) = self.emit(&result, None, stream, retention, report);
+        for u in self.uplinks.iter().filter(|u| u.stream == stream) {
+            let _ = u.tx.send(ChannelBody::END);
+        }
+        self.uplinks.retain(|u| u.stream != stream);
+        let how = routed.map_or("logged for replay".to_string(), |u| format!("written to uplink U{u}"));
+        report.note(&self.name, format!("tool call {label}: result is event {event_id}, {how}; stream {stream} ends"));
+    }
+}
