@@ -4,6 +4,7 @@
 mod engine;
 pub mod plug;
 pub mod policy;
+pub mod rmcp;
 
 pub use engine::Engine;
 pub use plug::{AppCommand, AppHook, AppReporter, ServerPlug};
@@ -15,7 +16,14 @@ use std::rc::Rc;
 
 /// The names `--server` accepts.
 pub fn known_servers() -> Vec<&'static str> {
-    policy::builtin_policies().iter().map(|p| p.name()).collect()
+    let mut all: Vec<&'static str> = policy::builtin_policies().iter().map(|p| p.name()).collect();
+    all.push("rmcp");
+    all
+}
+
+/// Servers that speak only `streamable-http`.
+pub fn streamable_only(name: &str) -> bool {
+    name == "rmcp"
 }
 
 pub fn is_known_server(name: &str) -> bool {
@@ -24,11 +32,16 @@ pub fn is_known_server(name: &str) -> bool {
 
 /// One-line descriptions of the built-in servers.
 pub fn describe_servers() -> Vec<(&'static str, &'static str)> {
-    policy::builtin_policies().iter().map(|p| (p.name(), p.description())).collect()
+    let mut all: Vec<_> = policy::builtin_policies().iter().map(|p| (p.name(), p.description())).collect();
+    all.push(("rmcp", "the official Rust SDK's StreamableHttpService (rmcp 3.11.0), streamable-http only"));
+    all
 }
 
 /// A built-in server by name.
 pub fn builtin(name: &str, cfg: &ServerConfig, dialect: Dialect, seed: Seed) -> Option<Rc<dyn ServerPlug>> {
+    if name == "rmcp" {
+        return Some(Rc::new(rmcp::Rmcp::new(cfg.clone(), seed)));
+    }
     let policy: Rc<dyn ResumptionPolicy> = policy::builtin_policies().into_iter().find(|p| p.name() == name)?.into();
     Some(Rc::new(Engine::new(cfg.clone(), dialect, policy, seed)))
 }

@@ -75,6 +75,12 @@ fn check_clients(plan: &Plan) -> Result<()> {
 /// Runs a plan against a built-in server (`naive`, `guarded`, ...).
 pub fn run(plan: &Plan, server: &str, seed: Option<Seed>) -> Result<Run> {
     let seed = seed.unwrap_or(plan.seed);
+    if crate::server::streamable_only(server) && plan.dialect != crate::scenario::Dialect::StreamableHttp {
+        return Err(Error::usage(format!(
+            "server {server:?} speaks only dialect \"streamable-http\"; scenario {:?} is \"legacy-sse\"",
+            plan.name
+        )));
+    }
     let plug = crate::server::builtin(server, &plan.server, plan.dialect, seed).ok_or_else(|| {
         Error::usage(format!("unknown server {server:?} (known: {})", crate::server::known_servers().join(", ")))
     })?;

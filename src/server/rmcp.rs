@@ -1,0 +1,403 @@
+//! `--server rmcp`: the official Rust MCP SDK's `StreamableHttpService`
+//! (rmcp, pinned in Cargo.toml) served over the simulated listener.
+//!
+//! What is ours here is only the harness around it, never a verdict:
+//! - a small application (`ask` tool) whose handler issues the server request
+//!   a `call-tool` step names, through rmcp's request context, so rmcp routes
+//!   it onto the tool call's POST response stream; standalone requests from
+//!   `server-request` steps go through the session's `Peer`, which rmcp routes
+//!   to the standalone GET stream;
+//! - session ids drawn from the seed (rmcp mints random UUIDs): a
+//!   `SessionManager` that wraps rmcp's `LocalSessionManager` and replaces
+//!   only `create_session`;
+//! - SSE keep-alive on the simulated clock: rmcp's own keep-alive re-arms with
+//!   the wall clock, which under virtual time floods a stream with pings and
+//!   breaks determinism, so it is off and [`KeepAlive`] pings after
+//!   `[server] heartbeat` of silence instead;
+//! - the Host allow-list opened to the simulated host name `server`.
+
+#![allow(deprecated)] // roots and sampling are deprecated for protocol 2026-07-28; we speak 2025-11-25
+
+use super::plug::{AppCommand, AppHook, AppReporter, ServerPlug};
+use crate::scenario::ServerConfig;
+use crate::seed::Seed;
+use crate::trace::Outcome;
+use crate::wire::jsonrpc::{mcp, Message, RpcId};
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use rand::RngCore;
+use rand_chacha::ChaCha8Rng;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage, ClientResult, ContentBlock,
+    Implementation, InitializeResult, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
+    NumberOrString, PaginatedRequestParams, ServerCapabilities, ServerInfo, ServerJsonRpcMessage, ServerRequest,
+    Tool,
+};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, ServiceError};
+use rmcp::transport::streamable_http_server::session::local::{
+    create_local_session, LocalSessionManager, LocalSessionManagerError, LocalSessionWorker, SessionConfig,
+};
+use rmcp::transport::streamable_http_server::session::ServerSseMessage;
+use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService, WorkerTransport};
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// The rmcp version under test (keep in step with Cargo.toml).
+pub const RMCP_VERSION: &str = "3.11.0";
+
+/// How many events rmcp keeps per stream for replay (its `channel_capacity`).
+const STREAM_CAPACITY: usize = 16;
+/// The reconnection delay rmcp's priming events announce.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// The rmcp server plug-in.
+pub struct Rmcp {
+    cfg: ServerConfig,
+    seed: Seed,
+}
+
+impl Rmcp {
+    pub fn new(cfg: ServerConfig, seed: Seed) -> Self {
+        Self { cfg, seed }
+    }
+}
+
+/// What the application reports from inside rmcp's (`Send`) tasks; a local
+/// task turns these into trace records.
+enum Report {
+    Issued { client: String, label: String, method: String, id: RpcId },
+    Outcome { label: String, id: RpcId, outcome: Outcome, detail: String },
+    Error { client: String, error: String },
+}
+
+fn pump(mut rx: mpsc::UnboundedReceiver<Report>, report: AppReporter) -> impl Future<Output = ()> {
+    async move {
+        while let Some(r) = rx.recv().await {
+            match r {
+                Report::Issued { client, label, method, id } => report.issued(&client, &label, &method, &id, None),
+                Report::Outcome { label, id, outcome, detail } => report.outcome(&label, &id, outcome, None, detail),
+                Report::Error { client, error } => report.error(&client, error),
+            }
+        }
+    }
+}
+
+type Peers = Arc<Mutex<BTreeMap<String, Peer<RoleServer>>>>;
+
+/// The application under the SDK: one tool, `ask`.
+#[derive(Clone)]
+struct App {
+    peers: Peers,
+    report: mpsc::UnboundedSender<Report>,
+    timeout: Duration,
+}
+
+fn rpc_id(id: &NumberOrString) -> RpcId {
+    match id {
+        NumberOrString::Number(n) => RpcId::Num(*n),
+        NumberOrString::String(s) => RpcId::Str(s.to_string()),
+    }
+}
+
+/// The SDK's typed server request for `method`, with our labelled content.
+fn server_request(method: &str, label: &str, owner: &str) -> Result<ServerRequest, String> {
+    let Message::Request { params, .. } = mcp::server_request(RpcId::Num(0), method, label, owner) else {
+        unreachable!("server_request builds a request")
+    };
+    let mut params = params;
+    if method == "elicitation/create" {
+        params["mode"] = "form".into();
+    }
+    let v = if method == "roots/list" {
+        serde_json::json!({"method": method})
+    } else {
+        serde_json::json!({"method": method, "params": params})
+    };
+    serde_json::from_value(v).map_err(|e| format!("rmcp cannot build {method}: {e}"))
+}
+
+/// Sends `req` on `peer`, reports it issued and then its outcome.
+async fn issue(
+    peer: Peer<RoleServer>,
+    req: ServerRequest,
+    (client, label, method): (String, String, String),
+    timeout: Duration,
+    report: mpsc::UnboundedSender<Report>,
+) -> bool {
+    let mut options = PeerRequestOptions::no_options();
+    options.timeout = Some(timeout);
+    let handle = match peer.send_request_with_option(req, options).await {
+        Ok(h) => h,
+        Err(e) => {
+            let _ = report.send(Report::Error { client, error: format!("rmcp refused to send {label}: {e}") });
+            return false;
+        }
+    };
+    let id = rpc_id(&handle.id);
+    let _ = report.send(Report::Issued { client, label: label.clone(), method, id: id.clone() });
+    let (outcome, detail, ok) = match handle.await_response().await {
+        Ok(ClientResult::EmptyResult(_)) | Ok(_) => (Outcome::Answered, "rmcp received the answer".to_string(), true),
+        Err(ServiceError::Timeout { timeout }) => (Outcome::TimedOut, format!("rmcp: no answer within {timeout:?}"), false),
+        Err(e) => (Outcome::Failed, format!("rmcp: {e}"), false),
+    };
+    let _ = report.send(Report::Outcome { label, id, outcome, detail });
+    ok
+}
+
+impl ServerHandler for App {
+    fn get_info(&self) -> ServerInfo {
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("mcpsim-rmcp-app", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let serde_json::Value::Object(schema) = serde_json::json!({
+            "type": "object",
+            "properties": {"client": {"type": "string"}, "label": {"type": "string"}, "method": {"type": "string"}}
+        }) else {
+            unreachable!()
+        };
+        Ok(ListToolsResult::with_all_items(vec![Tool::new(
+            mcp::ASK_TOOL,
+            "issues the named server request related to this call",
+            schema,
+        )]))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if request.name != mcp::ASK_TOOL {
+            return Err(ErrorData::invalid_params("unknown tool", None));
+        }
+        let arg = |k: &str| {
+            request.arguments.as_ref().and_then(|a| a.get(k)).and_then(|v| v.as_str()).unwrap_or_default().to_string()
+        };
+        let (client, label, method) = (arg("client"), arg("label"), arg("method"));
+        let req = server_request(&method, &label, &client).map_err(|e| ErrorData::invalid_params(e, None))?;
+        // Sent from inside the handler, so rmcp relates it to this call.
+        let ok = issue(context.peer.clone(), req, (client, label.clone(), method), self.timeout, self.report.clone()).await;
+        let text = if ok { format!("{label} answered") } else { format!("{label} was not answered") };
+        let result = if ok { CallToolResult::success(vec![ContentBlock::text(text)]) } else { CallToolResult::error(vec![ContentBlock::text(text)]) };
+        Ok(result.into())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let session = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        if let Some(session) = session {
+            self.peers.lock().expect("peers lock").insert(session, context.peer.clone());
+        }
+    }
+}
+
+/// rmcp's `LocalSessionManager` with session ids drawn from the seed.
+struct SeededSessions {
+    inner: LocalSessionManager,
+    rng: Mutex<ChaCha8Rng>,
+}
+
+impl SeededSessions {
+    fn next_id(&self) -> SessionId {
+        let mut b = [0u8; 16];
+        self.rng.lock().expect("rng lock").fill_bytes(&mut b);
+        b[6] = (b[6] & 0x0f) | 0x40; // shaped like the v4 UUIDs rmcp mints
+        b[8] = (b[8] & 0x3f) | 0x80;
+        let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32]).into()
+    }
+}
+
+impl SessionManager for SeededSessions {
+    type Error = LocalSessionManagerError;
+    type Transport = WorkerTransport<LocalSessionWorker>;
+
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        let id = self.next_id();
+        let (handle, worker) = create_local_session(id.clone(), self.inner.session_config.clone());
+        self.inner.sessions.write().await.insert(id.clone(), handle);
+        Ok((id, WorkerTransport::spawn(worker)))
+    }
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        self.inner.initialize_session(id, message).await
+    }
+    async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        self.inner.has_session(id).await
+    }
+    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        self.inner.close_session(id).await
+    }
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl futures::Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.inner.create_stream(id, message).await
+    }
+    async fn accept_message(&self, id: &SessionId, message: ClientJsonRpcMessage) -> Result<(), Self::Error> {
+        self.inner.accept_message(id, message).await
+    }
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl futures::Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.inner.create_standalone_stream(id).await
+    }
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl futures::Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.inner.resume(id, last_event_id).await
+    }
+}
+
+/// SSE keep-alive on the simulated clock: a `:` comment after `every` of silence.
+/// rmcp's SSE body yields whole events per frame, so a ping never splits one.
+struct KeepAlive<B> {
+    inner: B,
+    every: Duration,
+    sleep: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl<B: hyper::body::Body<Data = Bytes> + Unpin> hyper::body::Body for KeepAlive<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<hyper::body::Frame<Bytes>, B::Error>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(f) => {
+                this.sleep.as_mut().reset(tokio::time::Instant::now() + this.every);
+                Poll::Ready(f)
+            }
+            Poll::Pending => match this.sleep.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    this.sleep.as_mut().reset(tokio::time::Instant::now() + this.every);
+                    Poll::Ready(Some(Ok(hyper::body::Frame::data(Bytes::from_static(b":\n\n")))))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+}
+
+impl ServerPlug for Rmcp {
+    fn name(&self) -> &str {
+        "rmcp"
+    }
+
+    fn serve(&self, listener: turmoil::net::TcpListener, app: AppHook) -> Pin<Box<dyn Future<Output = ()>>> {
+        let mut config = StreamableHttpServerConfig::default()
+            .with_legacy_session_mode(true)
+            .with_sse_keep_alive(None)
+            .with_sse_retry(Some(RETRY))
+            .with_allowed_hosts(["server", "server:80"]);
+        config.json_response = false;
+        let mut sessions = SessionConfig::default();
+        sessions.sse_retry = Some(RETRY);
+        sessions.channel_capacity = STREAM_CAPACITY;
+        let mut inner = LocalSessionManager::default();
+        inner.session_config = sessions;
+        let manager = Arc::new(SeededSessions { inner, rng: Mutex::new(self.seed.stream("server.tokens")) });
+        let peers: Peers = Arc::default();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let handler = App { peers: peers.clone(), report: tx.clone(), timeout: self.cfg.request_timeout.0 };
+        let service = StreamableHttpService::new(move || Ok(handler.clone()), manager, config);
+        let heartbeat = self.cfg.heartbeat.0;
+        let timeout = self.cfg.request_timeout.0;
+        Box::pin(async move {
+            tokio::task::spawn_local(pump(rx, app.report.clone()));
+            tokio::task::spawn_local(commands(app, peers, tx, timeout));
+            loop {
+                let Ok((stream, _)) = listener.accept().await else { continue };
+                let service = service.clone();
+                tokio::task::spawn_local(async move {
+                    let svc = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+                        let service = service.clone();
+                        async move {
+                            let resp = service.handle(req).await;
+                            let sse = resp
+                                .headers()
+                                .get("content-type")
+                                .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+                            let resp = resp.map(|b| {
+                                if sse {
+                                    KeepAlive { inner: b, every: heartbeat, sleep: Box::pin(tokio::time::sleep(heartbeat)) }
+                                        .boxed()
+                                } else {
+                                    b
+                                }
+                            });
+                            Ok::<_, std::convert::Infallible>(resp)
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .timer(TokioTimer::new())
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        })
+    }
+}
+
+/// Carries out the harness's application commands on rmcp's peers.
+async fn commands(app: AppHook, peers: Peers, report: mpsc::UnboundedSender<Report>, timeout: Duration) {
+    loop {
+        let cmd = app.commands.recv().await;
+        let (client, token) = match &cmd {
+            AppCommand::ServerRequest { client, token, .. } | AppCommand::Notify { client, token, .. } => {
+                (client.clone(), token.clone())
+            }
+        };
+        let Some(peer) = peers.lock().expect("peers lock").get(&token).cloned() else {
+            app.report.error(&client, format!("rmcp has no initialized session {token} for {client}"));
+            continue;
+        };
+        match cmd {
+            AppCommand::ServerRequest { client, method, label, .. } => match server_request(&method, &label, &client) {
+                Ok(req) => {
+                    tokio::task::spawn_local(issue(peer, req, (client, label, method), timeout, report.clone()));
+                }
+                Err(e) => app.report.error(&client, e),
+            },
+            AppCommand::Notify { client, count, .. } => {
+                for n in 0..count {
+                    let param = LoggingMessageNotificationParam::new(LoggingLevel::Info, serde_json::json!(format!("note {n}")));
+                    if let Err(e) = peer.notify_logging_message(param).await {
+                        app.report.error(&client, format!("rmcp could not notify: {e}"));
+                    }
+                }
+                app.report.notified(&client, Vec::new());
+            }
+        }
+    }
+}
