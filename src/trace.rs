@@ -375,6 +375,16 @@ impl Recorder {
     }
 
     /// Every JSON-RPC id the application reported for a label (original and re-issued).
+    /// The id of the `nth` (from 1) event carrying a message that `client` received.
+    pub fn nth_message_id(&self, client: &str, nth: usize) -> Option<String> {
+        let events = self.inner.events.borrow();
+        let mut ids = events.iter().filter_map(|e| match &e.what {
+            What::SseEvent { client: c, id: Some(id), rpc: Some(_), .. } if c == client => Some(id.clone()),
+            _ => None,
+        });
+        ids.nth(nth.checked_sub(1)?)
+    }
+
     pub fn ids_for_label(&self, label: &str) -> Vec<RpcId> {
         let mut ids = Vec::new();
         for e in self.inner.events.borrow().iter() {

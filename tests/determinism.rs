@@ -1,13 +1,14 @@
 //! Same scenario + same seed ⇒ byte-identical trace (DESIGN.md §3).
 
-use mcpsim::scenario::Plan;
+use mcpsim::scenario::{Dialect, Plan};
 use mcpsim::seed::Seed;
 use std::path::Path;
 
 fn bundled() -> Vec<Plan> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
-    let mut paths: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut paths: Vec<_> = [root.clone(), root.join("streamable-http")]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(d).unwrap())
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
         .collect();
@@ -20,6 +21,9 @@ fn bundled() -> Vec<Plan> {
 fn every_bundled_scenario_gives_byte_identical_traces() {
     for plan in bundled() {
         for server in mcpsim::server::known_servers() {
+            if mcpsim::server::streamable_only(server) && plan.dialect != Dialect::StreamableHttp {
+                continue;
+            }
             let a = mcpsim::world::run(&plan, server, None).unwrap().trace.to_jsonl();
             let b = mcpsim::world::run(&plan, server, None).unwrap().trace.to_jsonl();
             assert!(!a.is_empty());

@@ -46,6 +46,11 @@ pub struct Conn {
     pub delivered: Vec<Delivered>,
     pub ended: Option<(SimTime, u64, String)>,
     pub rejected: Option<(SimTime, u64, String)>,
+    /// The server→client stream this connection carried, `""` for none:
+    /// `get:<token>` for a session's uplink / standalone GET stream (every
+    /// legacy-sse uplink), `call:<client>:<conn>` for a tool call's POST
+    /// stream; a GET with `Last-Event-ID` carries the stream that id was seen on.
+    pub stream: String,
 }
 
 impl Conn {
@@ -56,9 +61,11 @@ impl Conn {
     pub fn is_uplink(&self) -> bool {
         self.purpose == Purpose::Uplink
     }
-    /// An uplink GET that presented a token and was answered with a stream.
+    /// A GET that presented a token and was answered with a stream (an
+    /// uplink, or a GET resuming a tool call's stream).
     pub fn accepted_resumption(&self) -> Option<(SimTime, u64)> {
-        if !self.is_uplink() || self.presented_token.is_none() || self.rejected.is_some() {
+        let get = self.is_uplink() || (self.purpose == Purpose::Call && self.last_event_id.is_some());
+        if !get || self.presented_token.is_none() || self.rejected.is_some() {
             return None;
         }
         match self.response {
@@ -177,6 +184,7 @@ impl<'a> Observed<'a> {
                             delivered: Vec::new(),
                             ended: None,
                             rejected: None,
+                            stream: String::new(),
                         },
                     );
                 }
@@ -295,7 +303,88 @@ impl<'a> Observed<'a> {
         if o.end == SimTime(0) {
             o.end = trace.events.last().map_or(SimTime(0), |e| e.t_us);
         }
+        o.assign_streams();
         o
+    }
+
+    /// Works out [`Conn::stream`] for every connection, in request order.
+    fn assign_streams(&mut self) {
+        let mut order: Vec<(u64, (String, u32))> =
+            self.conns.iter().map(|(k, c)| (c.request_seq.unwrap_or(u64::MAX), k.clone())).collect();
+        order.sort();
+        for (_, key) in order {
+            let c = &self.conns[&key];
+            let stream = match (c.purpose, c.token(), c.last_event_id.as_deref()) {
+                (Purpose::Post, _, _) | (_, None, _) => String::new(),
+                (Purpose::Call, Some(_), None) => format!("call:{}:{}", c.client, c.conn),
+                (purpose, Some(token), Some(last)) => self.stream_of_id(token, last, c.opened).unwrap_or_else(|| {
+                    if purpose == Purpose::Call {
+                        format!("call:{}:{}", c.client, c.conn)
+                    } else {
+                        format!("get:{token}")
+                    }
+                }),
+                (Purpose::Uplink, Some(token), None) => format!("get:{token}"),
+            };
+            self.conns.get_mut(&key).expect("key from the map").stream = stream;
+        }
+    }
+
+    /// The stream of the latest connection of session `token` opened before
+    /// `before` that carried event `id` (delivered, or written into its dropped mapping).
+    fn stream_of_id(&self, token: &str, id: &str, before: SimTime) -> Option<String> {
+        self.conns
+            .values()
+            .filter(|d| d.token() == Some(token) && !d.stream.is_empty() && d.opened < before)
+            .filter(|d| {
+                d.delivered.iter().any(|e| e.id.as_deref() == Some(id))
+                    || self.mapping_of(d).is_some_and(|m| {
+                        m.dropped_writes.iter().any(|w| w.3.iter().any(|e| e.id.as_deref() == Some(id)))
+                    })
+            })
+            .max_by_key(|d| (d.opened, d.conn))
+            .map(|d| d.stream.clone())
+    }
+
+    /// Event ids the server wrote on `stream` before `until`, in order: those
+    /// delivered and those written into dropped mappings, each once, with
+    /// whether the event carried a JSON-RPC message (priming events do not).
+    pub fn stream_ids(&self, stream: &str, until: SimTime) -> Vec<(SimTime, String, bool)> {
+        let mut out: Vec<(SimTime, u64, String, bool)> = Vec::new();
+        for c in self.conns.values().filter(|c| c.stream == stream) {
+            for d in c.delivered.iter().filter(|d| d.t < until) {
+                if let Some(id) = &d.id {
+                    out.push((d.t, d.seq, id.clone(), d.rpc.is_some()));
+                }
+            }
+            if let Some(m) = self.mapping_of(c) {
+                for (t, seq, _, evs) in m.dropped_writes.iter().filter(|w| w.0 < until) {
+                    out.extend(evs.iter().filter_map(|e| Some((*t, *seq, e.id.clone()?, e.rpc.is_some()))));
+                }
+            }
+        }
+        out.sort();
+        let mut seen = std::collections::BTreeSet::new();
+        out.into_iter().filter(|x| seen.insert(x.2.clone())).map(|(t, _, id, msg)| (t, id, msg)).collect()
+    }
+
+    /// Numeric event ids of session `token` that are not `stream`'s to
+    /// replay: seen on its other streams, or seen carrying no message
+    /// (priming events, which no one replays).
+    pub fn ids_not_owed(&self, token: &str, stream: &str) -> Vec<u64> {
+        let mut out = Vec::new();
+        for c in self.conns.values().filter(|c| c.token() == Some(token) && !c.stream.is_empty()) {
+            let other = c.stream != stream;
+            out.extend(c.delivered.iter().filter(|d| other || d.rpc.is_none()).filter_map(Delivered::numeric_id));
+            if let Some(m) = self.mapping_of(c) {
+                for (_, _, _, evs) in &m.dropped_writes {
+                    out.extend(
+                        evs.iter().filter(|e| other || e.rpc.is_none()).filter_map(|e| e.id.as_deref()?.parse::<u64>().ok()),
+                    );
+                }
+            }
+        }
+        out
     }
 
     /// Whether `client` crashed in `[from, to]`: it lost every session it held.

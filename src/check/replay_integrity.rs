@@ -5,7 +5,8 @@
 //! skips ids the client never held (a silent gap: the server truncated), or
 //! N is newer than any id the session ever showed (accepting a future id).
 
-use super::observe::Observed;
+use super::observe::{Conn, Observed};
+use crate::trace::SimTime;
 use super::{not_applicable, status, Status, Violation};
 
 pub const ID: &str = "replay-integrity";
@@ -24,51 +25,124 @@ pub fn judge(o: &Observed) -> Status {
     let mut out = Vec::new();
     for c in o.conns.values() {
         let Some((t_acc, acc_seq)) = c.accepted_resumption() else { continue };
-        let Some(n) = c.last_event_id_number() else { continue };
+        let Some(last) = c.last_event_id.as_deref() else { continue };
         let Some(token) = c.token() else { continue };
-        judged = true;
         let request_seq = c.request_seq.unwrap_or(acc_seq);
-        // Ids the server may have minted without anyone seeing them: one per
-        // POST (a response) and one per re-issue on the session.
-        let unseen = o.possible_unseen_ids(token, t_acc);
-        match o.max_id_seen(token, t_acc) {
-            Some(max) if n > max + unseen => {
-                out.push(Violation {
-                    check: ID,
-                    headline: format!(
-                        "{}'s resumption from {n} was accepted on conn {}, but the session never showed an id above {max} (at most {unseen} more could have been minted unseen)",
-                        c.client, c.conn
-                    ),
-                    t: t_acc,
-                    evidence: vec![request_seq, acc_seq], inherent: false });
-                continue;
-            }
-            _ => {}
-        }
-        let Some(first) = c.delivered.iter().find_map(|d| d.numeric_id().map(|id| (id, d.seq))) else { continue };
-        if first.0 > n + 1 {
-            let held = o.ids_held(&c.client, token, t_acc);
-            let missing: Vec<u64> = (n + 1..first.0).filter(|i| !held.contains(i)).collect();
-            if let (Some(a), Some(b)) = (missing.first(), missing.last()) {
-                let range = if a == b { format!("event {a}") } else { format!("events {a}–{b}") };
-                out.push(Violation {
-                    check: ID,
-                    headline: format!(
-                        "{}'s resumption from {n} on conn {} replayed from {} instead of {}: {range} silently lost",
-                        c.client,
-                        c.conn,
-                        first.0,
-                        n + 1
-                    ),
-                    t: t_acc,
-                    evidence: vec![request_seq, acc_seq, first.1],
-                    inherent: false,
-                });
-            }
-        }
+        let found = match c.last_event_id_number() {
+            Some(n) => numeric(o, c, n, token, (t_acc, acc_seq, request_seq)),
+            None => None,
+        };
+        // Ids of any shape: events the stream carried after `last` that the
+        // client never received must come first in the replay.
+        let found = found.or_else(|| by_order(o, c, last, token, (t_acc, acc_seq, request_seq)));
+        judged |= c.last_event_id_number().is_some() || o.stream_ids(&c.stream, t_acc).iter().any(|(_, i, _)| i == last);
+        out.extend(found);
     }
     if !judged {
-        return not_applicable("no resumption with a numeric Last-Event-ID was accepted");
+        return not_applicable("no resumption from an id the stream had shown was accepted");
     }
     status(out)
+}
+
+/// Numeric ids: a future id, or a gap between `n` and the first id replayed.
+fn numeric(o: &Observed, c: &Conn, n: u64, token: &str, (t_acc, acc_seq, request_seq): (SimTime, u64, u64)) -> Option<Violation> {
+    // Ids the server may have minted without anyone seeing them: one per
+    // POST (a response) and one per re-issue on the session.
+    let unseen = o.possible_unseen_ids(token, t_acc);
+    if let Some(max) = o.max_id_seen(token, t_acc) {
+        if n > max + unseen {
+            return Some(Violation {
+                check: ID,
+                headline: format!(
+                    "{}'s resumption from {n} was accepted on conn {}, but the session never showed an id above {max} (at most {unseen} more could have been minted unseen)",
+                    c.client, c.conn
+                ),
+                t: t_acc,
+                evidence: vec![request_seq, acc_seq],
+                inherent: false,
+            });
+        }
+    }
+    let first = c.delivered.iter().find_map(|d| d.numeric_id().map(|id| (id, d.seq)))?;
+    if first.0 <= n + 1 {
+        return None;
+    }
+    let mut held = o.ids_held(&c.client, token, t_acc);
+    // Ids that went out on the session's other streams, or carried no message, are not owed.
+    held.extend(o.ids_not_owed(token, &c.stream));
+    let missing: Vec<u64> = (n + 1..first.0).filter(|i| !held.contains(i)).collect();
+    let (a, b) = (missing.first()?, missing.last()?);
+    let range = if a == b { format!("event {a}") } else { format!("events {a}–{b}") };
+    Some(Violation {
+        check: ID,
+        headline: format!(
+            "{}'s resumption from {n} on conn {} replayed from {} instead of {}: {range} silently lost",
+            c.client,
+            c.conn,
+            first.0,
+            n + 1
+        ),
+        t: t_acc,
+        evidence: vec![request_seq, acc_seq, first.1],
+        inherent: false,
+    })
+}
+
+/// How long an accepted stream must stay open before a replay that has not
+/// come is taken as never coming.
+const REPLAY_WAIT_US: u64 = 2_000_000;
+
+fn stayed_open(o: &Observed, c: &Conn, t_acc: SimTime) -> bool {
+    let end = c.ended.as_ref().map_or(o.end, |e| e.0);
+    end.0 >= t_acc.0 + REPLAY_WAIT_US
+}
+
+/// Any ids: the events the stream carried after `last` (delivered elsewhere
+/// or written into a dropped mapping) that the client never received, but
+/// that the replay skipped past.
+fn by_order(o: &Observed, c: &Conn, last: &str, token: &str, (t_acc, acc_seq, request_seq): (SimTime, u64, u64)) -> Option<Violation> {
+    // Only what the stream carried before the client asked to resume: later
+    // writes to an old connection are a second writer (session-binding's
+    // evidence), not a replay gap.
+    let ids = o.stream_ids(&c.stream, c.opened);
+    let pos = ids.iter().position(|(_, i, _)| i == last)?;
+    let received: std::collections::BTreeSet<&str> = o
+        .conns
+        .values()
+        .filter(|d| d.client == c.client && d.token() == Some(token) && d.opened < c.opened)
+        .flat_map(|d| d.delivered.iter().filter(|e| e.t < t_acc).filter_map(|e| e.id.as_deref()))
+        .collect();
+    // Events that carried a message; priming events are never owed.
+    let owed: Vec<&str> =
+        ids[pos + 1..].iter().filter(|x| x.2).map(|(_, i, _)| i.as_str()).filter(|i| !received.contains(i)).collect();
+    let replayed: Vec<(&str, u64)> =
+        c.delivered.iter().filter(|d| d.rpc.is_some()).filter_map(|d| Some((d.id.as_deref()?, d.seq))).collect();
+    // The owed events the replay skipped: every owed id before the first one it did send.
+    let first_sent = owed.iter().position(|i| replayed.iter().any(|(r, _)| r == i));
+    let skipped: Vec<&str> = match first_sent {
+        Some(k) => owed[..k].to_vec(),
+        // None of them came: lost, once the stream went on without them
+        // (sent newer events, or stayed open long enough for any replay).
+        None if replayed.iter().any(|(r, _)| ids.iter().all(|(_, i, _)| i != r)) => owed.clone(),
+        None if stayed_open(o, c, t_acc) => owed.clone(),
+        None => Vec::new(),
+    };
+    if skipped.is_empty() {
+        return None;
+    }
+    let mut evidence = vec![request_seq, acc_seq];
+    evidence.extend(replayed.first().map(|(_, s)| *s));
+    Some(Violation {
+        check: ID,
+        headline: format!(
+            "{}'s resumption from {last} on conn {} skipped {} event(s) the stream had carried after it and the client never received ({})",
+            c.client,
+            c.conn,
+            skipped.len(),
+            skipped.join(", ")
+        ),
+        t: t_acc,
+        evidence,
+        inherent: false,
+    })
 }

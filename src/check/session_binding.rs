@@ -25,13 +25,14 @@ pub fn judge(o: &Observed) -> Status {
     let mut out = Vec::new();
     for new in o.conns.values() {
         let Some((t_acc, acc_seq)) = new.accepted_resumption() else { continue };
-        let token = new.token();
+        // The connections that carried the same stream before it (a session's
+        // uplinks; in streamable-http, the stream the Last-Event-ID belongs to).
         for prior in o.conns.values().filter(|c| {
             c.client == new.client
-                && c.is_uplink()
+                && !c.stream.is_empty()
+                && c.stream == new.stream
                 && c.conn != new.conn
                 && c.opened <= new.opened
-                && c.token() == token
         }) {
             let Some(m) = o.mapping_of(prior) else { continue };
             let Some((_, drop_seq, _)) = &m.dropped else { continue };

@@ -17,7 +17,7 @@
 
 mod streamable;
 
-use crate::scenario::{ClientSpec, Dialect, LastEventId};
+use crate::scenario::{ClientSpec, Dialect};
 use crate::trace::{Purpose, Recorder, What};
 use crate::wire::jsonrpc::{mcp, Message, RpcId};
 use crate::wire::sse::{Decoder, Item};
@@ -38,7 +38,7 @@ use turmoil::net::TcpStream;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ClientCmd {
     Connect,
-    Resume(LastEventId),
+    Resume(ResumeFrom),
     /// Answer these request ids now, if seen and not answered yet.
     Answer(Vec<RpcId>),
     /// Take over a (stolen) session token, and the owner's credential if given.
@@ -55,6 +55,13 @@ pub enum ClientCmd {
     CallTool { label: String, method: String },
     /// streamable-http: end the session with DELETE.
     EndSession,
+}
+
+/// Which id a resumption presents.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ResumeFrom {
+    LastSeen,
+    Id(String),
 }
 
 /// What the step loop may read and change from outside the host.
@@ -167,8 +174,8 @@ impl Client {
                     match token {
                         Some(token) => {
                             let last_event_id = match which {
-                                LastEventId::LastSeen => self.st.borrow().last_seen.clone(),
-                                LastEventId::Id(n) => Some(n.to_string()),
+                                ResumeFrom::LastSeen => self.st.borrow().last_seen.clone(),
+                                ResumeFrom::Id(id) => Some(id),
                             };
                             self.start_uplink(Mode::Resume { token, last_event_id });
                         }
@@ -371,13 +378,13 @@ impl Client {
         }
         self.st.borrow_mut().backoff = Duration::ZERO;
 
-        let (end, any_event) = self.read_stream(conn, resp.into_body(), gen, None).await;
+        let (end, any_item) = self.read_stream(conn, resp.into_body(), gen, None).await;
         match end {
             StreamEnd::ErrorEvent => {
                 self.rec.record(What::Rejected { client: self.name(), conn, how: "error event".into() });
                 self.reinitialize("resumption refused with an error event")
             }
-            StreamEnd::Ended if resuming && !any_event => {
+            StreamEnd::Ended if resuming && !any_item => {
                 self.rec.record(What::Rejected { client: self.name(), conn, how: "200 with an empty stream".into() });
                 self.reinitialize("resumption answered with an empty stream")
             }
@@ -417,7 +424,9 @@ impl Client {
     }
 
     /// Reads one SSE stream until it ends; records every event and hands
-    /// messages on. `call` names the tool call whose stream this is.
+    /// messages on. `call` names the tool call whose stream this is. Also
+    /// says whether anything (an event or a heartbeat) arrived: a stream that
+    /// ends with nothing at all was a silent refusal.
     async fn read_stream(
         self: &Rc<Self>,
         conn: u32,
@@ -427,7 +436,7 @@ impl Client {
     ) -> (StreamEnd, bool) {
         let silence = self.spec.heartbeat_timeout;
         let mut decoder = Decoder::new();
-        let mut any_event = false;
+        let mut any_item = false;
         // Silence is measured from the last complete SSE item: a server that
         // drips bytes without ever completing an event is as dead as a silent one.
         // tokio's clock inside a turmoil host is the simulated one (paused runtime).
@@ -452,7 +461,7 @@ impl Client {
                         conn,
                         silent_ms: silence.as_millis() as u64,
                     });
-                    return (StreamEnd::Silent, any_event);
+                    return (StreamEnd::Silent, any_item);
                 }
                 Ok(None) => {
                     if decoder.has_partial() {
@@ -463,7 +472,7 @@ impl Client {
                         conn,
                         reason: "server ended the stream".into(),
                     });
-                    return (StreamEnd::Ended, any_event);
+                    return (StreamEnd::Ended, any_item);
                 }
                 Ok(Some(Err(e))) => {
                     if decoder.has_partial() {
@@ -478,7 +487,7 @@ impl Client {
                         conn,
                         reason: format!("stream error: {e}"),
                     });
-                    return (StreamEnd::Broken, any_event);
+                    return (StreamEnd::Broken, any_item);
                 }
                 Ok(Some(Ok(f))) => f,
             };
@@ -493,7 +502,7 @@ impl Client {
             if decoder.pending_bytes() > MAX_EVENT_BYTES {
                 self.protocol_error(conn, "too-large", format!("an event grew past {} bytes", MAX_EVENT_BYTES));
                 self.rec.record(What::UplinkEnded { client: self.name(), conn, reason: "event too large".into() });
-                return (StreamEnd::Broken, any_event);
+                return (StreamEnd::Broken, any_item);
             }
             for item in items {
                 let ev = match item {
@@ -502,14 +511,18 @@ impl Client {
                         self.st.borrow_mut().retry_ms = Some(ms);
                         continue;
                     }
-                    Item::Comment(_) => continue,
+                    Item::Comment(_) => {
+                        // A heartbeat: the server accepted the stream and keeps it alive.
+                        any_item = true;
+                        continue;
+                    }
                 };
-                any_event = true;
+                any_item = true;
                 match ev.event.as_str() {
                     "endpoint" if self.dialect == Dialect::LegacySse => self.clone().on_endpoint(&ev.data, conn),
                     "error" => {
                         self.record_sse(conn, &ev, None);
-                        return (StreamEnd::ErrorEvent, any_event);
+                        return (StreamEnd::ErrorEvent, any_item);
                     }
                     _ => {
                         let msg = Message::parse(&ev.data).ok();
@@ -527,7 +540,7 @@ impl Client {
                         }
                         if let Some(msg) = msg {
                             if call.is_some_and(|label| self.is_call_result(label, &msg)) {
-                                return (StreamEnd::Complete, any_event);
+                                return (StreamEnd::Complete, any_item);
                             }
                             self.clone().on_message(msg, gen);
                         }
@@ -580,7 +593,14 @@ impl Client {
                 });
             }
             Message::Request { id, method, .. } => {
-                let fresh = self.st.borrow_mut().seen.insert(id.clone(), (method.clone(), gen)).is_none();
+                // New, or an unanswered request delivered again on a newer stream
+                // (a replay): answer it there.
+                let fresh = {
+                    let mut st = self.st.borrow_mut();
+                    let answered = st.answered.contains(&id);
+                    let before = st.seen.insert(id.clone(), (method.clone(), gen));
+                    before.is_none_or(|(_, g)| g != gen && !answered)
+                };
                 if fresh && self.spec.auto_answer {
                     let think = self.spec.think_time;
                     tokio::task::spawn_local(async move {

@@ -266,6 +266,15 @@ enum RawTrigger {
 enum LastEventIdRaw {
     Id(u64),
     Word(String),
+    Seen(SeenRaw),
+}
+
+/// `{ seen_by = "alice", nth = 1 }`: the nth message event id alice received.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SeenRaw {
+    seen_by: String,
+    nth: usize,
 }
 
 // ---------- the JSON Schema, derived from the types above ----------
@@ -321,12 +330,15 @@ pub struct ClientSpec {
 }
 
 /// Which id a resume presents.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LastEventId {
     /// The last id the client saw on its uplink.
     LastSeen,
     Id(u64),
+    /// The `nth` (from 1) id of an event carrying a message that `client`
+    /// received: an id in any server's own format (a thief replaying an old id).
+    Seen { client: String, nth: usize },
 }
 
 /// What a step does.
@@ -407,6 +419,9 @@ impl Action {
             Action::Reset { client } => format!("{client}'s uplink is reset"),
             Action::Resume { client, last_event_id: LastEventId::LastSeen } => {
                 format!("{client} resumes from its last seen id")
+            }
+            Action::Resume { client, last_event_id: LastEventId::Seen { client: by, nth } } => {
+                format!("{client} resumes with the id of the message #{nth} {by} received")
             }
             Action::Resume { client, last_event_id: LastEventId::Id(n) } => {
                 format!("{client} resumes with Last-Event-ID {n}")
@@ -696,8 +711,19 @@ impl Plan {
                             LastEventIdRaw::Word(w) => {
                                 return Err(err(
                                     v.span(),
-                                    format!("last_event_id must be an integer or \"last-seen\", not {w:?}"),
+                                    format!(
+                                        "last_event_id must be an integer, \"last-seen\" or {{ seen_by = \"client\", nth = 1 }}, not {w:?}"
+                                    ),
                                 ))
+                            }
+                            LastEventIdRaw::Seen(SeenRaw { seen_by, nth }) => {
+                                if !names.contains(seen_by) {
+                                    return Err(err(v.span(), format!("seen_by names unknown client {seen_by:?}")));
+                                }
+                                if *nth == 0 {
+                                    return Err(err(v.span(), "nth counts from 1".into()));
+                                }
+                                LastEventId::Seen { client: seen_by.clone(), nth: *nth }
                             }
                         },
                     };
@@ -1013,6 +1039,7 @@ impl Plan {
                     let id = match last_event_id {
                         LastEventId::LastSeen => q("last-seen"),
                         LastEventId::Id(n) => n.to_string(),
+                        LastEventId::Seen { client: by, nth } => format!("{{ seen_by = {}, nth = {nth} }}", q(by)),
                     };
                     let _ = writeln!(out, "client = {}\nlast_event_id = {id}", q(client));
                 }

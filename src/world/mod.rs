@@ -13,7 +13,8 @@ pub use nat::NatCmd;
 
 use crate::client::{Client, ClientCmd, ClientShared};
 use crate::error::{Error, Result};
-use crate::scenario::{Action, Plan, Trigger};
+use crate::client::ResumeFrom;
+use crate::scenario::{Action, LastEventId, Plan, Trigger};
 use crate::seed::Seed;
 use crate::server::{AppCommand, AppHook, AppReporter, ServerPlug};
 use crate::trace::{Recorder, SimTime, Trace, What};
@@ -222,7 +223,15 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
                 Action::Sever { client } => nats[client].push_at(at, NatCmd::Sever),
                 Action::Reset { client } => nats[client].push_at(at, NatCmd::Reset),
                 Action::Resume { client, last_event_id } => {
-                    clients[client].0.push_at(at, ClientCmd::Resume(*last_event_id))
+                    let from = match last_event_id {
+                        LastEventId::LastSeen => Some(ResumeFrom::LastSeen),
+                        LastEventId::Id(n) => Some(ResumeFrom::Id(n.to_string())),
+                        LastEventId::Seen { client: by, nth } => rec.nth_message_id(by, *nth).map(ResumeFrom::Id),
+                    };
+                    match from {
+                        Some(from) => clients[client].0.push_at(at, ClientCmd::Resume(from)),
+                        None => app.report.error(client, format!("cannot resume: {}", step.action.describe())),
+                    }
                 }
                 Action::StealToken { from, to, credential } => {
                     let token = token_of(from);

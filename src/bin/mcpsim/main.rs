@@ -268,6 +268,7 @@ fn run(
     use std::io::IsTerminal;
     let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let files = collect(if files.is_empty() { vec![bundled_dir()] } else { files })?;
+    let explicit = !servers.is_empty();
     let servers = if servers.is_empty() {
         mcpsim::server::known_servers().iter().map(|s| s.to_string()).collect()
     } else {
@@ -306,6 +307,14 @@ fn run(
     let mut judged = Vec::new();
     for plan in &plans {
         for server in &servers {
+            // A server that speaks only streamable-http skips legacy-sse scenarios
+            // unless it was asked for by name (then the run explains the mismatch).
+            if !explicit
+                && mcpsim::server::streamable_only(server)
+                && plan.dialect != mcpsim::scenario::Dialect::StreamableHttp
+            {
+                continue;
+            }
             let run = match mcpsim::world::run(plan, server, seed) {
                 Ok(r) => r,
                 Err(e) => {

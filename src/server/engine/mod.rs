@@ -442,12 +442,13 @@ async fn resume(
     let retention = shared.cfg.retention;
     let s = st.sessions.get_mut(&token).expect("checked above");
     let mut replayed = 0;
-    if shared.dialect == Dialect::StreamableHttp {
-        streamable::prime(s, stream, &tx);
-    }
     for l in s.log.iter().filter(|l| l.id >= replay_from && l.stream == stream) {
         let _ = tx.send(Bytes::from(sse::encode(Some(&l.id.to_string()), None, &l.data)));
         replayed += 1;
+    }
+    if shared.dialect == Dialect::StreamableHttp && replayed == 0 {
+        // Nothing replayed: give the client a fresh id to resume from.
+        streamable::prime(s, stream, &tx);
     }
     shared.report.note(
         &s.name,
