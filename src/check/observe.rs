@@ -509,6 +509,15 @@ impl<'a> Observed<'a> {
         posts + reissues
     }
 
+    /// Event ids (as sent) a client already held for a session before `before`.
+    pub fn ids_held_str(&self, client: &str, token: &str, before: SimTime) -> Vec<&str> {
+        self.conns
+            .values()
+            .filter(|c| c.client == client && c.token() == Some(token))
+            .flat_map(|c| c.delivered.iter().filter(|d| d.t < before).filter_map(|d| d.id.as_deref()))
+            .collect()
+    }
+
     /// Event ids a client already held for a session before `before`.
     pub fn ids_held(&self, client: &str, token: &str, before: SimTime) -> Vec<u64> {
         self.conns

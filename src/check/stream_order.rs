@@ -22,7 +22,7 @@ pub const EXPLAIN: super::Explain = super::Explain {
 pub fn judge(o: &Observed) -> Status {
     let mut judged = false;
     let mut out = Vec::new();
-    for c in o.conns.values().filter(|c| c.is_uplink()) {
+    for c in o.conns.values().filter(|c| c.is_uplink() || !c.stream.is_empty()) {
         let floor = c.last_event_id_number();
         // What the client already held for this session when it resumed.
         let held = match (floor, c.token()) {
@@ -30,8 +30,31 @@ pub fn judge(o: &Observed) -> Status {
             _ => Vec::new(),
         };
         let mut prev: Option<(u64, u64)> = None;
+        let mut seen_here: Vec<&str> = Vec::new();
         for d in &c.delivered {
-            let Some(id) = d.numeric_id() else { continue };
+            let Some(id) = d.numeric_id() else {
+                // Ids of other shapes can only be compared for equality.
+                let Some(id) = d.id.as_deref() else { continue };
+                judged = true;
+                let again = c.last_event_id.as_deref() == Some(id)
+                    && c.token().is_some_and(|t| o.ids_held_str(&c.client, t, c.opened).contains(&id));
+                if again || seen_here.contains(&id) {
+                    let what = if again {
+                        format!("{} resumed from {id} on conn {} and was sent event {id} again at {}", c.client, c.conn, d.t)
+                    } else {
+                        format!("{}'s conn {} delivered event {id} twice (again at {})", c.client, c.conn, d.t)
+                    };
+                    out.push(Violation {
+                        check: ID,
+                        headline: what,
+                        t: d.t,
+                        evidence: c.request_seq.into_iter().chain([d.seq]).collect(),
+                        inherent: false,
+                    });
+                }
+                seen_here.push(id);
+                continue;
+            };
             judged = true;
             if let Some(n) = floor.filter(|n| id <= *n && held.contains(&id)) {
                 out.push(Violation {
@@ -57,7 +80,7 @@ pub fn judge(o: &Observed) -> Status {
         }
     }
     if !judged {
-        return not_applicable("no uplink delivered an event with a numeric id");
+        return not_applicable("no stream delivered an event with an id");
     }
     status(out)
 }
