@@ -1,0 +1,153 @@
+//! The official Rust SDK (rmcp) under test: it completes the handshake and
+//! resumes both kinds of stream inside the simulation, deterministically,
+//! with session ids from the seed and keep-alive on simulated time.
+
+use mcpsim::check;
+use mcpsim::scenario::Plan;
+use mcpsim::seed::Seed;
+use mcpsim::trace::{Outcome, Purpose, What};
+use mcpsim::wire::jsonrpc::RpcKind;
+use mcpsim::world::{self, Run};
+use std::path::Path;
+
+fn run(file: &str, seed: Option<u64>) -> Run {
+    let plan = Plan::load(Path::new(file)).expect("bundled scenario loads");
+    world::run(&plan, "rmcp", seed.map(Seed)).expect("run completes")
+}
+
+fn whats(run: &Run) -> Vec<&What> {
+    run.trace.events.iter().map(|e| &e.what).collect()
+}
+
+fn token(run: &Run) -> String {
+    whats(run)
+        .iter()
+        .find_map(|x| match x {
+            What::SessionToken { token, .. } => Some(token.clone()),
+            _ => None,
+        })
+        .expect("rmcp returned an Mcp-Session-Id")
+}
+
+fn answered(run: &Run, label: &str) -> bool {
+    whats(run).iter().any(|x| matches!(x, What::RequestOutcome { label: l, outcome: Outcome::Answered, .. } if l == label))
+}
+
+#[test]
+fn rmcp_completes_the_handshake() {
+    let r = run("scenarios/streamable-http/clean-resume.toml", None);
+    let w = whats(&r);
+    assert!(r.aborted.is_none());
+    let t = token(&r);
+    assert_eq!(t.len(), 36, "a UUID-shaped session id: {t}");
+    // initialize answered 200, notifications/initialized accepted 202, the standalone GET streams.
+    let statuses: Vec<(u16, bool)> = w
+        .iter()
+        .filter_map(|x| match x {
+            What::HttpResponse { status, content_type, .. } => {
+                Some((*status, content_type.as_deref().is_some_and(|c| c.starts_with("text/event-stream"))))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(&statuses[..3], [(200, true), (202, false), (200, true)]);
+    // The session works: a standalone server request reaches alice and is answered.
+    assert!(answered(&r, "req-1"));
+}
+
+#[test]
+fn rmcp_resumes_the_standalone_stream() {
+    let r = run("scenarios/streamable-http/clean-resume.toml", None);
+    let w = whats(&r);
+    // After the reset, alice GETs with Last-Event-ID and rmcp accepts.
+    let resumed = w
+        .iter()
+        .find_map(|x| match x {
+            What::HttpRequest { conn, method, last_event_id: Some(_), .. } if method == "GET" => Some(*conn),
+            _ => None,
+        })
+        .expect("a resumption");
+    assert!(w.iter().any(|x| matches!(x, What::HttpResponse { conn, status: 200, .. } if *conn == resumed)));
+    // Later notifications and the standalone request arrive on the resumed stream.
+    let kinds: Vec<RpcKind> = w
+        .iter()
+        .filter_map(|x| match x {
+            What::SseEvent { conn, rpc: Some(r), .. } if *conn == resumed => Some(r.kind),
+            _ => None,
+        })
+        .collect();
+    assert!(kinds.iter().filter(|k| **k == RpcKind::Notification).count() >= 2, "{kinds:?}");
+    assert!(kinds.contains(&RpcKind::Request));
+    assert!(answered(&r, "req-1"));
+    // Only rmcp's id findings (README: duplicate ids, the Last-Event-ID event sent again).
+    assert_eq!(check::violated(&check::judge(&r.trace)), ["stream-order"]);
+}
+
+#[test]
+fn rmcp_resumes_a_tool_calls_post_stream() {
+    let r = run("scenarios/streamable-http/call-stream-reset.toml", None);
+    let w = whats(&r);
+    let calls: Vec<u32> = w
+        .iter()
+        .filter_map(|x| match x {
+            What::Connect { conn, purpose: Purpose::Call, .. } => Some(*conn),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls.len(), 2, "the tools/call POST and the GET that resumed its stream");
+    let get = calls[1];
+    let last = w
+        .iter()
+        .find_map(|x| match x {
+            What::HttpRequest { conn, last_event_id, .. } if *conn == get => last_event_id.clone(),
+            _ => None,
+        })
+        .expect("the GET presents the last id of the POST stream");
+    assert!(last.contains('/'), "rmcp names a POST stream's events index/stream: {last}");
+    // The pending request is replayed there, and the tool result follows once answered.
+    let kinds: Vec<RpcKind> = w
+        .iter()
+        .filter_map(|x| match x {
+            What::SseEvent { conn, rpc: Some(r), .. } if *conn == get => Some(r.kind),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kinds, [RpcKind::Request, RpcKind::Response]);
+    assert!(answered(&r, "call-1"));
+    assert_eq!(check::violated(&check::judge(&r.trace)), ["stream-order"]);
+}
+
+#[test]
+fn rmcp_runs_are_deterministic_and_session_ids_come_from_the_seed() {
+    let file = "scenarios/streamable-http/nat-rebind.toml";
+    let a = run(file, Some(5));
+    let b = run(file, Some(5));
+    assert_eq!(a.trace.to_jsonl(), b.trace.to_jsonl());
+    let c = run(file, Some(6));
+    assert_ne!(token(&a), token(&c));
+}
+
+#[test]
+fn rmcp_keep_alive_runs_on_simulated_time() {
+    // rmcp's own keep-alive re-arms on the wall clock and floods a stream under
+    // virtual time; ours pings once per [server] heartbeat (15 s) of silence.
+    let r = run("scenarios/streamable-http/nat-rebind.toml", None);
+    let pings: Vec<u64> = r
+        .trace
+        .events
+        .iter()
+        .filter_map(|e| match &e.what {
+            What::DroppedWrite { events, .. } if events.is_empty() => Some(e.t_us.0),
+            _ => None,
+        })
+        .collect();
+    assert!(pings.len() >= 3, "heartbeats reach the half-open mapping: {pings:?}");
+    assert!(pings.windows(2).all(|p| p[1] - p[0] >= 15_000_000), "{pings:?}");
+}
+
+#[test]
+fn rmcp_refuses_legacy_sse_scenarios_with_a_clear_error() {
+    let plan = Plan::load(Path::new("scenarios/nat-rebind.toml")).unwrap();
+    let err = world::run(&plan, "rmcp", None).unwrap_err().to_string();
+    assert!(err.contains("speaks only dialect \"streamable-http\""), "{err}");
+}
