@@ -375,11 +375,38 @@ impl Recorder {
     }
 
     /// Every JSON-RPC id the application reported for a label (original and re-issued).
-    /// The id of the `nth` (from 1) event carrying a message that `client` received.
-    pub fn nth_message_id(&self, client: &str, nth: usize) -> Option<String> {
+    /// The id of the `nth` (from 1) event carrying a message that `client`
+    /// received on its uplinks (not on tool-call streams) of session `token`.
+    pub fn nth_message_id(&self, client: &str, nth: usize, token: &str) -> Option<String> {
         let events = self.inner.events.borrow();
+        let of_session: Vec<u32> = events
+            .iter()
+            .filter_map(|e| match &e.what {
+                What::HttpRequest { client: c, conn, session: Some(t), .. } if c == client && t == token => Some(*conn),
+                What::HttpRequest { client: c, conn, path, .. } if c == client && path.ends_with(&format!("={token}")) => {
+                    Some(*conn)
+                }
+                What::SessionToken { client: c, conn, token: t } if c == client && t == token => Some(*conn),
+                _ => None,
+            })
+            .collect();
+        let uplinks: Vec<u32> = events
+            .iter()
+            .filter_map(|e| match &e.what {
+                What::Connect { client: c, conn, purpose: Purpose::Uplink, .. }
+                    if c == client && of_session.contains(conn) =>
+                {
+                    Some(*conn)
+                }
+                _ => None,
+            })
+            .collect();
         let mut ids = events.iter().filter_map(|e| match &e.what {
-            What::SseEvent { client: c, id: Some(id), rpc: Some(_), .. } if c == client => Some(id.clone()),
+            What::SseEvent { client: c, conn, id: Some(id), rpc: Some(_), .. }
+                if c == client && uplinks.contains(conn) =>
+            {
+                Some(id.clone())
+            }
             _ => None,
         });
         ids.nth(nth.checked_sub(1)?)

@@ -54,7 +54,16 @@ pub fn judge(o: &Observed) -> Status {
         }
         // In flight for sure: issued before the resumption was even sent, and
         // not resolved before it was accepted.
-        let in_flight_at = o.conns.values().filter(|c| c.client == r.owner && c.token() == Some(token)).find_map(|c| {
+        // Only a resumption of the stream that carries it (unseen: the uplink / standalone stream).
+        let stream = o.stream_of_request(r);
+        let same_stream =
+            |c: &&crate::check::observe::Conn| stream.map_or(c.stream.starts_with("get:"), |s| c.stream == s);
+        let in_flight_at = o
+            .conns
+            .values()
+            .filter(|c| c.client == r.owner && c.token() == Some(token))
+            .filter(same_stream)
+            .find_map(|c| {
             let (t_acc, seq) = c.accepted_resumption()?;
             let sent = c.request_seq.and_then(|s| o.events.iter().find(|e| e.seq == s)).map(|e| e.t_us)?;
             (r.issued.0 < sent && resolved_at.is_none_or(|t| t > t_acc)).then_some((t_acc, seq, c.conn))

@@ -37,6 +37,8 @@ pub struct Conn {
     pub opened: SimTime,
     /// The token the request presented (a resumption or a POST), if any.
     pub presented_token: Option<String>,
+    /// Whether it was presented in the `Mcp-Session-Id` header (streamable-http).
+    pub session_header: bool,
     /// The token the server handed out on this uplink (`endpoint` event).
     pub learned_token: Option<String>,
     pub last_event_id: Option<String>,
@@ -62,10 +64,12 @@ impl Conn {
         self.purpose == Purpose::Uplink
     }
     /// A GET that presented a token and was answered with a stream (an
-    /// uplink, or a GET resuming a tool call's stream).
+    /// uplink, or a GET resuming a tool call's stream). In streamable-http a
+    /// GET without `Last-Event-ID` opens the standalone stream: no resumption.
     pub fn accepted_resumption(&self) -> Option<(SimTime, u64)> {
         let get = self.is_uplink() || (self.purpose == Purpose::Call && self.last_event_id.is_some());
-        if !get || self.presented_token.is_none() || self.rejected.is_some() {
+        let resumes = self.last_event_id.is_some() || !self.session_header;
+        if !get || !resumes || self.presented_token.is_none() || self.rejected.is_some() {
             return None;
         }
         match self.response {
@@ -177,6 +181,7 @@ impl<'a> Observed<'a> {
                             port: *port,
                             opened: t,
                             presented_token: None,
+                            session_header: false,
                             learned_token: None,
                             last_event_id: None,
                             request_seq: None,
@@ -190,6 +195,7 @@ impl<'a> Observed<'a> {
                 }
                 What::HttpRequest { client, conn, path, last_event_id, session, .. } => {
                     if let Some(c) = o.conns.get_mut(&(client.clone(), *conn)) {
+                        c.session_header = session.is_some();
                         c.presented_token = session.clone().or_else(|| {
                             path.split("sessionId=").nth(1).map(|t| t.split('&').next().unwrap_or(t).to_string())
                         });
@@ -402,8 +408,18 @@ impl<'a> Observed<'a> {
     /// acceptance until it ended, its NAT mapping was dropped or reset, the
     /// client crashed, or the client opened another uplink.
     pub fn usable_uplinks(&self, client: &str, token: &str) -> Vec<(SimTime, SimTime)> {
+        self.usable_streams(client, token, None)
+    }
+
+    /// Like [`Observed::usable_uplinks`], for the connections that carried
+    /// `stream` (a tool call's stream, say); `None`: the uplinks.
+    pub fn usable_streams(&self, client: &str, token: &str, stream: Option<&str>) -> Vec<(SimTime, SimTime)> {
         let mut out = Vec::new();
-        for c in self.conns.values().filter(|c| c.client == client && c.is_uplink() && c.token() == Some(token)) {
+        let carries = |c: &Conn| match stream {
+            None => c.is_uplink(),
+            Some(s) => c.stream == s,
+        };
+        for c in self.conns.values().filter(|c| c.client == client && carries(c) && c.token() == Some(token)) {
             let Some((200, true, t_acc, _)) = c.response else { continue };
             if c.rejected.is_some() {
                 continue;
@@ -423,11 +439,16 @@ impl<'a> Observed<'a> {
             if let Some((_, t)) = self.crashes.iter().find(|(k, t)| k == client && *t >= t_acc) {
                 end = end.min(*t);
             }
-            // A client runs one uplink at a time: a newer one replaces this one.
+            // A client runs one uplink at a time: a newer one replaces this one,
+            // and so does a new session (streamable-http: an initialize POST
+            // without a session id, sent when the client drops its uplink).
+            let replaces = |n: &Conn| {
+                carries(n) || (stream.is_none() && n.purpose == Purpose::Post && n.presented_token.is_none())
+            };
             if let Some(next) = self
                 .conns
                 .values()
-                .filter(|n| n.client == client && n.is_uplink() && n.opened > c.opened)
+                .filter(|n| n.client == client && replaces(n) && n.opened > c.opened)
                 .map(|n| n.opened)
                 .min()
             {
@@ -448,6 +469,30 @@ impl<'a> Observed<'a> {
     /// The mapping that carried a client connection.
     pub fn mapping_of(&self, c: &Conn) -> Option<&Mapping> {
         self.mappings.values().find(|m| m.client == c.client && m.down_port == c.port)
+    }
+
+    /// The stream that first carried one of request `r`'s ids (delivered or
+    /// written into a dropped mapping), if any did.
+    pub fn stream_of_request(&self, r: &Request) -> Option<&str> {
+        let mut first: Option<(u64, &str)> = None;
+        for c in self.conns.values().filter(|c| !c.stream.is_empty()) {
+            for d in &c.delivered {
+                if d.request_id().is_some_and(|i| r.ids.contains(i)) && first.is_none_or(|(s, _)| d.seq < s) {
+                    first = Some((d.seq, c.stream.as_str()));
+                }
+            }
+            if let Some(m) = self.mapping_of(c) {
+                for (_, seq, _, evs) in &m.dropped_writes {
+                    let carried = evs.iter().any(|e| {
+                        e.rpc.as_ref().is_some_and(|x| x.kind == RpcKind::Request && x.id.as_ref().is_some_and(|i| r.ids.contains(i)))
+                    });
+                    if carried && first.is_none_or(|(s, _)| *seq < s) {
+                        first = Some((*seq, c.stream.as_str()));
+                    }
+                }
+            }
+        }
+        first.map(|(_, s)| s)
     }
 
     /// The request a JSON-RPC id belongs to.

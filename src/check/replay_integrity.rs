@@ -63,6 +63,12 @@ fn numeric(o: &Observed, c: &Conn, n: u64, token: &str, (t_acc, acc_seq, request
             });
         }
     }
+    // A gap in the numbering proves a loss only where every id is a message
+    // (legacy-sse). In streamable-http a stream may open with a priming event
+    // no one ever saw; there only events the run showed are owed (`by_order`).
+    if c.session_header {
+        return None;
+    }
     let first = c.delivered.iter().find_map(|d| d.numeric_id().map(|id| (id, d.seq)))?;
     if first.0 <= n + 1 {
         return None;
@@ -112,9 +118,16 @@ fn by_order(o: &Observed, c: &Conn, last: &str, token: &str, (t_acc, acc_seq, re
         .filter(|d| d.client == c.client && d.token() == Some(token) && d.opened < c.opened)
         .flat_map(|d| d.delivered.iter().filter(|e| e.t < t_acc).filter_map(|e| e.id.as_deref()))
         .collect();
-    // Events that carried a message; priming events are never owed.
-    let owed: Vec<&str> =
-        ids[pos + 1..].iter().filter(|x| x.2).map(|(_, i, _)| i.as_str()).filter(|i| !received.contains(i)).collect();
+    // Events that carried a message; priming events are never owed. An id
+    // first seen late may be an old one replayed: numeric ids at or below
+    // `last` are never owed.
+    let below = |i: &str| matches!((i.parse::<u64>(), last.parse::<u64>()), (Ok(a), Ok(b)) if a <= b);
+    let owed: Vec<&str> = ids[pos + 1..]
+        .iter()
+        .filter(|x| x.2 && !below(&x.1))
+        .map(|(_, i, _)| i.as_str())
+        .filter(|i| !received.contains(i))
+        .collect();
     let replayed: Vec<(&str, u64)> =
         c.delivered.iter().filter(|d| d.rpc.is_some()).filter_map(|d| Some((d.id.as_deref()?, d.seq))).collect();
     // The owed events the replay skipped: every owed id before the first one it did send.

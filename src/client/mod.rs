@@ -105,6 +105,8 @@ struct State {
     /// Requests seen, with their method and the uplink generation that carried them.
     seen: BTreeMap<RpcId, (String, u64)>,
     answered: BTreeSet<RpcId>,
+    /// streamable-http: the session each request came from (answers go there).
+    request_token: BTreeMap<RpcId, String>,
     /// The reconnection delay the server announced (`retry`), in ms.
     retry_ms: Option<u64>,
     /// Tool calls in flight (streamable-http), by label.
@@ -378,7 +380,9 @@ impl Client {
         }
         self.st.borrow_mut().backoff = Duration::ZERO;
 
-        let (end, any_item) = self.read_stream(conn, resp.into_body(), gen, None).await;
+        // streamable-http: answers go to the session whose stream carried the request.
+        let stream_token = token.filter(|_| streamable);
+        let (end, any_item) = self.read_stream(conn, resp.into_body(), gen, None, stream_token.as_deref()).await;
         match end {
             StreamEnd::ErrorEvent => {
                 self.rec.record(What::Rejected { client: self.name(), conn, how: "error event".into() });
@@ -433,6 +437,7 @@ impl Client {
         mut body: hyper::body::Incoming,
         gen: u64,
         call: Option<&str>,
+        token: Option<&str>,
     ) -> (StreamEnd, bool) {
         let silence = self.spec.heartbeat_timeout;
         let mut decoder = Decoder::new();
@@ -542,6 +547,9 @@ impl Client {
                             if call.is_some_and(|label| self.is_call_result(label, &msg)) {
                                 return (StreamEnd::Complete, any_item);
                             }
+                            if let (Message::Request { id, .. }, Some(t)) = (&msg, token) {
+                                self.st.borrow_mut().request_token.insert(id.clone(), t.to_string());
+                            }
                             self.clone().on_message(msg, gen);
                         }
                     }
@@ -630,21 +638,33 @@ impl Client {
             return;
         }
         let msg = mcp::answer(id.clone(), &method, &self.spec.name);
-        let status = self.post(&msg).await;
+        let token = self.st.borrow().request_token.get(&id).cloned();
+        let status = match token {
+            Some(token) => match self.send_post(&msg, Some(&token), Purpose::Post, POST_TIMEOUT).await {
+                Some(posted) => {
+                    let status = posted.resp.status().as_u16();
+                    let _ = timeout(POST_TIMEOUT, posted.resp.into_body().collect()).await;
+                    Some(status)
+                }
+                None => None,
+            },
+            None => self.post(&msg).await,
+        };
         self.rec.record(What::Answer { client: self.name(), id, method, status });
     }
 
     /// POSTs one message on its own connection; returns the status if any.
     async fn post(&self, msg: &Message) -> Option<u16> {
         let token = self.shared.token.borrow().clone()?;
-        let posted = self.send_post(msg, Some(&token), Purpose::Post).await?;
+        let posted = self.send_post(msg, Some(&token), Purpose::Post, POST_TIMEOUT).await?;
         let status = posted.resp.status().as_u16();
         let _ = timeout(POST_TIMEOUT, posted.resp.into_body().collect()).await;
         Some(status)
     }
 
-    /// Sends one POST in the client's dialect and records it and its response head.
-    async fn send_post(&self, msg: &Message, token: Option<&str>, purpose: Purpose) -> Option<Posted> {
+    /// Sends one POST in the client's dialect and records it and its response
+    /// head, waiting at most `head_timeout` for that head.
+    async fn send_post(&self, msg: &Message, token: Option<&str>, purpose: Purpose, head_timeout: Duration) -> Option<Posted> {
         let (conn, stream) = self.connect(purpose).await?;
         let (mut sender, driver) =
             hyper::client::conn::http1::handshake::<_, Full<Bytes>>(TokioIo::new(stream)).await.ok()?;
@@ -678,7 +698,7 @@ impl Client {
             last_event_id: None,
             session,
         });
-        let resp = match timeout(POST_TIMEOUT, sender.send_request(req)).await {
+        let resp = match timeout(head_timeout, sender.send_request(req)).await {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {
                 self.rec.record(What::UplinkEnded { client: self.name(), conn, reason: format!("POST failed: {e}") });

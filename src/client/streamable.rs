@@ -30,7 +30,7 @@ impl Client {
             id
         };
         let msg = mcp::initialize_at(id.clone(), &self.spec.name, mcp::PROTOCOL_VERSION_STREAMABLE);
-        let posted = self.send_post(&msg, None, Purpose::Post).await?;
+        let posted = self.send_post(&msg, None, Purpose::Post, self.spec.heartbeat_timeout).await?;
         let conn = posted.conn;
         let token = posted.resp.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_string);
         let status = posted.resp.status().as_u16();
@@ -119,7 +119,7 @@ impl Client {
     /// GET with `Last-Event-ID` until the result arrives.
     async fn call_tool(self: Rc<Self>, token: String, label: String, method: String, rpc: RpcId, mut gen: u64) {
         let msg = mcp::call_tool(rpc, &self.spec.name, &label, &method);
-        let Some(posted) = self.send_post(&msg, Some(&token), Purpose::Call).await else {
+        let Some(posted) = self.send_post(&msg, Some(&token), Purpose::Call, self.spec.heartbeat_timeout).await else {
             return self.end_call(&label);
         };
         let is_stream = posted
@@ -135,7 +135,7 @@ impl Client {
         let (mut conn, mut body) = (posted.conn, posted.resp.into_body());
         let mut _driver = posted._driver;
         loop {
-            let (end, _) = self.read_stream(conn, body, gen, Some(&label)).await;
+            let (end, _) = self.read_stream(conn, body, gen, Some(&label), Some(&token)).await;
             match end {
                 StreamEnd::Complete => return self.end_call(&label),
                 StreamEnd::ErrorEvent => {

@@ -53,8 +53,17 @@ pub const DURATION: Duration = Duration::from_secs(30);
 pub const TICK: Duration = Duration::from_millis(200);
 const FIRST_EVENT_ID: u64 = 1000;
 
-/// Draws the plan of one seed.
+/// Draws the (legacy-sse) plan of one seed.
 pub fn generate(seed: u64) -> Plan {
+    generate_in(seed, Dialect::LegacySse)
+}
+
+/// Draws the plan of one seed in `dialect`. In streamable-http, some server
+/// requests come from tool calls (related requests on the call's POST
+/// stream), and replayed ids are ids a client really saw (any server's
+/// format); the legacy-sse draws are unchanged.
+pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
+    let streamable = dialect == Dialect::StreamableHttp;
     let mut rng = Seed(seed).stream("hunt.plan");
     let owners = rng.random_range(1..=3usize);
     let mut kinds: Vec<FaultKind> = FaultKind::ALL.iter().copied().filter(|_| rng.random_bool(0.4)).collect();
@@ -90,16 +99,13 @@ pub fn generate(seed: u64) -> Plan {
     let mut request = |rng: &mut ChaCha8Rng, at: Duration, client: &str, steps: &mut Vec<Step>| {
         label += 1;
         let method = ["sampling/createMessage", "roots/list", "elicitation/create"].choose(rng).expect("non-empty");
-        steps.push(Step {
-            after: None,
-            id: None,
-            at,
-            action: Action::ServerRequest {
-                client: client.into(),
-                method: method.to_string(),
-                label: format!("r{label}"),
-            },
-        });
+        let (client, method, label) = (client.to_string(), method.to_string(), format!("r{label}"));
+        let action = if streamable && rng.random_bool(0.5) {
+            Action::CallTool { client, method, label }
+        } else {
+            Action::ServerRequest { client, method, label }
+        };
+        steps.push(Step { after: None, id: None, at, action });
     };
     for _ in 0..rng.random_range(1..=4) {
         let at = ms(rng.random_range(500..14_000));
@@ -144,14 +150,19 @@ pub fn generate(seed: u64) -> Plan {
                         after: None,
                         id: None,
                         at,
-                        action: Action::StealToken { from: o, to: thief.clone(), credential },
+                        action: Action::StealToken { from: o.clone(), to: thief.clone(), credential },
                     });
-                    let from = FIRST_EVENT_ID + rng.random_range(0..4);
+                    let nth = rng.random_range(0..4);
+                    let from = if streamable {
+                        LastEventId::Seen { client: o, nth: nth as usize + 1 }
+                    } else {
+                        LastEventId::Id(FIRST_EVENT_ID + nth)
+                    };
                     steps.push(Step {
                         after: None,
                         id: None,
                         at: at + ms(rng.random_range(100..2_000)),
-                        action: Action::Resume { client: thief, last_event_id: LastEventId::Id(from) },
+                        action: Action::Resume { client: thief, last_event_id: from },
                     });
                 }
                 FaultKind::Eviction => {
@@ -181,15 +192,13 @@ pub fn generate(seed: u64) -> Plan {
                     if rng.random_bool(0.5) && at > think + ms(2_000) {
                         request(&mut rng, at - think - ms(1_500), &o, &mut steps);
                     }
-                    steps.push(Step {
-                        after: None,
-                        id: None,
-                        at,
-                        action: Action::Resume {
-                            client: o,
-                            last_event_id: LastEventId::Id(FIRST_EVENT_ID + rng.random_range(0..3)),
-                        },
-                    })
+                    let nth = rng.random_range(0..3);
+                    let last_event_id = if streamable {
+                        LastEventId::Seen { client: o.clone(), nth: nth as usize + 1 }
+                    } else {
+                        LastEventId::Id(FIRST_EVENT_ID + nth)
+                    };
+                    steps.push(Step { after: None, id: None, at, action: Action::Resume { client: o, last_event_id } })
                 }
                 FaultKind::ResumeFuture => steps.push(Step {
                     after: None,
@@ -231,7 +240,7 @@ pub fn generate(seed: u64) -> Plan {
             "generated from seed {seed}; faults: {}",
             kinds.iter().map(|k| format!("{k:?}")).collect::<Vec<_>>().join(", ")
         ),
-        dialect: Dialect::LegacySse,
+        dialect,
         seed: Seed(seed),
         duration: DURATION,
         server: ServerConfig {

@@ -20,7 +20,28 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-pub use generate::generate;
+pub use generate::{generate, generate_in};
+
+use crate::scenario::Dialect;
+
+/// The dialect a hunt of `server` speaks unless told otherwise: the only one
+/// a streamable-http-only server (rmcp) speaks, else legacy-sse.
+pub fn default_dialect(server: &str) -> Dialect {
+    if crate::server::streamable_only(server) {
+        Dialect::StreamableHttp
+    } else {
+        Dialect::LegacySse
+    }
+}
+
+/// ` --dialect X` when `dialect` is not `server`'s default (for repro commands).
+pub fn dialect_flag(server: &str, dialect: Dialect) -> String {
+    match dialect {
+        d if d == default_dialect(server) => String::new(),
+        Dialect::LegacySse => " --dialect legacy-sse".into(),
+        Dialect::StreamableHttp => " --dialect streamable-http".into(),
+    }
+}
 
 /// What one seed did.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,9 +73,14 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
     h
 }
 
-/// Generates, runs and judges one seed.
+/// Generates, runs and judges one seed in `server`'s default dialect.
 pub fn run_seed(server: &str, seed: u64, check_determinism: bool) -> Result<SeedOutcome> {
-    let plan = generate(seed);
+    run_seed_in(server, seed, check_determinism, default_dialect(server))
+}
+
+/// Generates, runs and judges one seed in `dialect`.
+pub fn run_seed_in(server: &str, seed: u64, check_determinism: bool, dialect: Dialect) -> Result<SeedOutcome> {
+    let plan = generate_in(seed, dialect);
     let run = crate::world::run(&plan, server, None)?;
     let jsonl = run.trace.to_jsonl();
     let trace_hash = fnv1a(jsonl.as_bytes());
@@ -110,6 +136,8 @@ pub struct HuntOptions {
     pub check_determinism: bool,
     /// Shrinking budget, in runs per finding.
     pub shrink_budget: usize,
+    /// The dialect of the generated plans.
+    pub dialect: Dialect,
 }
 
 impl HuntOptions {
@@ -124,6 +152,7 @@ impl HuntOptions {
             out: None,
             check_determinism: false,
             shrink_budget: 300,
+            dialect: default_dialect(server),
         }
     }
 
@@ -141,8 +170,11 @@ impl HuntOptions {
         };
         let (k, n) = self.shard;
         format!(
-            "mcpsim hunt --server {} --seed {} {limit} --jobs {} --shard {k}/{n}",
-            self.server, self.base_seed, self.jobs
+            "mcpsim hunt --server {}{} --seed {} {limit} --jobs {} --shard {k}/{n}",
+            self.server,
+            dialect_flag(&self.server, self.dialect),
+            self.base_seed,
+            self.jobs
         )
     }
 }
@@ -228,7 +260,7 @@ pub fn hunt(opts: &HuntOptions, mut on: impl FnMut(Progress)) -> Result<HuntRepo
                     }
                 }
                 let seed = opts.seed_at(i);
-                let result = run_seed(&opts.server, seed, opts.check_determinism).map(|o| {
+                let result = run_seed_in(&opts.server, seed, opts.check_determinism, opts.dialect).map(|o| {
                     let finding = o.is_finding().then(|| finding(opts, &o));
                     (o, finding)
                 });
@@ -268,7 +300,12 @@ fn finding(opts: &HuntOptions, o: &SeedOutcome) -> Finding {
         seed: o.seed,
         violated: o.violated.clone(),
         headline: o.headline.clone().unwrap_or_else(|| "traces differ between two runs of the same seed".into()),
-        repro: format!("mcpsim replay --server {} --seed {}", opts.server, o.seed),
+        repro: format!(
+            "mcpsim replay --server {}{} --seed {}",
+            opts.server,
+            dialect_flag(&opts.server, opts.dialect),
+            o.seed
+        ),
         regression: None,
         shrunk_steps: None,
         nondeterminism: o.nondeterminism.clone(),
@@ -277,7 +314,7 @@ fn finding(opts: &HuntOptions, o: &SeedOutcome) -> Finding {
     if target == "protocol" {
         return f;
     }
-    let shrunk = shrink::shrink(&generate(o.seed), &opts.server, target, opts.shrink_budget);
+    let shrunk = shrink::shrink(&generate_in(o.seed, opts.dialect), &opts.server, target, opts.shrink_budget);
     match write_regression(out, &opts.server, o.seed, target, &f.repro, &shrunk) {
         Ok(path) => {
             f.regression = Some(path.display().to_string());

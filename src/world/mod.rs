@@ -226,7 +226,10 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
                     let from = match last_event_id {
                         LastEventId::LastSeen => Some(ResumeFrom::LastSeen),
                         LastEventId::Id(n) => Some(ResumeFrom::Id(n.to_string())),
-                        LastEventId::Seen { client: by, nth } => rec.nth_message_id(by, *nth).map(ResumeFrom::Id),
+                        // An id of the session the resuming client now holds (a thief: the victim's).
+                        LastEventId::Seen { client: by, nth } => token_of(client)
+                            .and_then(|t| rec.nth_message_id(by, *nth, &t))
+                            .map(ResumeFrom::Id),
                     };
                     match from {
                         Some(from) => clients[client].0.push_at(at, ClientCmd::Resume(from)),

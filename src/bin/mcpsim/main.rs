@@ -93,6 +93,9 @@ enum Command {
         /// Write an HTML timeline of the run to FILE.
         #[arg(long, value_name = "FILE")]
         timeline: Option<PathBuf>,
+        /// The dialect the hunt used (default: the server's).
+        #[arg(long, value_enum)]
+        dialect: Option<DialectArg>,
     },
 }
 
@@ -151,6 +154,26 @@ struct HuntArgs {
     /// Output: human text, or the JSON report (merge it with `mcpsim hunt merge`).
     #[arg(long, value_enum, default_value = "text")]
     format: Format,
+    /// The dialect of the generated scenarios (default: the server's; legacy-sse
+    /// for the reference engine, streamable-http for rmcp).
+    #[arg(long, value_enum)]
+    dialect: Option<DialectArg>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum DialectArg {
+    LegacySse,
+    StreamableHttp,
+}
+
+impl DialectArg {
+    fn resolve(arg: Option<DialectArg>, server: &str) -> mcpsim::scenario::Dialect {
+        match arg {
+            None => mcpsim::hunt::default_dialect(server),
+            Some(DialectArg::LegacySse) => mcpsim::scenario::Dialect::LegacySse,
+            Some(DialectArg::StreamableHttp) => mcpsim::scenario::Dialect::StreamableHttp,
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -193,7 +216,10 @@ fn main() -> ExitCode {
         }
         Command::Hunt { merge: Some(HuntCommand::Merge { files }), .. } => merge(files),
         Command::Hunt { merge: None, args } => hunt(args),
-        Command::Replay { server, seed, trace, timeline } => replay(server, seed, trace, timeline),
+        Command::Replay { server, seed, trace, timeline, dialect } => {
+            let dialect = DialectArg::resolve(dialect, &server);
+            replay(server, seed, dialect, trace, timeline)
+        }
         Command::List { what } => list(what),
         Command::Explain { check } => explain(&check),
         Command::Check { paths } => check_files(paths),
@@ -444,6 +470,7 @@ fn hunt(a: HuntArgs) -> Result<u8, Error> {
         out: (!a.no_shrink).then_some(a.out),
         check_determinism: a.check_determinism,
         shrink_budget: 300,
+        dialect: DialectArg::resolve(a.dialect, &server),
     };
     let text = a.format == Format::Text;
     eprintln!(
@@ -510,19 +537,26 @@ fn merge(files: Vec<PathBuf>) -> Result<u8, Error> {
     Ok(if merged.findings.is_empty() { 0 } else { 1 })
 }
 
-fn replay(server: String, seed: u64, trace: Option<PathBuf>, timeline: Option<PathBuf>) -> Result<u8, Error> {
+fn replay(
+    server: String,
+    seed: u64,
+    dialect: mcpsim::scenario::Dialect,
+    trace: Option<PathBuf>,
+    timeline: Option<PathBuf>,
+) -> Result<u8, Error> {
     if !mcpsim::server::is_known_server(&server) {
         return Err(Error::usage(format!(
             "unknown server {server:?} (known: {})",
             mcpsim::server::known_servers().join(", ")
         )));
     }
-    let plan = mcpsim::hunt::generate(seed);
+    let plan = mcpsim::hunt::generate_in(seed, dialect);
     let run = mcpsim::world::run(&plan, &server, None)?;
     let verdicts = mcpsim::check::judge(&run.trace);
     let mut text = mcpsim::report::text(&run, &verdicts, None);
     // A generated plan has no file: its repro is the replay itself.
-    text = text.replace(&run.repro(), &format!("mcpsim replay --server {server} --seed {seed}"));
+    let flag = mcpsim::hunt::dialect_flag(&server, dialect);
+    text = text.replace(&run.repro(), &format!("mcpsim replay --server {server}{flag} --seed {seed}"));
     if let Some(t) = &timeline {
         write_trace(t, &mcpsim::report::timeline_html(&run, &verdicts))?;
         text.push_str(&format!("timeline: {}\n", t.display()));

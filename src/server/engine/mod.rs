@@ -163,6 +163,8 @@ struct Logged {
     data: String,
     request: Option<RpcId>,
     stream: StreamId,
+    /// Whether it was written to a writer when emitted.
+    routed: bool,
 }
 
 struct Uplink {
@@ -195,17 +197,14 @@ impl Session {
         let id = self.mint(stream);
         let data = msg.to_json();
         let bytes = Bytes::from(sse::encode(Some(&id.to_string()), None, &data));
-        self.log.push_back(Logged { id, data, request, stream });
+        self.prune(report);
+        let routed = self.uplinks.iter().filter(|u| u.stream == stream).find(|u| u.tx.send(bytes.clone()).is_ok());
+        let routed = routed.map(|u| u.id);
+        self.log.push_back(Logged { id, data, request, stream, routed: routed.is_some() });
         while self.log.len() > retention {
             self.log.pop_front();
         }
-        self.prune(report);
-        for u in self.uplinks.iter().filter(|u| u.stream == stream) {
-            if u.tx.send(bytes.clone()).is_ok() {
-                return (id, Some(u.id));
-            }
-        }
-        (id, None)
+        (id, routed)
     }
 
     /// Mints the next event id on `stream`.
@@ -439,7 +438,6 @@ async fn resume(
         return rpc_error(StatusCode::NOT_FOUND, "session ended while resuming");
     }
     let (uplink, tx, body) = attach(shared, &mut st, &token, stream, ctl);
-    let retention = shared.cfg.retention;
     let s = st.sessions.get_mut(&token).expect("checked above");
     let mut replayed = 0;
     for l in s.log.iter().filter(|l| l.id >= replay_from && l.stream == stream) {
@@ -458,8 +456,22 @@ async fn resume(
         ),
     );
 
+    dispose_inflight(shared, s, stream, inflight, &[]);
+    if s.calls.get(&stream).is_some_and(|c| c.done) {
+        // The tool call's stream was complete: the replay was its tail.
+        let _ = tx.send(ChannelBody::END);
+        s.uplinks.retain(|u| u.id != uplink);
+    }
+    sse_response(body)
+}
+
+/// Carries out a policy's in-flight disposition for the pending requests of
+/// `stream` (except `skip`: requests just delivered on the new writer).
+fn dispose_inflight(shared: &Shared, s: &mut Session, stream: StreamId, inflight: Inflight, skip: &[RpcId]) {
+    let retention = shared.cfg.retention;
     let pending: Vec<usize> = (0..s.requests.len())
         .filter(|&i| s.requests[i].state == RequestState::Pending && s.requests[i].stream == stream)
+        .filter(|&i| !skip.contains(&s.requests[i].id))
         .collect();
     for i in pending {
         match inflight {
@@ -496,12 +508,6 @@ async fn resume(
             }
         }
     }
-    if s.calls.get(&stream).is_some_and(|c| c.done) {
-        // The tool call's stream was complete: the replay was its tail.
-        let _ = tx.send(ChannelBody::END);
-        s.uplinks.retain(|u| u.id != uplink);
-    }
-    sse_response(body)
 }
 
 /// Asks the policy about a resumption of `token`'s `stream`; `None` if the session is gone.

@@ -49,7 +49,7 @@ pub(super) async fn handle(shared: Rc<Shared>, ctl: Rc<ConnCtl>, req: Request<In
                 let last = v.to_str().ok().and_then(|v| v.trim().parse().ok());
                 resume(&shared, ctl, token, who, last).await
             }
-            None => open_standalone(&shared, ctl, &token, &who),
+            None => open_standalone(&shared, ctl, &token, &who).await,
         },
         ("DELETE", Some(token)) => {
             let mut st = shared.state.borrow_mut();
@@ -135,22 +135,67 @@ fn post(shared: &Rc<Shared>, ctl: Rc<ConnCtl>, token: &str, who: &str, msg: Mess
     }
 }
 
-/// A plain GET: the standalone stream, unless a live one exists (409).
-fn open_standalone(shared: &Shared, ctl: Rc<ConnCtl>, token: &str, who: &str) -> Response<Body> {
-    let mut st = shared.state.borrow_mut();
-    let s = match owned(shared, &mut st, token, who) {
-        Ok(s) => s,
-        Err(resp) => return resp,
+/// A plain GET: the (new) standalone stream. The owner asking again means it
+/// lost the old one: the policy's fencing rule decides whether a prior
+/// writer is fenced first (or, if it cannot be, the GET gets 409).
+async fn open_standalone(shared: &Shared, ctl: Rc<ConnCtl>, token: &str, who: &str) -> Response<Body> {
+    let (fence_prior, inflight) = {
+        let mut st = shared.state.borrow_mut();
+        let s = match owned(shared, &mut st, token, who) {
+            Ok(s) => s,
+            Err(resp) => return resp,
+        };
+        s.prune(&shared.report);
+        new_stream_decision(shared, s)
     };
-    s.prune(&shared.report);
-    if s.uplinks.iter().any(|u| u.stream == STANDALONE) {
-        return rpc_error(StatusCode::CONFLICT, "the session already has a standalone stream");
+    let has_prior = |shared: &Shared| {
+        shared.state.borrow().sessions.get(token).is_some_and(|s| s.uplinks.iter().any(|u| u.stream == STANDALONE))
+    };
+    if fence_prior && has_prior(shared) && fence(shared, token, STANDALONE).await.is_err() {
+        return rpc_error(StatusCode::CONFLICT, "the session's standalone stream could not be fenced");
+    }
+    let mut st = shared.state.borrow_mut();
+    if !st.sessions.contains_key(token) {
+        return rpc_error(StatusCode::NOT_FOUND, "session ended while opening the stream");
     }
     let (uplink, tx, body) = attach(shared, &mut st, token, STANDALONE, ctl);
     let s = st.sessions.get_mut(token).expect("checked above");
-    prime(s, STANDALONE, &tx);
-    shared.report.note(&s.name, format!("standalone stream on uplink U{uplink}"));
+    // Messages emitted while the session had no standalone stream were kept
+    // for it; they go first (ids stay increasing), else a priming event.
+    let mut queued = Vec::new();
+    for l in s.log.iter_mut().filter(|l| l.stream == STANDALONE && !l.routed) {
+        let _ = tx.send(Bytes::from(sse::encode(Some(&l.id.to_string()), None, &l.data)));
+        l.routed = true;
+        queued.extend(l.request.clone());
+    }
+    if queued.is_empty() {
+        prime(s, STANDALONE, &tx);
+    }
+    shared.report.note(&s.name, format!("standalone stream on uplink U{uplink}; {} queued request(s) sent", queued.len()));
+    // Requests already written to an earlier standalone stream the client
+    // evidently lost (it presents no id): the policy's in-flight rule applies.
+    dispose_inflight(shared, s, STANDALONE, inflight, &queued);
     sse_response(body)
+}
+
+/// What the policy does when a new standalone stream replaces a lost one
+/// (fence the prior writer? in-flight requests?): its decision for a
+/// resumption from the newest id.
+fn new_stream_decision(shared: &Shared, s: &Session) -> (bool, Inflight) {
+    let view = ResumeView {
+        owner: &s.principal,
+        presented: &s.principal,
+        last_event_id: Some(s.next_event_id.saturating_sub(1)),
+        retained: s.oldest().map(|o| (o, s.next_event_id - 1)),
+        next_event_id: s.next_event_id,
+        prior_uplinks: s.uplinks.iter().filter(|u| u.stream == STANDALONE).count(),
+        requests: &[],
+        request_events: &[],
+    };
+    match shared.policy.decide(&view) {
+        Decision::Accept { fence_prior, inflight, .. } => (fence_prior, inflight),
+        Decision::Reject { .. } => (false, Inflight::Leave),
+    }
 }
 
 /// Sends a stream's priming event: a fresh id, `retry`, empty data.
