@@ -37,6 +37,11 @@ fn every_bundled_scenario_validates() {
     // A generated hunt plan, written out, validates too.
     let text = mcpsim::hunt::generate(3).to_toml(&[]);
     assert!(v.is_valid(&as_json(&text)), "{text}");
+    for seed in 0..20 {
+        let text = mcpsim::hunt::generate_in(seed, mcpsim::scenario::Dialect::StreamableHttp).to_toml(&[]);
+        assert!(v.is_valid(&as_json(&text)), "{text}");
+        mcpsim::scenario::Plan::from_toml_str(&text, "generated.toml").expect("a written plan loads again");
+    }
 }
 
 #[test]
