@@ -67,12 +67,19 @@ fn junit_has_one_testcase_per_scenario_and_server_and_failures_carry_evidence() 
     let doc = roxmltree::Document::parse(&out).expect("JUnit output is XML");
     let root = doc.root_element();
     assert_eq!(root.tag_name().name(), "testsuites");
-    // All legacy-sse files: servers that speak only streamable-http sit them out.
-    let servers = mcpsim::server::known_servers().iter().filter(|s| !mcpsim::server::streamable_only(s)).count();
+    // Servers that speak only streamable-http sit out legacy-sse files.
+    let all = mcpsim::server::known_servers().len();
+    let legacy_servers = mcpsim::server::known_servers().iter().filter(|s| !mcpsim::server::streamable_only(s)).count();
+    let regressions: Vec<mcpsim::scenario::Plan> = std::fs::read_dir("scenarios/regressions")
+        .unwrap()
+        .map(|e| mcpsim::scenario::Plan::load(&e.unwrap().path()).unwrap())
+        .collect();
+    let streamable = regressions.iter().filter(|p| p.dialect == mcpsim::scenario::Dialect::StreamableHttp).count();
+    let legacy = regressions.len() - streamable;
     let suites: Vec<_> = root.children().filter(|n| n.has_tag_name("testsuite")).collect();
-    assert_eq!(suites.len(), 4, "second-client-leak, nat-rebind (wrong), and two regressions");
+    assert_eq!(suites.len(), 2 + regressions.len(), "second-client-leak, nat-rebind (wrong), and the regressions");
     let cases: Vec<_> = root.descendants().filter(|n| n.has_tag_name("testcase")).collect();
-    assert_eq!(cases.len(), 4 * servers);
+    assert_eq!(cases.len(), (2 + legacy) * legacy_servers + streamable * all);
     assert_eq!(root.attribute("tests"), Some(cases.len().to_string().as_str()));
     for s in &suites {
         let n = s.children().filter(|c| c.has_tag_name("testcase")).count();
@@ -88,7 +95,7 @@ fn junit_has_one_testcase_per_scenario_and_server_and_failures_carry_evidence() 
     assert!(body.contains("session-binding") && body.contains("repro: mcpsim run"), "{body}");
     // Regressions state expectations only for their server and guarded: the rest are skipped.
     let skipped = root.descendants().filter(|n| n.has_tag_name("skipped")).count();
-    assert_eq!(skipped, 2 * (servers - 2));
+    assert_eq!(skipped, legacy * (legacy_servers - 2) + streamable * (all - 2));
 }
 
 #[test]

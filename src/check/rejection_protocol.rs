@@ -19,6 +19,10 @@ pub const EXPLAIN: super::Explain = super::Explain {
     to_pass: "Refuse with an error event or an HTTP error (never an empty 200) and invalidate the token of a refused owner (a refused thief may be turned away without touching the owner's session).",
 };
 
+/// How long a refused client gets to obtain a new session (a few round trips;
+/// in streamable-http, initialize and initialized POSTs first).
+const RENEW_ALLOWANCE_US: u64 = 5_000_000;
+
 pub fn judge(o: &Observed) -> Status {
     let mut judged = false;
     let mut out = Vec::new();
@@ -65,8 +69,10 @@ pub fn judge(o: &Observed) -> Status {
         }
         // The owner re-initializes: it obtains a new session.
         // (A client that crashed meanwhile re-initializes only if restarted.)
+        // (A run that ends soon after the refusal leaves no time to re-initialize.)
         let crashed = o.crashed_between(&c.client, *t_rej, o.end);
-        if !crashed && (c.client == *owner || o.principal(&c.client) == o.principal(owner)) {
+        let has_time = o.end.0 >= t_rej.0 + RENEW_ALLOWANCE_US;
+        if !crashed && has_time && (c.client == *owner || o.principal(&c.client) == o.principal(owner)) {
             let renewed =
                 o.conns.values().any(|n| n.client == c.client && n.opened >= *t_rej && n.learned_token.is_some());
             if !renewed {
