@@ -41,6 +41,11 @@ pub fn judge(o: &Observed) -> Status {
                 inherent: false,
             });
         }
+        // A refused tool-call stream (streamable-http) leaves the session alive:
+        // only a refused session resumption kills the token.
+        if !c.is_uplink() {
+            continue;
+        }
         let Some(token) = c.presented_token.as_deref() else { continue };
         let Some(owner) = o.token_owner.get(token) else { continue };
         if o.principal(owner) != o.principal(&c.client) {

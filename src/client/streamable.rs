@@ -134,16 +134,27 @@ impl Client {
         }
         let (mut conn, mut body) = (posted.conn, posted.resp.into_body());
         let mut _driver = posted._driver;
+        let mut resumed = false;
         loop {
-            let (end, _) = self.read_stream(conn, body, gen, Some(&label), Some(&token)).await;
+            let (end, any_item) = self.read_stream(conn, body, gen, Some(&label), Some(&token)).await;
             match end {
                 StreamEnd::Complete => return self.end_call(&label),
                 StreamEnd::ErrorEvent => {
                     self.rec.record(What::Rejected { client: self.name(), conn, how: "error event".into() });
                     return self.end_call(&label);
                 }
+                StreamEnd::Ended if resumed && !any_item => {
+                    // Accepted, then nothing at all: the call's stream is gone.
+                    self.rec.record(What::Rejected {
+                        client: self.name(),
+                        conn,
+                        how: "200 with an empty stream".into(),
+                    });
+                    return self.end_call(&label);
+                }
                 StreamEnd::Silent | StreamEnd::Ended | StreamEnd::Broken => {}
             }
+            resumed = true;
             // The stream was lost before the result: resume it.
             let last = self.st.borrow().calls.get(&label).and_then(|c| c.last_seen.clone());
             let Some(last) = last else {

@@ -144,6 +144,8 @@ struct Session {
     id_stream: BTreeMap<u64, StreamId>,
     /// Tool calls (streamable-http): their POST response streams.
     calls: BTreeMap<StreamId, Call>,
+    /// One past the last evicted event id.
+    first_kept: u64,
 }
 
 /// A session's stream: 0 is the uplink (legacy) or the standalone GET stream.
@@ -202,7 +204,9 @@ impl Session {
         let routed = routed.map(|u| u.id);
         self.log.push_back(Logged { id, data, request, stream, routed: routed.is_some() });
         while self.log.len() > retention {
-            self.log.pop_front();
+            if let Some(gone) = self.log.pop_front() {
+                self.first_kept = gone.id + 1;
+            }
         }
         (id, routed)
     }
@@ -232,8 +236,11 @@ impl Session {
         });
     }
 
+    /// The oldest id not evicted, if anything was logged. Ids are sparse in
+    /// streamable-http (priming ids are never logged), so this is one past the
+    /// last evicted id, not the first logged one.
     fn oldest(&self) -> Option<u64> {
-        self.log.front().map(|l| l.id)
+        self.log.front().map(|_| self.first_kept)
     }
 }
 
@@ -334,6 +341,7 @@ fn new_session(shared: &Shared, st: &mut State, principal: &str) -> (String, Str
             answered_tombstones: BTreeSet::new(),
             id_stream: BTreeMap::new(),
             calls: BTreeMap::new(),
+            first_kept: shared.cfg.first_event_id,
         },
     );
     (token, name)
