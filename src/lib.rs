@@ -19,7 +19,11 @@
 //! `trace` → `check` (the properties, judged black-box) → `report` (text,
 //! JSON, JUnit, HTML timeline). `hunt` generates plans from seeds, runs them
 //! in parallel and shrinks findings. `wire` holds the pure protocol pieces
-//! (SSE codec, JSON-RPC/MCP, an HTTP/1 sniffer).
+//! (SSE codec, JSON-RPC/MCP, an HTTP/1 sniffer). `server` holds the
+//! reference engine (both dialects: `legacy-sse` and MCP 2025-11-25
+//! `streamable-http`), its policies, the public plug-in boundary
+//! ([`server::ServerPlug`]) and `server::rmcp`, the official Rust SDK as a
+//! server under test.
 //!
 //! # Determinism contract
 //! Same scenario + same seed + same build ⇒ byte-identical trace. No wall
