@@ -151,3 +151,70 @@ fn rmcp_refuses_legacy_sse_scenarios_with_a_clear_error() {
     let err = world::run(&plan, "rmcp", None).unwrap_err().to_string();
     assert!(err.contains("speaks only dialect \"streamable-http\""), "{err}");
 }
+
+#[test]
+fn rmcp_issues_sampling_roots_and_elicitation_related_to_a_tool_call_and_standalone() {
+    let text = std::fs::read_to_string("scenarios/streamable-http/clean-resume.toml").unwrap();
+    let head = &text[..text.find("[[step]]").unwrap()];
+    let steps = r#"
+[[step]]
+at = "0s"
+do = "connect"
+client = "alice"
+[[step]]
+at = "2s"
+do = "server-request"
+client = "alice"
+method = "elicitation/create"
+label = "standalone-elicit"
+[[step]]
+at = "3s"
+do = "server-request"
+client = "alice"
+method = "sampling/createMessage"
+label = "standalone-sample"
+[[step]]
+at = "4s"
+do = "call-tool"
+client = "alice"
+method = "elicitation/create"
+label = "related-elicit"
+[[step]]
+at = "8s"
+do = "call-tool"
+client = "alice"
+method = "roots/list"
+label = "related-roots"
+[[step]]
+at = "12s"
+do = "call-tool"
+client = "alice"
+method = "sampling/createMessage"
+label = "related-sample"
+"#;
+    let plan = Plan::from_toml_str(&format!("{head}{steps}"), "kinds.toml").unwrap();
+    let r = world::run(&plan, "rmcp", None).unwrap();
+    for label in ["standalone-elicit", "standalone-sample", "related-elicit", "related-roots", "related-sample"] {
+        assert!(answered(&r, label), "{label} answered");
+    }
+    // Related requests ride their tool call's POST stream, standalone ones the GET stream.
+    let w = whats(&r);
+    let purpose_of = |conn: u32| {
+        w.iter().find_map(|x| match x {
+            What::Connect { client, conn: c, purpose, .. } if client == "alice" && *c == conn => Some(*purpose),
+            _ => None,
+        })
+    };
+    let methods_on = |p: Purpose| -> Vec<String> {
+        w.iter()
+            .filter_map(|x| match x {
+                What::SseEvent { conn, rpc: Some(rpc), .. } if rpc.kind == RpcKind::Request && purpose_of(*conn) == Some(p) => {
+                    rpc.method.clone()
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(methods_on(Purpose::Uplink), ["elicitation/create", "sampling/createMessage"]);
+    assert_eq!(methods_on(Purpose::Call), ["elicitation/create", "roots/list", "sampling/createMessage"]);
+}

@@ -142,3 +142,97 @@ fn every_bundled_legacy_scenario_has_a_streamable_twin() {
         }
     }
 }
+
+/// Raw HTTP against the reference engine's one endpoint: status codes of the
+/// 2025-11-25 transport for requests the well-behaved client never sends.
+#[test]
+fn the_endpoint_answers_bad_requests_with_the_transports_status_codes() {
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
+    use hyper_util::rt::TokioIo;
+    use mcpsim::server::{AppHook, AppReporter};
+    use std::rc::Rc;
+    use std::sync::{Arc, Mutex};
+
+    let mut sim = turmoil::Builder::new().build();
+    let plug = mcpsim::server::builtin(
+        "guarded",
+        &mcpsim::scenario::ServerConfig::default(),
+        Dialect::StreamableHttp,
+        mcpsim::seed::Seed(1),
+    )
+    .unwrap();
+    let app = AppHook { commands: mcpsim::world::Inbox::new(), report: AppReporter::detached() };
+    sim.host("server", move || {
+        let (plug, app) = (Rc::clone(&plug), app.clone());
+        async move {
+            let listener = turmoil::net::TcpListener::bind(("0.0.0.0", 80)).await?;
+            plug.serve(listener, app).await;
+            Ok(())
+        }
+    });
+    let seen: Arc<Mutex<Vec<(String, u16)>>> = Arc::default();
+    let out = seen.clone();
+    sim.client("probe", async move {
+        let send = |method: &'static str, headers: Vec<(&'static str, String)>, body: &'static str| async move {
+            let s = turmoil::net::TcpStream::connect(("server", 80)).await.unwrap();
+            let (mut tx, conn) = hyper::client::conn::http1::handshake(TokioIo::new(s)).await.unwrap();
+            tokio::task::spawn_local(conn);
+            let mut req = hyper::Request::builder().method(method).uri("/mcp").header("host", "server");
+            for (k, v) in headers {
+                req = req.header(k, v);
+            }
+            let resp = tx.send_request(req.body(Full::new(Bytes::from(body))).unwrap()).await.unwrap();
+            let session = resp.headers().get("mcp-session-id").map(|v| v.to_str().unwrap().to_string());
+            let status = resp.status().as_u16();
+            if !method.eq("GET") {
+                let _ = resp.into_body().collect().await;
+            }
+            (status, session)
+        };
+        let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#;
+        let ping = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
+        let (s, token) = send("POST", vec![("authorization", "Bearer alice".into())], init).await;
+        let token = token.expect("initialize returns Mcp-Session-Id");
+        let mut record = |what: &str, s: u16| out.lock().unwrap().push((what.to_string(), s));
+        record("initialize", s);
+        let (s, _) = send("POST", vec![], ping).await;
+        record("request without a session", s);
+        let (s, _) = send("POST", vec![("mcp-session-id", "tok-nope".into())], ping).await;
+        record("unknown session", s);
+        let auth = ("authorization", "Bearer alice".to_string());
+        let (s, _) = send(
+            "POST",
+            vec![auth.clone(), ("mcp-session-id", token.clone()), ("mcp-protocol-version", "1999-01-01".into())],
+            ping,
+        )
+        .await;
+        record("unsupported protocol version", s);
+        let (s, _) = send("POST", vec![auth.clone(), ("mcp-session-id", token.clone())], ping).await;
+        record("ping", s);
+        let (s, _) = send("POST", vec![("authorization", "Bearer mallory".into()), ("mcp-session-id", token.clone())], ping).await;
+        record("someone else's session", s);
+        let (s, _) = send("PUT", vec![("mcp-session-id", token.clone())], "").await;
+        record("PUT", s);
+        let (s, _) = send("DELETE", vec![auth.clone(), ("mcp-session-id", token.clone())], "").await;
+        record("DELETE", s);
+        let (s, _) = send("POST", vec![auth, ("mcp-session-id", token)], ping).await;
+        record("after DELETE", s);
+        Ok(())
+    });
+    sim.run().unwrap();
+    let seen = seen.lock().unwrap().clone();
+    let expect = [
+        ("initialize", 200),
+        ("request without a session", 400),
+        ("unknown session", 404),
+        ("unsupported protocol version", 400),
+        ("ping", 200),
+        ("someone else's session", 403),
+        ("PUT", 405),
+        ("DELETE", 200),
+        ("after DELETE", 404),
+    ];
+    let expect: Vec<(String, u16)> = expect.iter().map(|(w, s)| (w.to_string(), *s)).collect();
+    assert_eq!(seen, expect);
+}

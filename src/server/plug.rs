@@ -32,6 +32,11 @@ impl AppReporter {
         Self { recorder }
     }
 
+    /// A reporter whose records go nowhere: for driving a plug by hand, outside a run.
+    pub fn detached() -> Self {
+        Self::new(Recorder::new())
+    }
+
     pub fn issued(&self, client: &str, label: &str, method: &str, id: &RpcId, event_id: Option<String>) {
         self.recorder.record(What::RequestIssued {
             client: client.into(),

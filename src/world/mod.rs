@@ -56,10 +56,18 @@ pub struct Run {
 }
 
 impl Run {
-    /// The command that replays this run.
+    /// The command that replays this run (a plug-in server is not a
+    /// `--server` name: the line says to run it through `run_with`).
     pub fn repro(&self) -> String {
         let file = self.source.as_ref().map_or_else(|| format!("<{}>", self.scenario), |p| p.display().to_string());
-        format!("mcpsim run {file} --server {} --seed {}", self.server, self.seed)
+        if crate::server::is_known_server(&self.server) {
+            format!("mcpsim run {file} --server {} --seed {}", self.server, self.seed)
+        } else {
+            format!(
+                "mcpsim::world::run_with(&Plan::load({file:?}), <your {} plug>, Seed({}))",
+                self.server, self.seed
+            )
+        }
     }
 }
 

@@ -15,6 +15,9 @@ use crate::wire::jsonrpc::mcp::{PROTOCOL_VERSION_STREAMABLE, ASK_TOOL};
 /// The one MCP endpoint.
 pub const ENDPOINT: &str = "/mcp";
 
+/// The `MCP-Protocol-Version`s the engine accepts.
+const SUPPORTED_VERSIONS: [&str; 3] = [PROTOCOL_VERSION_STREAMABLE, "2025-06-18", "2025-03-26"];
+
 /// The reconnection delay every priming event announces.
 const PRIMING_RETRY: Duration = Duration::from_secs(1);
 
@@ -23,6 +26,12 @@ pub(super) async fn handle(shared: Rc<Shared>, ctl: Rc<ConnCtl>, req: Request<In
         return rpc_error(StatusCode::NOT_FOUND, "no such endpoint");
     }
     let session = req.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_string);
+    // A client that names a protocol version must name one this server speaks.
+    if let Some(v) = req.headers().get("mcp-protocol-version") {
+        if !SUPPORTED_VERSIONS.iter().any(|s| v.as_bytes() == s.as_bytes()) {
+            return rpc_error(StatusCode::BAD_REQUEST, "unsupported MCP-Protocol-Version");
+        }
+    }
     let who = credential(&req);
     match (req.method().as_str(), session) {
         ("POST", session) => {
