@@ -110,8 +110,8 @@ pub fn html(run: &Run, verdicts: &[Verdict]) -> String {
                 purposes.insert((client.clone(), *conn), *purpose);
             }
             What::HttpRequest { client, conn, method, path, last_event_id, .. } => {
-                let is_uplink = purposes.get(&(client.clone(), *conn)) == Some(&Purpose::Uplink);
-                if !is_uplink {
+                let purpose = purposes.get(&(client.clone(), *conn));
+                if !matches!(purpose, Some(Purpose::Uplink | Purpose::Call)) {
                     continue; // POST traffic shows as its answers
                 }
                 let (Some(&cx), Some(&nx)) = (lane_x.get(client), lane_x.get(&format!("nat-{client}"))) else {
@@ -121,13 +121,15 @@ pub fn html(run: &Run, verdicts: &[Verdict]) -> String {
                 let what = match last_event_id {
                     Some(l) => format!("{method} resume, Last-Event-ID {l} (conn {conn})"),
                     None if path.contains("sessionId") => format!("{method} resume (conn {conn})"),
-                    None => format!("{method} /mcp/sse (conn {conn})"),
+                    None if purpose == Some(&Purpose::Call) => format!("{method} tools/call (conn {conn})"),
+                    None => format!("{method} {path} (conn {conn})"),
                 };
                 arrow(row, e, cx, nx, &what, "http", &mut arrows);
                 row += 1;
             }
             What::HttpResponse { client, conn, status, content_type } => {
-                if purposes.get(&(client.clone(), *conn)) != Some(&Purpose::Uplink) && *status < 300 {
+                let streams = matches!(purposes.get(&(client.clone(), *conn)), Some(Purpose::Uplink | Purpose::Call));
+                if !streams && *status < 300 {
                     continue;
                 }
                 let (Some(&cx), Some(&nx)) = (lane_x.get(client), lane_x.get(&format!("nat-{client}"))) else {
