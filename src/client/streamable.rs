@@ -18,6 +18,14 @@ pub struct CallState {
     pub task: Option<JoinHandle<()>>,
 }
 
+/// Whether a response is an SSE stream.
+fn is_event_stream<B>(resp: &hyper::Response<B>) -> bool {
+    resp.headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.starts_with("text/event-stream"))
+}
+
 impl Client {
     /// POSTs `initialize` without a session, keeps the `Mcp-Session-Id` the
     /// server returns and sends `notifications/initialized`.
@@ -34,12 +42,7 @@ impl Client {
         let conn = posted.conn;
         let token = posted.resp.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_string);
         let status = posted.resp.status().as_u16();
-        let is_stream = posted
-            .resp
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|c| c.starts_with("text/event-stream"));
+        let is_stream = is_event_stream(&posted.resp);
         // The answer comes as JSON or as an SSE stream that ends after it.
         let body = match timeout(POST_TIMEOUT, posted.resp.into_body().collect()).await {
             Ok(Ok(b)) => b.to_bytes(),
@@ -122,12 +125,7 @@ impl Client {
         let Some(posted) = self.send_post(&msg, Some(&token), Purpose::Call, self.spec.heartbeat_timeout).await else {
             return self.end_call(&label);
         };
-        let is_stream = posted
-            .resp
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|c| c.starts_with("text/event-stream"));
+        let is_stream = is_event_stream(&posted.resp);
         if posted.resp.status() != 200 || !is_stream {
             let _ = timeout(POST_TIMEOUT, posted.resp.into_body().collect()).await;
             return self.end_call(&label);

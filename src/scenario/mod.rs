@@ -659,11 +659,17 @@ impl Plan {
             };
             let action = match action_name {
                 "connect" => Action::Connect { client: need_client(&s.client, "client")? },
-                "server-request" => {
+                "call-tool" | "end-session" if dialect != Dialect::StreamableHttp => {
+                    return Err(err(
+                        s.action.span(),
+                        format!("step `{action_name}` needs dialect = \"streamable-http\" in [scenario]"),
+                    ))
+                }
+                "server-request" | "call-tool" => {
                     let method = s
                         .method
                         .clone()
-                        .ok_or_else(|| err(s.action.span(), "step `server-request` needs `method`".into()))?;
+                        .ok_or_else(|| err(s.action.span(), format!("step `{action_name}` needs `method`")))?;
                     if !SERVER_REQUEST_METHODS.contains(&method.get_ref().as_str()) {
                         return Err(err(
                             method.span(),
@@ -679,10 +685,12 @@ impl Plan {
                     if !labels.insert(label.get_ref().clone()) {
                         return Err(err(label.span(), format!("label {:?} is used twice", label.get_ref())));
                     }
-                    Action::ServerRequest {
-                        client: need_client(&s.client, "client")?,
-                        method: method.into_inner(),
-                        label: label.into_inner(),
+                    let (client, method, label) =
+                        (need_client(&s.client, "client")?, method.into_inner(), label.into_inner());
+                    if action_name == "call-tool" {
+                        Action::CallTool { client, method, label }
+                    } else {
+                        Action::ServerRequest { client, method, label }
                     }
                 }
                 "notify" => Action::Notify {
@@ -728,38 +736,6 @@ impl Plan {
                         },
                     };
                     Action::Resume { client: need_client(&s.client, "client")?, last_event_id }
-                }
-                "call-tool" | "end-session" if dialect != Dialect::StreamableHttp => {
-                    return Err(err(
-                        s.action.span(),
-                        format!("step `{action_name}` needs dialect = \"streamable-http\" in [scenario]"),
-                    ))
-                }
-                "call-tool" => {
-                    let method = s
-                        .method
-                        .clone()
-                        .ok_or_else(|| err(s.action.span(), "step `call-tool` needs `method`".into()))?;
-                    if !SERVER_REQUEST_METHODS.contains(&method.get_ref().as_str()) {
-                        return Err(err(
-                            method.span(),
-                            format!(
-                                "unknown server request method {:?}{} (one of: {})",
-                                method.get_ref(),
-                                hint(method.get_ref(), SERVER_REQUEST_METHODS),
-                                SERVER_REQUEST_METHODS.join(", ")
-                            ),
-                        ));
-                    }
-                    let label = need_label("label")?;
-                    if !labels.insert(label.get_ref().clone()) {
-                        return Err(err(label.span(), format!("label {:?} is used twice", label.get_ref())));
-                    }
-                    Action::CallTool {
-                        client: need_client(&s.client, "client")?,
-                        method: method.into_inner(),
-                        label: label.into_inner(),
-                    }
                 }
                 "end-session" => Action::EndSession { client: need_client(&s.client, "client")? },
                 "steal-token" => {
