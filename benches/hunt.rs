@@ -16,7 +16,8 @@ fn main() {
         ("rmcp", Dialect::StreamableHttp),
     ];
     for (server, dialect) in runs {
-        let name = format!("{server} ({})", if dialect == Dialect::LegacySse { "legacy-sse" } else { "streamable-http" });
+        let name =
+            format!("{server} ({})", if dialect == Dialect::LegacySse { "legacy-sse" } else { "streamable-http" });
         // Split one thread's time into its phases.
         let (mut gen, mut sim, mut judge) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
         let mut virtual_time = Duration::ZERO;

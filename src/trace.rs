@@ -383,7 +383,9 @@ impl Recorder {
             .iter()
             .filter_map(|e| match &e.what {
                 What::HttpRequest { client: c, conn, session: Some(t), .. } if c == client && t == token => Some(*conn),
-                What::HttpRequest { client: c, conn, path, .. } if c == client && path.ends_with(&format!("={token}")) => {
+                What::HttpRequest { client: c, conn, path, .. }
+                    if c == client && path.ends_with(&format!("={token}")) =>
+                {
                     Some(*conn)
                 }
                 What::SessionToken { client: c, conn, token: t } if c == client && t == token => Some(*conn),

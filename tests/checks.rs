@@ -108,14 +108,24 @@ fn the_matrix_proves_every_check_and_every_mutant() {
             assert!(e.met, "{} on {server}: expected {:?}, violated {:?}", plan.name, e.expected, e.violated);
         }
     }
-    // Each mutant is caught by its own check in at least one scenario.
+    // Each mutant is caught by its own check in at least one scenario of each dialect.
+    let streamable: Vec<String> =
+        scenarios().into_iter().filter(|p| p.dialect == Dialect::StreamableHttp).map(|p| p.name).collect();
     for mutation in Mutation::ALL {
         let caught: Vec<&String> = m
             .iter()
             .filter(|((_, s), cell)| s == mutation.name() && violated(cell).contains(&mutation.caught_by()))
             .map(|((sc, _), _)| sc)
             .collect();
-        assert!(!caught.is_empty(), "{} is never caught by {}", mutation.name(), mutation.caught_by());
+        for in_streamable in [false, true] {
+            assert!(
+                caught.iter().any(|sc| streamable.contains(sc) == in_streamable),
+                "{} is never caught by {} in {} scenarios",
+                mutation.name(),
+                mutation.caught_by(),
+                if in_streamable { "streamable-http" } else { "legacy-sse" }
+            );
+        }
     }
     // guarded: its only violations are ones every server shares (a thief holding the
     // owner's credential cannot be told apart), so none is guarded's own doing.

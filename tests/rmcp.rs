@@ -30,7 +30,9 @@ fn token(run: &Run) -> String {
 }
 
 fn answered(run: &Run, label: &str) -> bool {
-    whats(run).iter().any(|x| matches!(x, What::RequestOutcome { label: l, outcome: Outcome::Answered, .. } if l == label))
+    whats(run)
+        .iter()
+        .any(|x| matches!(x, What::RequestOutcome { label: l, outcome: Outcome::Answered, .. } if l == label))
 }
 
 #[test]
@@ -208,7 +210,9 @@ label = "related-sample"
     let methods_on = |p: Purpose| -> Vec<String> {
         w.iter()
             .filter_map(|x| match x {
-                What::SseEvent { conn, rpc: Some(rpc), .. } if rpc.kind == RpcKind::Request && purpose_of(*conn) == Some(p) => {
+                What::SseEvent { conn, rpc: Some(rpc), .. }
+                    if rpc.kind == RpcKind::Request && purpose_of(*conn) == Some(p) =>
+                {
                     rpc.method.clone()
                 }
                 _ => None,

@@ -116,7 +116,9 @@ fn a_deleted_session_answers_404_and_the_client_reinitializes() {
             _ => None,
         })
         .expect("alice sent DELETE");
-    assert!(w.iter().any(|x| matches!(x, What::HttpResponse { conn, status: 200, client, .. } if *conn == delete && client == "alice")));
+    assert!(w.iter().any(
+        |x| matches!(x, What::HttpResponse { conn, status: 200, client, .. } if *conn == delete && client == "alice")
+    ));
     assert!(w.iter().any(|x| matches!(x, What::HttpResponse { status: 404, client, .. } if client == "mallory")));
     assert!(w.iter().any(|x| matches!(x, What::Reinitialize { client, .. } if client == "mallory")));
     // Nothing of alice's reached mallory.
@@ -210,7 +212,9 @@ fn the_endpoint_answers_bad_requests_with_the_transports_status_codes() {
         record("unsupported protocol version", s);
         let (s, _) = send("POST", vec![auth.clone(), ("mcp-session-id", token.clone())], ping).await;
         record("ping", s);
-        let (s, _) = send("POST", vec![("authorization", "Bearer mallory".into()), ("mcp-session-id", token.clone())], ping).await;
+        let (s, _) =
+            send("POST", vec![("authorization", "Bearer mallory".into()), ("mcp-session-id", token.clone())], ping)
+                .await;
         record("someone else's session", s);
         let (s, _) = send("PUT", vec![("mcp-session-id", token.clone())], "").await;
         record("PUT", s);

@@ -58,16 +58,14 @@ pub fn judge(o: &Observed) -> Status {
         let stream = o.stream_of_request(r);
         let same_stream =
             |c: &&crate::check::observe::Conn| stream.map_or(c.stream.starts_with("get:"), |s| c.stream == s);
-        let in_flight_at = o
-            .conns
-            .values()
-            .filter(|c| c.client == r.owner && c.token() == Some(token))
-            .filter(same_stream)
-            .find_map(|c| {
-            let (t_acc, seq) = c.accepted_resumption()?;
-            let sent = c.request_seq.and_then(|s| o.events.iter().find(|e| e.seq == s)).map(|e| e.t_us)?;
-            (r.issued.0 < sent && resolved_at.is_none_or(|t| t > t_acc)).then_some((t_acc, seq, c.conn))
-        });
+        let in_flight_at =
+            o.conns.values().filter(|c| c.client == r.owner && c.token() == Some(token)).filter(same_stream).find_map(
+                |c| {
+                    let (t_acc, seq) = c.accepted_resumption()?;
+                    let sent = c.request_seq.and_then(|s| o.events.iter().find(|e| e.seq == s)).map(|e| e.t_us)?;
+                    (r.issued.0 < sent && resolved_at.is_none_or(|t| t > t_acc)).then_some((t_acc, seq, c.conn))
+                },
+            );
         let Some((t_acc, acc_seq, conn)) = in_flight_at else { continue };
         judged = true;
         let disposed =

@@ -385,7 +385,9 @@ impl<'a> Observed<'a> {
             if let Some(m) = self.mapping_of(c) {
                 for (_, _, _, evs) in &m.dropped_writes {
                     out.extend(
-                        evs.iter().filter(|e| other || e.rpc.is_none()).filter_map(|e| e.id.as_deref()?.parse::<u64>().ok()),
+                        evs.iter()
+                            .filter(|e| other || e.rpc.is_none())
+                            .filter_map(|e| e.id.as_deref()?.parse::<u64>().ok()),
                     );
                 }
             }
@@ -484,7 +486,9 @@ impl<'a> Observed<'a> {
             if let Some(m) = self.mapping_of(c) {
                 for (_, seq, _, evs) in &m.dropped_writes {
                     let carried = evs.iter().any(|e| {
-                        e.rpc.as_ref().is_some_and(|x| x.kind == RpcKind::Request && x.id.as_ref().is_some_and(|i| r.ids.contains(i)))
+                        e.rpc.as_ref().is_some_and(|x| {
+                            x.kind == RpcKind::Request && x.id.as_ref().is_some_and(|i| r.ids.contains(i))
+                        })
                     });
                     if carried && first.is_none_or(|(s, _)| *seq < s) {
                         first = Some((*seq, c.stream.as_str()));

@@ -6,8 +6,8 @@
 //! N is newer than any id the session ever showed (accepting a future id).
 
 use super::observe::{Conn, Observed};
-use crate::trace::SimTime;
 use super::{not_applicable, status, Status, Violation};
+use crate::trace::SimTime;
 
 pub const ID: &str = "replay-integrity";
 pub const ABOUT: &str =
@@ -35,7 +35,8 @@ pub fn judge(o: &Observed) -> Status {
         // Ids of any shape: events the stream carried after `last` that the
         // client never received must come first in the replay.
         let found = found.or_else(|| by_order(o, c, last, token, (t_acc, acc_seq, request_seq)));
-        judged |= c.last_event_id_number().is_some() || o.stream_ids(&c.stream, t_acc).iter().any(|(_, i, _)| i == last);
+        judged |=
+            c.last_event_id_number().is_some() || o.stream_ids(&c.stream, t_acc).iter().any(|(_, i, _)| i == last);
         out.extend(found);
     }
     if !judged {
@@ -45,7 +46,13 @@ pub fn judge(o: &Observed) -> Status {
 }
 
 /// Numeric ids: a future id, or a gap between `n` and the first id replayed.
-fn numeric(o: &Observed, c: &Conn, n: u64, token: &str, (t_acc, acc_seq, request_seq): (SimTime, u64, u64)) -> Option<Violation> {
+fn numeric(
+    o: &Observed,
+    c: &Conn,
+    n: u64,
+    token: &str,
+    (t_acc, acc_seq, request_seq): (SimTime, u64, u64),
+) -> Option<Violation> {
     // Ids the server may have minted without anyone seeing them: one per
     // POST (a response) and one per re-issue on the session.
     let unseen = o.possible_unseen_ids(token, t_acc);
@@ -106,7 +113,13 @@ fn stayed_open(o: &Observed, c: &Conn, t_acc: SimTime) -> bool {
 /// Any ids: the events the stream carried after `last` (delivered elsewhere
 /// or written into a dropped mapping) that the client never received, but
 /// that the replay skipped past.
-fn by_order(o: &Observed, c: &Conn, last: &str, token: &str, (t_acc, acc_seq, request_seq): (SimTime, u64, u64)) -> Option<Violation> {
+fn by_order(
+    o: &Observed,
+    c: &Conn,
+    last: &str,
+    token: &str,
+    (t_acc, acc_seq, request_seq): (SimTime, u64, u64),
+) -> Option<Violation> {
     // Only what the stream carried before the client asked to resume: later
     // writes to an old connection are a second writer (session-binding's
     // evidence), not a replay gap.

@@ -40,7 +40,10 @@ pub fn judge(o: &Observed) -> Status {
                     && c.token().is_some_and(|t| o.ids_held_str(&c.client, t, c.opened).contains(&id));
                 if again || seen_here.contains(&id) {
                     let what = if again {
-                        format!("{} resumed from {id} on conn {} and was sent event {id} again at {}", c.client, c.conn, d.t)
+                        format!(
+                            "{} resumed from {id} on conn {} and was sent event {id} again at {}",
+                            c.client, c.conn, d.t
+                        )
                     } else {
                         format!("{}'s conn {} delivered event {id} twice (again at {})", c.client, c.conn, d.t)
                     };

@@ -52,7 +52,10 @@ pub enum ClientCmd {
         fresh: bool,
     },
     /// streamable-http: call the `ask` tool, asking for `method` labelled `label`.
-    CallTool { label: String, method: String },
+    CallTool {
+        label: String,
+        method: String,
+    },
     /// streamable-http: end the session with DELETE.
     EndSession,
 }
@@ -408,9 +411,7 @@ impl Client {
             .header("accept", "text/event-stream")
             .header("authorization", format!("Bearer {}", self.shared.credential.borrow()));
         if let Some(token) = session {
-            req = req
-                .header("mcp-session-id", token)
-                .header("mcp-protocol-version", mcp::PROTOCOL_VERSION_STREAMABLE);
+            req = req.header("mcp-session-id", token).header("mcp-protocol-version", mcp::PROTOCOL_VERSION_STREAMABLE);
         }
         if let Some(id) = last_event_id {
             req = req.header("last-event-id", id);
@@ -664,7 +665,13 @@ impl Client {
 
     /// Sends one POST in the client's dialect and records it and its response
     /// head, waiting at most `head_timeout` for that head.
-    async fn send_post(&self, msg: &Message, token: Option<&str>, purpose: Purpose, head_timeout: Duration) -> Option<Posted> {
+    async fn send_post(
+        &self,
+        msg: &Message,
+        token: Option<&str>,
+        purpose: Purpose,
+        head_timeout: Duration,
+    ) -> Option<Posted> {
         let (conn, stream) = self.connect(purpose).await?;
         let (mut sender, driver) =
             hyper::client::conn::http1::handshake::<_, Full<Bytes>>(TokioIo::new(stream)).await.ok()?;

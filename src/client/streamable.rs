@@ -20,10 +20,7 @@ pub struct CallState {
 
 /// Whether a response is an SSE stream.
 fn is_event_stream<B>(resp: &hyper::Response<B>) -> bool {
-    resp.headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|c| c.starts_with("text/event-stream"))
+    resp.headers().get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|c| c.starts_with("text/event-stream"))
 }
 
 impl Client {
@@ -201,7 +198,11 @@ impl Client {
         let resp = match timeout(self.spec.heartbeat_timeout, sender.send_request(req)).await {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {
-                self.rec.record(What::UplinkEnded { client: self.name(), conn, reason: format!("request failed: {e}") });
+                self.rec.record(What::UplinkEnded {
+                    client: self.name(),
+                    conn,
+                    reason: format!("request failed: {e}"),
+                });
                 return None;
             }
             Err(_) => {

@@ -191,9 +191,9 @@ fn timeline(run: &Run) -> Vec<(SimTime, String)> {
                 Some((Purpose::Uplink, None)) if *status == 200 => {
                     Some(format!("{client} opened an uplink on conn {conn}"))
                 }
-                Some((Purpose::Call, Some(lei))) if *status == 200 => {
-                    Some(format!("{client}'s resumption of a tool call's stream from {lei} answered 200 on conn {conn}"))
-                }
+                Some((Purpose::Call, Some(lei))) if *status == 200 => Some(format!(
+                    "{client}'s resumption of a tool call's stream from {lei} answered 200 on conn {conn}"
+                )),
                 Some((Purpose::Call, None)) if *status == 200 => {
                     Some(format!("{client}'s tool call got its stream on conn {conn}"))
                 }

@@ -338,28 +338,64 @@ pub enum LastEventId {
     Id(u64),
     /// The `nth` (from 1) id of an event carrying a message that `client`
     /// received: an id in any server's own format (a thief replaying an old id).
-    Seen { client: String, nth: usize },
+    Seen {
+        client: String,
+        nth: usize,
+    },
 }
 
 /// What a step does.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "do", rename_all = "kebab-case")]
 pub enum Action {
-    Connect { client: String },
-    ServerRequest { client: String, method: String, label: String },
+    Connect {
+        client: String,
+    },
+    ServerRequest {
+        client: String,
+        method: String,
+        label: String,
+    },
     /// streamable-http: the client calls the `ask` tool; the server issues
     /// `method` (labelled `label`) on the call's response stream.
-    CallTool { client: String, method: String, label: String },
+    CallTool {
+        client: String,
+        method: String,
+        label: String,
+    },
     /// streamable-http: the client ends its session with DELETE.
-    EndSession { client: String },
-    Notify { client: String, count: u64 },
-    Answer { client: String, label: String },
-    Rebind { client: String },
-    Sever { client: String },
-    Reset { client: String },
-    Resume { client: String, last_event_id: LastEventId },
-    StealToken { from: String, to: String, credential: bool },
-    CrashClient { client: String },
+    EndSession {
+        client: String,
+    },
+    Notify {
+        client: String,
+        count: u64,
+    },
+    Answer {
+        client: String,
+        label: String,
+    },
+    Rebind {
+        client: String,
+    },
+    Sever {
+        client: String,
+    },
+    Reset {
+        client: String,
+    },
+    Resume {
+        client: String,
+        last_event_id: LastEventId,
+    },
+    StealToken {
+        from: String,
+        to: String,
+        credential: bool,
+    },
+    CrashClient {
+        client: String,
+    },
     Wait,
 }
 

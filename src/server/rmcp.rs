@@ -31,9 +31,8 @@ use rand::RngCore;
 use rand_chacha::ChaCha8Rng;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage, ClientResult, ContentBlock,
-    Implementation, InitializeResult, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
-    NumberOrString, PaginatedRequestParams, ServerCapabilities, ServerInfo, ServerJsonRpcMessage, ServerRequest,
-    Tool,
+    Implementation, InitializeResult, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, NumberOrString,
+    PaginatedRequestParams, ServerCapabilities, ServerInfo, ServerJsonRpcMessage, ServerRequest, Tool,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, ServiceError};
 use rmcp::transport::streamable_http_server::session::local::{
@@ -146,7 +145,9 @@ async fn issue(
     let _ = report.send(Report::Issued { client, label: label.clone(), method, id: id.clone() });
     let (outcome, detail, ok) = match handle.await_response().await {
         Ok(ClientResult::EmptyResult(_)) | Ok(_) => (Outcome::Answered, "rmcp received the answer".to_string(), true),
-        Err(ServiceError::Timeout { timeout }) => (Outcome::TimedOut, format!("rmcp: no answer within {timeout:?}"), false),
+        Err(ServiceError::Timeout { timeout }) => {
+            (Outcome::TimedOut, format!("rmcp: no answer within {timeout:?}"), false)
+        }
         Err(e) => (Outcome::Failed, format!("rmcp: {e}"), false),
     };
     let _ = report.send(Report::Outcome { label, id, outcome, detail });
@@ -191,9 +192,14 @@ impl ServerHandler for App {
         let (client, label, method) = (arg("client"), arg("label"), arg("method"));
         let req = server_request(&method, &label, &client).map_err(|e| ErrorData::invalid_params(e, None))?;
         // Sent from inside the handler, so rmcp relates it to this call.
-        let ok = issue(context.peer.clone(), req, (client, label.clone(), method), self.timeout, self.report.clone()).await;
+        let ok =
+            issue(context.peer.clone(), req, (client, label.clone(), method), self.timeout, self.report.clone()).await;
         let text = if ok { format!("{label} answered") } else { format!("{label} was not answered") };
-        let result = if ok { CallToolResult::success(vec![ContentBlock::text(text)]) } else { CallToolResult::error(vec![ContentBlock::text(text)]) };
+        let result = if ok {
+            CallToolResult::success(vec![ContentBlock::text(text)])
+        } else {
+            CallToolResult::error(vec![ContentBlock::text(text)])
+        };
         Ok(result.into())
     }
 
@@ -287,7 +293,10 @@ impl<B: hyper::body::Body<Data = Bytes> + Unpin> hyper::body::Body for KeepAlive
     type Data = Bytes;
     type Error = B::Error;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<hyper::body::Frame<Bytes>, B::Error>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, B::Error>>> {
         let this = &mut *self;
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(f) => {
@@ -350,8 +359,12 @@ impl ServerPlug for Rmcp {
                                 .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
                             let resp = resp.map(|b| {
                                 if sse {
-                                    KeepAlive { inner: b, every: heartbeat, sleep: Box::pin(tokio::time::sleep(heartbeat)) }
-                                        .boxed()
+                                    KeepAlive {
+                                        inner: b,
+                                        every: heartbeat,
+                                        sleep: Box::pin(tokio::time::sleep(heartbeat)),
+                                    }
+                                    .boxed()
                                 } else {
                                     b
                                 }
@@ -391,7 +404,10 @@ async fn commands(app: AppHook, peers: Peers, report: mpsc::UnboundedSender<Repo
             },
             AppCommand::Notify { client, count, .. } => {
                 for n in 0..count {
-                    let param = LoggingMessageNotificationParam::new(LoggingLevel::Info, serde_json::json!(format!("note {n}")));
+                    let param = LoggingMessageNotificationParam::new(
+                        LoggingLevel::Info,
+                        serde_json::json!(format!("note {n}")),
+                    );
                     if let Err(e) = peer.notify_logging_message(param).await {
                         app.report.error(&client, format!("rmcp could not notify: {e}"));
                     }

@@ -11,9 +11,9 @@ mod panics;
 pub use inbox::Inbox;
 pub use nat::NatCmd;
 
+use crate::client::ResumeFrom;
 use crate::client::{Client, ClientCmd, ClientShared};
 use crate::error::{Error, Result};
-use crate::client::ResumeFrom;
 use crate::scenario::{Action, LastEventId, Plan, Trigger};
 use crate::seed::Seed;
 use crate::server::{AppCommand, AppHook, AppReporter, ServerPlug};
@@ -63,10 +63,7 @@ impl Run {
         if crate::server::is_known_server(&self.server) {
             format!("mcpsim run {file} --server {} --seed {}", self.server, self.seed)
         } else {
-            format!(
-                "mcpsim::world::run_with(&Plan::load({file:?}), <your {} plug>, Seed({}))",
-                self.server, self.seed
-            )
+            format!("mcpsim::world::run_with(&Plan::load({file:?}), <your {} plug>, Seed({}))", self.server, self.seed)
         }
     }
 }
@@ -214,9 +211,9 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
                     ),
                     None => app.report.error(client, format!("cannot issue {label}: {client} holds no session")),
                 },
-                Action::CallTool { client, method, label } => clients[client]
-                    .0
-                    .push_at(at, ClientCmd::CallTool { label: label.clone(), method: method.clone() }),
+                Action::CallTool { client, method, label } => {
+                    clients[client].0.push_at(at, ClientCmd::CallTool { label: label.clone(), method: method.clone() })
+                }
                 Action::EndSession { client } => clients[client].0.push_at(at, ClientCmd::EndSession),
                 Action::Notify { client, count } => match token_of(client) {
                     Some(token) => {
@@ -235,9 +232,9 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
                         LastEventId::LastSeen => Some(ResumeFrom::LastSeen),
                         LastEventId::Id(n) => Some(ResumeFrom::Id(n.to_string())),
                         // An id of the session the resuming client now holds (a thief: the victim's).
-                        LastEventId::Seen { client: by, nth } => token_of(client)
-                            .and_then(|t| rec.nth_message_id(by, *nth, &t))
-                            .map(ResumeFrom::Id),
+                        LastEventId::Seen { client: by, nth } => {
+                            token_of(client).and_then(|t| rec.nth_message_id(by, *nth, &t)).map(ResumeFrom::Id)
+                        }
                     };
                     match from {
                         Some(from) => clients[client].0.push_at(at, ClientCmd::Resume(from)),

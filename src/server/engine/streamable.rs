@@ -10,7 +10,7 @@
 //! and empty data, with `retry`). Unknown sessions get 404.
 
 use super::*;
-use crate::wire::jsonrpc::mcp::{PROTOCOL_VERSION_STREAMABLE, ASK_TOOL};
+use crate::wire::jsonrpc::mcp::{ASK_TOOL, PROTOCOL_VERSION_STREAMABLE};
 
 /// The one MCP endpoint.
 pub const ENDPOINT: &str = "/mcp";
@@ -109,7 +109,8 @@ fn post(shared: &Rc<Shared>, ctl: Rc<ConnCtl>, token: &str, who: &str, msg: Mess
             "tools/call" => {
                 let args = &params["arguments"];
                 let field = |k: &str| args[k].as_str().map(str::to_string);
-                let (Some(client), Some(label), Some(method)) = (field("client"), field("label"), field("method")) else {
+                let (Some(client), Some(label), Some(method)) = (field("client"), field("label"), field("method"))
+                else {
                     return json_response(&mcp::tool_result(id, "ask needs client, label and method", true), None);
                 };
                 if params["name"].as_str() != Some(ASK_TOOL) {
@@ -180,7 +181,9 @@ async fn open_standalone(shared: &Shared, ctl: Rc<ConnCtl>, token: &str, who: &s
     if queued.is_empty() {
         prime(s, STANDALONE, &tx);
     }
-    shared.report.note(&s.name, format!("standalone stream on uplink U{uplink}; {} queued request(s) sent", queued.len()));
+    shared
+        .report
+        .note(&s.name, format!("standalone stream on uplink U{uplink}; {} queued request(s) sent", queued.len()));
     // Requests already written to an earlier standalone stream the client
     // evidently lost (it presents no id): the policy's in-flight rule applies.
     dispose_inflight(shared, s, STANDALONE, inflight, &queued);
