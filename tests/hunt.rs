@@ -3,16 +3,43 @@
 //! shrink findings into regression scenarios that reproduce.
 
 use mcpsim::hunt::{self, shrink, HuntOptions, HuntReport, Limit};
-use mcpsim::scenario::Plan;
+use mcpsim::scenario::{Dialect, Plan};
 use mcpsim::server::policy::Mutation;
 use std::path::{Path, PathBuf};
 
 /// Observed: every buggy server's own check fires within the first 70 seeds
-/// from base 0 (naive at seed 1; answered-replay, the slowest, at 65).
+/// from base 0 (naive at seed 1; answered-replay, the slowest, at 65; in
+/// streamable-http answered-replay at 45).
 const BOUND: u64 = 128;
 
 fn first_finding(server: &str, check: &str) -> Option<u64> {
-    (0..BOUND).find(|&seed| hunt::run_seed(server, seed, false).unwrap().violated.iter().any(|c| c == check))
+    first_finding_in(server, check, Dialect::LegacySse)
+}
+
+fn first_finding_in(server: &str, check: &str, dialect: Dialect) -> Option<u64> {
+    (0..BOUND)
+        .find(|&seed| hunt::run_seed_in(server, seed, false, dialect).unwrap().violated.iter().any(|c| c == check))
+}
+
+#[test]
+fn every_buggy_server_is_found_by_its_own_check_in_streamable_http_too() {
+    for m in Mutation::ALL {
+        let found = first_finding_in(m.name(), m.caught_by(), Dialect::StreamableHttp);
+        assert!(found.is_some(), "{} not caught by {} within {BOUND} streamable-http seeds", m.name(), m.caught_by());
+    }
+}
+
+#[test]
+fn guarded_has_no_findings_in_streamable_http_and_rmcp_has_many() {
+    let opts = HuntOptions { dialect: Dialect::StreamableHttp, ..options("guarded", 150, 2) };
+    assert!(opts.repeat_command().contains("--dialect streamable-http"), "{}", opts.repeat_command());
+    let report = hunt::hunt(&opts, |_| {}).unwrap();
+    assert!(report.findings.is_empty(), "{:#?}", report.findings);
+    // rmcp is hunted in its only dialect by default; its repro needs no flag.
+    let report = hunt::hunt(&options("rmcp", 20, 2), |_| {}).unwrap();
+    assert!(report.findings.len() >= 15, "{} findings", report.findings.len());
+    let f = &report.findings[0];
+    assert_eq!(f.repro, format!("mcpsim replay --server rmcp --seed {}", f.seed));
 }
 
 #[test]
