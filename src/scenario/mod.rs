@@ -451,8 +451,8 @@ impl Action {
             Action::Notify { client, count } => format!("server emits {count} notification(s) on {client}'s session"),
             Action::Answer { client, label } => format!("{client} answers {label}"),
             Action::Rebind { client } => format!("NAT rebinds {client}: its mappings go silent"),
-            Action::Sever { client } => format!("{client}'s uplink is half-opened"),
-            Action::Reset { client } => format!("{client}'s uplink is reset"),
+            Action::Sever { client } => format!("{client}'s latest stream is half-opened"),
+            Action::Reset { client } => format!("{client}'s latest stream is reset"),
             Action::Resume { client, last_event_id: LastEventId::LastSeen } => {
                 format!("{client} resumes from its last seen id")
             }
