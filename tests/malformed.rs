@@ -50,6 +50,28 @@ fn cases() -> Vec<(&'static str, String)> {
             "[scenario]\nname = \"m\"\nduration = \"1s\"\n[[client]]\nname = \"server\"\n".to_string(),
         ),
         ("zero-retention", format!("{HEAD}[server]\nretention = 0\n")),
+        (
+            "call-tool-in-legacy-sse",
+            step("at = \"1s\"\ndo = \"call-tool\"\nclient = \"alice\"\nmethod = \"roots/list\"\nlabel = \"c\""),
+        ),
+        (
+            "seen-by-unknown-client",
+            step("at = \"1s\"\ndo = \"resume\"\nclient = \"alice\"\nlast_event_id = { seen_by = \"bob\", nth = 1 }"),
+        ),
+        (
+            "seen-by-nth-zero",
+            step("at = \"1s\"\ndo = \"resume\"\nclient = \"alice\"\nlast_event_id = { seen_by = \"alice\", nth = 0 }"),
+        ),
+        (
+            "seen-by-unknown-key",
+            step("at = \"1s\"\ndo = \"resume\"\nclient = \"alice\"\nlast_event_id = { seen = \"alice\", nth = 1 }"),
+        ),
+        (
+            "call-tool-unknown-method",
+            format!(
+                "[scenario]\nname = \"m\"\ndialect = \"streamable-http\"\nduration = \"60s\"\n[[client]]\nname = \"alice\"\n[[step]]\nat = \"1s\"\ndo = \"call-tool\"\nclient = \"alice\"\nmethod = \"roots/lst\"\nlabel = \"c\"\n"
+            ),
+        ),
     ]
 }
 

@@ -67,6 +67,9 @@ fn hint<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> String
 /// Adds a suggestion to toml's "unknown field `x`, expected one of `a`, `b`"
 /// (and "unknown variant") messages.
 fn with_suggestion(message: &str) -> String {
+    if message.contains("untagged enum LastEventIdRaw") {
+        return "last_event_id must be an integer, \"last-seen\" or { seen_by = \"client\", nth = 1 }".into();
+    }
     let quoted = |s: &str| -> Vec<String> { s.split('`').skip(1).step_by(2).map(str::to_string).collect() };
     for kind in ["unknown field", "unknown variant"] {
         if let Some(rest) = message.trim().strip_prefix(kind) {
