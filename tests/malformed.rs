@@ -68,9 +68,8 @@ fn cases() -> Vec<(&'static str, String)> {
         ),
         (
             "call-tool-unknown-method",
-            format!(
-                "[scenario]\nname = \"m\"\ndialect = \"streamable-http\"\nduration = \"60s\"\n[[client]]\nname = \"alice\"\n[[step]]\nat = \"1s\"\ndo = \"call-tool\"\nclient = \"alice\"\nmethod = \"roots/lst\"\nlabel = \"c\"\n"
-            ),
+            "[scenario]\nname = \"m\"\ndialect = \"streamable-http\"\nduration = \"60s\"\n[[client]]\nname = \"alice\"\n[[step]]\nat = \"1s\"\ndo = \"call-tool\"\nclient = \"alice\"\nmethod = \"roots/lst\"\nlabel = \"c\"\n"
+                .to_string(),
         ),
     ]
 }

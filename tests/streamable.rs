@@ -196,7 +196,7 @@ fn the_endpoint_answers_bad_requests_with_the_transports_status_codes() {
         let ping = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
         let (s, token) = send("POST", vec![("authorization", "Bearer alice".into())], init).await;
         let token = token.expect("initialize returns Mcp-Session-Id");
-        let mut record = |what: &str, s: u16| out.lock().unwrap().push((what.to_string(), s));
+        let record = |what: &str, s: u16| out.lock().unwrap().push((what.to_string(), s));
         record("initialize", s);
         let (s, _) = send("POST", vec![], ping).await;
         record("request without a session", s);

@@ -78,14 +78,12 @@ enum Report {
     Error { client: String, error: String },
 }
 
-fn pump(mut rx: mpsc::UnboundedReceiver<Report>, report: AppReporter) -> impl Future<Output = ()> {
-    async move {
-        while let Some(r) = rx.recv().await {
-            match r {
-                Report::Issued { client, label, method, id } => report.issued(&client, &label, &method, &id, None),
-                Report::Outcome { label, id, outcome, detail } => report.outcome(&label, &id, outcome, None, detail),
-                Report::Error { client, error } => report.error(&client, error),
-            }
+async fn pump(mut rx: mpsc::UnboundedReceiver<Report>, report: AppReporter) {
+    while let Some(r) = rx.recv().await {
+        match r {
+            Report::Issued { client, label, method, id } => report.issued(&client, &label, &method, &id, None),
+            Report::Outcome { label, id, outcome, detail } => report.outcome(&label, &id, outcome, None, detail),
+            Report::Error { client, error } => report.error(&client, error),
         }
     }
 }

@@ -600,7 +600,7 @@ fn post(shared: &Rc<Shared>, token: &str, who: &str, body: &[u8]) -> Response<Bo
     }
     let msg = match parse_body(body) {
         Ok(m) => m,
-        Err(resp) => return resp,
+        Err(resp) => return *resp,
     };
     let retention = shared.cfg.retention;
     match msg {
@@ -628,11 +628,13 @@ fn accepted() -> Response<Body> {
 }
 
 /// A POST body as one JSON-RPC message, or the 400 to answer.
-fn parse_body(body: &[u8]) -> Result<Message, Response<Body>> {
+fn parse_body(body: &[u8]) -> Result<Message, Box<Response<Body>>> {
     std::str::from_utf8(body)
         .map_err(|e| e.to_string())
         .and_then(|t| Message::parse(t).map_err(|e| e.to_string()))
-        .map_err(|e| full(StatusCode::BAD_REQUEST, Message::Error { id: None, code: -32700, message: e }.to_json()))
+        .map_err(|e| {
+            Box::new(full(StatusCode::BAD_REQUEST, Message::Error { id: None, code: -32700, message: e }.to_json()))
+        })
 }
 
 /// Settles a server request with the client's answer (or error) to `id`.

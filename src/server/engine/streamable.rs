@@ -41,7 +41,7 @@ pub(super) async fn handle(shared: Rc<Shared>, ctl: Rc<ConnCtl>, req: Request<In
             };
             let msg = match parse_body(&body) {
                 Ok(m) => m,
-                Err(resp) => return resp,
+                Err(resp) => return *resp,
             };
             match session {
                 None => match msg {
@@ -90,10 +90,18 @@ fn initialize(shared: &Shared, principal: &str, id: RpcId) -> Response<Body> {
 }
 
 /// The session's owner check for POST and plain GET.
-fn owned<'s>(shared: &Shared, st: &'s mut State, token: &str, who: &str) -> Result<&'s mut Session, Response<Body>> {
-    let s = st.sessions.get_mut(token).ok_or_else(|| rpc_error(StatusCode::NOT_FOUND, "unknown or expired session"))?;
+fn owned<'s>(
+    shared: &Shared,
+    st: &'s mut State,
+    token: &str,
+    who: &str,
+) -> Result<&'s mut Session, Box<Response<Body>>> {
+    let s = st
+        .sessions
+        .get_mut(token)
+        .ok_or_else(|| Box::new(rpc_error(StatusCode::NOT_FOUND, "unknown or expired session")))?;
     if shared.policy.binds_principal() && who != s.principal {
-        return Err(rpc_error(StatusCode::FORBIDDEN, "credential does not match the session's owner"));
+        return Err(Box::new(rpc_error(StatusCode::FORBIDDEN, "credential does not match the session's owner")));
     }
     Ok(s)
 }
@@ -102,7 +110,7 @@ fn post(shared: &Rc<Shared>, ctl: Rc<ConnCtl>, token: &str, who: &str, msg: Mess
     let mut st = shared.state.borrow_mut();
     let s = match owned(shared, &mut st, token, who) {
         Ok(s) => s,
-        Err(resp) => return resp,
+        Err(resp) => return *resp,
     };
     match msg {
         Message::Request { id, method, params } => match method.as_str() {
@@ -153,7 +161,7 @@ async fn open_standalone(shared: &Shared, ctl: Rc<ConnCtl>, token: &str, who: &s
         let mut st = shared.state.borrow_mut();
         let s = match owned(shared, &mut st, token, who) {
             Ok(s) => s,
-            Err(resp) => return resp,
+            Err(resp) => return *resp,
         };
         s.prune(&shared.report);
         new_stream_decision(shared, s)
