@@ -182,7 +182,9 @@ fn list_explain_and_check() {
     let out = mcpsim(&["list", "servers"]);
     assert!(text(&out.stdout).contains("no-fence           guarded, but attaches the new uplink without fencing"));
     let out = mcpsim(&["list", "scenarios"]);
-    assert!(text(&out.stdout).contains("nat-rebind"));
+    let listed = text(&out.stdout);
+    assert!(listed.lines().any(|l| l.starts_with("nat-rebind ") && l.contains(" legacy-sse ")), "{listed}");
+    assert!(listed.lines().any(|l| l.starts_with("nat-rebind-streamable ") && l.contains(" streamable-http ")));
     for c in mcpsim::check::CHECKS {
         let out = mcpsim(&["explain", c.id]);
         let t = text(&out.stdout);

@@ -582,10 +582,18 @@ fn list(what: ListWhat) -> Result<u8, Error> {
             }
         }
         ListWhat::Scenarios => {
-            for path in collect(vec![bundled_dir()])? {
-                match Plan::load(&path) {
-                    Ok(p) => out!("{:<34} {}", p.name, p.description),
-                    Err(e) => out!("{:<34} INVALID: {e}", path.display()),
+            let loaded: Vec<_> = collect(vec![bundled_dir()])?.into_iter().map(|p| (Plan::load(&p), p)).collect();
+            let width = loaded.iter().filter_map(|(p, _)| p.as_ref().ok()).map(|p| p.name.len()).max().unwrap_or(0);
+            for (plan, path) in loaded {
+                match plan {
+                    Ok(p) => {
+                        let dialect = match p.dialect {
+                            mcpsim::scenario::Dialect::LegacySse => "legacy-sse",
+                            mcpsim::scenario::Dialect::StreamableHttp => "streamable-http",
+                        };
+                        out!("{:<width$}  {dialect:<15}  {}", p.name, p.description)
+                    }
+                    Err(e) => out!("{:<width$}  INVALID: {e}", path.display()),
                 }
             }
         }
