@@ -376,8 +376,9 @@ impl Recorder {
 
     /// Every JSON-RPC id the application reported for a label (original and re-issued).
     /// The id of the `nth` (from 1) event carrying a message that `client`
-    /// received on its uplinks (not on tool-call streams) of session `token`.
-    pub fn nth_message_id(&self, client: &str, nth: usize, token: &str) -> Option<String> {
+    /// received on its connections of `purpose` (uplinks, or tool calls'
+    /// streams) of session `token`.
+    pub fn nth_message_id(&self, client: &str, nth: usize, token: &str, purpose: Purpose) -> Option<String> {
         let events = self.inner.events.borrow();
         let of_session: Vec<u32> = events
             .iter()
@@ -395,8 +396,8 @@ impl Recorder {
         let uplinks: Vec<u32> = events
             .iter()
             .filter_map(|e| match &e.what {
-                What::Connect { client: c, conn, purpose: Purpose::Uplink, .. }
-                    if c == client && of_session.contains(conn) =>
+                What::Connect { client: c, conn, purpose: p, .. }
+                    if c == client && *p == purpose && of_session.contains(conn) =>
                 {
                     Some(*conn)
                 }

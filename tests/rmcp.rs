@@ -222,3 +222,26 @@ label = "related-sample"
     assert_eq!(methods_on(Purpose::Uplink), ["elicitation/create", "sampling/createMessage"]);
     assert_eq!(methods_on(Purpose::Call), ["elicitation/create", "roots/list", "sampling/createMessage"]);
 }
+
+#[test]
+fn a_session_id_alone_takes_over_a_live_tool_call_on_rmcp() {
+    let r = run("scenarios/streamable-http/call-stream-takeover.toml", None);
+    assert!(check::violated(&check::judge(&r.trace)).contains(&"confidentiality"));
+    let w = whats(&r);
+    // The thief answers alice's related request, and rmcp takes that answer.
+    let mallory_answered =
+        w.iter().position(|x| matches!(x, What::Answer { client, status: Some(202), .. } if client == "mallory"));
+    let alice_answered = w.iter().position(|x| matches!(x, What::Answer { client, .. } if client == "alice"));
+    assert!(mallory_answered.is_some(), "the thief answered");
+    assert!(alice_answered.is_none(), "alice never got to answer: {alice_answered:?}");
+    assert!(answered(&r, "call-1"));
+    // guarded refuses the thief (403) and alice's call completes with her own answer.
+    let g = world::run(
+        &Plan::load(Path::new("scenarios/streamable-http/call-stream-takeover.toml")).unwrap(),
+        "guarded",
+        None,
+    )
+    .unwrap();
+    assert!(check::violated(&check::judge(&g.trace)).is_empty());
+    assert!(g.trace.events.iter().any(|e| matches!(&e.what, What::Answer { client, .. } if client == "alice")));
+}

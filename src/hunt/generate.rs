@@ -154,7 +154,7 @@ pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
                     });
                     let nth = rng.random_range(0..4);
                     let from = if streamable {
-                        LastEventId::Seen { client: o, nth: nth as usize + 1 }
+                        LastEventId::Seen { client: o, nth: nth as usize + 1, stream: Default::default() }
                     } else {
                         LastEventId::Id(FIRST_EVENT_ID + nth)
                     };
@@ -194,7 +194,7 @@ pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
                     }
                     let nth = rng.random_range(0..3);
                     let last_event_id = if streamable {
-                        LastEventId::Seen { client: o.clone(), nth: nth as usize + 1 }
+                        LastEventId::Seen { client: o.clone(), nth: nth as usize + 1, stream: Default::default() }
                     } else {
                         LastEventId::Id(FIRST_EVENT_ID + nth)
                     };

@@ -278,6 +278,20 @@ enum LastEventIdRaw {
 struct SeenRaw {
     seen_by: String,
     nth: usize,
+    /// Where the id was seen: the client's uplink (default) or its tool calls' streams.
+    #[serde(default)]
+    stream: SeenOn,
+}
+
+/// Which of a client's streams a `seen_by` id comes from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SeenOn {
+    /// Its uplink / standalone stream.
+    #[default]
+    Uplink,
+    /// Its tool calls' POST streams (streamable-http).
+    Call,
 }
 
 // ---------- the JSON Schema, derived from the types above ----------
@@ -344,7 +358,13 @@ pub enum LastEventId {
     Seen {
         client: String,
         nth: usize,
+        #[serde(skip_serializing_if = "is_uplink")]
+        stream: SeenOn,
     },
+}
+
+fn is_uplink(s: &SeenOn) -> bool {
+    *s == SeenOn::Uplink
 }
 
 /// What a step does.
@@ -459,8 +479,9 @@ impl Action {
             Action::Resume { client, last_event_id: LastEventId::LastSeen } => {
                 format!("{client} resumes from its last seen id")
             }
-            Action::Resume { client, last_event_id: LastEventId::Seen { client: by, nth } } => {
-                format!("{client} resumes with the id of the message #{nth} {by} received")
+            Action::Resume { client, last_event_id: LastEventId::Seen { client: by, nth, stream } } => {
+                let on = if *stream == SeenOn::Call { " on a tool call's stream" } else { "" };
+                format!("{client} resumes with the id of the message #{nth} {by} received{on}")
             }
             Action::Resume { client, last_event_id: LastEventId::Id(n) } => {
                 format!("{client} resumes with Last-Event-ID {n}")
@@ -763,14 +784,14 @@ impl Plan {
                                     ),
                                 ))
                             }
-                            LastEventIdRaw::Seen(SeenRaw { seen_by, nth }) => {
+                            LastEventIdRaw::Seen(SeenRaw { seen_by, nth, stream }) => {
                                 if !names.contains(seen_by) {
                                     return Err(err(v.span(), format!("seen_by names unknown client {seen_by:?}")));
                                 }
                                 if *nth == 0 {
                                     return Err(err(v.span(), "nth counts from 1".into()));
                                 }
-                                LastEventId::Seen { client: seen_by.clone(), nth: *nth }
+                                LastEventId::Seen { client: seen_by.clone(), nth: *nth, stream: *stream }
                             }
                         },
                     };
@@ -1054,7 +1075,12 @@ impl Plan {
                     let id = match last_event_id {
                         LastEventId::LastSeen => q("last-seen"),
                         LastEventId::Id(n) => n.to_string(),
-                        LastEventId::Seen { client: by, nth } => format!("{{ seen_by = {}, nth = {nth} }}", q(by)),
+                        LastEventId::Seen { client: by, nth, stream: SeenOn::Uplink } => {
+                            format!("{{ seen_by = {}, nth = {nth} }}", q(by))
+                        }
+                        LastEventId::Seen { client: by, nth, stream: SeenOn::Call } => {
+                            format!("{{ seen_by = {}, nth = {nth}, stream = \"call\" }}", q(by))
+                        }
                     };
                     let _ = writeln!(out, "client = {}\nlast_event_id = {id}", q(client));
                 }

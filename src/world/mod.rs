@@ -14,7 +14,7 @@ pub use nat::NatCmd;
 use crate::client::ResumeFrom;
 use crate::client::{Client, ClientCmd, ClientShared};
 use crate::error::{Error, Result};
-use crate::scenario::{Action, LastEventId, Plan, Trigger};
+use crate::scenario::{Action, LastEventId, Plan, SeenOn, Trigger};
 use crate::seed::Seed;
 use crate::server::{AppCommand, AppHook, AppReporter, ServerPlug};
 use crate::trace::{Recorder, SimTime, Trace, What};
@@ -232,8 +232,12 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
                         LastEventId::LastSeen => Some(ResumeFrom::LastSeen),
                         LastEventId::Id(n) => Some(ResumeFrom::Id(n.to_string())),
                         // An id of the session the resuming client now holds (a thief: the victim's).
-                        LastEventId::Seen { client: by, nth } => {
-                            token_of(client).and_then(|t| rec.nth_message_id(by, *nth, &t)).map(ResumeFrom::Id)
+                        LastEventId::Seen { client: by, nth, stream } => {
+                            let purpose = match stream {
+                                SeenOn::Uplink => crate::trace::Purpose::Uplink,
+                                SeenOn::Call => crate::trace::Purpose::Call,
+                            };
+                            token_of(client).and_then(|t| rec.nth_message_id(by, *nth, &t, purpose)).map(ResumeFrom::Id)
                         }
                     };
                     match from {
