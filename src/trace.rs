@@ -6,9 +6,17 @@
 //! the reference engine and only explain (DESIGN.md §2: checks never decide
 //! on them).
 //!
-//! Events are kept in execution order (the order turmoil ran the actors), and
-//! numbered; hosts run one after another within a tick, so times from two
-//! hosts in the same tick may interleave out of order by less than a tick.
+//! # Invariant: `seq` order is time order
+//! Every event carries the simulated time at which it happened, and a
+//! finished [`Trace`] is ordered by that time: `events[i].seq == i` and
+//! `t_us` never decreases. turmoil runs hosts one after another within a
+//! tick (each host's clock sweeps the whole tick), so the recorder collects
+//! events in execution order and [`Recorder::take`] sorts them by time,
+//! stably: events of one instant keep the order in which they were recorded.
+//! That order is causal: within a host its clock only moves forward, and a
+//! message between hosts takes at least one tick (the world never sets a
+//! zero network latency), so a cause always lies at an earlier time than its
+//! effect in another host.
 
 use crate::wire::jsonrpc::{RpcId, RpcSummary};
 use serde::{Deserialize, Serialize};
@@ -185,6 +193,10 @@ pub enum What {
         method: String,
         #[serde(skip_serializing_if = "Option::is_none", default)]
         status: Option<u16>,
+        /// The session token the POST presented (JSON-RPC ids are unique
+        /// only within a session: servers restart them per session).
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        session: Option<String>,
     },
     /// A client dropped a request it will not answer (it waits for a re-issue).
     Abandoned {
@@ -354,8 +366,17 @@ impl Recorder {
         events.push(Event { seq, t_us, what });
     }
 
+    /// The finished trace, ordered by time (see the module docs).
     pub fn take(&self) -> Trace {
-        Trace { events: std::mem::take(&mut *self.inner.events.borrow_mut()) }
+        let mut events = std::mem::take(&mut *self.inner.events.borrow_mut());
+        if !events.is_sorted_by_key(|e| e.t_us) {
+            // Stable: events of one instant keep their recording order.
+            events.sort_by_key(|e| e.t_us);
+            for (i, e) in events.iter_mut().enumerate() {
+                e.seq = i as u64;
+            }
+        }
+        Trace { events }
     }
 }
 

@@ -29,7 +29,7 @@ fn run_without_paths_runs_every_bundled_scenario_on_every_server_and_meets_every
     for line in [
         "nat-rebind · naive · seed 7 · violated: session-binding, liveness · as expected",
         "nat-rebind · guarded · seed 7 · no violation · as expected",
-        "second-client-leak · naive · seed 7 · violated: confidentiality · as expected",
+        "second-client-leak · naive · seed 7 · violated: correlation-consistency, confidentiality · as expected",
         "second-client-leak · guarded · seed 7 · no violation · as expected",
     ] {
         assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");

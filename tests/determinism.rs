@@ -40,3 +40,44 @@ fn the_seed_reaches_the_trace() {
     let b = mcpsim::world::run(plan, "guarded", Some(Seed(2))).unwrap().trace.to_jsonl();
     assert_ne!(a, b);
 }
+
+/// The trace's invariant (`trace` module docs): `seq` is the index, and time
+/// never runs backwards, so `seq` order is time order.
+fn assert_time_ordered(trace: &mcpsim::trace::Trace, what: &str) {
+    let mut prev = mcpsim::trace::SimTime(0);
+    for (i, e) in trace.events.iter().enumerate() {
+        assert_eq!(e.seq, i as u64, "{what}: seq {} at index {i}", e.seq);
+        assert!(e.t_us >= prev, "{what}: seq {i} at {} comes after {prev}: time ran backwards", e.t_us);
+        prev = e.t_us;
+    }
+}
+
+#[test]
+fn trace_time_never_runs_backwards_in_bundled_scenarios() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/regressions");
+    let mut plans = bundled();
+    plans.extend(std::fs::read_dir(root).unwrap().map(|e| Plan::load(&e.unwrap().path()).unwrap()));
+    for plan in plans {
+        for server in ["naive", "guarded", "rmcp"] {
+            if mcpsim::server::streamable_only(server) && plan.dialect != Dialect::StreamableHttp {
+                continue;
+            }
+            let run = mcpsim::world::run(&plan, server, None).unwrap();
+            assert_time_ordered(&run.trace, &format!("{} on {server}", plan.name));
+        }
+    }
+}
+
+#[test]
+fn trace_time_never_runs_backwards_in_hunt_seeds() {
+    // 902708379 on naive once recorded a step at 7.292 s before a delivery at
+    // 7.200 s (200 ms tick); then 500 seeds, both dialects.
+    let seeds = [902708379].into_iter().chain(0..500u64);
+    for (i, seed) in seeds.enumerate() {
+        let dialect = if i % 2 == 0 { Dialect::LegacySse } else { Dialect::StreamableHttp };
+        let server = ["naive", "guarded"][i / 2 % 2];
+        let plan = mcpsim::hunt::generate::generate_in(seed, dialect);
+        let run = mcpsim::world::run(&plan, server, None).unwrap();
+        assert_time_ordered(&run.trace, &format!("hunt seed {seed} ({dialect:?}) on {server}"));
+    }
+}

@@ -16,9 +16,18 @@ pub struct Delivered {
     pub id: Option<String>,
     pub event: String,
     pub rpc: Option<RpcSummary>,
+    /// A hash of the event's data (as the trace keeps it): tells two events
+    /// that look alike in summary apart.
+    pub data_hash: u64,
 }
 
 impl Delivered {
+    /// Whether two deliveries are the same event (kind, message and data),
+    /// as opposed to two events that share an id.
+    pub fn same_event(&self, other: &Delivered) -> bool {
+        self.event == other.event && self.rpc == other.rpc && self.data_hash == other.data_hash
+    }
+
     pub fn numeric_id(&self) -> Option<u64> {
         self.id.as_deref()?.parse().ok()
     }
@@ -56,6 +65,10 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// The connection's key in [`Observed::conns`]: client and conn number.
+    pub fn conn_key(&self) -> (&str, u32) {
+        (&self.client, self.conn)
+    }
     /// The session this connection belongs to.
     pub fn token(&self) -> Option<&str> {
         self.presented_token.as_deref().or(self.learned_token.as_deref())
@@ -110,6 +123,19 @@ pub struct Request {
 }
 
 impl Request {
+    /// When the request took JSON-RPC id `id`: issued under it, or re-issued.
+    pub fn id_since(&self, id: &RpcId) -> Option<SimTime> {
+        if self.ids.first() == Some(id) {
+            return Some(self.issued.0);
+        }
+        self.outcomes.iter().find(|o| o.4.as_ref() == Some(id)).map(|o| o.0)
+    }
+
+    /// The session token the request was issued on, if known.
+    pub fn token(&self) -> Option<&str> {
+        self.session.as_ref().map(|(t, _)| t.as_str())
+    }
+
     /// The outcome that settled it: answered, failed or timed out (not re-issued).
     pub fn resolution(&self) -> Option<&(SimTime, u64, Outcome, RpcId, Option<RpcId>)> {
         self.outcomes.iter().find(|o| o.2 != Outcome::Reissued)
@@ -124,6 +150,15 @@ pub struct Answer {
     pub t: SimTime,
     pub seq: u64,
     pub status: Option<u16>,
+    /// The session the answer's POST presented.
+    pub session: Option<String>,
+}
+
+impl Answer {
+    /// Whether the server acknowledged it (HTTP 2xx).
+    pub fn acknowledged(&self) -> bool {
+        self.status.is_some_and(|s| (200..300).contains(&s))
+    }
 }
 
 /// The observable record of a run, indexed.
@@ -209,9 +244,22 @@ impl<'a> Observed<'a> {
                         c.response = Some((*status, stream, t, seq));
                     }
                 }
-                What::SseEvent { client, conn, id, event, rpc, .. } => {
+                What::SseEvent { client, conn, id, event, rpc, data } => {
                     if let Some(c) = o.conns.get_mut(&(client.clone(), *conn)) {
-                        c.delivered.push(Delivered { t, seq, id: id.clone(), event: event.clone(), rpc: rpc.clone() });
+                        let data_hash = {
+                            use std::hash::{Hash, Hasher};
+                            let mut h = std::hash::DefaultHasher::new();
+                            data.hash(&mut h);
+                            h.finish()
+                        };
+                        c.delivered.push(Delivered {
+                            t,
+                            seq,
+                            id: id.clone(),
+                            event: event.clone(),
+                            rpc: rpc.clone(),
+                            data_hash,
+                        });
                     }
                 }
                 What::SessionToken { client, conn, token } => {
@@ -236,9 +284,14 @@ impl<'a> Observed<'a> {
                         c.rejected = Some((t, seq, how.clone()));
                     }
                 }
-                What::Answer { client, id, status, .. } => {
-                    o.answers.push(Answer { client: client.clone(), id: id.clone(), t, seq, status: *status })
-                }
+                What::Answer { client, id, status, session, .. } => o.answers.push(Answer {
+                    client: client.clone(),
+                    id: id.clone(),
+                    t,
+                    seq,
+                    status: *status,
+                    session: session.clone(),
+                }),
                 What::Notified { client, event_ids } => {
                     if let Some((token, _)) = current.get(client) {
                         for id in event_ids.iter().filter_map(|i| i.parse().ok()) {
@@ -477,7 +530,9 @@ impl<'a> Observed<'a> {
     /// written into a dropped mapping), if any did.
     pub fn stream_of_request(&self, r: &Request) -> Option<&str> {
         let mut first: Option<(u64, &str)> = None;
-        for c in self.conns.values().filter(|c| !c.stream.is_empty()) {
+        // Ids are unique only within a session: look at the request's session.
+        let of_session = |c: &Conn| r.token().is_none_or(|t| c.token() == Some(t));
+        for c in self.conns.values().filter(|c| !c.stream.is_empty() && of_session(c)) {
             for d in &c.delivered {
                 if d.request_id().is_some_and(|i| r.ids.contains(i)) && first.is_none_or(|(s, _)| d.seq < s) {
                     first = Some((d.seq, c.stream.as_str()));
@@ -499,44 +554,49 @@ impl<'a> Observed<'a> {
         first.map(|(_, s)| s)
     }
 
-    /// The request a JSON-RPC id belongs to.
-    pub fn request_by_id(&self, id: &RpcId) -> Option<&Request> {
-        self.requests.values().find(|r| r.ids.contains(id))
+    /// The request that JSON-RPC id `id` named on session `token` at time `t`.
+    ///
+    /// Ids are unique only within a session (servers such as rmcp restart
+    /// them at 0 in every session), so the lookup is per session: among the
+    /// requests issued on `token` (on any session when the token is unknown),
+    /// the one that most recently took `id` (issued or re-issued) by `t`.
+    pub fn request_at(&self, token: Option<&str>, id: &RpcId, t: SimTime) -> Option<&Request> {
+        self.requests
+            .values()
+            .filter(|r| token.is_none_or(|tok| r.session.as_ref().is_some_and(|(s, _)| s == tok)))
+            .filter_map(|r| r.id_since(id).filter(|since| *since <= t).map(|since| (since, r.issued.1, r)))
+            .max_by_key(|(since, seq, _)| (*since, *seq))
+            .map(|(_, _, r)| r)
     }
 
     pub fn principal<'s>(&'s self, client: &'s str) -> &'s str {
         self.principals.get(client).map_or(client, |p| p.as_str())
     }
 
-    /// Every id the run shows for a session: delivered, written into dropped
-    /// mappings, or reported by the application, up to `until`.
-    pub fn max_id_seen(&self, token: &str, until: SimTime) -> Option<u64> {
-        let mut max = None;
+    /// Every numeric id the run shows for a session: delivered, written into
+    /// dropped mappings, or reported by the application, up to `until`.
+    pub fn ids_seen(&self, token: &str, until: SimTime) -> Vec<u64> {
+        let mut out = Vec::new();
         for c in self.conns.values().filter(|c| c.token() == Some(token)) {
-            for d in c.delivered.iter().filter(|d| d.t <= until) {
-                max = max.max(d.numeric_id());
-            }
+            out.extend(c.delivered.iter().filter(|d| d.t <= until).filter_map(Delivered::numeric_id));
             if let Some(m) = self.mapping_of(c) {
-                for (t, _, _, evs) in &m.dropped_writes {
-                    if *t <= until {
-                        for ev in evs {
-                            max = max.max(ev.id.as_deref().and_then(|i| i.parse().ok()));
-                        }
-                    }
+                for (_, _, _, evs) in m.dropped_writes.iter().filter(|w| w.0 <= until) {
+                    out.extend(evs.iter().filter_map(|ev| ev.id.as_deref()?.parse::<u64>().ok()));
                 }
             }
         }
         for r in self.requests.values() {
-            if r.session.as_ref().is_some_and(|(t, _)| t == token) && r.issued.0 <= until {
-                max = max.max(r.event_id.as_deref().and_then(|i| i.parse().ok()));
+            if r.token() == Some(token) && r.issued.0 <= until {
+                out.extend(r.event_id.as_deref().and_then(|i| i.parse::<u64>().ok()));
             }
         }
-        for (t, at, id) in &self.notified {
-            if t == token && *at <= until {
-                max = max.max(Some(*id));
-            }
-        }
-        max
+        out.extend(self.notified.iter().filter(|(t, at, _)| t == token && *at <= until).map(|(_, _, id)| *id));
+        out
+    }
+
+    /// The highest id the run shows for a session up to `until` ([`Observed::ids_seen`]).
+    pub fn max_id_seen(&self, token: &str, until: SimTime) -> Option<u64> {
+        self.ids_seen(token, until).into_iter().max()
     }
 
     /// An upper bound on ids a session may have minted that no one observed
@@ -556,6 +616,18 @@ impl<'a> Observed<'a> {
             .filter(|x| x.2 == Outcome::Reissued && x.0 <= until)
             .count() as u64;
         posts + reissues
+    }
+
+    /// The events a client already held for a session before `before`, in order.
+    pub fn held_events(&self, client: &str, token: &str, before: SimTime) -> Vec<(&Conn, &Delivered)> {
+        let mut out: Vec<(&Conn, &Delivered)> = self
+            .conns
+            .values()
+            .filter(|c| c.client == client && c.token() == Some(token))
+            .flat_map(|c| c.delivered.iter().filter(|d| d.t < before).map(move |d| (c, d)))
+            .collect();
+        out.sort_by_key(|(_, d)| d.seq);
+        out
     }
 
     /// Event ids (as sent) a client already held for a session before `before`.

@@ -3,19 +3,24 @@
 //! afterwards, and the owner re-initializes.
 //!
 //! Evidence: a resumption answered 200 whose stream ended with no event; a
-//! request that still succeeded with a token after its owner was refused;
-//! an owner that never obtained a new session after a refusal.
+//! request that still succeeded with a token after its owner was refused
+//! (the seed analysis requires the refusal to invalidate the token); an
+//! owner that never obtained a new session after a refusal; an owner whose
+//! session died with a refused thief's resumption (the owner's next use of
+//! the token found no session, with no refusal of its own in between).
 
-use super::observe::Observed;
+use super::observe::{Conn, Observed};
 use super::{not_applicable, status, Status, Violation};
+use crate::trace::SimTime;
 
 pub const ID: &str = "rejection-protocol";
-pub const ABOUT: &str = "refusals are explicit, kill the owner's token, and the owner re-initializes";
+pub const ABOUT: &str =
+    "refusals are explicit, kill the owner's token (not when a thief is refused), and the owner re-initializes";
 
 pub const EXPLAIN: super::Explain = super::Explain {
     meaning: "A refused resumption is explicit, kills the owner's token, and the owner re-initializes.",
     evidence: "Resumption responses (status, stream, first events), later uses of the same token and whether they were served, and the owner's next session token.",
-    condition: "If any condition fails, reject the resumption: close the new uplink with an explicit error event, invalidate the session token, and have the client re-initialize.",
+    condition: "The seed analysis, Condition of Validity: \"If any condition fails, the server must reject the resumption: close the new uplink with an explicit error event, invalidate the session token, and require the client to open a fresh session. The client's correct response to this rejection is to re-initialize.\" A thief's refusal is not the owner's: refusing a foreign principal must leave the owner's session alive (MCP security best practices: bind sessions to users).",
     to_pass: "Refuse with an error event or an HTTP error (never an empty 200) and invalidate the token of a refused owner (a refused thief may be turned away without touching the owner's session).",
 };
 
@@ -49,7 +54,10 @@ pub fn judge(o: &Observed) -> Status {
         let Some(token) = c.presented_token.as_deref() else { continue };
         let Some(owner) = o.token_owner.get(token) else { continue };
         if o.principal(owner) != o.principal(&c.client) {
-            continue; // a thief refused: the owner's session may live on
+            // A thief refused: the owner's session must live on. A server
+            // that kills it lets anyone holding the token end the owner's session.
+            out.extend(owner_session_killed(o, c, token, owner, (*t_rej, *rej_seq)));
+            continue;
         }
         // The token must be dead afterwards.
         for later in o.conns.values().filter(|l| l.presented_token.as_deref() == Some(token) && l.opened > *t_rej) {
@@ -63,7 +71,7 @@ pub fn judge(o: &Observed) -> Status {
                 out.push(Violation {
                     check: ID,
                     headline: format!(
-                        "{owner}'s token still worked after the refusal at {t_rej}: {}'s conn {} was served at {t}",
+                        "{owner}'s token still worked after the refusal at {t_rej}: {}'s conn {} was served at {t} (the seed analysis: a refused resumption must invalidate the session token)",
                         later.client, later.conn
                     ),
                     t,
@@ -98,4 +106,58 @@ pub fn judge(o: &Observed) -> Status {
         return not_applicable("no resumption was refused");
     }
     status(out)
+}
+
+/// A refused thief must not take the owner's session down with it: the
+/// owner's first use of the token after the refusal finds the session gone
+/// (HTTP 404), and nothing of the owner's own ended it in between (a refusal
+/// of the owner, a DELETE, a crash).
+fn owner_session_killed(
+    o: &Observed,
+    thief: &Conn,
+    token: &str,
+    owner: &str,
+    (t_rej, rej_seq): (SimTime, u64),
+) -> Option<Violation> {
+    // A thief holding the owner's credential is the owner as far as any
+    // server can tell: the seed's rule (invalidate the token) applies.
+    if o.thefts.iter().any(|(t, from, to, cred)| *cred && from == owner && *to == thief.client && *t <= t_rej) {
+        return None;
+    }
+    let next = o
+        .conns
+        .values()
+        .filter(|l| l.client == owner && l.presented_token.as_deref() == Some(token) && l.opened > t_rej)
+        .min_by_key(|l| (l.opened, l.conn))?;
+    let (status, _, t, seq) = next.response?;
+    if status != 404 {
+        return None;
+    }
+    // Someone the server cannot tell from the owner (the owner, its
+    // principal, a holder of its credential) may have been refused meanwhile:
+    // that refusal kills the token by the seed's rule.
+    let as_owner = |client: &str, at: SimTime| {
+        client == owner
+            || o.principal(client) == o.principal(owner)
+            || o.thefts.iter().any(|(t, from, to, cred)| *cred && from == owner && to == client && *t <= at)
+    };
+    let own_end = o.conns.values().any(|l| {
+        l.conn_key() != next.conn_key()
+            && l.presented_token.as_deref() == Some(token)
+            && l.rejected.as_ref().is_some_and(|r| r.0 <= t && as_owner(&l.client, r.0))
+    }) || o.crashed_between(owner, t_rej, t)
+        || o.steps.iter().any(|s| s.2 == "end-session" && s.0 >= t_rej && s.0 <= t);
+    if own_end {
+        return None;
+    }
+    Some(Violation {
+        check: ID,
+        headline: format!(
+            "{}'s refused resumption at {t_rej} killed {owner}'s session: {owner}'s conn {} found it gone (HTTP 404) at {t}",
+            thief.client, next.conn
+        ),
+        t,
+        evidence: thief.request_seq.into_iter().chain([rej_seq, seq]).collect(),
+        inherent: false,
+    })
 }

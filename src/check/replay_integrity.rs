@@ -81,9 +81,32 @@ fn numeric(
         return None;
     }
     let mut held = o.ids_held(&c.client, token, t_acc);
+    // Only ids the session is known to have had can be lost: those from its
+    // lowest shown id on. An `n` below that (by more than the ids that could
+    // have been minted unseen) lies outside any window the server kept.
+    let lowest = o.ids_seen(token, t_acc).into_iter().min();
+    if let Some(lowest) = lowest.filter(|l| n.saturating_add(1).saturating_add(unseen) < *l) {
+        let resent: Vec<u64> = c.delivered.iter().filter_map(|d| d.numeric_id()).filter(|i| held.contains(i)).collect();
+        let resent = match (resent.first(), resent.last()) {
+            (Some(a), Some(b)) if a == b => format!("; it re-sent event {a}, which {} already held", c.client),
+            (Some(a), Some(b)) => format!("; it re-sent events {a}–{b}, which {} already held", c.client),
+            _ => String::new(),
+        };
+        return Some(Violation {
+            check: ID,
+            headline: format!(
+                "{}'s resumption from {n} was accepted on conn {}, though the session's lowest id is {lowest}: {n} is older than anything it retained (or was never minted), and the replay started at {}{resent}",
+                c.client, c.conn, first.0
+            ),
+            t: t_acc,
+            evidence: vec![request_seq, acc_seq, first.1],
+            inherent: false,
+        });
+    }
     // Ids that went out on the session's other streams, or carried no message, are not owed.
     held.extend(o.ids_not_owed(token, &c.stream));
-    let missing: Vec<u64> = (n + 1..first.0).filter(|i| !held.contains(i)).collect();
+    let from = lowest.map_or(n + 1, |l| l.max(n + 1));
+    let missing: Vec<u64> = (from..first.0).filter(|i| !held.contains(i)).collect();
     let (a, b) = (missing.first()?, missing.last()?);
     let range = if a == b { format!("event {a}") } else { format!("events {a}–{b}") };
     Some(Violation {

@@ -50,11 +50,11 @@ pub fn judge(o: &Observed) -> Status {
                 Some((t, ev)) => {
                     let rpc = ev.rpc.as_ref().expect("filtered on rpc");
                     let id = rpc.id.clone();
-                    let req = id.as_ref().and_then(|i| o.request_by_id(i));
+                    let req = id.as_ref().and_then(|i| o.request_at(new.token(), i, t));
                     let label = req.map_or_else(|| describe_rpc(&ev.rpc, &ev.event), |r| r.label.clone());
                     let method = rpc.method.clone().unwrap_or_default();
                     let delivered = id.as_ref().is_some_and(|i| {
-                        o.conns.values().any(|c| c.client == new.client && c.delivered.iter().any(|d| d.request_id() == Some(i)))
+                        o.conns.values().any(|c| c.client == new.client && c.token() == new.token() && c.delivered.iter().any(|d| d.request_id() == Some(i)))
                     });
                     let fate = match req.and_then(|r| r.resolution()) {
                         Some((t_o, _, outcome, _, _)) => format!("; {} at {t_o}", crate::report::outcome_word(*outcome)),

@@ -1,20 +1,23 @@
 //! `stream-order`: on any one uplink, event ids increase strictly, and a
 //! resumed uplink never re-sends what the client said it had.
 //!
-//! Evidence: an id not above the previous id on the same connection, or an
-//! id at or below the `Last-Event-ID` the resumption presented that the
-//! client already held (a duplicate).
+//! Evidence: an id below the previous id on the same connection; an id
+//! delivered twice on one connection; an id at or below the `Last-Event-ID`
+//! the resumption presented that the client already held (the same event
+//! sent again, or a different event under an id already used: headlines say
+//! which); an event a client already received handed to it again on a fresh
+//! stream of the same session (a GET without `Last-Event-ID`).
 
-use super::observe::Observed;
+use super::observe::{Delivered, Observed};
 use super::{not_applicable, status, Status, Violation};
 
 pub const ID: &str = "stream-order";
-pub const ABOUT: &str = "ids on one uplink increase strictly; a resumed uplink never re-sends ids up to Last-Event-ID";
+pub const ABOUT: &str = "ids on one uplink increase strictly; a resumed uplink never re-sends ids up to Last-Event-ID; no event is delivered twice";
 
 pub const EXPLAIN: super::Explain = super::Explain {
     meaning:
         "On one uplink, event ids strictly increase, and a resumed uplink never re-sends ids the client said it had.",
-    evidence: "The ids delivered on each uplink connection and the Last-Event-ID it presented.",
+    evidence: "The ids (and events) delivered on each stream connection, the Last-Event-ID it presented, and the events the client held for the session before it opened.",
     condition: "The SSE Last-Event-ID promise: re-deliver events with ids greater than N.",
     to_pass: "Replay from N+1 and keep ids monotonic per stream.",
 };
@@ -24,66 +27,102 @@ pub fn judge(o: &Observed) -> Status {
     let mut out = Vec::new();
     for c in o.conns.values().filter(|c| c.is_uplink() || !c.stream.is_empty()) {
         let floor = c.last_event_id_number();
-        // What the client already held for this session when it resumed.
-        let held = match (floor, c.token()) {
-            (Some(_), Some(token)) => o.ids_held(&c.client, token, c.opened),
-            _ => Vec::new(),
-        };
-        let mut prev: Option<(u64, u64)> = None;
-        let mut seen_here: Vec<&str> = Vec::new();
-        for d in &c.delivered {
-            let Some(id) = d.numeric_id() else {
-                // Ids of other shapes can only be compared for equality.
-                let Some(id) = d.id.as_deref() else { continue };
-                judged = true;
-                let again = c.last_event_id.as_deref() == Some(id)
-                    && c.token().is_some_and(|t| o.ids_held_str(&c.client, t, c.opened).contains(&id));
-                if again || seen_here.contains(&id) {
-                    let what = if again {
-                        format!(
-                            "{} resumed from {id} on conn {} and was sent event {id} again at {}",
-                            c.client, c.conn, d.t
-                        )
-                    } else {
-                        format!("{}'s conn {} delivered event {id} twice (again at {})", c.client, c.conn, d.t)
-                    };
-                    out.push(Violation {
-                        check: ID,
-                        headline: what,
-                        t: d.t,
-                        evidence: c.request_seq.into_iter().chain([d.seq]).collect(),
-                        inherent: false,
-                    });
-                }
-                seen_here.push(id);
-                continue;
-            };
+        // What the client already held for this session when this stream opened.
+        let held = c.token().map_or_else(Vec::new, |t| o.held_events(&c.client, t, c.opened));
+        let held_under = |id: &str| held.iter().rev().find(|(_, h)| h.id.as_deref() == Some(id)).copied();
+        // A plain GET on a session the client already holds asks for nothing old.
+        let fresh_stream = c.last_event_id.is_none() && c.presented_token.is_some();
+        let mut prev: Option<&Delivered> = None;
+        for (k, d) in c.delivered.iter().enumerate() {
+            let Some(id) = d.id.as_deref() else { continue };
             judged = true;
-            if let Some(n) = floor.filter(|n| id <= *n && held.contains(&id)) {
-                out.push(Violation {
-                    check: ID,
-                    headline: format!(
-                        "{} resumed from {n} on conn {} and was sent event {id} again at {}",
+            let violation = |headline: String, mut evidence: Vec<u64>| {
+                evidence.sort();
+                Violation { check: ID, headline, t: d.t, evidence, inherent: false }
+            };
+            let asked_up_to = match (d.numeric_id(), floor) {
+                (Some(x), Some(n)) => x <= n,
+                // Ids of other shapes can only be compared for equality.
+                _ => c.last_event_id.as_deref() == Some(id),
+            };
+            let earlier_here = c.delivered[..k].iter().rev().find(|e| e.id.as_deref() == Some(id));
+            if let (true, Some((hc, h))) = (asked_up_to, held_under(id)) {
+                let last = c.last_event_id.as_deref().unwrap_or("-");
+                let headline = if h.same_event(d) {
+                    format!(
+                        "{} resumed from {last} on conn {} and was sent event {id} again at {}",
                         c.client, c.conn, d.t
+                    )
+                } else {
+                    format!(
+                        "{} resumed from {last} on conn {} and at {} was sent {} under id {id}, an id it already held for {} (conn {}, {}): two events share one id",
+                        c.client,
+                        c.conn,
+                        d.t,
+                        what(d),
+                        what(h),
+                        hc.conn,
+                        h.t
+                    )
+                };
+                out.push(violation(headline, c.request_seq.into_iter().chain([h.seq, d.seq]).collect()));
+            } else if let Some(e) = earlier_here {
+                let headline = if e.same_event(d) {
+                    format!("{}'s conn {} delivered event {id} twice (again at {})", c.client, c.conn, d.t)
+                } else {
+                    format!(
+                        "{}'s conn {} delivered two events under id {id}: {} at {}, then {} at {}",
+                        c.client,
+                        c.conn,
+                        what(e),
+                        e.t,
+                        what(d),
+                        d.t
+                    )
+                };
+                out.push(violation(headline, vec![e.seq, d.seq]));
+            } else if let Some(p) =
+                prev.filter(|p| matches!((p.numeric_id(), d.numeric_id()), (Some(a), Some(b)) if b < a))
+            {
+                out.push(violation(
+                    format!(
+                        "{}'s conn {} delivered event {id} after event {} at {}",
+                        c.client,
+                        c.conn,
+                        p.id.as_deref().unwrap_or("-"),
+                        d.t
                     ),
-                    t: d.t,
-                    evidence: c.request_seq.into_iter().chain([d.seq]).collect(),
-                    inherent: false,
-                });
-            } else if let Some((p, p_seq)) = prev.filter(|(p, _)| id <= *p) {
-                out.push(Violation {
-                    check: ID,
-                    headline: format!("{}'s conn {} delivered event {id} after event {p} at {}", c.client, c.conn, d.t),
-                    t: d.t,
-                    evidence: vec![p_seq, d.seq],
-                    inherent: false,
-                });
+                    vec![p.seq, d.seq],
+                ));
+            } else if let Some((hc, h)) =
+                held_under(id).filter(|(_, h)| fresh_stream && d.rpc.is_some() && h.same_event(d))
+            {
+                out.push(violation(
+                    format!(
+                        "{} opened a fresh stream on its session (conn {}, no Last-Event-ID) and was handed event {id} ({}) at {}, which it had already received on conn {} at {}",
+                        c.client,
+                        c.conn,
+                        what(d),
+                        d.t,
+                        hc.conn,
+                        h.t
+                    ),
+                    c.request_seq.into_iter().chain([h.seq, d.seq]).collect(),
+                ));
             }
-            prev = Some((id, d.seq));
+            prev = Some(d);
         }
     }
     if !judged {
         return not_applicable("no stream delivered an event with an id");
     }
     status(out)
+}
+
+/// A delivered event in a few words: "a priming event", "req sampling/createMessage".
+fn what(d: &Delivered) -> String {
+    match &d.rpc {
+        None if d.event == "message" || d.event.is_empty() => "a priming event (no message)".into(),
+        _ => crate::report::describe_rpc(&d.rpc, &d.event),
+    }
 }

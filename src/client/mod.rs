@@ -639,9 +639,10 @@ impl Client {
             return;
         }
         let msg = mcp::answer(id.clone(), &method, &self.spec.name);
-        let token = self.st.borrow().request_token.get(&id).cloned();
-        let status = match token {
-            Some(token) => match self.send_post(&msg, Some(&token), Purpose::Post, POST_TIMEOUT).await {
+        // The session whose stream carried the request, else the current one.
+        let token = self.st.borrow().request_token.get(&id).cloned().or_else(|| self.shared.token.borrow().clone());
+        let status = match &token {
+            Some(token) => match self.send_post(&msg, Some(token), Purpose::Post, POST_TIMEOUT).await {
                 Some(posted) => {
                     let status = posted.resp.status().as_u16();
                     let _ = timeout(POST_TIMEOUT, posted.resp.into_body().collect()).await;
@@ -649,9 +650,9 @@ impl Client {
                 }
                 None => None,
             },
-            None => self.post(&msg).await,
+            None => None,
         };
-        self.rec.record(What::Answer { client: self.name(), id, method, status });
+        self.rec.record(What::Answer { client: self.name(), id, method, status, session: token });
     }
 
     /// POSTs one message on its own connection; returns the status if any.

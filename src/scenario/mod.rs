@@ -108,7 +108,7 @@ pub enum Dialect {
     /// The seed's: `GET /mcp/sse`, `event: endpoint`, POST downlink.
     #[default]
     LegacySse,
-    /// MCP 2025-11-25 Streamable HTTP (not yet implemented; rejected at load).
+    /// MCP 2025-11-25 Streamable HTTP: one endpoint, `Mcp-Session-Id`, resume by GET.
     StreamableHttp,
 }
 

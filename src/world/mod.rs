@@ -31,12 +31,17 @@ use std::time::{Duration, UNIX_EPOCH};
 /// messages only at tick boundaries. So the tick trades speed against the
 /// resolution of network hops: a hop takes its latency rounded up to the next
 /// tick. Everything else stays exact: timers inside a host fire at their own
-/// times within a tick, and scenario steps fire at their exact times (the step
+/// times within a tick, and scenario steps fire at their exact times (except
+/// `crash-client`, which fires at the first tick boundary at or after its
+/// time, and the client's later steps with it; the step
 /// loop hands each command to its actor one tick early with a due time; see
 /// [`Inbox::push_at`]). At 20 ms, `nat-rebind` (3 hosts, 400 s) runs about
 /// 3,000x faster than real time; at 1 ms it would be about 200x
 /// (`cargo bench --bench sim` prints both).
 pub const TICK: Duration = Duration::from_millis(20);
+
+/// The smallest network latency the world uses (a hop still takes a tick).
+const MIN_LATENCY: Duration = Duration::from_micros(1);
 
 /// The simulated epoch: the seed analysis's date of record, 2026-11-11.
 const EPOCH_SECS: u64 = 1_794_355_200;
@@ -103,8 +108,11 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
         .epoch(UNIX_EPOCH + Duration::from_secs(EPOCH_SECS))
         .simulation_duration(plan.duration + Duration::from_secs(60))
         .tick_duration(plan.network.tick)
-        .min_message_latency(plan.network.latency_min)
-        .max_message_latency(plan.network.latency_max)
+        // Never zero: a message must not reach a host that runs later in the
+        // same tick, possibly at an earlier time on its clock than the send
+        // (the trace's time order is causal only with this; see `trace`).
+        .min_message_latency(plan.network.latency_min.max(MIN_LATENCY))
+        .max_message_latency(plan.network.latency_max.max(MIN_LATENCY))
         .tcp_capacity(1 << 16);
     let mut sim = builder.build();
 
@@ -186,6 +194,8 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
         // wait for the exact due time themselves.
         for (index, at) in schedule.due(plan, &rec, now, tick) {
             let step = &plan.steps[index];
+            // What the step loop itself records happens at the step's time.
+            rec.set_loop_now(at);
             rec.record_at(
                 SimTime::from_duration(at),
                 What::Step { index, action: step.action.name().into(), detail: step.action.describe() },
@@ -260,12 +270,14 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
                     if !crashed.contains(client) {
                         sim.crash(client.as_str());
                         crashed.push(client.clone());
-                        rec.record_at(SimTime::from_duration(now), What::ClientCrashed { client: client.clone() });
+                        // Crashes fire between ticks (`Schedule::due`): `at` is now.
+                        rec.record_at(SimTime::from_duration(at), What::ClientCrashed { client: client.clone() });
                     }
                 }
                 Action::Wait => {}
             }
         }
+        rec.set_loop_now(now);
         if !server_stopped && !sim.is_host_running("server") {
             // A misbehaving plug-in must not take the harness down: record it,
             // and let the clients observe a dead server until the end.
@@ -306,7 +318,8 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
 }
 
 /// Which steps fire when: `at` steps at their time, triggered steps after
-/// their event (once every earlier step has fired).
+/// their event (once every earlier step has fired); a crash at the first tick
+/// boundary at or after that time.
 struct Schedule {
     /// When each step fired, and how long the trace was then.
     fired: Vec<Option<(Duration, usize)>>,
@@ -320,13 +333,19 @@ impl Schedule {
     /// The steps to hand over before the coming tick ends, with their due times, in order.
     fn due(&mut self, plan: &Plan, rec: &Recorder, now: Duration, tick: Duration) -> Vec<(usize, Duration)> {
         let mut out = Vec::new();
+        // Clients whose crash waits for a later tick: their later steps wait too.
+        let mut crashing: Vec<&str> = Vec::new();
         for i in 0..plan.steps.len() {
             if self.fired[i].is_some() {
                 continue;
             }
             let step = &plan.steps[i];
+            if step.action.clients().iter().any(|c| crashing.contains(c)) {
+                continue;
+            }
             let due = match &step.after {
-                None => (step.at < now + tick).then_some(step.at),
+                // (A step held back behind a crash fires now, not in the past.)
+                None => (step.at < now + tick).then_some(step.at.max(now)),
                 Some(after) => {
                     // Armed once every earlier step fired; look at events since the last of them.
                     let Some(since) = self.fired[..i].iter().try_fold(0usize, |m, f| f.map(|(_, len)| m.max(len)))
@@ -337,6 +356,17 @@ impl Schedule {
                         .map(|t| (t + after.delay).max(now))
                         .filter(|due| *due < now + tick)
                 }
+            };
+            // Actors wait for a due time inside the tick on their own clocks,
+            // but a crash is done by the step loop, between ticks: it fires at
+            // the first tick boundary at or after its time, and says so.
+            let due = match (due, &step.action) {
+                (Some(due), Action::CrashClient { client }) if due > now => {
+                    crashing.push(client);
+                    None
+                }
+                (Some(_), Action::CrashClient { .. }) => Some(now),
+                (due, _) => due,
             };
             if let Some(due) = due {
                 self.fired[i] = Some((due, rec.len()));
