@@ -197,6 +197,9 @@ pub enum What {
         /// only within a session: servers restart them per session).
         #[serde(skip_serializing_if = "Option::is_none", default)]
         session: Option<String>,
+        /// The connection the POST went out on (its request shows when it was sent).
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        conn: Option<u32>,
     },
     /// A client dropped a request it will not answer (it waits for a re-issue).
     Abandoned {

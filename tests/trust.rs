@@ -170,3 +170,343 @@ fn a_refused_thief_must_not_kill_the_owners_session() {
     assert!(h.iter().any(|h| h.contains("refused resumption") && h.contains("killed alice's session")), "{h:?}");
     assert!(headlines(&judge(&plan, "guarded"), "rejection-protocol").is_empty());
 }
+
+fn fires(verdicts: &[Verdict], id: &str, says: &[&str]) {
+    let h = headlines(verdicts, id);
+    assert!(h.iter().any(|h| says.iter().all(|s| h.contains(s))), "{id}: none of {h:?} says {says:?}");
+    assert!(verdict(verdicts, id).violations().iter().all(|v| !v.evidence.is_empty()));
+}
+
+fn quiet(verdicts: &[Verdict], id: &str) {
+    assert!(headlines(verdicts, id).is_empty(), "{id}: {:?}", headlines(verdicts, id));
+}
+
+#[test]
+fn only_the_owner_may_end_a_session() {
+    let plan = load("scenarios/streamable-http/foreign-delete.toml");
+    for server in ["naive", "unbound", "rmcp"] {
+        fires(
+            &judge(&plan, server),
+            "confidentiality",
+            &["mallory (principal mallory) ended alice's session with DELETE"],
+        );
+    }
+    quiet(&judge(&plan, "guarded"), "confidentiality");
+}
+
+#[test]
+fn an_answer_from_another_principal_must_not_be_applied() {
+    // rmcp hands a thief the owner's tool-call request and applies her answer.
+    let takeover = load("scenarios/streamable-http/call-stream-takeover.toml");
+    fires(
+        &judge(&takeover, "rmcp"),
+        "confidentiality",
+        &["applied an answer to call-1", "only mallory (principal mallory)"],
+    );
+    quiet(&judge(&takeover, "guarded"), "confidentiality");
+    // unbound re-issues alice's pending request on mallory's uplink, and applies mallory's answer.
+    let text = r#"
+[scenario]
+name = "foreign-answer"
+duration = "60s"
+[server]
+first_event_id = 1000
+request_timeout = "30s"
+[[client]]
+name = "alice"
+think_time = "10s"
+[[client]]
+name = "mallory"
+[[step]]
+at = "0s"
+do = "connect"
+client = "alice"
+[[step]]
+at = "2s"
+do = "server-request"
+client = "alice"
+method = "sampling/createMessage"
+label = "req-1"
+[[step]]
+at = "3s"
+do = "steal-token"
+from = "alice"
+to = "mallory"
+credential = false
+[[step]]
+at = "3500ms"
+do = "crash-client"       # alice is gone (her session lives on): she will not resume
+client = "alice"
+[[step]]
+at = "4s"
+do = "resume"
+client = "mallory"
+last_event_id = { seen_by = "alice", nth = 2 }
+"#;
+    let plan = Plan::from_toml_str(text, "foreign-answer.toml").unwrap();
+    fires(
+        &judge(&plan, "unbound"),
+        "confidentiality",
+        &["applied an answer to req-1", "only mallory (principal mallory)"],
+    );
+    quiet(&judge(&plan, "guarded"), "confidentiality");
+}
+
+#[test]
+fn a_request_replayed_and_reissued_reaches_the_client_twice() {
+    // The request is written into a severed uplink, so its event lies in the
+    // replay window; guarded refuses such a resumption (replaying and
+    // re-issuing would deliver it twice), a guard that accepts it does not.
+    fn accepts_pending(v: &ResumeView<'_>, d: Decision) -> Decision {
+        match d {
+            Decision::Reject { reason, .. } if reason.contains("still pending") => Decision::Accept {
+                fence_prior: true,
+                replay_from: v.last_event_id.unwrap() + 1,
+                inflight: mcpsim::server::policy::Inflight::Reissue,
+            },
+            d => d,
+        }
+    }
+    let text = r#"
+[scenario]
+name = "inflight-behind-sever"
+duration = "120s"
+[server]
+first_event_id = 1000
+request_timeout = "60s"
+[[client]]
+name = "alice"
+think_time = "10s"
+[[step]]
+at = "0s"
+do = "connect"
+client = "alice"
+[[step]]
+at = "4s"
+do = "sever"
+client = "alice"
+[[step]]
+at = "5s"
+do = "server-request"       # event 1001, into the severed uplink
+client = "alice"
+method = "elicitation/create"
+label = "req-7"
+[[step]]
+at = "9s"
+do = "resume"
+client = "alice"
+last_event_id = "last-seen"
+"#;
+    let plan = Plan::from_toml_str(text, "inflight-behind-sever.toml").unwrap();
+    fires(
+        &judge_with(&plan, Tweaked("accepts-pending-window", accepts_pending)),
+        "inflight-disposition",
+        &[
+            "req-7 reached alice twice on conn",
+            "as req-7 (event 1001)",
+            "as req-7.r1",
+            "the client does the work twice",
+        ],
+    );
+    let good = judge(&plan, "guarded");
+    quiet(&good, "inflight-disposition");
+    quiet(&good, "liveness");
+    // The bundled mutant that replays from the Last-Event-ID event itself does it too.
+    let plan = load("scenarios/inflight-at-resume.toml");
+    fires(&judge(&plan, "inclusive-replay"), "inflight-disposition", &["req-7 reached alice twice"]);
+    quiet(&judge(&plan, "guarded"), "inflight-disposition");
+}
+
+/// Hand-built traces: for server bugs the reference engine cannot have
+/// (it settles a request once, by id, and never reuses an id).
+mod hand_built {
+    use mcpsim::check::{self, Verdict};
+    use mcpsim::trace::{Event, Outcome, Purpose, SimTime, Trace, What};
+    use mcpsim::wire::jsonrpc::{RpcId, RpcKind, RpcSummary};
+
+    struct T(Vec<Event>);
+
+    impl T {
+        fn new() -> Self {
+            let mut t = T(Vec::new());
+            t.at(
+                0,
+                What::RunStarted {
+                    scenario: "hand-built".into(),
+                    server: "buggy".into(),
+                    seed: 0,
+                    duration_us: 60_000_000,
+                    liveness_bound_us: 30_000_000,
+                },
+            );
+            t.at(
+                0,
+                What::ClientJoined {
+                    client: "alice".into(),
+                    principal: "alice".into(),
+                    heartbeat_timeout_us: 30_000_000,
+                    think_time_us: 1_000_000,
+                },
+            );
+            // alice's uplink (conn 1) on session tok-1.
+            t.at(0, What::Connect { client: "alice".into(), conn: 1, port: 40001, purpose: Purpose::Uplink });
+            t.at(
+                10,
+                What::HttpRequest {
+                    client: "alice".into(),
+                    conn: 1,
+                    method: "GET".into(),
+                    path: "/mcp/sse".into(),
+                    last_event_id: None,
+                    session: None,
+                },
+            );
+            t.at(
+                100,
+                What::HttpResponse {
+                    client: "alice".into(),
+                    conn: 1,
+                    status: 200,
+                    content_type: Some("text/event-stream".into()),
+                },
+            );
+            t.at(100, What::SessionToken { client: "alice".into(), conn: 1, token: "tok-1".into() });
+            t
+        }
+        fn at(&mut self, ms: u64, what: What) -> &mut Self {
+            let seq = self.0.len() as u64;
+            self.0.push(Event { seq, t_us: SimTime(ms * 1000), what });
+            self
+        }
+        fn issue(&mut self, ms: u64, label: &str, method: &str, id: i64, event: u64) -> &mut Self {
+            self.at(
+                ms,
+                What::RequestIssued {
+                    client: "alice".into(),
+                    label: label.into(),
+                    method: method.into(),
+                    id: RpcId::Num(id),
+                    event_id: Some(event.to_string()),
+                },
+            );
+            self.at(
+                ms + 40,
+                What::SseEvent {
+                    client: "alice".into(),
+                    conn: 1,
+                    id: Some(event.to_string()),
+                    event: "message".into(),
+                    rpc: Some(RpcSummary {
+                        kind: RpcKind::Request,
+                        method: Some(method.into()),
+                        id: Some(RpcId::Num(id)),
+                    }),
+                    data: format!("{{\"id\":{id},\"method\":\"{method}\",\"label\":\"{label}\"}}"),
+                },
+            )
+        }
+        fn answer(&mut self, ms: u64, conn: u32, id: i64) -> &mut Self {
+            self.at(
+                ms,
+                What::Connect { client: "alice".into(), conn, port: 40000 + conn as u16, purpose: Purpose::Post },
+            );
+            self.at(
+                ms + 10,
+                What::HttpRequest {
+                    client: "alice".into(),
+                    conn,
+                    method: "POST".into(),
+                    path: "/mcp/messages?sessionId=tok-1".into(),
+                    last_event_id: None,
+                    session: None,
+                },
+            );
+            self.at(ms + 100, What::HttpResponse { client: "alice".into(), conn, status: 202, content_type: None });
+            self.at(
+                ms + 100,
+                What::Answer {
+                    client: "alice".into(),
+                    id: RpcId::Num(id),
+                    method: "sampling/createMessage".into(),
+                    status: Some(202),
+                    session: Some("tok-1".into()),
+                    conn: Some(conn),
+                },
+            )
+        }
+        fn settled(&mut self, ms: u64, label: &str, id: i64) -> &mut Self {
+            self.at(
+                ms,
+                What::RequestOutcome {
+                    label: label.into(),
+                    id: RpcId::Num(id),
+                    outcome: Outcome::Answered,
+                    new_id: None,
+                    detail: "answered".into(),
+                },
+            )
+        }
+        fn judge(&self) -> Vec<Verdict> {
+            let mut events = self.0.clone();
+            events.sort_by_key(|e| e.t_us);
+            for (i, e) in events.iter_mut().enumerate() {
+                e.seq = i as u64;
+            }
+            check::judge(&Trace { events })
+        }
+    }
+
+    #[test]
+    fn a_second_answer_applied_to_one_request() {
+        let mut t = T::new();
+        t.issue(1000, "req-1", "sampling/createMessage", 0, 1001);
+        t.answer(2000, 2, 0).settled(2050, "req-1", 0);
+        let good = t.judge();
+        super::quiet(&good, "inflight-disposition");
+        t.answer(3000, 3, 0).settled(3050, "req-1", 0);
+        super::fires(
+            &t.judge(),
+            "inflight-disposition",
+            &["applied two answers to req-1", "a server request is settled once"],
+        );
+    }
+
+    #[test]
+    fn an_answer_applied_before_anyone_answered() {
+        let mut t = T::new();
+        t.issue(1000, "req-1", "sampling/createMessage", 0, 1001);
+        t.issue(1500, "req-2", "roots/list", 1, 1002);
+        // alice answers id 0 (req-1), and the application settles req-2.
+        t.answer(2000, 2, 0).settled(2050, "req-2", 1);
+        super::fires(
+            &t.judge(),
+            "inflight-disposition",
+            &["reported req-2 (roots/list) answered", "no client had sent an answer to 1"],
+        );
+        let mut ok = T::new();
+        ok.issue(1000, "req-1", "sampling/createMessage", 0, 1001);
+        ok.answer(2000, 2, 0).settled(2050, "req-1", 0);
+        super::quiet(&ok.judge(), "inflight-disposition");
+    }
+
+    #[test]
+    fn one_id_for_two_pending_requests() {
+        let mut t = T::new();
+        t.issue(1000, "req-1", "sampling/createMessage", 0, 1001);
+        t.issue(1500, "req-2", "roots/list", 0, 1002);
+        super::fires(
+            &t.judge(),
+            "correlation-consistency",
+            &[
+                "delivered req-2 (roots/list) under JSON-RPC id 0",
+                "while req-1 (sampling/createMessage) under the same id",
+            ],
+        );
+        // The same id again once the first was answered and settled is not this bug.
+        let mut ok = T::new();
+        ok.issue(1000, "req-1", "sampling/createMessage", 0, 1001);
+        ok.answer(1100, 2, 0).settled(1150, "req-1", 0);
+        ok.issue(1500, "req-2", "roots/list", 1, 1002);
+        super::quiet(&ok.judge(), "correlation-consistency");
+    }
+}

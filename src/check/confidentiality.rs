@@ -1,22 +1,28 @@
 //! `confidentiality`: no event of a session reaches a principal other than
-//! the session's owner.
+//! the session's owner, and no other principal's DELETE or answer acts on it
+//! (sessions are bound to the principal that opened them).
 //!
 //! Evidence: SSE messages delivered on a connection that presented a session
-//! token to a client whose principal is not the token owner's. When the thief
+//! token to a client whose principal is not the token owner's; a DELETE by
+//! another principal that the server answered 2xx (it ended the owner's
+//! session); an answer the application applied that only another principal
+//! had sent. When the thief
 //! also stole the owner's credential, no server can tell them apart: this
 //! check still reports the leak, because it happened.
 
 use super::observe::Observed;
 use super::{not_applicable, status, Status, Violation};
 use crate::report::describe_rpc;
+use crate::trace::Outcome;
 use crate::wire::jsonrpc::RpcKind;
 
 pub const ID: &str = "confidentiality";
-pub const ABOUT: &str = "no event of a session is delivered to a principal other than the session's owner";
+pub const ABOUT: &str =
+    "a session is its owner's: no event of it reaches another principal, and no DELETE or answer from one acts on it";
 
 pub const EXPLAIN: super::Explain = super::Explain {
-    meaning: "No event of a session is delivered to a principal other than the session's owner.",
-    evidence: "Which client learned each session token (its owner), which client presented it, and the messages delivered on that connection; token thefts recorded by the harness.",
+    meaning: "A session belongs to the principal that opened it: no event of it is delivered to another principal, and no DELETE or answer from another principal acts on it.",
+    evidence: "Which client learned each session token (its owner), which client presented it, and the messages delivered on that connection; DELETEs and answers sent with it and what the server and its application did with them; token thefts recorded by the harness.",
     condition: "The analysis's step 6: a token holder resuming from an old id must not receive another user's events; bind sessions to principals (MCP security best practices).",
     to_pass: "Bind each session to the credential that opened it and refuse other principals (403) without killing the owner's session. A thief that holds the owner's credential cannot be told apart: such leaks are reported as inherent.",
 };
@@ -63,8 +69,77 @@ pub fn judge(o: &Observed) -> Status {
             inherent,
         });
     }
+    judged |= foreign_acts(o, &mut out);
     if !judged {
         return not_applicable("no client presented another principal's session token");
     }
     status(out)
+}
+
+/// What another principal did to a session that the server let through: a
+/// DELETE that ended it, an answer the application applied. Returns whether
+/// there was any such act to judge.
+fn foreign_acts(o: &Observed, out: &mut Vec<Violation>) -> bool {
+    let mut judged = false;
+    for c in o.conns.values().filter(|c| c.method == "DELETE") {
+        let Some(token) = c.presented_token.as_deref() else { continue };
+        let Some(owner) = o.token_owner.get(token) else { continue };
+        if o.principal(&c.client) == o.principal(owner) {
+            continue;
+        }
+        judged = true;
+        let Some((status, _, t, seq)) = c.response.filter(|r| (200..300).contains(&r.0)) else { continue };
+        let inherent = !o.foreign(&c.client, owner, c.opened);
+        let note = if inherent { " (it held the owner's credential: no server can tell them apart)" } else { "" };
+        out.push(Violation {
+            check: ID,
+            headline: format!(
+                "{} (principal {}) ended {owner}'s session with DELETE on conn {} (HTTP {status}) at {t}: only the session's owner may end it{note}",
+                c.client,
+                o.principal(&c.client),
+                c.conn
+            ),
+            t,
+            evidence: c.request_seq.into_iter().chain([seq]).collect(),
+            inherent,
+        });
+    }
+    for r in o.requests.values() {
+        let Some(token) = r.token() else { continue };
+        for (t_o, seq_o, outcome, id, _) in &r.outcomes {
+            if *outcome != Outcome::Answered {
+                continue;
+            }
+            let sent: Vec<_> = o
+                .answers
+                .iter()
+                .filter(|a| &a.id == id && a.session.as_deref() == Some(token) && a.maybe_sent_by(o, *t_o))
+                .collect();
+            let foreign: Vec<_> = sent.iter().filter(|a| o.principal(&a.client) != o.principal(&r.owner)).collect();
+            if foreign.is_empty() {
+                continue;
+            }
+            judged = true;
+            // Applied although only other principals had answered.
+            if foreign.len() < sent.len() || foreign.iter().any(|a| !o.foreign(&a.client, &r.owner, a.t)) {
+                continue;
+            }
+            let who: Vec<String> =
+                foreign.iter().map(|a| format!("{} (principal {})", a.client, o.principal(&a.client))).collect();
+            out.push(Violation {
+                check: ID,
+                headline: format!(
+                    "the application applied an answer to {} ({}) of {}'s session at {t_o} that only {} had sent: an answer from a principal other than the session's owner",
+                    r.label,
+                    r.method,
+                    r.owner,
+                    who.join(", ")
+                ),
+                t: *t_o,
+                evidence: foreign.iter().map(|a| a.seq).chain([*seq_o]).collect(),
+                inherent: false,
+            });
+        }
+    }
+    judged
 }

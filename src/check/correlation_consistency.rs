@@ -6,10 +6,13 @@
 //! the server acknowledged an answer to it on that session. Judged per
 //! session, whoever holds it: a thief handed the owner's answered request
 //! breaks the condition too. Ids are never compared across sessions, since
-//! servers restart their request ids in every session.
+//! servers restart their request ids in every session. Also: two different
+//! server requests under one JSON-RPC id on one connection while the first
+//! is pending (no answer can be correlated).
 
-use super::observe::Observed;
+use super::observe::{Delivered, Observed};
 use super::{not_applicable, status, Status, Violation};
+use crate::trace::Outcome;
 
 pub const ID: &str = "correlation-consistency";
 pub const ABOUT: &str = "no client is handed a server request whose answer the server already acknowledged";
@@ -23,10 +26,11 @@ pub const EXPLAIN: super::Explain = super::Explain {
 
 pub fn judge(o: &Observed) -> Status {
     let acked: Vec<_> = o.answers.iter().filter(|a| a.acknowledged()).collect();
-    if acked.is_empty() {
+    let mut out = Vec::new();
+    let reused = id_reuse(o, &mut out);
+    if acked.is_empty() && !reused {
         return not_applicable("no client answer was acknowledged");
     }
-    let mut out = Vec::new();
     for c in o.conns.values() {
         let Some(token) = c.token() else { continue };
         for d in &c.delivered {
@@ -66,4 +70,55 @@ pub fn judge(o: &Observed) -> Status {
         }
     }
     status(out)
+}
+
+/// Two different server requests under one JSON-RPC id on one connection
+/// while the first is still pending: an answer to that id cannot be
+/// correlated with either. "Different" by the method, or by the
+/// application's account (two labels). Returns whether any connection
+/// carried two server requests to compare.
+fn id_reuse(o: &Observed, out: &mut Vec<Violation>) -> bool {
+    let mut judged = false;
+    for c in o.conns.values() {
+        let requests: Vec<_> = c.delivered.iter().filter(|d| d.request_id().is_some()).collect();
+        judged |= requests.len() > 1;
+        for (k, second) in requests.iter().enumerate() {
+            let id = second.request_id().expect("filtered");
+            let Some(first) = requests[..k].iter().find(|d| d.request_id() == Some(id)) else { continue };
+            let method = |d: &Delivered| d.rpc.as_ref().and_then(|r| r.method.clone()).unwrap_or_default();
+            let label = |d: &Delivered| o.request_at(c.token(), id, d.t).map(|r| r.label.clone());
+            let (l1, l2) = (label(first), label(second));
+            if method(first) == method(second) && l1 == l2 {
+                continue; // the same request again (stream-order judges repeats)
+            }
+            // Still pending: the client had not answered it, and the application had not settled it.
+            let answered =
+                o.answers.iter().any(|a| a.client == c.client && &a.id == id && a.t > first.t && a.t < second.t);
+            let settled = o
+                .request_at(c.token(), id, first.t)
+                .is_some_and(|r| r.outcomes.iter().any(|x| &x.3 == id && x.0 < second.t && x.2 != Outcome::Reissued));
+            if answered || settled {
+                continue;
+            }
+            let name = |l: Option<String>, d: &Delivered| l.unwrap_or_else(|| method(d));
+            out.push(Violation {
+                check: ID,
+                headline: format!(
+                    "{}'s conn {} delivered {} ({}) under JSON-RPC id {id} at {} while {} ({}) under the same id (at {}) was still pending: an answer to {id} cannot be told apart",
+                    c.client,
+                    c.conn,
+                    name(l2, second),
+                    method(second),
+                    second.t,
+                    name(l1, first),
+                    method(first),
+                    first.t
+                ),
+                t: second.t,
+                evidence: vec![first.seq, second.seq],
+                inherent: false,
+            });
+        }
+    }
+    judged
 }

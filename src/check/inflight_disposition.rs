@@ -3,12 +3,16 @@
 //!
 //! Evidence: a request still in flight when its session's resumption was
 //! accepted that the application saw neither answered, re-issued nor failed
-//! (it timed out, or was still open after the liveness bound); or an answer
-//! to a tombstoned id that the application applied.
+//! (it timed out, or was still open after the liveness bound); an answer
+//! to a tombstoned id that the application applied; a request the
+//! application settled twice, or settled as answered before any answer to
+//! it was sent; a re-issued request delivered on one connection under both
+//! its old and its new id.
 
 use super::observe::Observed;
 use super::{not_applicable, status, Status, Violation};
 use crate::trace::{Outcome, SimTime};
+use crate::wire::jsonrpc::RpcId;
 
 pub const ID: &str = "inflight-disposition";
 pub const ABOUT: &str = "requests in flight at a resumption are re-issued or failed, never left on the dead writer";
@@ -88,8 +92,91 @@ pub fn judge(o: &Observed) -> Status {
                 evidence, inherent: false });
         }
     }
+    judged |= answers_applied(o, &mut out);
+    judged |= delivered_twice(o, &mut out);
     if !judged {
         return not_applicable("no server request was in flight at an accepted resumption");
     }
     status(out)
+}
+
+/// What the application did with answers: a request settled twice (a
+/// second answer applied), or settled as answered before any client had
+/// sent an answer to its id on its session (an answer applied to the wrong
+/// request). Returns whether any answer was applied at all.
+fn answers_applied(o: &Observed, out: &mut Vec<Violation>) -> bool {
+    let mut judged = false;
+    for r in o.requests.values() {
+        let applied: Vec<_> = r.outcomes.iter().filter(|x| x.2 == Outcome::Answered).collect();
+        judged |= !applied.is_empty();
+        if let [first, second, ..] = applied.as_slice() {
+            out.push(Violation {
+                check: ID,
+                headline: format!(
+                    "the application applied two answers to {} ({}): at {} (id {}) and again at {} (id {}); a server request is settled once",
+                    r.label, r.method, first.0, first.3, second.0, second.3
+                ),
+                t: second.0,
+                evidence: vec![r.issued.1, first.1, second.1],
+                inherent: false,
+            });
+        }
+        let Some(token) = r.token() else { continue };
+        for (t_o, seq_o, _, id, _) in applied {
+            let any = o
+                .answers
+                .iter()
+                .any(|a| &a.id == id && a.session.as_deref() == Some(token) && a.maybe_sent_by(o, *t_o))
+                || o.unknown_post_by(token, *t_o);
+            if !any {
+                out.push(Violation {
+                    check: ID,
+                    headline: format!(
+                        "the application reported {} ({}) answered at {t_o} under id {id}, but no client had sent an answer to {id} on its session by then: an answer applied to the wrong request",
+                        r.label, r.method
+                    ),
+                    t: *t_o,
+                    evidence: vec![r.issued.1, *seq_o],
+                    inherent: false,
+                });
+            }
+        }
+    }
+    judged
+}
+
+/// A request re-issued under a fresh id must replace, not join, the old
+/// one: both ids delivered on one connection hand the client the same
+/// request twice (it does the work twice). Returns whether any re-issued
+/// request was delivered at all.
+fn delivered_twice(o: &Observed, out: &mut Vec<Violation>) -> bool {
+    let mut judged = false;
+    for r in o.requests.values() {
+        for (t_re, seq_re, _, old, new) in r.outcomes.iter().filter(|x| x.2 == Outcome::Reissued) {
+            let Some(new) = new else { continue };
+            for c in o.conns.values().filter(|c| r.token().is_none_or(|t| c.token() == Some(t))) {
+                let of = |id: &RpcId| c.delivered.iter().find(|d| d.request_id() == Some(id));
+                let Some(b) = of(new) else { continue };
+                judged = true;
+                let Some(a) = of(old) else { continue };
+                out.push(Violation {
+                    check: ID,
+                    headline: format!(
+                        "{} reached {} twice on conn {}: as {old} (event {}) at {} and, re-issued at {t_re}, as {new} (event {}) at {}; the client does the work twice",
+                        r.label,
+                        c.client,
+                        c.conn,
+                        a.id.as_deref().unwrap_or("-"),
+                        a.t,
+                        b.id.as_deref().unwrap_or("-"),
+                        b.t
+                    ),
+                    t: b.t,
+                    evidence: { let mut e = vec![a.seq, *seq_re, b.seq]; e.sort(); e },
+                    inherent: false,
+                });
+            }
+        }
+    }
+    judged
 }

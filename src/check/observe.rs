@@ -51,7 +51,11 @@ pub struct Conn {
     /// The token the server handed out on this uplink (`endpoint` event).
     pub learned_token: Option<String>,
     pub last_event_id: Option<String>,
+    /// The HTTP method of its request (`GET`, `POST`, `DELETE`).
+    pub method: String,
     pub request_seq: Option<u64>,
+    /// When its request went out.
+    pub request_t: Option<SimTime>,
     /// `(status, is an event stream, time, seq)`.
     pub response: Option<(u16, bool, SimTime, u64)>,
     pub delivered: Vec<Delivered>,
@@ -152,9 +156,22 @@ pub struct Answer {
     pub status: Option<u16>,
     /// The session the answer's POST presented.
     pub session: Option<String>,
+    /// The connection the POST went out on.
+    pub conn: Option<u32>,
 }
 
 impl Answer {
+    /// When the answer's POST went out (its request on `conn`); `None` when
+    /// no response head came back, so the time it reached the server is unknown.
+    pub fn sent(&self, o: &Observed) -> Option<SimTime> {
+        self.conn.and_then(|c| o.conns.get(&(self.client.clone(), c))?.request_t)
+    }
+
+    /// Whether the answer may have reached the server by `t`.
+    pub fn maybe_sent_by(&self, o: &Observed, t: SimTime) -> bool {
+        self.sent(o).is_none_or(|s| s <= t)
+    }
+
     /// Whether the server acknowledged it (HTTP 2xx).
     pub fn acknowledged(&self) -> bool {
         self.status.is_some_and(|s| (200..300).contains(&s))
@@ -219,7 +236,9 @@ impl<'a> Observed<'a> {
                             session_header: false,
                             learned_token: None,
                             last_event_id: None,
+                            method: String::new(),
                             request_seq: None,
+                            request_t: None,
                             response: None,
                             delivered: Vec::new(),
                             ended: None,
@@ -228,8 +247,10 @@ impl<'a> Observed<'a> {
                         },
                     );
                 }
-                What::HttpRequest { client, conn, path, last_event_id, session, .. } => {
+                What::HttpRequest { client, conn, method, path, last_event_id, session } => {
                     if let Some(c) = o.conns.get_mut(&(client.clone(), *conn)) {
+                        c.method = method.clone();
+                        c.request_t = Some(t);
                         c.session_header = session.is_some();
                         c.presented_token = session.clone().or_else(|| {
                             path.split("sessionId=").nth(1).map(|t| t.split('&').next().unwrap_or(t).to_string())
@@ -284,13 +305,14 @@ impl<'a> Observed<'a> {
                         c.rejected = Some((t, seq, how.clone()));
                     }
                 }
-                What::Answer { client, id, status, session, .. } => o.answers.push(Answer {
+                What::Answer { client, id, status, session, conn, .. } => o.answers.push(Answer {
                     client: client.clone(),
                     id: id.clone(),
                     t,
                     seq,
                     status: *status,
                     session: session.clone(),
+                    conn: *conn,
                 }),
                 What::Notified { client, event_ids } => {
                     if let Some((token, _)) = current.get(client) {
@@ -448,6 +470,19 @@ impl<'a> Observed<'a> {
         out
     }
 
+    /// Whether a POST of unknown content went out on session `token` by `by`:
+    /// one that got no response and left no answer in the trace (an answer
+    /// is recorded once its POST completes, so such a POST may be one).
+    pub fn unknown_post_by(&self, token: &str, by: SimTime) -> bool {
+        self.conns.values().any(|c| {
+            c.purpose == Purpose::Post
+                && c.presented_token.as_deref() == Some(token)
+                && c.request_t.is_some_and(|t| t <= by)
+                && c.response.is_none()
+                && !self.answers.iter().any(|a| a.client == c.client && a.conn == Some(c.conn))
+        })
+    }
+
     /// Whether `client` crashed in `[from, to]`: it lost every session it held.
     pub fn crashed_between(&self, client: &str, from: SimTime, to: SimTime) -> bool {
         self.crashes.iter().any(|(c, t)| c == client && *t >= from && *t <= to)
@@ -567,6 +602,13 @@ impl<'a> Observed<'a> {
             .filter_map(|r| r.id_since(id).filter(|since| *since <= t).map(|since| (since, r.issued.1, r)))
             .max_by_key(|(since, seq, _)| (*since, *seq))
             .map(|(_, _, r)| r)
+    }
+
+    /// Whether a server could tell `client` from `owner` at `at`: a different
+    /// principal that had not stolen the owner's credential by then.
+    pub fn foreign(&self, client: &str, owner: &str, at: SimTime) -> bool {
+        self.principal(client) != self.principal(owner)
+            && !self.thefts.iter().any(|(t, from, to, cred)| *cred && from == owner && to == client && *t <= at)
     }
 
     pub fn principal<'s>(&'s self, client: &'s str) -> &'s str {

@@ -641,18 +641,18 @@ impl Client {
         let msg = mcp::answer(id.clone(), &method, &self.spec.name);
         // The session whose stream carried the request, else the current one.
         let token = self.st.borrow().request_token.get(&id).cloned().or_else(|| self.shared.token.borrow().clone());
-        let status = match &token {
+        let (status, conn) = match &token {
             Some(token) => match self.send_post(&msg, Some(token), Purpose::Post, POST_TIMEOUT).await {
                 Some(posted) => {
                     let status = posted.resp.status().as_u16();
                     let _ = timeout(POST_TIMEOUT, posted.resp.into_body().collect()).await;
-                    Some(status)
+                    (Some(status), Some(posted.conn))
                 }
-                None => None,
+                None => (None, None),
             },
-            None => None,
+            None => (None, None),
         };
-        self.rec.record(What::Answer { client: self.name(), id, method, status, session: token });
+        self.rec.record(What::Answer { client: self.name(), id, method, status, session: token, conn });
     }
 
     /// POSTs one message on its own connection; returns the status if any.

@@ -235,6 +235,25 @@ fn decide_guarded(v: &ResumeView<'_>, bug: Option<Mutation>) -> Decision {
             }
         }
     }
+    // A pending request in the replay window is about to be re-issued under
+    // a fresh id: replaying its event too hands the client the same request
+    // twice, and leaving the event out leaves a gap. The seed's argument for
+    // answered requests (condition 3) holds for it as well: neither is
+    // correct, so refuse (the session's pending requests then fail
+    // explicitly, condition 4 (b)). A server that leaves requests in flight
+    // (the orphaning mutant) re-issues nothing and has no such conflict.
+    if bug != Some(Mutation::Orphaning) {
+        for (event_id, id) in v.request_events {
+            if *event_id > n {
+                if let Some(r) = v.requests.iter().find(|r| &r.id == id && r.state == RequestState::Pending) {
+                    return reject(format!(
+                        "replay window holds {} (event {event_id}), still pending: replaying it and re-issuing it would deliver it twice",
+                        r.label
+                    ));
+                }
+            }
+        }
+    }
     Decision::Accept {
         fence_prior: bug != Some(Mutation::NoFence),
         replay_from,
@@ -329,9 +348,15 @@ mod tests {
                 d => panic!("{last:?}: {d:?}"),
             }
         }
-        // The same window with the request still pending is fine (it is re-issued).
+        // The same window with the request still pending is refused too:
+        // replayed and re-issued, the client would get it twice.
         let pending = answered(RequestState::Pending);
-        assert!(matches!(Guarded::decision(&view(Some(1006), &pending, &ev)), Decision::Accept { .. }));
+        match Guarded::decision(&view(Some(1006), &pending, &ev)) {
+            Decision::Reject { reason, invalidate: true, .. } => assert!(reason.contains("still pending"), "{reason}"),
+            d => panic!("{d:?}"),
+        }
+        // A pending request the client already saw (at or before the id) is re-issued.
+        assert!(matches!(Guarded::decision(&view(Some(1007), &pending, &ev)), Decision::Accept { .. }));
         // Resuming from the oldest retained id minus one is inside the window.
         assert!(matches!(Guarded::decision(&view(Some(999), &[], &[])), Decision::Accept { .. }));
     }

@@ -62,8 +62,9 @@ pub(super) async fn handle(shared: Rc<Shared>, ctl: Rc<ConnCtl>, req: Request<In
         },
         ("DELETE", Some(token)) => {
             let mut st = shared.state.borrow_mut();
-            if !st.sessions.contains_key(&token) {
-                return rpc_error(StatusCode::NOT_FOUND, "unknown or expired session");
+            // Only the session's owner may end it (a token alone is not enough).
+            if let Err(resp) = owned(&shared, &mut st, &token, &who) {
+                return *resp;
             }
             invalidate(&shared, &mut st, &token, "terminated by the client (DELETE)");
             let mut r = Response::new(Full::new(Bytes::new()).boxed());
