@@ -268,6 +268,9 @@ pub enum What {
         id: RpcId,
         #[serde(skip_serializing_if = "Option::is_none", default)]
         event_id: Option<String>,
+        /// The session token it was issued on, when the application says.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        session: Option<String>,
     },
     RequestOutcome {
         label: String,
@@ -285,6 +288,9 @@ pub enum What {
     Notified {
         client: String,
         event_ids: Vec<String>,
+        /// The session token they were emitted on, when the application says.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        session: Option<String>,
     },
     /// The application could not act (no such session, server down).
     AppError {

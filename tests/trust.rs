@@ -387,6 +387,7 @@ mod hand_built {
                     method: method.into(),
                     id: RpcId::Num(id),
                     event_id: Some(event.to_string()),
+                    session: Some("tok-1".into()),
                 },
             );
             self.at(
@@ -508,5 +509,83 @@ mod hand_built {
         ok.answer(1100, 2, 0).settled(1150, "req-1", 0);
         ok.issue(1500, "req-2", "roots/list", 1, 1002);
         super::quiet(&ok.judge(), "correlation-consistency");
+    }
+
+    impl T {
+        fn notify(&mut self, ms: u64, conn: u32, ids: &[u64]) -> &mut Self {
+            for id in ids {
+                self.at(
+                    ms,
+                    What::SseEvent {
+                        client: "alice".into(),
+                        conn,
+                        id: Some(id.to_string()),
+                        event: "message".into(),
+                        rpc: Some(RpcSummary {
+                            kind: RpcKind::Notification,
+                            method: Some("notifications/message".into()),
+                            id: None,
+                        }),
+                        data: format!("{{\"method\":\"notifications/message\",\"n\":{id}}}"),
+                    },
+                );
+            }
+            self
+        }
+        /// alice's uplink drops (reset) and she resumes on conn 2 from `last`.
+        fn resume(&mut self, ms: u64, last: u64) -> &mut Self {
+            self.at(ms - 500, What::UplinkEnded { client: "alice".into(), conn: 1, reason: "reset".into() });
+            self.at(ms, What::Connect { client: "alice".into(), conn: 2, port: 40002, purpose: Purpose::Uplink });
+            self.at(
+                ms + 10,
+                What::HttpRequest {
+                    client: "alice".into(),
+                    conn: 2,
+                    method: "GET".into(),
+                    path: "/mcp/sse?sessionId=tok-1".into(),
+                    last_event_id: Some(last.to_string()),
+                    session: None,
+                },
+            );
+            self.at(
+                ms + 100,
+                What::HttpResponse {
+                    client: "alice".into(),
+                    conn: 2,
+                    status: 200,
+                    content_type: Some("text/event-stream".into()),
+                },
+            )
+        }
+        fn notified(&mut self, ms: u64, ids: &[u64]) -> &mut Self {
+            self.at(
+                ms,
+                What::Notified {
+                    client: "alice".into(),
+                    event_ids: ids.iter().map(u64::to_string).collect(),
+                    session: Some("tok-1".into()),
+                },
+            )
+        }
+    }
+
+    #[test]
+    fn a_hole_in_the_middle_or_at_the_end_of_a_replay() {
+        // 1001-1005 were minted; alice saw 1001 and resumes from it.
+        let base = || {
+            let mut t = T::new();
+            t.notify(200, 1, &[1000]).notified(1000, &[1001, 1002, 1003, 1004, 1005]).notify(1040, 1, &[1001]);
+            t.resume(3000, 1001);
+            t
+        };
+        let mut middle = base();
+        middle.notify(3100, 2, &[1002, 1004, 1005]);
+        super::fires(&middle.judge(), "replay-integrity", &["left event 1003 of its replay window out"]);
+        let mut end = base();
+        end.notify(3100, 2, &[1002, 1003]);
+        super::fires(&end.judge(), "replay-integrity", &["left events 1004–1005 of its replay window out"]);
+        let mut whole = base();
+        whole.notify(3100, 2, &[1002, 1003, 1004, 1005]);
+        super::quiet(&whole.judge(), "replay-integrity");
     }
 }

@@ -314,8 +314,8 @@ impl<'a> Observed<'a> {
                     session: session.clone(),
                     conn: *conn,
                 }),
-                What::Notified { client, event_ids } => {
-                    if let Some((token, _)) = current.get(client) {
+                What::Notified { client, event_ids, session } => {
+                    if let Some(token) = session.as_ref().or(current.get(client).map(|(t, _)| t)) {
                         for id in event_ids.iter().filter_map(|i| i.parse().ok()) {
                             o.notified.push((token.clone(), t, id));
                         }
@@ -355,7 +355,13 @@ impl<'a> Observed<'a> {
                         m.reset = Some((t, seq));
                     }
                 }
-                What::RequestIssued { client, label, method, id, event_id } => {
+                What::RequestIssued { client, label, method, id, event_id, session } => {
+                    // The session the application names, else the owner's current one.
+                    let session = match (session, current.get(client)) {
+                        (Some(s), Some((c, since))) if s == c => Some((s.clone(), *since)),
+                        (Some(s), _) => Some((s.clone(), t)),
+                        (None, cur) => cur.cloned(),
+                    };
                     o.requests.insert(
                         label.clone(),
                         Request {
@@ -365,7 +371,7 @@ impl<'a> Observed<'a> {
                             ids: vec![id.clone()],
                             event_id: event_id.clone(),
                             issued: (t, seq),
-                            session: current.get(client).cloned(),
+                            session,
                             outcomes: Vec::new(),
                         },
                     );

@@ -141,10 +141,16 @@ fn owner_session_killed(
             || o.principal(client) == o.principal(owner)
             || o.thefts.iter().any(|(t, from, to, cred)| *cred && from == owner && to == client && *t <= at)
     };
+    // (A refusal the owner never saw counts too: a resumption of its that
+    // went out before the 404 and was not seen accepted.)
     let own_end = o.conns.values().any(|l| {
+        // (Any GET with the token: in legacy-sse one without an id is a resumption too.)
+        let resumption = l.method == "GET";
+        let accepted = matches!(l.response, Some((200, true, _, _))) && l.rejected.is_none();
         l.conn_key() != next.conn_key()
             && l.presented_token.as_deref() == Some(token)
-            && l.rejected.as_ref().is_some_and(|r| r.0 <= t && as_owner(&l.client, r.0))
+            && (l.rejected.as_ref().is_some_and(|r| r.0 <= t && as_owner(&l.client, r.0))
+                || (resumption && !accepted && l.request_t.is_some_and(|s| s <= t && as_owner(&l.client, s))))
     }) || o.crashed_between(owner, t_rej, t)
         || o.steps.iter().any(|s| s.2 == "end-session" && s.0 >= t_rej && s.0 <= t);
     if own_end {

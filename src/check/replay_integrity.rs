@@ -1,9 +1,13 @@
 //! `replay-integrity`: a resumption from `Last-Event-ID: N` is accepted only
 //! when N lies in the retained window; then the replay starts at N+1.
 //!
-//! Evidence: on an accepted resumption from N, the first event delivered
-//! skips ids the client never held (a silent gap: the server truncated), or
-//! N is newer than any id the session ever showed (accepting a future id).
+//! Evidence: on an accepted resumption from N, the replay leaves out events
+//! of the window the client never held, at its start (the server
+//! truncated), in its middle or at its end (a silent gap); or N is newer
+//! than any id the session showed at the acceptance (accepting a future id:
+//! the session later mints ids at or below N as new, or N exceeds every id
+//! seen by more than the ids that could have been minted unseen); or N is
+//! below every id the session showed.
 
 use super::observe::{Conn, Observed};
 use super::{not_applicable, status, Status, Violation};
@@ -45,7 +49,8 @@ pub fn judge(o: &Observed) -> Status {
     status(out)
 }
 
-/// Numeric ids: a future id, or a gap between `n` and the first id replayed.
+/// Numeric ids: a future id, or ids of the replay window the replay left out
+/// (at its start, in its middle or at its end).
 fn numeric(
     o: &Observed,
     c: &Conn,
@@ -56,7 +61,34 @@ fn numeric(
     // Ids the server may have minted without anyone seeing them: one per
     // POST (a response) and one per re-issue on the session.
     let unseen = o.possible_unseen_ids(token, t_acc);
-    if let Some(max) = o.max_id_seen(token, t_acc) {
+    let max = o.max_id_seen(token, t_acc);
+    if let Some(max) = max.filter(|m| n > *m) {
+        // An id the session later minted as new, at or below `n`, proves `n`
+        // had not been minted when the resumption was accepted.
+        let later = o
+            .conns
+            .values()
+            .filter(|d| d.token() == Some(token))
+            .flat_map(|d| d.delivered.iter().filter(|e| e.t > t_acc).map(move |e| (d, e)))
+            .filter(|(_, e)| e.rpc.is_some() && e.numeric_id().is_some_and(|i| i > max && i <= n))
+            .min_by_key(|(_, e)| e.seq);
+        if let Some((d, e)) = later {
+            return Some(Violation {
+                check: ID,
+                headline: format!(
+                    "{}'s resumption from {n} was accepted on conn {} at {t_acc}, but the session's newest id then was {max}: it minted {} as new at {} (on {}'s conn {})",
+                    c.client,
+                    c.conn,
+                    e.id.as_deref().unwrap_or("-"),
+                    e.t,
+                    d.client,
+                    d.conn
+                ),
+                t: t_acc,
+                evidence: vec![request_seq, acc_seq, e.seq],
+                inherent: false,
+            });
+        }
         if n > max + unseen {
             return Some(Violation {
                 check: ID,
@@ -77,15 +109,12 @@ fn numeric(
         return None;
     }
     let first = c.delivered.iter().find_map(|d| d.numeric_id().map(|id| (id, d.seq)))?;
-    if first.0 <= n + 1 {
-        return None;
-    }
     let mut held = o.ids_held(&c.client, token, t_acc);
     // Only ids the session is known to have had can be lost: those from its
     // lowest shown id on. An `n` below that (by more than the ids that could
     // have been minted unseen) lies outside any window the server kept.
     let lowest = o.ids_seen(token, t_acc).into_iter().min();
-    if let Some(lowest) = lowest.filter(|l| n.saturating_add(1).saturating_add(unseen) < *l) {
+    if let Some(lowest) = lowest.filter(|l| n.saturating_add(1).saturating_add(unseen) < *l && first.0 > n + 1) {
         let resent: Vec<u64> = c.delivered.iter().filter_map(|d| d.numeric_id()).filter(|i| held.contains(i)).collect();
         let resent = match (resent.first(), resent.last()) {
             (Some(a), Some(b)) if a == b => format!("; it re-sent event {a}, which {} already held", c.client),
@@ -105,23 +134,54 @@ fn numeric(
     }
     // Ids that went out on the session's other streams, or carried no message, are not owed.
     held.extend(o.ids_not_owed(token, &c.stream));
+    // The replay window: every id after `n` the session is known to have
+    // minted before the client even asked (so before the server accepted),
+    // from its lowest shown id on, that the client did not hold. Each must
+    // come on this connection. (Ids minted while the request was on its way
+    // may be live events instead, and a live event lost with a connection is
+    // not a replay's gap.)
+    let t_req = c.request_t.unwrap_or(t_acc);
+    let delivered: Vec<u64> = c.delivered.iter().filter_map(|d| d.numeric_id()).collect();
     let from = lowest.map_or(n + 1, |l| l.max(n + 1));
-    let missing: Vec<u64> = (from..first.0).filter(|i| !held.contains(i)).collect();
-    let (a, b) = (missing.first()?, missing.last()?);
-    let range = if a == b { format!("event {a}") } else { format!("events {a}–{b}") };
-    Some(Violation {
-        check: ID,
-        headline: format!(
+    let minted = o.ids_seen(token, t_req);
+    let newest = minted.iter().max().copied().unwrap_or(0);
+    let mut window: Vec<u64> = minted.into_iter().filter(|i| *i >= from).collect();
+    // Numbering is dense in legacy-sse: ids below the first one replayed are owed too.
+    window.extend(from..first.0.min(newest + 1));
+    window.sort();
+    window.dedup();
+    let missing: Vec<u64> = window.into_iter().filter(|i| !held.contains(i) && !delivered.contains(i)).collect();
+    if missing.is_empty() {
+        return None;
+    }
+    // Missing at the end counts once the stream went on past them, or stayed
+    // open long enough for any replay.
+    let last_delivered = delivered.iter().max().copied().unwrap_or(0);
+    let missing: Vec<u64> =
+        if stayed_open(o, c, t_acc) { missing } else { missing.into_iter().filter(|i| *i < last_delivered).collect() };
+    let (a, b) = (*missing.first()?, *missing.last()?);
+    let range = if a == b {
+        format!("event {a}")
+    } else if (b - a + 1) as usize == missing.len() {
+        format!("events {a}–{b}")
+    } else {
+        format!("events {}", missing.iter().map(u64::to_string).collect::<Vec<_>>().join(", "))
+    };
+    let headline = if b < first.0 {
+        format!(
             "{}'s resumption from {n} on conn {} replayed from {} instead of {}: {range} silently lost",
             c.client,
             c.conn,
             first.0,
             n + 1
-        ),
-        t: t_acc,
-        evidence: vec![request_seq, acc_seq, first.1],
-        inherent: false,
-    })
+        )
+    } else {
+        format!(
+            "{}'s resumption from {n} on conn {} left {range} of its replay window out (replayed from {}): silently lost",
+            c.client, c.conn, first.0
+        )
+    };
+    Some(Violation { check: ID, headline, t: t_acc, evidence: vec![request_seq, acc_seq, first.1], inherent: false })
 }
 
 /// How long an accepted stream must stay open before a replay that has not
@@ -166,16 +226,18 @@ fn by_order(
         .collect();
     let replayed: Vec<(&str, u64)> =
         c.delivered.iter().filter(|d| d.rpc.is_some()).filter_map(|d| Some((d.id.as_deref()?, d.seq))).collect();
-    // The owed events the replay skipped: every owed id before the first one it did send.
-    let first_sent = owed.iter().position(|i| replayed.iter().any(|(r, _)| r == i));
-    let skipped: Vec<&str> = match first_sent {
-        Some(k) => owed[..k].to_vec(),
-        // None of them came: lost, once the stream went on without them
-        // (sent newer events, or stayed open long enough for any replay).
-        None if replayed.iter().any(|(r, _)| ids.iter().all(|(_, i, _)| i != r)) => owed.clone(),
-        None if stayed_open(o, c, t_acc) => owed.clone(),
-        None => Vec::new(),
-    };
+    // The owed events the replay left out: those before an owed event it did
+    // send (at its start or in its middle), and, once the stream went on
+    // with new events or stayed open long enough, those at its end.
+    let sent = |i: &str| replayed.iter().any(|(r, _)| *r == i);
+    let last_sent = owed.iter().rposition(|i| sent(i));
+    let went_on = replayed.iter().any(|(r, _)| ids.iter().all(|(_, i, _)| i != r)) || stayed_open(o, c, t_acc);
+    let skipped: Vec<&str> = owed
+        .iter()
+        .enumerate()
+        .filter(|(k, i)| !sent(i) && (last_sent.is_some_and(|l| *k < l) || went_on))
+        .map(|(_, i)| *i)
+        .collect();
     if skipped.is_empty() {
         return None;
     }

@@ -321,7 +321,7 @@ pub fn describe(what: &What) -> String {
         }
         What::ServerStopped { why } => why.clone(),
         What::AppError { client, error } => format!("app error ({client}): {error}"),
-        What::Notified { client, event_ids } => {
+        What::Notified { client, event_ids, .. } => {
             format!("app: notified {client}'s session as events {}", event_ids.join(", "))
         }
         What::ServerNote { session, note, .. } => format!("server ({session}): {note}"),

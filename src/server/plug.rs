@@ -38,12 +38,40 @@ impl AppReporter {
     }
 
     pub fn issued(&self, client: &str, label: &str, method: &str, id: &RpcId, event_id: Option<String>) {
+        self.record_issued(None, client, label, method, id, event_id);
+    }
+
+    /// Like [`AppReporter::issued`], naming the session (token) it was issued
+    /// on: JSON-RPC ids are unique only within a session, so this lets the
+    /// checks tell requests of a client's successive sessions apart exactly.
+    pub fn issued_on(
+        &self,
+        token: &str,
+        client: &str,
+        label: &str,
+        method: &str,
+        id: &RpcId,
+        event_id: Option<String>,
+    ) {
+        self.record_issued(Some(token.into()), client, label, method, id, event_id);
+    }
+
+    fn record_issued(
+        &self,
+        session: Option<String>,
+        client: &str,
+        label: &str,
+        method: &str,
+        id: &RpcId,
+        event_id: Option<String>,
+    ) {
         self.recorder.record(What::RequestIssued {
             client: client.into(),
             label: label.into(),
             method: method.into(),
             id: id.clone(),
             event_id,
+            session,
         });
     }
 
@@ -59,7 +87,12 @@ impl AppReporter {
 
     /// Notifications emitted on `client`'s session (their event ids, if the server exposes them).
     pub fn notified(&self, client: &str, event_ids: Vec<String>) {
-        self.recorder.record(What::Notified { client: client.into(), event_ids });
+        self.recorder.record(What::Notified { client: client.into(), event_ids, session: None });
+    }
+
+    /// Like [`AppReporter::notified`], naming the session (token) they were emitted on.
+    pub fn notified_on(&self, token: &str, client: &str, event_ids: Vec<String>) {
+        self.recorder.record(What::Notified { client: client.into(), event_ids, session: Some(token.into()) });
     }
 
     pub fn error(&self, client: &str, error: impl Into<String>) {

@@ -73,7 +73,7 @@ impl Rmcp {
 /// What the application reports from inside rmcp's (`Send`) tasks; a local
 /// task turns these into trace records.
 enum Report {
-    Issued { client: String, label: String, method: String, id: RpcId },
+    Issued { client: String, label: String, method: String, id: RpcId, session: Option<String> },
     Outcome { label: String, id: RpcId, outcome: Outcome, detail: String },
     Error { client: String, error: String },
 }
@@ -81,7 +81,12 @@ enum Report {
 async fn pump(mut rx: mpsc::UnboundedReceiver<Report>, report: AppReporter) {
     while let Some(r) = rx.recv().await {
         match r {
-            Report::Issued { client, label, method, id } => report.issued(&client, &label, &method, &id, None),
+            Report::Issued { client, label, method, id, session: Some(token) } => {
+                report.issued_on(&token, &client, &label, &method, &id, None)
+            }
+            Report::Issued { client, label, method, id, session: None } => {
+                report.issued(&client, &label, &method, &id, None)
+            }
             Report::Outcome { label, id, outcome, detail } => report.outcome(&label, &id, outcome, None, detail),
             Report::Error { client, error } => report.error(&client, error),
         }
@@ -126,7 +131,7 @@ fn server_request(method: &str, label: &str, owner: &str) -> Result<ServerReques
 async fn issue(
     peer: Peer<RoleServer>,
     req: ServerRequest,
-    (client, label, method): (String, String, String),
+    (client, label, method, session): (String, String, String, Option<String>),
     timeout: Duration,
     report: mpsc::UnboundedSender<Report>,
 ) -> bool {
@@ -140,7 +145,7 @@ async fn issue(
         }
     };
     let id = rpc_id(&handle.id);
-    let _ = report.send(Report::Issued { client, label: label.clone(), method, id: id.clone() });
+    let _ = report.send(Report::Issued { client, label: label.clone(), method, id: id.clone(), session });
     let (outcome, detail, ok) = match handle.await_response().await {
         Ok(ClientResult::EmptyResult(_)) | Ok(_) => (Outcome::Answered, "rmcp received the answer".to_string(), true),
         Err(ServiceError::Timeout { timeout }) => {
@@ -190,8 +195,19 @@ impl ServerHandler for App {
         let (client, label, method) = (arg("client"), arg("label"), arg("method"));
         let req = server_request(&method, &label, &client).map_err(|e| ErrorData::invalid_params(e, None))?;
         // Sent from inside the handler, so rmcp relates it to this call.
-        let ok =
-            issue(context.peer.clone(), req, (client, label.clone(), method), self.timeout, self.report.clone()).await;
+        // The call's session, from the HTTP request rmcp hands the handler.
+        let session = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.headers.get("mcp-session-id")?.to_str().ok().map(str::to_string));
+        let ok = issue(
+            context.peer.clone(),
+            req,
+            (client, label.clone(), method, session),
+            self.timeout,
+            self.report.clone(),
+        )
+        .await;
         let text = if ok { format!("{label} answered") } else { format!("{label} was not answered") };
         let result = if ok {
             CallToolResult::success(vec![ContentBlock::text(text)])
@@ -394,13 +410,16 @@ async fn commands(app: AppHook, peers: Peers, report: mpsc::UnboundedSender<Repo
             continue;
         };
         match cmd {
-            AppCommand::ServerRequest { client, method, label, .. } => match server_request(&method, &label, &client) {
-                Ok(req) => {
-                    tokio::task::spawn_local(issue(peer, req, (client, label, method), timeout, report.clone()));
+            AppCommand::ServerRequest { client, method, label, token } => {
+                match server_request(&method, &label, &client) {
+                    Ok(req) => {
+                        let who = (client, label, method, Some(token));
+                        tokio::task::spawn_local(issue(peer, req, who, timeout, report.clone()));
+                    }
+                    Err(e) => app.report.error(&client, e),
                 }
-                Err(e) => app.report.error(&client, e),
-            },
-            AppCommand::Notify { client, count, .. } => {
+            }
+            AppCommand::Notify { client, count, token } => {
                 for n in 0..count {
                     let param = LoggingMessageNotificationParam::new(
                         LoggingLevel::Info,
@@ -410,7 +429,7 @@ async fn commands(app: AppHook, peers: Peers, report: mpsc::UnboundedSender<Repo
                         app.report.error(&client, format!("rmcp could not notify: {e}"));
                     }
                 }
-                app.report.notified(&client, Vec::new());
+                app.report.notified_on(&token, &client, Vec::new());
             }
         }
     }

@@ -684,7 +684,7 @@ async fn app_loop(shared: Rc<Shared>, app: AppHook) {
                     let (id, _) = s.emit(&mcp::progress(n), None, STANDALONE, shared.cfg.retention, &shared.report);
                     ids.push(id.to_string());
                 }
-                shared.report.notified(&client, ids);
+                shared.report.notified_on(&token, &client, ids);
             }
         }
     }
@@ -704,7 +704,7 @@ fn issue(shared: &Rc<Shared>, s: &mut Session, token: &str, client: &str, method
         reissues: 0,
         stream,
     });
-    shared.report.issued(client, label, method, &id, Some(event_id.to_string()));
+    shared.report.issued_on(token, client, label, method, &id, Some(event_id.to_string()));
     let route = uplink.map_or("no live writer: logged for replay".to_string(), |u| format!("written to uplink U{u}"));
     shared.report.note(&s.name, format!("{label} is event {event_id}; {route}"));
     tokio::task::spawn_local(request_timer(shared.clone(), token.to_string(), label.to_string()));
