@@ -31,7 +31,7 @@ fn session_binding() {
         "session-binding",
         "nat-rebind",
         "naive",
-        "req-43 (sampling/createMessage, event 1009) written to alice's dropped uplink (mapping 1) at 25.020 s, 4.9 s after conn 5 was accepted; never delivered; timed out at 325.000 s",
+        "req-43 (sampling/createMessage, event 1009) written to alice's dropped uplink (mapping 1) at 25.020 s, 4.9 s after conn 5 was accepted; never delivered to alice; timed out at 325.000 s",
     );
     fires_and_quiet("session-binding", "prior-uplink-live", "no-fence", "req-1 (sampling/createMessage");
 }

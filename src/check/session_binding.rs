@@ -67,7 +67,7 @@ pub fn judge(o: &Observed) -> Status {
                         m.mapping,
                         secs_between(t_acc, t),
                         new.conn,
-                        if delivered { "delivered elsewhere" } else { "never delivered" },
+                        if delivered { format!("delivered to {} elsewhere", new.client) } else { format!("never delivered to {}", new.client) },
                     )
                 }
                 None => format!(
