@@ -42,6 +42,10 @@ fn cases() -> Vec<(&'static str, String)> {
             ),
         ),
         ("bad-last-event-id", step("at = \"1s\"\ndo = \"resume\"\nclient = \"alice\"\nlast_event_id = \"latest\"")),
+        (
+            "raw-last-event-id-not-a-header",
+            step("at = \"1s\"\ndo = \"resume\"\nclient = \"alice\"\nlast_event_id = { raw = \"a\\nb\" }"),
+        ),
         ("expect-unknown-check", format!("{HEAD}[expect]\nnaive = [\"liveliness\"]\n")),
         ("expect-unknown-server", format!("{HEAD}[expect]\nguardd = []\n")),
         ("duplicate-client", format!("{HEAD}[[client]]\nname = \"alice\"\n")),

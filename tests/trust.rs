@@ -589,3 +589,46 @@ mod hand_built {
         super::quiet(&whole.judge(), "replay-integrity");
     }
 }
+
+#[test]
+fn a_fresh_stream_must_not_re_send_what_the_client_already_has() {
+    // `last_event_id = "none"`: a plain GET on the session alice holds.
+    let plan = load("scenarios/plain-get.toml");
+    fires(
+        &judge(&plan, "naive"),
+        "stream-order",
+        &["alice opened a fresh stream on its session", "already received on conn 1"],
+    );
+    quiet(&judge(&plan, "guarded"), "stream-order");
+    // rmcp replays its standalone stream's cache to a second plain GET.
+    let plan = load("scenarios/streamable-http/plain-get.toml");
+    fires(
+        &judge(&plan, "rmcp"),
+        "stream-order",
+        &["opened a fresh stream on its session", "already received on conn 3"],
+    );
+    quiet(&judge(&plan, "guarded"), "stream-order");
+}
+
+#[test]
+fn a_malformed_last_event_id_lies_in_no_window() {
+    // `last_event_id = { raw = "not-an-id" }`, sent as it is.
+    for rel in ["scenarios/garbage-id.toml", "scenarios/streamable-http/garbage-id.toml"] {
+        let plan = load(rel);
+        fires(
+            &judge(&plan, "naive"),
+            "replay-integrity",
+            &["resumption from \"not-an-id\" was accepted", "lies in no window"],
+        );
+        quiet(&judge(&plan, "guarded"), "replay-integrity");
+    }
+}
+
+#[test]
+fn the_new_resume_forms_round_trip() {
+    for rel in ["scenarios/plain-get.toml", "scenarios/garbage-id.toml"] {
+        let plan = load(rel);
+        let again = Plan::from_toml_str(&plan.to_toml(&[]), "again.toml").unwrap();
+        assert_eq!(again.steps, plan.steps, "{rel}");
+    }
+}

@@ -7,7 +7,8 @@
 //! than any id the session showed at the acceptance (accepting a future id:
 //! the session later mints ids at or below N as new, or N exceeds every id
 //! seen by more than the ids that could have been minted unseen); or N is
-//! below every id the session showed.
+//! below every id the session showed; or N is no number and no event of the
+//! session ever carried it (a guessed or malformed id).
 
 use super::observe::{Conn, Observed};
 use super::{not_applicable, status, Status, Violation};
@@ -36,11 +37,15 @@ pub fn judge(o: &Observed) -> Status {
             Some(n) => numeric(o, c, n, token, (t_acc, acc_seq, request_seq)),
             None => None,
         };
+        // An id of no known shape that the session never showed cannot lie
+        // inside its window (a guessed or malformed id).
+        let found = found.or_else(|| never_shown(o, c, last, token, (t_acc, acc_seq, request_seq)));
         // Ids of any shape: events the stream carried after `last` that the
         // client never received must come first in the replay.
         let found = found.or_else(|| by_order(o, c, last, token, (t_acc, acc_seq, request_seq)));
-        judged |=
-            c.last_event_id_number().is_some() || o.stream_ids(&c.stream, t_acc).iter().any(|(_, i, _)| i == last);
+        judged |= c.last_event_id_number().is_some()
+            || o.stream_ids(&c.stream, t_acc).iter().any(|(_, i, _)| i == last)
+            || found.is_some();
         out.extend(found);
     }
     if !judged {
@@ -182,6 +187,37 @@ fn numeric(
         )
     };
     Some(Violation { check: ID, headline, t: t_acc, evidence: vec![request_seq, acc_seq, first.1], inherent: false })
+}
+
+/// A non-numeric `Last-Event-ID` that no event of the session ever carried.
+fn never_shown(
+    o: &Observed,
+    c: &Conn,
+    last: &str,
+    token: &str,
+    (t_acc, acc_seq, request_seq): (SimTime, u64, u64),
+) -> Option<Violation> {
+    if last.parse::<u64>().is_ok() {
+        return None;
+    }
+    let shown = o.conns.values().filter(|d| d.token() == Some(token)).any(|d| {
+        d.delivered.iter().any(|e| e.id.as_deref() == Some(last))
+            || o.mapping_of(d)
+                .is_some_and(|m| m.dropped_writes.iter().any(|w| w.3.iter().any(|e| e.id.as_deref() == Some(last))))
+    });
+    if shown {
+        return None;
+    }
+    Some(Violation {
+        check: ID,
+        headline: format!(
+            "{}'s resumption from {last:?} was accepted on conn {} at {t_acc}, but no event of the session ever carried that id: it lies in no window",
+            c.client, c.conn
+        ),
+        t: t_acc,
+        evidence: vec![request_seq, acc_seq],
+        inherent: false,
+    })
 }
 
 /// How long an accepted stream must stay open before a replay that has not

@@ -65,6 +65,8 @@ pub enum ClientCmd {
 pub enum ResumeFrom {
     LastSeen,
     Id(String),
+    /// No `Last-Event-ID`: a plain GET on the session.
+    Nothing,
 }
 
 /// What the step loop may read and change from outside the host.
@@ -181,6 +183,7 @@ impl Client {
                             let last_event_id = match which {
                                 ResumeFrom::LastSeen => self.st.borrow().last_seen.clone(),
                                 ResumeFrom::Id(id) => Some(id),
+                                ResumeFrom::Nothing => None,
                             };
                             self.start_uplink(Mode::Resume { token, last_event_id });
                         }

@@ -68,7 +68,7 @@ fn hint<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> String
 /// (and "unknown variant") messages.
 fn with_suggestion(message: &str) -> String {
     if message.contains("untagged enum LastEventIdRaw") {
-        return "last_event_id must be an integer, \"last-seen\" or { seen_by = \"client\", nth = 1 }".into();
+        return LAST_EVENT_ID_FORMS.into();
     }
     let quoted = |s: &str| -> Vec<String> { s.split('`').skip(1).step_by(2).map(str::to_string).collect() };
     for kind in ["unknown field", "unknown variant"] {
@@ -270,6 +270,17 @@ enum LastEventIdRaw {
     Id(u64),
     Word(String),
     Seen(SeenRaw),
+    Raw(RawIdRaw),
+}
+
+/// What `last_event_id` may be, for error messages.
+const LAST_EVENT_ID_FORMS: &str = "last_event_id must be an integer, \"last-seen\", \"none\", { seen_by = \"client\", nth = 1 } or { raw = \"any id\" }";
+
+/// `{ raw = "abc" }`: any `Last-Event-ID` value, sent as it is (a guessed or malformed id).
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RawIdRaw {
+    raw: String,
 }
 
 /// `{ seen_by = "alice", nth = 1 }`: the nth message event id alice received.
@@ -352,7 +363,11 @@ pub struct ClientSpec {
 pub enum LastEventId {
     /// The last id the client saw on its uplink.
     LastSeen,
+    /// No `Last-Event-ID` at all: a plain GET on the session the client holds.
+    None,
     Id(u64),
+    /// Any header value, sent as it is (a guessed or malformed id).
+    Raw(String),
     /// The `nth` (from 1) id of an event carrying a message that `client`
     /// received: an id in any server's own format (a thief replaying an old id).
     Seen {
@@ -485,6 +500,12 @@ impl Action {
             }
             Action::Resume { client, last_event_id: LastEventId::Id(n) } => {
                 format!("{client} resumes with Last-Event-ID {n}")
+            }
+            Action::Resume { client, last_event_id: LastEventId::Raw(s) } => {
+                format!("{client} resumes with Last-Event-ID {s:?}")
+            }
+            Action::Resume { client, last_event_id: LastEventId::None } => {
+                format!("{client} opens a stream on its session without Last-Event-ID")
             }
             Action::StealToken { from, to, credential } => {
                 format!("{to} steals {from}'s session token{}", if *credential { " and credential" } else { "" })
@@ -776,13 +797,19 @@ impl Plan {
                         Some(v) => match v.get_ref() {
                             LastEventIdRaw::Id(n) => LastEventId::Id(*n),
                             LastEventIdRaw::Word(w) if w == "last-seen" => LastEventId::LastSeen,
+                            LastEventIdRaw::Word(w) if w == "none" => LastEventId::None,
                             LastEventIdRaw::Word(w) => {
-                                return Err(err(
-                                    v.span(),
-                                    format!(
-                                        "last_event_id must be an integer, \"last-seen\" or {{ seen_by = \"client\", nth = 1 }}, not {w:?}"
-                                    ),
-                                ))
+                                return Err(err(v.span(), format!("{LAST_EVENT_ID_FORMS}, not {w:?}")))
+                            }
+                            LastEventIdRaw::Raw(RawIdRaw { raw }) => {
+                                // Sent as an HTTP header value: visible ASCII and spaces only.
+                                if raw.is_empty() || !raw.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
+                                    return Err(err(
+                                        v.span(),
+                                        format!("raw Last-Event-ID {raw:?} must be non-empty visible ASCII (it is sent as a header)"),
+                                    ));
+                                }
+                                LastEventId::Raw(raw.clone())
                             }
                             LastEventIdRaw::Seen(SeenRaw { seen_by, nth, stream }) => {
                                 if !names.contains(seen_by) {
@@ -1074,7 +1101,9 @@ impl Plan {
                 Action::Resume { client, last_event_id } => {
                     let id = match last_event_id {
                         LastEventId::LastSeen => q("last-seen"),
+                        LastEventId::None => q("none"),
                         LastEventId::Id(n) => n.to_string(),
+                        LastEventId::Raw(s) => format!("{{ raw = {} }}", q(s)),
                         LastEventId::Seen { client: by, nth, stream: SeenOn::Uplink } => {
                             format!("{{ seen_by = {}, nth = {nth} }}", q(by))
                         }

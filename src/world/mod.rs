@@ -240,7 +240,9 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
                 Action::Resume { client, last_event_id } => {
                     let from = match last_event_id {
                         LastEventId::LastSeen => Some(ResumeFrom::LastSeen),
+                        LastEventId::None => Some(ResumeFrom::Nothing),
                         LastEventId::Id(n) => Some(ResumeFrom::Id(n.to_string())),
+                        LastEventId::Raw(s) => Some(ResumeFrom::Id(s.clone())),
                         // An id of the session the resuming client now holds (a thief: the victim's).
                         LastEventId::Seen { client: by, nth, stream } => {
                             let purpose = match stream {
