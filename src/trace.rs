@@ -77,6 +77,14 @@ pub struct SseSeen {
     pub rpc: Option<RpcSummary>,
 }
 
+/// What a scenario step says the server must do with a client's resumption.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepExpect {
+    pub client: String,
+    /// `accepted` or `refused`.
+    pub resumption: String,
+}
+
 /// How the application saw a server request end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -113,6 +121,9 @@ pub enum What {
         #[serde(rename = "do")]
         action: String,
         detail: String,
+        /// A resume step's expectation (`expect = "accepted"` or `"refused"`).
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        expect: Option<StepExpect>,
     },
 
     // ---- observed by clients ----

@@ -632,3 +632,34 @@ fn the_new_resume_forms_round_trip() {
         assert_eq!(again.steps, plan.steps, "{rel}");
     }
 }
+
+#[test]
+fn a_valid_resumption_must_be_accepted_when_the_scenario_says_so() {
+    // A guard off by one: it refuses the oldest retained id minus one.
+    fn off_by_one(v: &ResumeView<'_>, d: Decision) -> Decision {
+        match (v.last_event_id, v.retained) {
+            (Some(n), Some((oldest, _))) if n + 1 == oldest => Decision::Reject {
+                reason: format!("Last-Event-ID {n} is older than the retained window"),
+                how: mcpsim::server::policy::Refusal::ErrorEvent,
+                invalidate: true,
+            },
+            _ => d,
+        }
+    }
+    let plan = load("scenarios/window-edge.toml");
+    let bad = judge_with(&plan, Tweaked("off-by-one", off_by_one));
+    fires(
+        &bad,
+        "rejection-protocol",
+        &["alice's resumption on conn", "was refused (error event), but the scenario expects it accepted"],
+    );
+    // Nothing else sees it: the refusal is explicit and alice re-initializes.
+    assert_eq!(check::violated(&bad), ["rejection-protocol"]);
+    quiet(&judge(&plan, "guarded"), "rejection-protocol");
+    // Without the expectation, the same bug passes everything.
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/window-edge.toml"))
+        .unwrap()
+        .replace("expect = \"accepted\"\n", "");
+    let blind = Plan::from_toml_str(&text, "window-edge-without-expect.toml").unwrap();
+    assert!(check::violated(&judge_with(&blind, Tweaked("off-by-one", off_by_one))).is_empty());
+}

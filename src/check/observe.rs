@@ -194,6 +194,8 @@ pub struct Observed<'a> {
     pub answers: Vec<Answer>,
     /// `(time, seq, step kind, detail)` of every scenario step.
     pub steps: Vec<(SimTime, u64, String)>,
+    /// `(time, seq, client, "accepted" | "refused")` of every resume step with an expectation.
+    pub expected_resumptions: Vec<(SimTime, u64, String, String)>,
     pub crashed: BTreeMap<String, SimTime>,
     /// Event ids the application reported emitting: `(session token, time, id)`.
     pub notified: Vec<(String, SimTime, u64)>,
@@ -222,7 +224,12 @@ impl<'a> Observed<'a> {
                     o.principals.insert(client.clone(), principal.clone());
                     o.heartbeat_timeouts.insert(client.clone(), SimTime(*heartbeat_timeout_us));
                 }
-                What::Step { action, .. } => o.steps.push((t, seq, action.clone())),
+                What::Step { action, expect, .. } => {
+                    o.steps.push((t, seq, action.clone()));
+                    if let Some(e) = expect {
+                        o.expected_resumptions.push((t, seq, e.client.clone(), e.resumption.clone()));
+                    }
+                }
                 What::Connect { client, conn, port, purpose } => {
                     o.conns.insert(
                         (client.clone(), *conn),

@@ -7,7 +7,8 @@
 //! (the seed analysis requires the refusal to invalidate the token); an
 //! owner that never obtained a new session after a refusal; an owner whose
 //! session died with a refused thief's resumption (the owner's next use of
-//! the token found no session, with no refusal of its own in between).
+//! the token found no session, with no refusal of its own in between); a
+//! resumption whose outcome differs from its step's `expect`.
 
 use super::observe::{Conn, Observed};
 use super::{not_applicable, status, Status, Violation};
@@ -31,6 +32,7 @@ const RENEW_ALLOWANCE_US: u64 = 5_000_000;
 pub fn judge(o: &Observed) -> Status {
     let mut judged = false;
     let mut out = Vec::new();
+    judged |= expectations(o, &mut out);
     for c in o.conns.values() {
         let Some((t_rej, rej_seq, how)) = &c.rejected else { continue };
         judged = true;
@@ -166,4 +168,60 @@ fn owner_session_killed(
         evidence: thief.request_seq.into_iter().chain([rej_seq, seq]).collect(),
         inherent: false,
     })
+}
+
+/// A resume step that says what the server must do (`expect = "accepted"`
+/// or `"refused"`): the client's first resumption request from the step on
+/// must have had that outcome. A wrongly refused resumption passes every
+/// other check (the refusal is explicit and the client re-initializes), yet
+/// costs the client its session: only the scenario's author can say it was
+/// valid. Returns whether there was any such step to judge.
+fn expectations(o: &Observed, out: &mut Vec<Violation>) -> bool {
+    for (t, seq, client, expected) in &o.expected_resumptions {
+        let Some(c) = o
+            .conns
+            .values()
+            .filter(|c| &c.client == client && c.method == "GET" && c.request_t.is_some_and(|r| r >= *t))
+            .min_by_key(|c| (c.request_t, c.conn))
+        else {
+            continue;
+        };
+        let got = if c.accepted_resumption().is_some() {
+            "accepted"
+        } else if let Some((_, _, how)) = &c.rejected {
+            if expected == "refused" {
+                continue;
+            }
+            out.push(Violation {
+                check: ID,
+                headline: format!(
+                    "{client}'s resumption on conn {} was refused ({how}), but the scenario expects it accepted (step at {t}): a valid resumption refused costs the client its session",
+                    c.conn
+                ),
+                t: c.rejected.as_ref().map_or(*t, |r| r.0),
+                evidence: [*seq].into_iter().chain(c.request_seq).chain(c.rejected.as_ref().map(|r| r.1)).collect(),
+                inherent: false,
+            });
+            continue;
+        } else {
+            match c.response {
+                Some((s, _, _, _)) if s != 200 => "refused",
+                _ => continue, // no answer: nothing to compare
+            }
+        };
+        if got != expected {
+            let (t_r, r_seq) = c.response.map_or((*t, *seq), |r| (r.2, r.3));
+            out.push(Violation {
+                check: ID,
+                headline: format!(
+                    "{client}'s resumption on conn {} was {got}, but the scenario expects it {expected} (step at {t})",
+                    c.conn
+                ),
+                t: t_r,
+                evidence: [*seq].into_iter().chain(c.request_seq).chain([r_seq]).collect(),
+                inherent: false,
+            });
+        }
+    }
+    !o.expected_resumptions.is_empty()
 }

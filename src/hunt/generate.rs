@@ -162,7 +162,7 @@ pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
                         after: None,
                         id: None,
                         at: at + ms(rng.random_range(100..2_000)),
-                        action: Action::Resume { client: thief, last_event_id: from },
+                        action: Action::Resume { client: thief, last_event_id: from, expect: None },
                     });
                 }
                 FaultKind::Eviction => {
@@ -198,13 +198,22 @@ pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
                     } else {
                         LastEventId::Id(FIRST_EVENT_ID + nth)
                     };
-                    steps.push(Step { after: None, id: None, at, action: Action::Resume { client: o, last_event_id } })
+                    steps.push(Step {
+                        after: None,
+                        id: None,
+                        at,
+                        action: Action::Resume { client: o, last_event_id, expect: None },
+                    })
                 }
                 FaultKind::ResumeFuture => steps.push(Step {
                     after: None,
                     id: None,
                     at,
-                    action: Action::Resume { client: o, last_event_id: LastEventId::Id(FIRST_EVENT_ID + 500) },
+                    action: Action::Resume {
+                        client: o,
+                        last_event_id: LastEventId::Id(FIRST_EVENT_ID + 500),
+                        expect: None,
+                    },
                 }),
                 FaultKind::ResumeValid => {
                     // Most useful right after a silent fault: resume before heartbeats notice.
@@ -220,7 +229,7 @@ pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
                         after: None,
                         id: None,
                         at: at + ms(rng.random_range(200..3_000)),
-                        action: Action::Resume { client: o, last_event_id: LastEventId::LastSeen },
+                        action: Action::Resume { client: o, last_event_id: LastEventId::LastSeen, expect: None },
                     });
                 }
             }

@@ -248,6 +248,9 @@ struct RawStep {
     to: Option<Spanned<String>>,
     #[schemars(with = "Option<bool>")]
     credential: Option<Spanned<bool>>,
+    /// `resume` only: `"accepted"` or `"refused"`, what the server must do.
+    #[schemars(with = "Option<ResumeExpect>")]
+    expect: Option<Spanned<ResumeExpect>>,
 }
 
 /// What a triggered step waits for (`after = { event = ..., ... }`).
@@ -382,6 +385,25 @@ fn is_uplink(s: &SeenOn) -> bool {
     *s == SeenOn::Uplink
 }
 
+/// A resume step's expectation: `expect = "accepted"` or `"refused"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ResumeExpect {
+    /// Every condition holds: the server must accept (a refusal costs the client a session).
+    Accepted,
+    /// Some condition fails: the server must refuse.
+    Refused,
+}
+
+impl ResumeExpect {
+    pub fn word(self) -> &'static str {
+        match self {
+            ResumeExpect::Accepted => "accepted",
+            ResumeExpect::Refused => "refused",
+        }
+    }
+}
+
 /// What a step does.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "do", rename_all = "kebab-case")]
@@ -425,6 +447,10 @@ pub enum Action {
     Resume {
         client: String,
         last_event_id: LastEventId,
+        /// What the server must do with this resumption (opt-in): the
+        /// scenario's author knows whether every condition holds.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        expect: Option<ResumeExpect>,
     },
     StealToken {
         from: String,
@@ -491,20 +517,20 @@ impl Action {
             Action::Rebind { client } => format!("NAT rebinds {client}: its mappings go silent"),
             Action::Sever { client } => format!("{client}'s latest stream is half-opened"),
             Action::Reset { client } => format!("{client}'s latest stream is reset"),
-            Action::Resume { client, last_event_id: LastEventId::LastSeen } => {
+            Action::Resume { client, last_event_id: LastEventId::LastSeen, .. } => {
                 format!("{client} resumes from its last seen id")
             }
-            Action::Resume { client, last_event_id: LastEventId::Seen { client: by, nth, stream } } => {
+            Action::Resume { client, last_event_id: LastEventId::Seen { client: by, nth, stream }, .. } => {
                 let on = if *stream == SeenOn::Call { " on a tool call's stream" } else { "" };
                 format!("{client} resumes with the id of the message #{nth} {by} received{on}")
             }
-            Action::Resume { client, last_event_id: LastEventId::Id(n) } => {
+            Action::Resume { client, last_event_id: LastEventId::Id(n), .. } => {
                 format!("{client} resumes with Last-Event-ID {n}")
             }
-            Action::Resume { client, last_event_id: LastEventId::Raw(s) } => {
+            Action::Resume { client, last_event_id: LastEventId::Raw(s), .. } => {
                 format!("{client} resumes with Last-Event-ID {s:?}")
             }
-            Action::Resume { client, last_event_id: LastEventId::None } => {
+            Action::Resume { client, last_event_id: LastEventId::None, .. } => {
                 format!("{client} opens a stream on its session without Last-Event-ID")
             }
             Action::StealToken { from, to, credential } => {
@@ -822,7 +848,11 @@ impl Plan {
                             }
                         },
                     };
-                    Action::Resume { client: need_client(&s.client, "client")?, last_event_id }
+                    Action::Resume {
+                        client: need_client(&s.client, "client")?,
+                        last_event_id,
+                        expect: s.expect.as_ref().map(|e| *e.get_ref()),
+                    }
                 }
                 "end-session" => Action::EndSession { client: need_client(&s.client, "client")? },
                 "steal-token" => {
@@ -857,7 +887,7 @@ impl Plan {
                 Action::ServerRequest { .. } | Action::CallTool { .. } => &["client", "method", "label"],
                 Action::Notify { .. } => &["client", "count"],
                 Action::Answer { .. } => &["client", "label"],
-                Action::Resume { .. } => &["client", "last_event_id"],
+                Action::Resume { .. } => &["client", "last_event_id", "expect"],
                 Action::StealToken { .. } => &["from", "to", "credential"],
                 Action::Wait => &[],
             };
@@ -870,6 +900,7 @@ impl Plan {
                 ("from", s.from.as_ref().map(|x| x.span())),
                 ("to", s.to.as_ref().map(|x| x.span())),
                 ("credential", s.credential.as_ref().map(|x| x.span())),
+                ("expect", s.expect.as_ref().map(|x| x.span())),
             ];
             for (field, span) in present {
                 if let Some(span) = span {
@@ -966,7 +997,10 @@ mod tests {
     #[test]
     fn defaults_and_steps() {
         let p = load("[[step]]\nat = \"1s\"\ndo = \"resume\"\nclient = \"alice\"\nlast_event_id = 1007\n").unwrap();
-        assert_eq!(p.steps[0].action, Action::Resume { client: "alice".into(), last_event_id: LastEventId::Id(1007) });
+        assert_eq!(
+            p.steps[0].action,
+            Action::Resume { client: "alice".into(), last_event_id: LastEventId::Id(1007), expect: None }
+        );
         assert_eq!(p.server.retention, 64);
         assert_eq!(p.clients[0].principal, "alice");
         assert_eq!(p.clients[0].heartbeat_timeout, Duration::from_millis(37_500));
@@ -1098,7 +1132,7 @@ impl Plan {
                 Action::Answer { client, label } => {
                     let _ = writeln!(out, "client = {}\nlabel = {}", q(client), q(label));
                 }
-                Action::Resume { client, last_event_id } => {
+                Action::Resume { client, last_event_id, expect } => {
                     let id = match last_event_id {
                         LastEventId::LastSeen => q("last-seen"),
                         LastEventId::None => q("none"),
@@ -1112,6 +1146,9 @@ impl Plan {
                         }
                     };
                     let _ = writeln!(out, "client = {}\nlast_event_id = {id}", q(client));
+                    if let Some(e) = expect {
+                        let _ = writeln!(out, "expect = {}", q(e.word()));
+                    }
                 }
                 Action::StealToken { from, to, credential } => {
                     let _ = writeln!(out, "from = {}\nto = {}\ncredential = {credential}", q(from), q(to));

@@ -198,7 +198,17 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
             rec.set_loop_now(at);
             rec.record_at(
                 SimTime::from_duration(at),
-                What::Step { index, action: step.action.name().into(), detail: step.action.describe() },
+                What::Step {
+                    index,
+                    action: step.action.name().into(),
+                    detail: step.action.describe(),
+                    expect: match &step.action {
+                        Action::Resume { client, expect: Some(e), .. } => {
+                            Some(crate::trace::StepExpect { client: client.clone(), resumption: e.word().into() })
+                        }
+                        _ => None,
+                    },
+                },
             );
             let token_of = |c: &str| clients[c].1.token.borrow().clone();
             match &step.action {
@@ -237,7 +247,7 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
                 Action::Rebind { client } => nats[client].push_at(at, NatCmd::Rebind),
                 Action::Sever { client } => nats[client].push_at(at, NatCmd::Sever),
                 Action::Reset { client } => nats[client].push_at(at, NatCmd::Reset),
-                Action::Resume { client, last_event_id } => {
+                Action::Resume { client, last_event_id, .. } => {
                     let from = match last_event_id {
                         LastEventId::LastSeen => Some(ResumeFrom::LastSeen),
                         LastEventId::None => Some(ResumeFrom::Nothing),
