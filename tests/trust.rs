@@ -588,6 +588,50 @@ mod hand_built {
         whole.notify(3100, 2, &[1002, 1003, 1004, 1005]);
         super::quiet(&whole.judge(), "replay-integrity");
     }
+    #[test]
+    fn a_fence_that_comes_after_the_new_writer_is_attached() {
+        use mcpsim::trace::SseSeen;
+        // alice's uplink (conn 1) goes half-open; she resumes from 1001. The
+        // replay (1002-1003) and the 200 reach her at 3.1 s; but at 3.05 s
+        // the server had written 1004, newer than the replay, into the old
+        // mapping: the old writer was still attached after the new one.
+        let late = |write_id: u64| {
+            let mut t = T::new();
+            t.at(0, What::MappingOpened { client: "alice".into(), mapping: 1, down_port: 40001, up_port: 50001 });
+            t.notify(200, 1, &[1000, 1001]).notified(1000, &[1002, 1003]);
+            t.at(900, What::MappingDropped { client: "alice".into(), mapping: 1, fault: "sever".into() });
+            t.at(
+                1000,
+                What::DroppedWrite {
+                    client: "alice".into(),
+                    mapping: 1,
+                    bytes: 200,
+                    events: ["1002", "1003"]
+                        .map(|i| SseSeen { id: Some(i.into()), event: "message".into(), rpc: None })
+                        .to_vec(),
+                },
+            );
+            t.resume(3000, 1001);
+            t.at(
+                3050,
+                What::DroppedWrite {
+                    client: "alice".into(),
+                    mapping: 1,
+                    bytes: 100,
+                    events: vec![SseSeen { id: Some(write_id.to_string()), event: "message".into(), rpc: None }],
+                },
+            );
+            t.notify(3100, 2, &[1002, 1003]).notify(3300, 2, &[1004]);
+            t
+        };
+        super::fires(
+            &late(1004).judge(),
+            "session-binding",
+            &["events newer than conn 2's replay, before its acceptance reached the client"],
+        );
+        // A write of an event the replay also carried could predate the attach: not proof.
+        super::quiet(&late(1003).judge(), "session-binding");
+    }
 }
 
 #[test]

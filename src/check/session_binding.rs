@@ -3,11 +3,15 @@
 //!
 //! Evidence: after a client's resumption of session S was accepted, the
 //! server still wrote bytes into a NAT mapping that carried an earlier,
-//! dropped uplink of S. Those bytes can only come from a second writer.
+//! dropped uplink of S. Those bytes can only come from a second writer. So
+//! can events written there before the acceptance reached the client whose
+//! ids are newer than anything the new connection's replay carried (a fence
+//! that came after the new writer was attached).
 
 use super::observe::Observed;
 use super::{not_applicable, secs_between, status, Status, Violation};
 use crate::report::describe_rpc;
+use crate::trace::SimTime;
 use crate::wire::jsonrpc::RpcKind;
 
 pub const ID: &str = "session-binding";
@@ -37,7 +41,22 @@ pub fn judge(o: &Observed) -> Status {
             let Some(m) = o.mapping_of(prior) else { continue };
             let Some((_, drop_seq, _)) = &m.dropped else { continue };
             judged = true;
-            let late: Vec<_> = m.dropped_writes.iter().filter(|w| w.0 > t_acc).collect();
+            // Bytes after the client saw the acceptance; and, before that,
+            // events newer than anything the new connection's replay carried
+            // (so minted after the new writer was attached): the NAT saw them
+            // before the 200 reached the client, but they still prove a
+            // writer raced the new one (a fence that came late).
+            let bound = replay_bound(new);
+            let after_attach = |w: &&(SimTime, u64, usize, Vec<crate::trace::SseSeen>)| {
+                w.0 > t_acc
+                    || bound.is_some_and(|b| {
+                        new.request_t.is_some_and(|r| w.0 >= r)
+                            && w.3
+                                .iter()
+                                .any(|e| e.id.as_deref().and_then(|i| i.parse::<u64>().ok()).is_some_and(|i| i > b))
+                    })
+            };
+            let late: Vec<_> = m.dropped_writes.iter().filter(after_attach).collect();
             let Some(first) = late.first() else { continue };
             let bytes: usize = late.iter().map(|w| w.2).sum();
             let mut evidence = vec![*drop_seq, acc_seq];
@@ -70,6 +89,10 @@ pub fn judge(o: &Observed) -> Status {
                         if delivered { format!("delivered to {} elsewhere", new.client) } else { format!("never delivered to {}", new.client) },
                     )
                 }
+                None if first.0 <= t_acc => format!(
+                    "{bytes} bytes written to {}'s dropped uplink (mapping {}) from {}, events newer than conn {}'s replay, before its acceptance reached the client: a second writer",
+                    new.client, m.mapping, first.0, new.conn
+                ),
                 None => format!(
                     "{bytes} bytes written to {}'s dropped uplink (mapping {}) from {}, {} after conn {} was accepted: a second writer",
                     new.client,
@@ -86,4 +109,16 @@ pub fn judge(o: &Observed) -> Status {
         return not_applicable("no resumption was accepted after an uplink of the same session was dropped");
     }
     status(out)
+}
+
+/// A bound on the ids a session had minted when the new writer was
+/// attached: the Last-Event-ID, and the newest id of the first burst the new
+/// connection delivered (its replay, which runs to the newest id; or, with
+/// nothing to replay, its first live events, newer still). An event above
+/// it was minted after the attach. `None` where ids are not numbers.
+fn replay_bound(new: &super::observe::Conn) -> Option<u64> {
+    let n = new.last_event_id_number()?;
+    let first = new.delivered.first()?.t;
+    let burst = new.delivered.iter().take_while(|d| d.t == first).filter_map(|d| d.numeric_id()).max();
+    Some(burst.map_or(n, |b| b.max(n)))
 }
