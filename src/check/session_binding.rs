@@ -80,12 +80,15 @@ pub fn judge(o: &Observed) -> Status {
                         None => String::new(),
                     };
                     format!(
-                        "{label} ({method}, event {}) written to {}'s dropped uplink (mapping {}) at {t}, {} after conn {} was accepted; {}{fate}",
+                        "{label} ({method}, event {}) written to {}'s dropped uplink (mapping {}) at {t}, {}; {}{fate}",
                         ev.id.as_deref().unwrap_or("-"),
                         new.client,
                         m.mapping,
-                        secs_between(t_acc, t),
-                        new.conn,
+                        if t > t_acc {
+                            format!("{} after conn {} was accepted", secs_between(t_acc, t), new.conn)
+                        } else {
+                            format!("newer than conn {}'s replay, before its acceptance reached the client", new.conn)
+                        },
                         if delivered { format!("delivered to {} elsewhere", new.client) } else { format!("never delivered to {}", new.client) },
                     )
                 }
