@@ -155,8 +155,9 @@ fn hunt_prints_base_seed_repeat_command_and_a_repro_per_finding() {
         stderr.contains("repeat: mcpsim hunt --server no-fence --seed 0 --seeds 4 --jobs 2 --shard 1/1"),
         "{stderr}"
     );
-    assert!(stderr.contains("finding: seed 1 violates session-binding"), "{stderr}");
-    assert!(stderr.contains("repro: mcpsim replay --server no-fence --seed 1"), "{stderr}");
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("finding: seed 1 violates session-binding"), "{stdout}");
+    assert!(stdout.contains("repro: mcpsim replay --server no-fence --seed 1"), "{stdout}");
     assert!(out_dir.join("no-fence-1-session-binding.toml").exists(), "{stderr}");
 
     let out = mcpsim(&["replay", "--server", "no-fence", "--seed", "1"]);
@@ -221,4 +222,92 @@ fn timeline_flag_writes_html_and_the_report_points_to_it() {
     let out = mcpsim(&["replay", "--server", "no-fence", "--seed", "1", "--timeline", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(std::fs::read_to_string(&path).unwrap().contains("class=\"msg"));
+}
+
+#[test]
+fn run_ends_with_a_tally_and_says_when_a_server_has_no_expectation() {
+    let out = mcpsim(&[
+        "run",
+        "scenarios/nat-rebind.toml",
+        "scenarios/regressions/no-fence-1-session-binding.toml",
+        "--quiet",
+    ]);
+    let stdout = text(&out.stdout);
+    let last = stdout.lines().last().unwrap();
+    assert!(
+        last.starts_with(&format!("{} run(s): ", stdout.lines().filter(|l| l.contains(" · seed ")).count())),
+        "{last}"
+    );
+    assert!(last.contains(" as expected, 0 not met, ") && last.ends_with(" without expectation"), "{last}");
+    assert!(
+        stdout.contains("no-fence-1-session-binding · naive · seed 1 · violated: session-binding · no [expect] entry"),
+        "{stdout}"
+    );
+    let full = mcpsim(&["run", "scenarios/regressions/no-fence-1-session-binding.toml", "--server", "naive"]);
+    assert!(text(&full.stdout).contains("no [expect] entry for naive: nothing to compare the verdicts with"));
+}
+
+#[test]
+fn hunt_results_go_to_stdout_into_a_findings_dir_outside_scenarios() {
+    let cwd = tmp("hunt-cwd");
+    let _ = std::fs::remove_dir_all(&cwd);
+    std::fs::create_dir_all(&cwd).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_mcpsim"))
+        .args(["hunt", "--server", "no-fence", "--seeds", "8", "--seed", "0", "--jobs", "1", "--check-determinism"])
+        .current_dir(&cwd)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "findings exit 1");
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert!(stdout.contains("finding: seed "), "{stdout}");
+    assert!(stdout.contains("hunted 8 seeds in "), "{stdout}");
+    assert!(stdout.contains("determinism: all 8 seeds were run twice and gave byte-identical traces"), "{stdout}");
+    assert!(stdout.contains(
+        "regression file(s) in mcpsim-findings: read one, then keep it by moving it into scenarios/regressions/"
+    ));
+    assert!(stderr.contains("repeat: mcpsim hunt --server no-fence"), "{stderr}");
+    assert!(!stderr.contains("finding: seed "), "findings are results: stdout only");
+    assert!(cwd.join("mcpsim-findings").read_dir().unwrap().count() > 0);
+    assert!(!cwd.join("scenarios").exists(), "a hunt does not write into scenarios/ by default");
+}
+
+#[test]
+fn help_describes_every_replay_flag_and_shows_that_hunt_needs_a_server() {
+    let replay = text(&mcpsim(&["replay", "--help"]).stdout);
+    assert!(replay.contains("The server the hunt ran against"), "{replay}");
+    assert!(replay.contains("The seed of the finding"), "{replay}");
+    let hunt = text(&mcpsim(&["hunt", "--help"]).stdout);
+    assert!(hunt.contains("Usage: mcpsim hunt --server <NAME> [OPTIONS]"), "{hunt}");
+    assert!(hunt.contains("--seeds counts the seeds of this shard"), "{hunt}");
+}
+
+#[test]
+fn the_readme_ci_workflow_uploads_and_merges_even_after_a_finding() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let start = readme.find("# .github/workflows/hunt.yml").expect("the example workflow");
+    let yaml = &readme[start..start + readme[start..].find("```").unwrap()];
+    // hunt exits 1 on a finding: the upload and the merge must still run.
+    let upload = yaml.find("actions/upload-artifact").unwrap();
+    assert!(yaml[upload..].lines().nth(1).unwrap().trim() == "if: always()", "{yaml}");
+    let merge = yaml.find("  merge:").unwrap();
+    assert!(yaml[merge..].lines().take(4).any(|l| l.trim() == "if: always()"), "{yaml}");
+    // Its commands run as written (fewer seeds), and the merged count adds up.
+    let hunt_line = yaml.lines().find(|l| l.contains("-- hunt --server")).unwrap();
+    let command = hunt_line.split("-- ").nth(1).unwrap().split(" > ").next().unwrap().replace("20000", "3");
+    let mut files = Vec::new();
+    for k in 1..=4 {
+        let line = command.replace("${{ matrix.shard }}", &k.to_string());
+        let args: Vec<&str> = line.split_whitespace().collect();
+        let out = mcpsim(&args);
+        assert!(matches!(out.status.code(), Some(0 | 1)), "{}", text(&out.stderr));
+        let f = tmp(&format!("hunt-{k}.json"));
+        std::fs::write(&f, &out.stdout).unwrap();
+        files.push(f.display().to_string());
+    }
+    let mut merge_args = vec!["hunt", "merge"];
+    merge_args.extend(files.iter().map(String::as_str));
+    let merged = mcpsim(&merge_args);
+    let report: serde_json::Value = serde_json::from_slice(&merged.stdout).expect("merged JSON");
+    assert_eq!(report["seeds_run"], 12, "4 shards x 3 seeds");
 }

@@ -93,6 +93,17 @@ fn junit_has_one_testcase_per_scenario_and_server_and_failures_carry_evidence() 
     assert!(failures[0].attribute("message").unwrap().contains("expected to violate liveness"));
     let body = failures[0].text().unwrap();
     assert!(body.contains("session-binding") && body.contains("repro: mcpsim run"), "{body}");
+    // `time` is wall time (a simulated minute runs in milliseconds); the
+    // simulated seconds are a property.
+    for case in &cases {
+        let wall: f64 = case.attribute("time").unwrap().parse().unwrap();
+        assert!(wall < 30.0, "time={wall}: wall seconds, not simulated ones");
+        let sim = case
+            .descendants()
+            .find(|n| n.has_tag_name("property") && n.attribute("name") == Some("simulated_seconds"))
+            .expect("simulated_seconds property");
+        assert!(sim.attribute("value").unwrap().parse::<f64>().unwrap() >= 1.0);
+    }
     // Regressions state expectations only for their server and guarded: the rest are skipped.
     let skipped = root.descendants().filter(|n| n.has_tag_name("skipped")).count();
     assert_eq!(skipped, legacy * (legacy_servers - 2) + streamable * (all - 2));

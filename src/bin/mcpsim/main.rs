@@ -74,7 +74,13 @@ enum Command {
         paths: Vec<PathBuf>,
     },
     /// Hunt for bugs: run generated scenarios seed after seed, shrink each finding.
-    #[command(args_conflicts_with_subcommands = true)]
+    ///
+    /// Findings and the final summary go to stdout; the progress bar and the
+    /// header to stderr.
+    #[command(
+        args_conflicts_with_subcommands = true,
+        override_usage = "mcpsim hunt --server <NAME> [OPTIONS]\n       mcpsim hunt merge <FILES>..."
+    )]
     Hunt {
         #[command(subcommand)]
         merge: Option<HuntCommand>,
@@ -83,8 +89,10 @@ enum Command {
     },
     /// Re-run one generated seed of a hunt and print its report.
     Replay {
+        /// The server the hunt ran against (see `mcpsim list servers`).
         #[arg(long, value_name = "NAME")]
         server: String,
+        /// The seed of the finding, as the hunt printed it (its repro line).
         #[arg(long)]
         seed: u64,
         /// Write the JSONL trace to FILE.
@@ -124,7 +132,7 @@ enum HuntCommand {
 
 #[derive(clap::Args)]
 struct HuntArgs {
-    /// The server to hunt.
+    /// The server to hunt (required; see `mcpsim list servers`).
     #[arg(long, value_name = "NAME")]
     server: Option<String>,
     /// How many seeds to run (default 1000 unless --time is given).
@@ -137,13 +145,17 @@ struct HuntArgs {
     #[arg(long)]
     jobs: Option<usize>,
     /// Run the K-th of N disjoint slices of the seed space (for CI matrices).
+    /// --seeds counts the seeds of this shard: `--seeds 200 --shard 1/4` runs
+    /// 200 seeds here, 800 over the four shards.
     #[arg(long, value_name = "K/N", value_parser = parse_shard, default_value = "1/1")]
     shard: (u64, u64),
     /// The first seed (default: drawn from the clock and printed).
     #[arg(long)]
     seed: Option<u64>,
-    /// Where shrunk regression scenarios are written.
-    #[arg(long, value_name = "DIR", default_value = "scenarios/regressions")]
+    /// Where shrunk regression scenarios are written. The default is outside
+    /// `scenarios/` on purpose: read a finding, then promote it by moving it
+    /// into `scenarios/regressions/`, which `mcpsim run` runs.
+    #[arg(long, value_name = "DIR", default_value = "mcpsim-findings")]
     out: PathBuf,
     /// Report findings without shrinking them.
     #[arg(long)]
@@ -331,6 +343,8 @@ fn run(
     let mut io_errors = Vec::new();
     let mut failed: Vec<String> = Vec::new();
     let mut judged = Vec::new();
+    // (as expected, not met, without expectation)
+    let mut counts = (0usize, 0usize, 0usize);
     for plan in &plans {
         for server in &servers {
             // A server that speaks only streamable-http skips legacy-sse scenarios
@@ -341,6 +355,8 @@ fn run(
             {
                 continue;
             }
+            // Wall clock only for JUnit's `time` (CI reads it as wall time); never in a trace.
+            let started = std::time::Instant::now();
             let run = match mcpsim::world::run(plan, server, seed) {
                 Ok(r) => r,
                 Err(e) => {
@@ -351,6 +367,11 @@ fn run(
             };
             let verdicts = mcpsim::check::judge(&run.trace);
             let expectation = mcpsim::check::expectation(plan, server, &verdicts);
+            match &expectation {
+                Some(e) if e.met => counts.0 += 1,
+                Some(_) => counts.1 += 1,
+                None => counts.2 += 1,
+            }
             let mut timeline_note = String::new();
             if let Some(t) = &timeline {
                 let path = if total == 1 { t.clone() } else { t.join(format!("{}.{}.html", run.scenario, run.server)) };
@@ -371,7 +392,7 @@ fn run(
                 let expect = match &expectation {
                     Some(e) if e.met => " · as expected".to_string(),
                     Some(e) => format!(" · {}", mcpsim::report::expectation_line(server, e)),
-                    None => String::new(),
+                    None => " · no [expect] entry".to_string(),
                 };
                 out!("{} · {} · seed {} · {violated}{expect}", run.scenario, run.server, run.seed);
                 if expectation.as_ref().is_some_and(|e| !e.met) {
@@ -379,6 +400,9 @@ fn run(
                 }
             } else {
                 let mut text = mcpsim::report::text(&run, &verdicts, expectation.as_ref());
+                if expectation.is_none() {
+                    text.push_str(&format!("no [expect] entry for {server}: nothing to compare the verdicts with\n"));
+                }
                 if !timeline_note.is_empty() {
                     text.push_str(&timeline_note);
                     text.push('\n');
@@ -401,17 +425,18 @@ fn run(
                 }
             }
             if format != RunFormat::Text {
-                judged.push((run, verdicts, expectation));
+                judged.push((run, verdicts, expectation, started.elapsed()));
             }
         }
     }
     if format != RunFormat::Text {
         let views: Vec<mcpsim::report::Judged> = judged
             .iter()
-            .map(|(run, verdicts, expectation)| mcpsim::report::Judged {
+            .map(|(run, verdicts, expectation, wall)| mcpsim::report::Judged {
                 run,
                 verdicts,
                 expectation: expectation.as_ref(),
+                wall: Some(*wall),
             })
             .collect();
         let text = if format == RunFormat::Json { mcpsim::report::json(&views) } else { mcpsim::report::junit(&views) };
@@ -419,6 +444,18 @@ fn run(
     }
     if !failed.is_empty() {
         eprintln!("{} run(s) did not meet their expectation: {}", failed.len(), failed.join(", "));
+    }
+    let tally = format!(
+        "{} run(s): {} as expected, {} not met, {} without expectation",
+        counts.0 + counts.1 + counts.2,
+        counts.0,
+        counts.1,
+        counts.2
+    );
+    if format == RunFormat::Text {
+        out!("{tally}");
+    } else {
+        eprintln!("{tally}");
     }
     for e in &io_errors {
         eprintln!("error: {e}");
@@ -506,18 +543,41 @@ fn hunt(a: HuntArgs) -> Result<u8, Error> {
             if let Some(nd) = &f.nondeterminism {
                 lines.push_str(&format!("\n  nondeterminism: {nd}"));
             }
-            bar.suspend(|| eprintln!("{lines}"));
+            // Results on stdout (stderr when stdout carries the JSON report).
+            bar.suspend(|| if text { out!("{lines}") } else { eprintln!("{lines}") });
         }
     });
     bar.finish_and_clear();
     let report = report?;
     let wall = started.elapsed().as_secs_f64();
-    eprintln!(
+    let mut summary = format!(
         "hunted {} seeds in {wall:.1} s ({:.0} seeds/s): {} finding(s)",
         report.seeds_run,
         report.seeds_run as f64 / wall.max(1e-9),
         report.findings.len()
     );
+    if a.check_determinism {
+        let differed = report.findings.iter().filter(|f| f.nondeterminism.is_some()).count();
+        summary.push_str(&if differed == 0 {
+            format!("\ndeterminism: all {} seeds were run twice and gave byte-identical traces", report.seeds_run)
+        } else {
+            format!("\ndeterminism: {differed} of {} seeds run twice gave different traces", report.seeds_run)
+        });
+    }
+    let written = report.findings.iter().filter(|f| f.regression.is_some()).count();
+    if written > 0 {
+        if let Some(dir) = &opts.out {
+            summary.push_str(&format!(
+                "\n{written} regression file(s) in {}: read one, then keep it by moving it into scenarios/regressions/ (mcpsim run runs it from there)",
+                dir.display()
+            ));
+        }
+    }
+    if text {
+        out!("{summary}");
+    } else {
+        eprintln!("{summary}");
+    }
     if !text {
         out!("{}", serde_json::to_string_pretty(&report).expect("report serializes"));
     }
