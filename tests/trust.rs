@@ -707,3 +707,30 @@ fn a_valid_resumption_must_be_accepted_when_the_scenario_says_so() {
     let blind = Plan::from_toml_str(&text, "window-edge-without-expect.toml").unwrap();
     assert!(check::violated(&judge_with(&blind, Tweaked("off-by-one", off_by_one))).is_empty());
 }
+
+#[test]
+fn the_guarded_fence_is_recorded_once_in_words_and_shown() {
+    use mcpsim::trace::What;
+    let plan = load("scenarios/prior-uplink-live.toml");
+    let run = mcpsim::world::run(&plan, "guarded", None).unwrap();
+    let notes: Vec<&str> = run
+        .trace
+        .iter()
+        .filter_map(|e| match &e.what {
+            What::ServerNote { note, .. } => Some(note.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(notes.iter().all(|n| !n.contains("Accept {") && !n.contains("Reject {")), "{notes:?}");
+    let decisions: Vec<_> = notes.iter().filter(|n| n.starts_with("resumption by alice")).collect();
+    assert_eq!(decisions.len(), 1, "{notes:?}");
+    assert!(decisions[0].contains("accepted: prior writer fenced first"), "{decisions:?}");
+    let v = check::judge(&run.trace);
+    let text = mcpsim::report::text(&run, &v, None);
+    let fence =
+        text.find("server (S1): uplink U1 fenced before the new writer is attached").expect("report shows the fence");
+    let accepted = text.find("alice's resumption from 1003 answered 200 on conn 4").unwrap();
+    assert!(fence < accepted, "the fence comes before the new uplink is accepted:\n{text}");
+    let html = mcpsim::report::timeline_html(&run, &v);
+    assert!(html.contains("class=\"fence\""), "the timeline draws it");
+}

@@ -204,6 +204,9 @@ fn timeline(run: &Run) -> Vec<(SimTime, String)> {
                 heartbeat_only += 1;
                 None
             }
+            // The fence is what keeps a resumption safe: show it (an
+            // explanation from inside the reference engine, never evidence).
+            What::ServerNote { note, .. } if note.contains("fenced before the new writer") => Some(describe(what)),
             What::RunStarted { .. }
             | What::ClientJoined { .. }
             | What::MappingClosed { .. }

@@ -228,6 +228,21 @@ pub fn html(run: &Run, verdicts: &[Verdict]) -> String {
                 );
                 row += 1;
             }
+            // The reference engine's fence of a prior writer (an explanation, drawn on the server lane).
+            What::ServerNote { note, .. } if note.contains("fenced before the new writer") => {
+                time_label(row, &mut rows, t);
+                let _ = writeln!(
+                    marks,
+                    "<g class=\"fence\" data-seq=\"{}\"><rect x=\"{:.1}\" y=\"{:.1}\" width=\"8\" height=\"8\"/><text x=\"{:.1}\" y=\"{:.1}\">{}</text></g>",
+                    e.seq,
+                    server_x - 4.0,
+                    y_of(row) - 4.0,
+                    server_x + 8.0,
+                    y_of(row) + 4.0,
+                    esc(&describe(&e.what))
+                );
+                row += 1;
+            }
             What::TokenStolen { .. }
             | What::ClientCrashed { .. }
             | What::Rejected { .. }
@@ -338,6 +353,8 @@ svg text {{ font-size: 11px; }}
 .fault circle, .fault rect {{ fill: #d00; }}
 .fault text {{ fill: #d00; }}
 .app rect {{ fill: #555; }}
+.fence rect {{ fill: #2a7; }}
+.fence text {{ fill: #2a7; }}
 .halfopen {{ fill: #fbb; opacity: 0.7; }}
 .uplink {{ fill: #9a9; opacity: 0.8; }}
 .uplink.live {{ fill: #2a2; }}

@@ -410,6 +410,16 @@ async fn resume(
         };
         match decision {
             Decision::Reject { reason, how, invalidate: kill } => {
+                note_decision(
+                    shared,
+                    &token,
+                    &presented,
+                    last,
+                    &format!(
+                        "refused ({reason}){}",
+                        if kill { "; the session is invalidated" } else { "; the session lives on" }
+                    ),
+                );
                 if kill {
                     invalidate(shared, &mut shared.state.borrow_mut(), &token, &reason);
                 }
@@ -423,6 +433,21 @@ async fn resume(
                     .get(&token)
                     .is_some_and(|s| s.uplinks.iter().any(|u| u.stream == stream));
                 if !fence_prior || !has_prior {
+                    let fenced =
+                        if !has_prior { "no prior writer" } else { "prior writer NOT fenced (it stays attached)" };
+                    let inflight_words = match inflight {
+                        Inflight::Reissue => "pending requests re-issued under fresh ids",
+                        Inflight::Fail => "pending requests failed",
+                        Inflight::Leave => "pending requests left where they are",
+                    };
+                    let how = if rounds > 0 { "prior writer fenced first" } else { fenced };
+                    note_decision(
+                        shared,
+                        &token,
+                        &presented,
+                        last,
+                        &format!("accepted: {how}; replay from {replay_from}; {inflight_words}"),
+                    );
                     break (replay_from, inflight);
                 }
                 // Another resumption may attach while this one waits on a fence;
@@ -518,6 +543,14 @@ fn dispose_inflight(shared: &Shared, s: &mut Session, stream: StreamId, inflight
     }
 }
 
+/// Records the final decision on a resumption once, in words (an explanation).
+fn note_decision(shared: &Shared, token: &str, presented: &str, last: Option<u64>, what: &str) {
+    if let Some(s) = shared.state.borrow().sessions.get(token) {
+        let last = last.map_or_else(|| "none".to_string(), |n| n.to_string());
+        shared.report.note(&s.name, format!("resumption by {presented} from Last-Event-ID {last} {what}"));
+    }
+}
+
 /// Asks the policy about a resumption of `token`'s `stream`; `None` if the session is gone.
 fn decide(shared: &Shared, token: &str, presented: &str, last: Option<u64>, stream: StreamId) -> Option<Decision> {
     let mut st = shared.state.borrow_mut();
@@ -554,9 +587,7 @@ fn decide(shared: &Shared, token: &str, presented: &str, last: Option<u64>, stre
         requests: &requests,
         request_events: &request_events,
     };
-    let d = shared.policy.decide(&view);
-    shared.report.note(&s.name, format!("resume by {presented} with Last-Event-ID {last:?}: {d:?}"));
-    Some(d)
+    Some(shared.policy.decide(&view))
 }
 
 /// Fences every prior writer of the session's `stream`, waiting at most
@@ -584,7 +615,7 @@ async fn fence(shared: &Shared, token: &str, stream: StreamId) -> Result<(), Str
     if let Some(s) = st.sessions.get_mut(token) {
         s.uplinks.retain(|u| !prior.iter().any(|(id, _)| *id == u.id));
         for (id, _) in &prior {
-            shared.report.note(&s.name, format!("uplink U{id} fenced"));
+            shared.report.note(&s.name, format!("uplink U{id} fenced before the new writer is attached"));
         }
     }
     Ok(())
