@@ -153,3 +153,25 @@ fn a_hunt_finding_comes_back_as_a_regression_file() {
     let violated = mcpsim::check::violated(&mcpsim::check::judge(&run.trace));
     assert!(violated.contains(&f.violated[0].as_str()), "{violated:?} vs {:?}", f.violated);
 }
+
+#[test]
+fn every_violated_check_of_a_seed_gets_its_own_shrunk_regression() {
+    // no-fence seed 1 violates session-binding and liveness: two files, each
+    // shrunk while its own check still fails.
+    let dir = tmp_dir("hunt-per-check");
+    let opts = HuntOptions { out: Some(dir.clone()), shrink_budget: 60, base_seed: 1, ..options("no-fence", 1, 1) };
+    let report = hunt::hunt(&opts, |_| {}).unwrap();
+    let f = &report.findings[0];
+    assert!(f.violated.len() >= 2, "{:?}", f.violated);
+    assert_eq!(f.more_regressions.len(), f.violated.len() - 1, "{f:?}");
+    for r in &f.more_regressions {
+        let plan = Plan::load(r.file.as_ref()).unwrap();
+        assert_eq!(plan.steps.len(), r.steps);
+        assert!(plan.name.ends_with(&r.check), "{}", plan.name);
+        let run = mcpsim::world::run(&plan, "no-fence", None).unwrap();
+        let violated = mcpsim::check::violated(&mcpsim::check::judge(&run.trace));
+        assert!(violated.contains(&r.check.as_str()), "{} reproduces {}: {violated:?}", r.file, r.check);
+    }
+    let json = serde_json::to_string(&report).unwrap();
+    assert_eq!(serde_json::from_str::<HuntReport>(&json).unwrap(), report);
+}

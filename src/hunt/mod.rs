@@ -192,6 +192,18 @@ pub struct Finding {
     pub shrunk_steps: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub nondeterminism: Option<String>,
+    /// Regressions for the other checks the seed violated, each shrunk for
+    /// its own check (a rarer defect hit by the same seed gets its own).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub more_regressions: Vec<Regression>,
+}
+
+/// A shrunk regression written for one violated check.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Regression {
+    pub check: String,
+    pub file: String,
+    pub steps: usize,
 }
 
 /// The result of a hunt (or of several merged).
@@ -309,18 +321,30 @@ fn finding(opts: &HuntOptions, o: &SeedOutcome) -> Finding {
         regression: None,
         shrunk_steps: None,
         nondeterminism: o.nondeterminism.clone(),
+        more_regressions: Vec::new(),
     };
-    let (Some(out), Some(target)) = (&opts.out, o.violated.first()) else { return f };
-    if target == "protocol" {
-        return f;
-    }
-    let shrunk = shrink::shrink(&generate_in(o.seed, opts.dialect), &opts.server, target, opts.shrink_budget);
-    match write_regression(out, &opts.server, o.seed, target, &f.repro, &shrunk) {
-        Ok(path) => {
-            f.regression = Some(path.display().to_string());
-            f.shrunk_steps = Some(shrunk.plan.steps.len());
+    let Some(out) = &opts.out else { return f };
+    // One regression per violated check, each shrunk while its own check
+    // still fails: shrinking for the headline check alone would drop a
+    // second, rarer defect the seed also hit.
+    let plan = generate_in(o.seed, opts.dialect);
+    for (k, target) in o.violated.iter().enumerate() {
+        if target == "protocol" {
+            continue;
         }
-        Err(e) => f.headline.push_str(&format!(" (could not write the regression: {e})")),
+        let shrunk = shrink::shrink(&plan, &opts.server, target, opts.shrink_budget);
+        match write_regression(out, &opts.server, o.seed, target, &f.repro, &shrunk) {
+            Ok(path) if k == 0 => {
+                f.regression = Some(path.display().to_string());
+                f.shrunk_steps = Some(shrunk.plan.steps.len());
+            }
+            Ok(path) => f.more_regressions.push(Regression {
+                check: target.clone(),
+                file: path.display().to_string(),
+                steps: shrunk.plan.steps.len(),
+            }),
+            Err(e) => f.headline.push_str(&format!(" (could not write the {target} regression: {e})")),
+        }
     }
     f
 }

@@ -540,6 +540,12 @@ fn hunt(a: HuntArgs) -> Result<u8, Error> {
             if let (Some(path), Some(steps)) = (&f.regression, f.shrunk_steps) {
                 lines.push_str(&format!("\n  regression: {path} ({steps} steps): mcpsim run {path}"));
             }
+            for r in &f.more_regressions {
+                lines.push_str(&format!(
+                    "\n  regression for {}: {} ({} steps): mcpsim run {}",
+                    r.check, r.file, r.steps, r.file
+                ));
+            }
             if let Some(nd) = &f.nondeterminism {
                 lines.push_str(&format!("\n  nondeterminism: {nd}"));
             }
@@ -564,7 +570,8 @@ fn hunt(a: HuntArgs) -> Result<u8, Error> {
             format!("\ndeterminism: {differed} of {} seeds run twice gave different traces", report.seeds_run)
         });
     }
-    let written = report.findings.iter().filter(|f| f.regression.is_some()).count();
+    let written: usize =
+        report.findings.iter().map(|f| usize::from(f.regression.is_some()) + f.more_regressions.len()).sum();
     if written > 0 {
         if let Some(dir) = &opts.out {
             summary.push_str(&format!(
