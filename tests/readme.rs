@@ -41,7 +41,7 @@ fn example_run_outputs_match_real_runs() {
     let mut checked = 0;
     for block in blocks {
         let first = block.first().map(String::as_str).unwrap_or("");
-        if let Some(cmd) = first.strip_prefix("$ cargo run --release -- run ") {
+        if let Some(cmd) = first.strip_prefix("$ cargo run -- run ") {
             output = Some(mcpsim(&["run"].into_iter().chain(cmd.split_whitespace()).collect::<Vec<_>>()));
         } else if first.starts_with('$') {
             // Other commands (hunts) are tested in tests/cli.rs.
