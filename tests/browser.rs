@@ -123,7 +123,8 @@ fn canonical_timelines_render_in_chromium() {
                 let shot = out_dir.join(format!("{scenario}.{server}.png"));
                 let status = headless(b, &profile)
                     .arg(format!("--screenshot={}", shot.display()))
-                    .arg("--window-size=1400,1700")
+                    // The window fits the chart: no empty area below it.
+                    .arg(window_size(&html))
                     .arg(&file)
                     .output()
                     .expect("chromium runs");
@@ -152,4 +153,16 @@ fn canonical_timelines_render_in_chromium() {
             assert!(!vio.is_empty(), "{scenario}: the naive run's violation is on the chart");
         }
     }
+}
+
+/// `--window-size=W,H` that fits the chart's SVG plus the heading, legend and
+/// violation list above it.
+fn window_size(html: &str) -> String {
+    let svg = &html[html.find("<svg xmlns").expect("an svg")..];
+    let attr = |name: &str| -> f64 {
+        let at = svg.find(&format!(" {name}=\"")).expect("svg size") + name.len() + 3;
+        svg[at..at + svg[at..].find('"').unwrap()].parse().unwrap()
+    };
+    let lines = html.matches("<li").count() as f64;
+    format!("--window-size={:.0},{:.0}", attr("width").max(900.0) + 40.0, attr("height") - 120.0 + lines * 8.0)
 }

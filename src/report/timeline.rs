@@ -5,8 +5,10 @@
 //! heartbeat-only writes into dead mappings collapse into one row. Arrows are
 //! the observable messages (HTTP requests and responses, SSE events, answers,
 //! server writes into dropped mappings); faults are markers and bands; each
-//! client uplink is a bar; arrows that prove a violation are highlighted with
-//! its headline. Clicking an arrow shows the event. No network is needed.
+//! client stream is a bar (one column per connection open at once); arrows
+//! that prove a violation are highlighted with its headline; a legend names
+//! the colours; labels carry a white halo so lane lines do not cross them.
+//! Clicking an arrow shows the event. No network is needed.
 
 use super::{describe, describe_rpc};
 use crate::check::Verdict;
@@ -60,6 +62,10 @@ pub fn html(run: &Run, verdicts: &[Verdict]) -> String {
     let mut marks = String::new();
     let mut row = 0usize;
     let mut uplink_start: BTreeMap<(String, u32), f64> = BTreeMap::new();
+    // Each open stream of a client gets its own bar column (conn 1 and conn 5
+    // open at once are two bars side by side, not one).
+    let mut bar_slot: BTreeMap<(String, u32), usize> = BTreeMap::new();
+    let slot_x = |cx: f64, slot: usize| cx - 4.0 - 10.0 * slot as f64;
     let mut purposes: BTreeMap<(String, u32), Purpose> = BTreeMap::new();
     let mut bars = String::new();
     let mut dropped_at: BTreeMap<(String, u32), f64> = BTreeMap::new();
@@ -148,6 +154,10 @@ pub fn html(run: &Run, verdicts: &[Verdict]) -> String {
                 );
                 if *status == 200 && stream {
                     uplink_start.insert((client.clone(), *conn), y_of(row));
+                    let taken: Vec<usize> =
+                        bar_slot.iter().filter(|((c, _), _)| c == client).map(|(_, s)| *s).collect();
+                    let slot = (0..).find(|s| !taken.contains(s)).unwrap_or(0);
+                    bar_slot.insert((client.clone(), *conn), slot);
                 }
                 row += 1;
             }
@@ -271,7 +281,8 @@ pub fn html(run: &Run, verdicts: &[Verdict]) -> String {
             }
             What::UplinkEnded { client, conn, .. } | What::UplinkSilent { client, conn, .. } => {
                 if let (Some(y0), Some(&cx)) = (uplink_start.remove(&(client.clone(), *conn)), lane_x.get(client)) {
-                    let _ = writeln!(bars, "<rect class=\"uplink\" x=\"{:.1}\" y=\"{y0:.1}\" width=\"8\" height=\"{:.1}\"><title>{client} conn {conn}</title></rect>", cx - 4.0, (y_of(row) - y0).max(2.0));
+                    let slot = bar_slot.remove(&(client.clone(), *conn)).unwrap_or(0);
+                    let _ = writeln!(bars, "<rect class=\"uplink\" data-conn=\"{conn}\" x=\"{:.1}\" y=\"{y0:.1}\" width=\"8\" height=\"{:.1}\"><title>{client} conn {conn}</title></rect>", slot_x(cx, slot), (y_of(row) - y0).max(2.0));
                 }
             }
             _ => {}
@@ -280,7 +291,8 @@ pub fn html(run: &Run, verdicts: &[Verdict]) -> String {
     let end_y = y_of(row);
     for ((client, conn), y0) in uplink_start {
         if let Some(&cx) = lane_x.get(&client) {
-            let _ = writeln!(bars, "<rect class=\"uplink live\" x=\"{:.1}\" y=\"{y0:.1}\" width=\"8\" height=\"{:.1}\"><title>{client} conn {conn} (open at the end)</title></rect>", cx - 4.0, (end_y - y0).max(2.0));
+            let slot = bar_slot.get(&(client.clone(), conn)).copied().unwrap_or(0);
+            let _ = writeln!(bars, "<rect class=\"uplink live\" data-conn=\"{conn}\" x=\"{:.1}\" y=\"{y0:.1}\" width=\"8\" height=\"{:.1}\"><title>{client} conn {conn} (open at the end)</title></rect>", slot_x(cx, slot), (end_y - y0).max(2.0));
         }
     }
     // Mappings still half-open at the end: their band runs to the bottom.
@@ -336,7 +348,9 @@ body {{ font: 13px/1.4 system-ui, sans-serif; margin: 16px; color: #222; }}
 h1 {{ font-size: 18px; margin: 0 0 6px; }}
 ul.violations {{ margin: 6px 0 12px; padding-left: 18px; }}
 li.vio {{ color: #b00020; cursor: pointer; }}
-svg text {{ font-size: 11px; }}
+svg text {{ font-size: 11px; paint-order: stroke; stroke: #fff; stroke-width: 3px; stroke-linejoin: round; }}
+.legend {{ display: flex; flex-wrap: wrap; gap: 4px 16px; margin: 0 0 8px; padding: 0; list-style: none; font-size: 12px; }}
+.legend svg {{ vertical-align: middle; }}
 .lane line {{ stroke: #999; stroke-dasharray: 3 3; }}
 .lane text {{ font-weight: 600; font-size: 13px; }}
 .time {{ fill: #666; }}
@@ -364,6 +378,19 @@ svg text {{ font-size: 11px; }}
 <h1>{scenario} on {server} <small>seed {seed} · {duration} simulated · repro: <code>{repro}</code></small></h1>
 <ul class="violations">
 {violations}</ul>
+<ul class="legend">
+<li><svg width="34" height="10"><line x1="2" y1="5" x2="32" y2="5" stroke="#36c" stroke-width="1.5"/></svg> HTTP request / response</li>
+<li><svg width="34" height="10"><line x1="2" y1="5" x2="32" y2="5" stroke="#2a6" stroke-width="1.5"/></svg> SSE event delivered</li>
+<li><svg width="34" height="10"><line x1="2" y1="5" x2="32" y2="5" stroke="#a6c" stroke-width="1.5"/></svg> answer (POST)</li>
+<li><svg width="34" height="10"><line x1="2" y1="5" x2="32" y2="5" stroke="#d60" stroke-width="1.5" stroke-dasharray="6 3"/></svg> server write into a dropped mapping</li>
+<li><svg width="34" height="10"><line x1="2" y1="5" x2="32" y2="5" stroke="#d00" stroke-width="3.5"/></svg> evidence of a violation</li>
+<li><svg width="12" height="10"><rect x="2" y="1" width="8" height="8" fill="#d00"/></svg> fault, theft, refusal</li>
+<li><svg width="12" height="10"><rect x="2" y="1" width="8" height="8" fill="#555"/></svg> application outcome</li>
+<li><svg width="12" height="10"><rect x="2" y="1" width="8" height="8" fill="#2a7"/></svg> server fenced the prior writer</li>
+<li><svg width="12" height="10"><rect x="2" y="0" width="8" height="10" fill="#9a9"/></svg> a client's open stream (one bar per connection; bright: open at the end)</li>
+<li><svg width="12" height="10"><rect x="1" y="0" width="10" height="10" fill="#fbb"/></svg> half-open mapping</li>
+<li><svg width="34" height="10"><line x1="2" y1="5" x2="32" y2="5" stroke="#ccc"/></svg> <i>scenario step</i></li>
+</ul>
 <svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}">
 <defs><marker id="head" viewBox="0 0 10 10" refX="9" refY="5" markerUnits="userSpaceOnUse" markerWidth="9" markerHeight="9" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="context-stroke"/></marker></defs>
 {lane_svg}{bars}{rows}{marks}{arrows}</svg>
