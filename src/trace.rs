@@ -176,7 +176,7 @@ pub enum What {
         reason: String,
     },
     /// A client saw the server break HTTP or SSE: `problem` is `garbage`,
-    /// `no-headers`, `mid-event`, `too-large` or `drip`.
+    /// `no-headers`, `mid-event`, `too-large`, `drip` or `unsendable` (a session or event id from the server that no URL or header can carry).
     ProtocolError {
         client: String,
         conn: u32,

@@ -50,6 +50,14 @@ fn cases() -> Vec<(&'static str, String)> {
         ("expect-unknown-server", format!("{HEAD}[expect]\nguardd = []\n")),
         ("duplicate-client", format!("{HEAD}[[client]]\nname = \"alice\"\n")),
         (
+            "principal-not-a-header",
+            "[scenario]\nname = \"m\"\nduration = \"1s\"\n[[client]]\nname = \"a\"\nprincipal = \"al\\u0001ice\"\n".to_string(),
+        ),
+        (
+            "label-with-control-character",
+            step("at = \"1s\"\ndo = \"server-request\"\nclient = \"alice\"\nmethod = \"roots/list\"\nlabel = \"r\\n1\""),
+        ),
+        (
             "reserved-client-name",
             "[scenario]\nname = \"m\"\nduration = \"1s\"\n[[client]]\nname = \"server\"\n".to_string(),
         ),

@@ -19,6 +19,8 @@ enum Misbehaviour {
     HugeEvent,
     NoHeaders,
     Drip,
+    /// A legacy endpoint event whose session id holds a space.
+    SpaceInSessionId,
 }
 
 struct Bad(Misbehaviour);
@@ -68,6 +70,10 @@ async fn misbehave(how: Misbehaviour, mut s: TcpStream) {
             let _ = s.write_all(b"\n\n").await;
         }
         Misbehaviour::NoHeaders => {}
+        Misbehaviour::SpaceInSessionId => {
+            let _ = s.write_all(SSE_HEAD).await;
+            let _ = s.write_all(b"event: endpoint\ndata: /mcp/messages?sessionId=tok 1\n\n").await;
+        }
         Misbehaviour::Drip => {
             let _ = s.write_all(SSE_HEAD).await;
             for b in b"data: one byte per second, forever ".iter().cycle() {
@@ -147,4 +153,11 @@ fn headers_that_never_come() {
 #[test]
 fn one_byte_per_second() {
     protocol_finding(Misbehaviour::Drip, "without one complete event");
+}
+
+#[test]
+fn a_session_id_no_url_can_carry() {
+    // The client once panicked building a request with it (`expect("valid
+    // request")`); now it is the server's protocol fault, named as such.
+    protocol_finding(Misbehaviour::SpaceInSessionId, "no URL or header can carry");
 }

@@ -325,7 +325,15 @@ impl Client {
                 (format!("/mcp/sse?sessionId={token}"), None, last_event_id.clone())
             }
         };
-        let req = self.get_request(&path, token.as_deref(), last_event_id.as_deref());
+        let req = match self.get_request(&path, token.as_deref(), last_event_id.as_deref()) {
+            Ok(r) => r,
+            Err(e) => {
+                // Only the server's bytes (its session id, an id it sent) can
+                // get here: the loader validates what a scenario supplies.
+                self.protocol_error(conn, "unsendable", e);
+                return self.retry_later(gen, true);
+            }
+        };
         self.rec.record(What::HttpRequest {
             client: self.name(),
             conn,
@@ -408,7 +416,15 @@ impl Client {
     }
 
     /// A GET for an SSE stream, in the client's dialect.
-    fn get_request(&self, path: &str, session: Option<&str>, last_event_id: Option<&str>) -> Request<Empty<Bytes>> {
+    /// A GET in the client's dialect; an error names the value that cannot
+    /// be sent (a session id or event id from the server with characters no
+    /// URL or header allows).
+    fn get_request(
+        &self,
+        path: &str,
+        session: Option<&str>,
+        last_event_id: Option<&str>,
+    ) -> std::result::Result<Request<Empty<Bytes>>, String> {
         let mut req = Request::get(path)
             .header("host", "server")
             .header("accept", "text/event-stream")
@@ -419,7 +435,7 @@ impl Client {
         if let Some(id) = last_event_id {
             req = req.header("last-event-id", id);
         }
-        req.body(Empty::new()).expect("valid request")
+        req.body(Empty::new()).map_err(|e| unsendable(path, session, last_event_id, &e))
     }
 
     /// Schedules a reconnect of generation `gen` after `delay` (no backoff).
@@ -700,7 +716,13 @@ impl Client {
                     .header("mcp-protocol-version", mcp::PROTOCOL_VERSION_STREAMABLE);
             }
         }
-        let req = req.body(Full::new(Bytes::from(msg.to_json()))).expect("valid request");
+        let req = match req.body(Full::new(Bytes::from(msg.to_json()))) {
+            Ok(r) => r,
+            Err(e) => {
+                self.protocol_error(conn, "unsendable", unsendable(&path, session.as_deref(), None, &e));
+                return None;
+            }
+        };
         self.rec.record(What::HttpRequest {
             client: self.name(),
             conn,
@@ -732,4 +754,23 @@ struct Posted {
     conn: u32,
     resp: hyper::Response<hyper::body::Incoming>,
     _driver: AbortOnDrop,
+}
+
+/// Why a request could not be built: the server handed out a value no URL or
+/// header can carry (a session id with a space, an event id with a newline).
+pub(crate) fn unsendable(
+    path: &str,
+    session: Option<&str>,
+    last_event_id: Option<&str>,
+    e: &hyper::http::Error,
+) -> String {
+    let mut what = format!("the request cannot be sent ({e}): path {path:?}");
+    if let Some(s) = session {
+        what.push_str(&format!(", session id {s:?}"));
+    }
+    if let Some(l) = last_event_id {
+        what.push_str(&format!(", Last-Event-ID {l:?}"));
+    }
+    what.push_str(": the server handed out a value no URL or header can carry");
+    what
 }

@@ -186,7 +186,13 @@ impl Client {
         let driver = AbortOnDrop(tokio::task::spawn_local(async move {
             let _ = driver.await;
         }));
-        let req = self.get_request(ENDPOINT, Some(token), Some(last));
+        let req = match self.get_request(ENDPOINT, Some(token), Some(last)) {
+            Ok(r) => r,
+            Err(e) => {
+                self.protocol_error(conn, "unsendable", e);
+                return None;
+            }
+        };
         self.rec.record(What::HttpRequest {
             client: self.name(),
             conn,
@@ -256,8 +262,14 @@ impl Client {
             .header("authorization", format!("Bearer {}", self.shared.credential.borrow()))
             .header("mcp-session-id", token.as_str())
             .header("mcp-protocol-version", mcp::PROTOCOL_VERSION_STREAMABLE)
-            .body(Empty::<Bytes>::new())
-            .expect("valid request");
+            .body(Empty::<Bytes>::new());
+        let req = match req {
+            Ok(r) => r,
+            Err(e) => {
+                self.protocol_error(conn, "unsendable", super::unsendable(ENDPOINT, Some(&token), None, &e));
+                return;
+            }
+        };
         self.rec.record(What::HttpRequest {
             client: self.name(),
             conn,

@@ -208,7 +208,9 @@ struct LatencyRange {
 struct RawClient {
     #[schemars(with = "String")]
     name: Spanned<String>,
-    principal: Option<String>,
+    /// The credential (`Authorization: Bearer <principal>`); defaults to the name.
+    #[schemars(with = "Option<String>")]
+    principal: Option<Spanned<String>>,
     think_time: Option<Dur>,
     heartbeat_timeout: Option<Dur>,
     auto_answer: Option<bool>,
@@ -649,8 +651,18 @@ impl Plan {
             if !names.insert(name.clone()) {
                 return Err(err(c.name.span(), format!("client {name:?} is defined twice")));
             }
+            // The principal travels in an HTTP header: visible ASCII, no spaces.
+            if let Some(p) = &c.principal {
+                let v = p.get_ref();
+                if v.is_empty() || !v.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+                    return Err(err(
+                        p.span(),
+                        format!("principal {v:?} must be non-empty visible ASCII without spaces (it is sent as a bearer credential)"),
+                    ));
+                }
+            }
             clients.push(ClientSpec {
-                principal: c.principal.unwrap_or_else(|| name.clone()),
+                principal: c.principal.map_or_else(|| name.clone(), Spanned::into_inner),
                 name,
                 think_time: c.think_time.map_or(Duration::from_secs(1), |d| d.0),
                 heartbeat_timeout: c.heartbeat_timeout.map_or(server.heartbeat.0 * 5 / 2, |d| d.0),
@@ -789,6 +801,14 @@ impl Plan {
                         ));
                     }
                     let label = need_label("label")?;
+                    // Labels name requests in JSON-RPC ids, reports and file names.
+                    let l = label.get_ref();
+                    if l.is_empty() || l.chars().any(|ch| ch.is_control()) {
+                        return Err(err(
+                            label.span(),
+                            format!("label {l:?} must be non-empty, without control characters"),
+                        ));
+                    }
                     if !labels.insert(label.get_ref().clone()) {
                         return Err(err(label.span(), format!("label {:?} is used twice", label.get_ref())));
                     }
