@@ -104,3 +104,11 @@ fn checks_ignore_server_notes() {
     let ids = |vs: &[Verdict]| check::violated(vs);
     assert_eq!(ids(&before), ids(&after));
 }
+
+#[test]
+fn correlation_consistency_counts_an_answer_that_came_after_the_timeout() {
+    // Found by the hunt generator's late-answer reach (streamable seed 7629): guarded
+    // forgot answers that arrived after the request timed out and replayed them.
+    fires_and_quiet("correlation-consistency", "late-answer-window", "answered-replay", "was handed");
+    fires_and_quiet("correlation-consistency", "late-answer-window", "naive", "was handed");
+}

@@ -166,6 +166,15 @@ fn hunt_prints_base_seed_repeat_command_and_a_repro_per_finding() {
     assert!(stdout.contains("session-binding          VIOLATED"), "{stdout}");
     assert!(stdout.contains("repro: mcpsim replay --server no-fence --seed 1"), "{stdout}");
 
+    // The seed's plan, written as a scenario, loads and gives the same verdict when run.
+    let plan = tmp("seed-1-plan.toml");
+    let out = mcpsim(&["replay", "--server", "no-fence", "--seed", "1", "--scenario", plan.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let toml = std::fs::read_to_string(&plan).unwrap();
+    assert!(toml.contains("mcpsim replay --server no-fence --seed 1"), "{toml}");
+    let out = mcpsim(&["run", plan.to_str().unwrap(), "--server", "no-fence", "--seed", "1"]);
+    assert!(text(&out.stdout).contains("session-binding          VIOLATED"), "{}", text(&out.stdout));
+
     let out = mcpsim(&["hunt", "--server", "guarded", "--seeds", "8", "--seed", "0", "--format", "json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

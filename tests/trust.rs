@@ -171,6 +171,88 @@ fn a_refused_thief_must_not_kill_the_owners_session() {
     assert!(headlines(&judge(&plan, "guarded"), "rejection-protocol").is_empty());
 }
 
+#[test]
+fn a_session_ended_by_delete_is_not_blamed_on_a_later_refusal() {
+    // thief1 holds alice's credential: its DELETE ends her session as hers
+    // would, while her uplink is silently severed. mallory, with the token
+    // only, is refused afterwards (404), and alice then finds her session
+    // gone: the DELETE ended it, not the refusal. (Seed 698 of a
+    // streamable-http hunt of guarded blamed the refusal.)
+    let text = r#"
+[scenario]
+name = "delete-then-refusal"
+dialect = "streamable-http"
+duration = "30s"
+[[client]]
+name = "alice"
+heartbeat_timeout = "20s"
+[[client]]
+name = "thief1"
+[[client]]
+name = "mallory"
+[[step]]
+at = "0s"
+do = "connect"
+client = "alice"
+[[step]]
+at = "1s"
+do = "notify"
+client = "alice"
+count = 2
+[[step]]
+at = "2s"
+do = "sever"
+client = "alice"
+[[step]]
+at = "2s"
+do = "steal-token"
+from = "alice"
+to = "thief1"
+credential = true
+[[step]]
+at = "2s"
+do = "steal-token"
+from = "alice"
+to = "mallory"
+credential = false
+[[step]]
+at = "3s"
+do = "end-session"
+client = "thief1"
+[[step]]
+at = "5s"
+do = "resume"
+client = "mallory"
+last_event_id = { seen_by = "alice", nth = 1 }
+[[step]]
+at = "7s"
+do = "resume"
+client = "alice"
+"#;
+    let plan = Plan::from_toml_str(text, "delete-then-refusal.toml").unwrap();
+    let v = judge(&plan, "guarded");
+    quiet(&v, "rejection-protocol");
+    // The refusal did happen, and alice did find her session gone.
+    let trace = mcpsim::world::run(&plan, "guarded", None).unwrap().trace.to_jsonl();
+    assert!(trace.contains(r#""client":"mallory","conn":1,"how":"HTTP 404""#), "{trace}");
+    assert!(trace.contains(r#""client":"alice","conn":"#) && trace.contains(r#""status":404"#));
+}
+
+#[test]
+fn an_id_first_seen_in_a_replay_is_no_proof_it_was_minted_later() {
+    let plan = load("tests/data/guarded-349-unseen-mint.toml");
+    let trace = mcpsim::world::run(&plan, "guarded", None).unwrap().trace;
+    let text = mcpsim::report::text(&mcpsim::world::run(&plan, "guarded", None).unwrap(), &check::judge(&trace), None);
+    assert!(text.contains("alice's resumption from 1003 answered 200"), "{text}");
+    quiet(&check::judge(&trace), "replay-integrity");
+    // A real future id is still caught, with the application's report as proof.
+    fires(
+        &judge(&load("scenarios/future-id.toml"), "naive"),
+        "replay-integrity",
+        &["resumption from 5000 was accepted", "as new"],
+    );
+}
+
 fn fires(verdicts: &[Verdict], id: &str, says: &[&str]) {
     let h = headlines(verdicts, id);
     assert!(h.iter().any(|h| says.iter().all(|s| h.contains(s))), "{id}: none of {h:?} says {says:?}");

@@ -197,8 +197,8 @@ pub struct Observed<'a> {
     /// `(time, seq, client, "accepted" | "refused")` of every resume step with an expectation.
     pub expected_resumptions: Vec<(SimTime, u64, String, String)>,
     pub crashed: BTreeMap<String, SimTime>,
-    /// Event ids the application reported emitting: `(session token, time, id)`.
-    pub notified: Vec<(String, SimTime, u64)>,
+    /// Event ids the application reported emitting: `(session token, time, id, seq)`.
+    pub notified: Vec<(String, SimTime, u64, u64)>,
     /// Every crash: `(client, time)`.
     pub crashes: Vec<(String, SimTime)>,
     /// `(time, from, to, with credential)` of every token theft.
@@ -324,7 +324,7 @@ impl<'a> Observed<'a> {
                 What::Notified { client, event_ids, session } => {
                     if let Some(token) = session.as_ref().or(current.get(client).map(|(t, _)| t)) {
                         for id in event_ids.iter().filter_map(|i| i.parse().ok()) {
-                            o.notified.push((token.clone(), t, id));
+                            o.notified.push((token.clone(), t, id, seq));
                         }
                     }
                 }
@@ -645,7 +645,7 @@ impl<'a> Observed<'a> {
                 out.extend(r.event_id.as_deref().and_then(|i| i.parse::<u64>().ok()));
             }
         }
-        out.extend(self.notified.iter().filter(|(t, at, _)| t == token && *at <= until).map(|(_, _, id)| *id));
+        out.extend(self.notified.iter().filter(|(t, at, _, _)| t == token && *at <= until).map(|(_, _, id, _)| *id));
         out
     }
 

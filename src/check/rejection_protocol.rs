@@ -113,7 +113,7 @@ pub fn judge(o: &Observed) -> Status {
 /// A refused thief must not take the owner's session down with it: the
 /// owner's first use of the token after the refusal finds the session gone
 /// (HTTP 404), and nothing of the owner's own ended it in between (a refusal
-/// of the owner, a DELETE, a crash).
+/// of the owner, a crash), nor a DELETE of the session.
 fn owner_session_killed(
     o: &Observed,
     thief: &Conn,
@@ -154,7 +154,16 @@ fn owner_session_killed(
             && (l.rejected.as_ref().is_some_and(|r| r.0 <= t && as_owner(&l.client, r.0))
                 || (resumption && !accepted && l.request_t.is_some_and(|s| s <= t && as_owner(&l.client, s))))
     }) || o.crashed_between(owner, t_rej, t)
-        || o.steps.iter().any(|s| s.2 == "end-session" && s.0 >= t_rej && s.0 <= t);
+        || o.steps.iter().any(|s| s.2 == "end-session" && s.0 >= t_rej && s.0 <= t)
+        // A DELETE of the session that the server did not refuse, before or
+        // after the refusal, explains the 404 (a foreign one is judged by
+        // `confidentiality`, not blamed on this refusal).
+        || o.conns.values().any(|l| {
+            l.method == "DELETE"
+                && l.presented_token.as_deref() == Some(token)
+                && l.request_t.is_some_and(|s| s <= t)
+                && l.response.is_none_or(|r| r.0 < 400)
+        });
     if own_end {
         return None;
     }

@@ -69,28 +69,43 @@ fn numeric(
     let max = o.max_id_seen(token, t_acc);
     if let Some(max) = max.filter(|m| n > *m) {
         // An id the session later minted as new, at or below `n`, proves `n`
-        // had not been minted when the resumption was accepted.
-        let later = o
+        // had not been minted when the resumption was accepted. Minted as
+        // new: reported by the application after the accept, or the
+        // response on a POST sent after it. (An id first seen later in a
+        // replay may have been minted unseen before: no proof.)
+        let in_range = |i: u64| i > max && i <= n;
+        let reported = o
+            .requests
+            .values()
+            .filter(|r| r.token() == Some(token) && r.issued.0 > t_acc)
+            .filter_map(|r| Some((r.issued.1, r.event_id.as_deref()?.parse::<u64>().ok()?, r.issued.0)))
+            .chain(o.notified.iter().filter(|x| x.0 == token && x.1 > t_acc).map(|x| (x.3, x.2, x.1)))
+            .filter(|(_, i, _)| in_range(*i))
+            .min();
+        let on_post = o
             .conns
             .values()
-            .filter(|d| d.token() == Some(token))
-            .flat_map(|d| d.delivered.iter().filter(|e| e.t > t_acc).map(move |e| (d, e)))
-            .filter(|(_, e)| e.rpc.is_some() && e.numeric_id().is_some_and(|i| i > max && i <= n))
+            .filter(|d| d.token() == Some(token) && d.method == "POST" && d.request_t.is_some_and(|r| r > t_acc))
+            .flat_map(|d| d.delivered.iter().map(move |e| (d, e)))
+            .filter(|(_, e)| e.rpc.is_some() && e.numeric_id().is_some_and(in_range))
             .min_by_key(|(_, e)| e.seq);
-        if let Some((d, e)) = later {
+        let post = |(d, e): (&Conn, &super::observe::Delivered)| {
+            (e.seq, e.id.clone().unwrap_or_default(), e.t, format!("on {}'s conn {}", d.client, d.conn))
+        };
+        let later = match (reported, on_post) {
+            (Some((seq, ..)), Some(p)) if p.1.seq < seq => Some(post(p)),
+            (Some((seq, id, t)), _) => Some((seq, id.to_string(), t, "reported by the application".to_string())),
+            (None, p) => p.map(post),
+        };
+        if let Some((seq, id, t, where_)) = later {
             return Some(Violation {
                 check: ID,
                 headline: format!(
-                    "{}'s resumption from {n} was accepted on conn {} at {t_acc}, but the session's newest id then was {max}: it minted {} as new at {} (on {}'s conn {})",
-                    c.client,
-                    c.conn,
-                    e.id.as_deref().unwrap_or("-"),
-                    e.t,
-                    d.client,
-                    d.conn
+                    "{}'s resumption from {n} was accepted on conn {} at {t_acc}, but the session's newest id then was {max}: it minted {id} as new at {t} ({where_})",
+                    c.client, c.conn,
                 ),
                 t: t_acc,
-                evidence: vec![request_seq, acc_seq, e.seq],
+                evidence: vec![request_seq, acc_seq, seq],
                 inherent: false,
             });
         }

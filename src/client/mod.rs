@@ -67,6 +67,8 @@ pub enum ResumeFrom {
     Id(String),
     /// No `Last-Event-ID`: a plain GET on the session.
     Nothing,
+    /// The last id seen plus an offset (numeric ids only).
+    LastSeenPlus(i64),
 }
 
 /// What the step loop may read and change from outside the host.
@@ -184,6 +186,24 @@ impl Client {
                                 ResumeFrom::LastSeen => self.st.borrow().last_seen.clone(),
                                 ResumeFrom::Id(id) => Some(id),
                                 ResumeFrom::Nothing => None,
+                                ResumeFrom::LastSeenPlus(k) => {
+                                    let last = self.st.borrow().last_seen.clone();
+                                    match last
+                                        .as_deref()
+                                        .and_then(|l| l.parse::<u64>().ok())
+                                        .and_then(|n| n.checked_add_signed(k))
+                                    {
+                                        Some(n) => Some(n.to_string()),
+                                        None => {
+                                            // Not the server's fault: the plan asked for arithmetic on an id that has none.
+                                            self.rec.record(What::AppError {
+                                                client: self.name(),
+                                                error: format!("cannot resume from the last seen id {k:+}: last seen id {last:?} is not a number it can add to"),
+                                            });
+                                            continue;
+                                        }
+                                    }
+                                }
                             };
                             self.start_uplink(Mode::Resume { token, last_event_id });
                         }

@@ -7,7 +7,7 @@
 //! many. Faults stop at [`FAULTS_END`]; a heal phase follows, with one probe
 //! request per owner, and liveness is judged at the end.
 
-use crate::scenario::{Action, ClientSpec, Dialect, Dur, LastEventId, NetworkConfig, Plan, ServerConfig, Step};
+use crate::scenario::{Action, ClientSpec, Dialect, Dur, LastEventId, NetworkConfig, Plan, SeenOn, ServerConfig, Step};
 use crate::seed::Seed;
 use rand::seq::IndexedRandom;
 use rand::Rng;
@@ -43,6 +43,51 @@ impl FaultKind {
         FaultKind::ResumeFuture,
         FaultKind::ResumeValid,
     ];
+}
+
+/// Situations the generator reaches since issue 11: the window's edges,
+/// resumptions while a request is pending, late answers to re-issued
+/// requests, tool-call-stream theft and DELETE. They draw from their own
+/// ChaCha stream (`hunt.reach`), so a seed that enables none of them keeps
+/// the plan it always had, and one that does keeps every earlier step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ReachKind {
+    /// A burst, a silent drop, then a resume at the window's edge: the
+    /// oldest retained id minus one or two, or the next id to be minted.
+    WindowEdge,
+    /// Two resumptions while a server request is still unanswered.
+    PendingResumes,
+    /// A request delivered, the uplink rebound, a resume while the owner
+    /// still thinks: its answer arrives after the server re-issued it.
+    LateAnswer,
+    /// streamable-http: a thief resumes with an id from the owner's tool-call stream.
+    CallStreamTheft,
+    /// streamable-http: a DELETE from the owner or from a thief.
+    EndSession,
+}
+
+impl ReachKind {
+    pub const ALL: [ReachKind; 5] = [
+        ReachKind::WindowEdge,
+        ReachKind::PendingResumes,
+        ReachKind::LateAnswer,
+        ReachKind::CallStreamTheft,
+        ReachKind::EndSession,
+    ];
+
+    /// Whether a plan in `dialect` can hold it. DELETE and tool calls exist
+    /// only in streamable-http. The window's edges are drawn in legacy-sse
+    /// only: in streamable-http a session's streams share one id space, so
+    /// "last seen on the uplink + 1" may name another stream's event, and
+    /// resuming that stream is no edge of the uplink's window (the bundled
+    /// `streamable-http/window-edge.toml` covers the edge there).
+    fn fits(self, dialect: Dialect) -> bool {
+        match self {
+            ReachKind::CallStreamTheft | ReachKind::EndSession => dialect == Dialect::StreamableHttp,
+            ReachKind::WindowEdge => dialect == Dialect::LegacySse,
+            ReachKind::PendingResumes | ReachKind::LateAnswer => true,
+        }
+    }
 }
 
 /// Faults happen before this; the rest of the run is the heal phase.
@@ -240,6 +285,93 @@ pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
         let at = ms(rng.random_range(12_000..15_000));
         request(&mut rng, at, o, &mut steps);
     }
+    // The later situations, from their own stream (see [`ReachKind`]).
+    let mut reach = Seed(seed).stream("hunt.reach");
+    let mut reach_kinds = Vec::new();
+    for kind in ReachKind::ALL {
+        if kind.fits(dialect) && reach.random_bool(0.2) {
+            reach_kinds.push(kind);
+        }
+    }
+    for &kind in &reach_kinds {
+        let o = owner_names.choose(&mut reach).expect("owners").clone();
+        let at = ms(reach.random_range(1_000..FAULTS_END.as_millis() as u64 - 2_000));
+        let mut push = |at: Duration, action: Action| steps.push(Step { after: None, id: None, at, action });
+        let slow = |clients: &mut Vec<ClientSpec>, o: &str| {
+            // Thinking long enough that the request is still pending at the resumes.
+            if let Some(c) = clients.iter_mut().find(|c| c.name == o) {
+                c.think_time = c.think_time.max(ms(2_500));
+            }
+        };
+        match kind {
+            ReachKind::WindowEdge => {
+                if retention == 64 {
+                    retention = reach.random_range(2..=6);
+                }
+                let r = retention as i64;
+                push(at, Action::Notify { client: o.clone(), count: retention as u64 + reach.random_range(2..=6) });
+                push(at + ms(1_500), Action::Sever { client: o.clone() });
+                let offset = *[-r, -r - 1, 1].choose(&mut reach).expect("non-empty");
+                push(
+                    at + ms(2_000),
+                    Action::Resume { client: o, last_event_id: LastEventId::LastSeenPlus(offset), expect: None },
+                );
+            }
+            ReachKind::PendingResumes => {
+                slow(&mut clients, &o);
+                label += 1;
+                let method = "sampling/createMessage".to_string();
+                push(at, Action::ServerRequest { client: o.clone(), method, label: format!("r{label}") });
+                for d in [400, reach.random_range(600..1_500)] {
+                    push(
+                        at + ms(d),
+                        Action::Resume { client: o.clone(), last_event_id: LastEventId::LastSeen, expect: None },
+                    );
+                }
+            }
+            ReachKind::LateAnswer => {
+                slow(&mut clients, &o);
+                label += 1;
+                let method = "roots/list".to_string();
+                push(at, Action::ServerRequest { client: o.clone(), method, label: format!("r{label}") });
+                push(at + ms(400), Action::Rebind { client: o.clone() });
+                let d = reach.random_range(600..1_500);
+                push(at + ms(d), Action::Resume { client: o, last_event_id: LastEventId::LastSeen, expect: None });
+            }
+            ReachKind::CallStreamTheft | ReachKind::EndSession => {
+                let owner_ends = kind == ReachKind::EndSession && reach.random_bool(0.5);
+                if owner_ends {
+                    // The owner ends its own session, then starts a new one.
+                    push(at, Action::EndSession { client: o.clone() });
+                    push(at + ms(1_000), Action::Connect { client: o });
+                    continue;
+                }
+                thieves += 1;
+                let thief = format!("thief{thieves}");
+                clients.push(ClientSpec {
+                    name: thief.clone(),
+                    principal: thief.clone(),
+                    think_time: ms(500),
+                    heartbeat_timeout: Duration::from_secs(5),
+                    auto_answer: reach.random_bool(0.5),
+                });
+                let credential = reach.random_bool(0.5);
+                let mut push = |at: Duration, action: Action| steps.push(Step { after: None, id: None, at, action });
+                if kind == ReachKind::CallStreamTheft {
+                    label += 1;
+                    let method = "elicitation/create".to_string();
+                    push(at, Action::CallTool { client: o.clone(), method, label: format!("r{label}") });
+                    push(at + ms(600), Action::StealToken { from: o.clone(), to: thief.clone(), credential });
+                    let from = LastEventId::Seen { client: o, nth: 1, stream: SeenOn::Call };
+                    let d = reach.random_range(800..2_000);
+                    push(at + ms(d), Action::Resume { client: thief, last_event_id: from, expect: None });
+                } else {
+                    push(at, Action::StealToken { from: o, to: thief.clone(), credential });
+                    push(at + ms(reach.random_range(200..1_500)), Action::EndSession { client: thief });
+                }
+            }
+        }
+    }
     // Stable sort: steps drawn for the same instant keep their drawing order.
     steps.sort_by_key(|s| s.at);
 
@@ -247,7 +379,12 @@ pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
         name: format!("hunt-{seed}"),
         description: format!(
             "generated from seed {seed}; faults: {}",
-            kinds.iter().map(|k| format!("{k:?}")).collect::<Vec<_>>().join(", ")
+            kinds
+                .iter()
+                .map(|k| format!("{k:?}"))
+                .chain(reach_kinds.iter().map(|k| format!("{k:?}")))
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         dialect,
         seed: Seed(seed),

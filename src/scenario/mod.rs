@@ -276,10 +276,19 @@ enum LastEventIdRaw {
     Word(String),
     Seen(SeenRaw),
     Raw(RawIdRaw),
+    LastSeenPlus(LastSeenPlusRaw),
 }
 
 /// What `last_event_id` may be, for error messages.
-const LAST_EVENT_ID_FORMS: &str = "last_event_id must be an integer, \"last-seen\", \"none\", { seen_by = \"client\", nth = 1 } or { raw = \"any id\" }";
+const LAST_EVENT_ID_FORMS: &str = "last_event_id must be an integer, \"last-seen\", \"none\", { seen_by = \"client\", nth = 1 }, { raw = \"any id\" } or { last_seen_plus = -4 }";
+
+/// `{ last_seen_plus = -4 }`: the resuming client's last seen id plus an
+/// offset (numeric ids only): the window's edges, wherever the run put them.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct LastSeenPlusRaw {
+    last_seen_plus: i64,
+}
 
 /// `{ raw = "abc" }`: any `Last-Event-ID` value, sent as it is (a guessed or malformed id).
 #[derive(Deserialize, JsonSchema)]
@@ -373,6 +382,10 @@ pub enum LastEventId {
     Id(u64),
     /// Any header value, sent as it is (a guessed or malformed id).
     Raw(String),
+    /// The last id the client saw on its uplink plus an offset (numeric ids):
+    /// with retention R after a burst, `-R` is the oldest retained id minus
+    /// one, `-R - 1` one further, `+1` the next id to be minted.
+    LastSeenPlus(i64),
     /// The `nth` (from 1) id of an event carrying a message that `client`
     /// received: an id in any server's own format (a thief replaying an old id).
     Seen {
@@ -534,6 +547,9 @@ impl Action {
             }
             Action::Resume { client, last_event_id: LastEventId::None, .. } => {
                 format!("{client} opens a stream on its session without Last-Event-ID")
+            }
+            Action::Resume { client, last_event_id: LastEventId::LastSeenPlus(k), .. } => {
+                format!("{client} resumes from its last seen id {k:+}")
             }
             Action::StealToken { from, to, credential } => {
                 format!("{to} steals {from}'s session token{}", if *credential { " and credential" } else { "" })
@@ -866,6 +882,9 @@ impl Plan {
                                 }
                                 LastEventId::Seen { client: seen_by.clone(), nth: *nth, stream: *stream }
                             }
+                            LastEventIdRaw::LastSeenPlus(LastSeenPlusRaw { last_seen_plus }) => {
+                                LastEventId::LastSeenPlus(*last_seen_plus)
+                            }
                         },
                     };
                     Action::Resume {
@@ -1158,6 +1177,7 @@ impl Plan {
                         LastEventId::None => q("none"),
                         LastEventId::Id(n) => n.to_string(),
                         LastEventId::Raw(s) => format!("{{ raw = {} }}", q(s)),
+                        LastEventId::LastSeenPlus(k) => format!("{{ last_seen_plus = {k} }}"),
                         LastEventId::Seen { client: by, nth, stream: SeenOn::Uplink } => {
                             format!("{{ seen_by = {}, nth = {nth} }}", q(by))
                         }

@@ -253,6 +253,7 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
                         LastEventId::None => Some(ResumeFrom::Nothing),
                         LastEventId::Id(n) => Some(ResumeFrom::Id(n.to_string())),
                         LastEventId::Raw(s) => Some(ResumeFrom::Id(s.clone())),
+                        LastEventId::LastSeenPlus(k) => Some(ResumeFrom::LastSeenPlus(*k)),
                         // An id of the session the resuming client now holds (a thief: the victim's).
                         LastEventId::Seen { client: by, nth, stream } => {
                             let purpose = match stream {

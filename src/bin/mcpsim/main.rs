@@ -104,6 +104,10 @@ enum Command {
         /// The dialect the hunt used (default: the server's).
         #[arg(long, value_enum)]
         dialect: Option<DialectArg>,
+        /// Write the seed's generated plan to FILE as a scenario, unshrunk
+        /// (`mcpsim run FILE` then runs it; add an [expect] to keep it).
+        #[arg(long, value_name = "FILE")]
+        scenario: Option<PathBuf>,
     },
 }
 
@@ -228,9 +232,9 @@ fn main() -> ExitCode {
         }
         Command::Hunt { merge: Some(HuntCommand::Merge { files }), .. } => merge(files),
         Command::Hunt { merge: None, args } => hunt(args),
-        Command::Replay { server, seed, trace, timeline, dialect } => {
+        Command::Replay { server, seed, trace, timeline, dialect, scenario } => {
             let dialect = DialectArg::resolve(dialect, &server);
-            replay(server, seed, dialect, trace, timeline)
+            replay(server, seed, dialect, trace, timeline, scenario)
         }
         Command::List { what } => list(what),
         Command::Explain { check } => explain(&check),
@@ -473,7 +477,7 @@ fn write_trace(path: &Path, text: &str) -> Result<(), Error> {
                 .map_err(|e| Error::io(format!("{}: cannot create directory: {e}", dir.display())))?;
         }
     }
-    std::fs::write(path, text).map_err(|e| Error::io(format!("{}: cannot write trace: {e}", path.display())))
+    std::fs::write(path, text).map_err(|e| Error::io(format!("{}: cannot write: {e}", path.display())))
 }
 
 fn hunt(a: HuntArgs) -> Result<u8, Error> {
@@ -610,6 +614,7 @@ fn replay(
     dialect: mcpsim::scenario::Dialect,
     trace: Option<PathBuf>,
     timeline: Option<PathBuf>,
+    scenario: Option<PathBuf>,
 ) -> Result<u8, Error> {
     if !mcpsim::server::is_known_server(&server) {
         return Err(Error::usage(format!(
@@ -631,6 +636,11 @@ fn replay(
     out!("{text}");
     if let Some(t) = trace {
         write_trace(&t, &run.trace.to_jsonl())?;
+    }
+    if let Some(f) = scenario {
+        let flag = mcpsim::hunt::dialect_flag(&server, dialect);
+        let header = [format!("The plan of hunt seed {seed}: mcpsim replay --server {server}{flag} --seed {seed}")];
+        write_trace(&f, &plan.to_toml(&header))?;
     }
     let finding = verdicts.iter().any(|v| v.violations().iter().any(|x| !x.inherent)) || run.aborted.is_some();
     Ok(if finding { 1 } else { 0 })

@@ -138,7 +138,9 @@ struct Session {
     uplinks: Vec<Uplink>,
     requests: Vec<Req>,
     tombstones: BTreeSet<RpcId>,
-    /// Tombstoned ids whose (late) answer arrived anyway: the client did answer them.
+    /// Ids the server stopped waiting for (tombstoned, timed out) whose late
+    /// answer arrived anyway: the client did answer them, so a replay of
+    /// their events would hand it an answered request (condition 3).
     answered_tombstones: BTreeSet<RpcId>,
     /// The stream of every id minted (streamable-http; priming ids included).
     id_stream: BTreeMap<u64, StreamId>,
@@ -564,7 +566,8 @@ fn decide(shared: &Shared, token: &str, presented: &str, last: Option<u64>, stre
             label: r.label.clone(),
             method: r.method.clone(),
             event_id: r.event_id,
-            state: r.state,
+            // Answered late, after a timeout: to the client, answered.
+            state: if s.answered_tombstones.contains(&r.id) { RequestState::Answered } else { r.state },
         })
         .collect();
     // A retired id the client answered anyway is, to the client, answered.
@@ -683,6 +686,9 @@ fn settle(shared: &Shared, s: &mut Session, id: &RpcId, is_error: bool) {
             s.finish_call(stream, &label, !is_error, shared.cfg.retention, &shared.report);
         } else {
             shared.report.note(&s.name, format!("duplicate answer to {id} ignored"));
+            if !is_error {
+                s.answered_tombstones.insert(id.clone());
+            }
         }
     } else if s.tombstones.contains(id) {
         shared.report.note(&s.name, format!("late answer to tombstoned id {id} ignored"));
