@@ -157,6 +157,8 @@ fn hunt_prints_base_seed_repeat_command_and_a_repro_per_finding() {
     );
     let stdout = text(&out.stdout);
     assert!(stdout.contains("finding: seed 1 violates session-binding"), "{stdout}");
+    assert!(stdout.contains("reach (seeds that got into each hard situation"), "{stdout}");
+    assert!(stdout.contains("two resumes while a request is pending"), "{stdout}");
     assert!(stdout.contains("repro: mcpsim replay --server no-fence --seed 1"), "{stdout}");
     assert!(out_dir.join("no-fence-1-session-binding.toml").exists(), "{stderr}");
 
@@ -179,6 +181,7 @@ fn hunt_prints_base_seed_repeat_command_and_a_repro_per_finding() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["seeds_run"], 8);
+    assert!(report["reach"]["resume at the window's edge"].is_u64(), "{report}");
 
     let out = mcpsim(&["hunt", "--server", "nope"]);
     assert_eq!(out.status.code(), Some(2));

@@ -93,6 +93,9 @@ fn merge_joins_shards_and_refuses_mismatches() {
     let merged = hunt::merge(vec![a.clone(), b.clone()]).unwrap();
     assert_eq!(merged.shards, ["1/2", "2/2"]);
     assert_eq!(merged.seeds_run, 8);
+    for (situation, n) in &merged.reach {
+        assert_eq!(*n, a.reach[situation] + b.reach[situation], "{situation}: reach counts add up");
+    }
     assert_eq!(merged.findings.len(), a.findings.len() + b.findings.len());
     assert!(merged.findings.windows(2).all(|w| w[0].seed < w[1].seed));
     assert!(hunt::merge(vec![a.clone(), a.clone()]).is_err(), "a shard twice");
@@ -174,4 +177,52 @@ fn every_violated_check_of_a_seed_gets_its_own_shrunk_regression() {
     }
     let json = serde_json::to_string(&report).unwrap();
     assert_eq!(serde_json::from_str::<HuntReport>(&json).unwrap(), report);
+}
+
+/// The situations a bundled scenario reaches, read from its trace on `server`.
+fn reached_by(file: &str, server: &str) -> Vec<&'static str> {
+    let plan = Plan::load(file.as_ref()).unwrap();
+    let run = mcpsim::world::run(&plan, server, None).unwrap();
+    let observed = mcpsim::check::observe::Observed::new(&run.trace);
+    hunt::reach::reached(&observed, plan.server.retention)
+}
+
+#[test]
+fn reach_is_read_from_the_trace_and_names_the_scenarios_situation() {
+    use hunt::reach::*;
+    let cases: [(&str, &str); 6] = [
+        ("scenarios/streamable-http/window-edge.toml", WINDOW_EDGE),
+        ("scenarios/window-edge.toml", WINDOW_EDGE),
+        ("scenarios/late-answer-window.toml", ANSWER_AFTER_TIMEOUT),
+        ("scenarios/streamable-http/call-stream-takeover.toml", CALL_STREAM_THEFT),
+        ("scenarios/streamable-http/deleted-session.toml", OWNER_DELETE),
+        ("scenarios/streamable-http/foreign-delete.toml", FOREIGN_DELETE),
+    ];
+    for (file, situation) in cases {
+        let got = reached_by(file, "guarded");
+        assert!(got.contains(&situation), "{file}: {got:?}");
+    }
+    // Scenarios with none of them reach none (one resume, a live request at most).
+    for file in ["scenarios/clean-resume.toml", "scenarios/inflight-at-resume.toml", "scenarios/nat-rebind.toml"] {
+        assert_eq!(reached_by(file, "guarded"), Vec::<&str>::new(), "{file}");
+    }
+}
+
+#[test]
+fn a_hunt_counts_how_often_it_reaches_each_situation() {
+    use hunt::reach::*;
+    let legacy = hunt::hunt(&options("guarded", 120, 2), |_| {}).unwrap();
+    let streamable =
+        hunt::hunt(&HuntOptions { dialect: Dialect::StreamableHttp, ..options("guarded", 120, 2) }, |_| {}).unwrap();
+    println!("legacy-sse: {:#?}\nstreamable-http: {:#?}", legacy.reach, streamable.reach);
+    for s in [WINDOW_EDGE, PENDING_RESUMES, ANSWER_AFTER_TIMEOUT] {
+        assert!(legacy.reach[s] > 0, "legacy-sse never reached {s}: {:?}", legacy.reach);
+    }
+    for s in [PENDING_RESUMES, ANSWER_AFTER_REISSUE, CALL_STREAM_THEFT, OWNER_DELETE, FOREIGN_DELETE] {
+        assert!(streamable.reach[s] > 0, "streamable-http never reached {s}: {:?}", streamable.reach);
+    }
+    // Tool calls and DELETE exist only in streamable-http.
+    for s in [CALL_STREAM_THEFT, OWNER_DELETE, FOREIGN_DELETE] {
+        assert_eq!(legacy.reach[s], 0, "{s}");
+    }
 }

@@ -138,8 +138,12 @@ pub const CHECKS: [Check; 9] = [
 
 /// Judges a run with every check.
 pub fn judge(trace: &Trace) -> Vec<Verdict> {
-    let obs = Observed::new(trace);
-    CHECKS.iter().map(|c| Verdict { check: c.id, status: (c.judge)(&obs) }).collect()
+    judge_observed(&Observed::new(trace))
+}
+
+/// Runs every check on a trace already indexed (for callers that read the index too).
+pub fn judge_observed(obs: &Observed) -> Vec<Verdict> {
+    CHECKS.iter().map(|c| Verdict { check: c.id, status: (c.judge)(obs) }).collect()
 }
 
 /// The ids of the checks that found violations, in check order.

@@ -329,6 +329,17 @@ pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
                     );
                 }
             }
+            ReachKind::LateAnswer if !streamable => {
+                // The legacy client drops a request whose uplink ended (it
+                // waits for the re-issue), so its late answers are answers
+                // given after the server timed the request out.
+                let think = ms(reach.random_range(500..3_000)) + Duration::from_secs(8);
+                if let Some(c) = clients.iter_mut().find(|c| c.name == o) {
+                    c.think_time = c.think_time.max(think);
+                }
+                label += 1;
+                push(at, Action::ServerRequest { client: o, method: "roots/list".into(), label: format!("r{label}") });
+            }
             ReachKind::LateAnswer => {
                 slow(&mut clients, &o);
                 label += 1;

@@ -10,11 +10,13 @@
 //! ```
 
 pub mod generate;
+pub mod reach;
 pub mod shrink;
 
 use crate::check;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -55,6 +57,9 @@ pub struct SeedOutcome {
     pub trace_hash: u64,
     /// With `--check-determinism`: the first event where two runs differed.
     pub nondeterminism: Option<String>,
+    /// The hard situations the run reached ([`reach::SITUATIONS`]).
+    #[serde(default)]
+    pub reached: Vec<String>,
 }
 
 impl SeedOutcome {
@@ -84,7 +89,9 @@ pub fn run_seed_in(server: &str, seed: u64, check_determinism: bool, dialect: Di
     let run = crate::world::run(&plan, server, None)?;
     let jsonl = run.trace.to_jsonl();
     let trace_hash = fnv1a(jsonl.as_bytes());
-    let verdicts = check::judge(&run.trace);
+    let observed = check::observe::Observed::new(&run.trace);
+    let verdicts = check::judge_observed(&observed);
+    let reached = reach::reached(&observed, plan.server.retention).into_iter().map(String::from).collect();
     let mut violated = Vec::new();
     let mut headline = None;
     for v in &verdicts {
@@ -112,7 +119,7 @@ pub fn run_seed_in(server: &str, seed: u64, check_determinism: bool, dialect: Di
             });
         }
     }
-    Ok(SeedOutcome { seed, violated, headline, trace_hash, nondeterminism })
+    Ok(SeedOutcome { seed, violated, headline, trace_hash, nondeterminism, reached })
 }
 
 /// How long a hunt goes on.
@@ -215,6 +222,9 @@ pub struct HuntReport {
     pub shards: Vec<String>,
     pub seeds_run: u64,
     pub findings: Vec<Finding>,
+    /// How many seeds reached each hard situation ([`reach::SITUATIONS`]).
+    #[serde(default)]
+    pub reach: BTreeMap<String, u64>,
 }
 
 /// What the caller hears while a hunt runs.
@@ -250,6 +260,7 @@ pub fn hunt(opts: &HuntOptions, mut on: impl FnMut(Progress)) -> Result<HuntRepo
         shards: vec![format!("{k}/{n}")],
         seeds_run: 0,
         findings: Vec::new(),
+        reach: reach::SITUATIONS.iter().map(|s| (s.to_string(), 0)).collect(),
     };
     let mut first_error = None;
     std::thread::scope(|scope| {
@@ -284,8 +295,11 @@ pub fn hunt(opts: &HuntOptions, mut on: impl FnMut(Progress)) -> Result<HuntRepo
         drop(tx);
         for result in rx {
             match result {
-                Ok((_, finding)) => {
+                Ok((outcome, finding)) => {
                     report.seeds_run += 1;
+                    for s in outcome.reached {
+                        *report.reach.entry(s).or_default() += 1;
+                    }
                     if let Some(f) = finding {
                         on(Progress::Finding(&f));
                         report.findings.push(f);
@@ -398,6 +412,9 @@ pub fn merge(reports: Vec<HuntReport>) -> Result<HuntReport> {
         }
         merged.shards.extend(r.shards);
         merged.seeds_run += r.seeds_run;
+        for (s, n) in r.reach {
+            *merged.reach.entry(s).or_default() += n;
+        }
         merged.findings.extend(r.findings);
     }
     merged.shards.sort();

@@ -566,6 +566,13 @@ fn hunt(a: HuntArgs) -> Result<u8, Error> {
         report.seeds_run as f64 / wall.max(1e-9),
         report.findings.len()
     );
+    if report.seeds_run > 0 {
+        summary.push_str("\nreach (seeds that got into each hard situation, read from their traces):");
+        for s in mcpsim::hunt::reach::SITUATIONS {
+            let n = report.reach.get(s).copied().unwrap_or(0);
+            summary.push_str(&format!("\n  {s:<48} {n:>7} ({:.1} %)", 100.0 * n as f64 / report.seeds_run as f64));
+        }
+    }
     if a.check_determinism {
         let differed = report.findings.iter().filter(|f| f.nondeterminism.is_some()).count();
         summary.push_str(&if differed == 0 {

@@ -1,0 +1,119 @@
+//! Reach: which hard situations a run actually got into.
+//!
+//! A generator can draw a step without the run ever reaching the situation
+//! the step aims at (the resume came before any event, the answer before the
+//! re-issue). So reach is read from what was observed, not from the plan:
+//! each situation below is a predicate over the judged trace. A hunt counts,
+//! per situation, the seeds that reached it, and prints the counts so that a
+//! user can tell a clean hunt from a hunt that never tried.
+//!
+//! The predicates use what the wire showed. "The newest id" is the highest
+//! event id seen on any socket of the session; a server that minted ids no
+//! socket carried has a newer edge than the one measured here.
+
+use crate::check::observe::Observed;
+use crate::trace::{Outcome, Purpose};
+
+/// The situations a hunt measures, in the order the summary prints them.
+pub const SITUATIONS: [&str; 7] = [
+    WINDOW_EDGE,
+    PENDING_RESUMES,
+    ANSWER_AFTER_REISSUE,
+    ANSWER_AFTER_TIMEOUT,
+    CALL_STREAM_THEFT,
+    OWNER_DELETE,
+    FOREIGN_DELETE,
+];
+
+pub const WINDOW_EDGE: &str = "resume at the window's edge";
+pub const PENDING_RESUMES: &str = "two resumes while a request is pending";
+pub const ANSWER_AFTER_REISSUE: &str = "owner's answer under an id already re-issued";
+pub const ANSWER_AFTER_TIMEOUT: &str = "owner's answer after the request timed out";
+pub const CALL_STREAM_THEFT: &str = "a tool call's stream resumed by a non-owner";
+pub const OWNER_DELETE: &str = "DELETE by the session's owner";
+pub const FOREIGN_DELETE: &str = "DELETE by a non-owner";
+
+/// The situations the run reached, in [`SITUATIONS`] order. `retention` is
+/// the server's replay window (the plan's `[server] retention`).
+pub fn reached(o: &Observed, retention: usize) -> Vec<&'static str> {
+    let found = [
+        window_edge(o, retention),
+        pending_resumes(o),
+        late_answer(o, false),
+        late_answer(o, true),
+        call_stream_theft(o),
+        delete(o, true),
+        delete(o, false),
+    ];
+    SITUATIONS.iter().zip(found).filter(|(_, hit)| *hit).map(|(s, _)| *s).collect()
+}
+
+/// A resumption from the oldest retained id minus one or two, or from the
+/// next id to be minted (newest + 1), as the session's ids stood when the
+/// resume was sent.
+fn window_edge(o: &Observed, retention: usize) -> bool {
+    let r = retention as u64;
+    o.conns.values().any(|c| {
+        let (Some(l), Some(tok), Some(t)) = (c.last_event_id_number(), c.presented_token.as_deref(), c.request_t)
+        else {
+            return false;
+        };
+        let Some(newest) = o.max_id_seen(tok, t) else { return false };
+        let oldest_minus = |k: u64| newest.checked_sub(r + k - 1);
+        l == newest + 1 || Some(l) == oldest_minus(1) || Some(l) == oldest_minus(2)
+    })
+}
+
+/// At least two resume attempts (GETs with `Last-Event-ID`) on a session
+/// between the issue of one of its requests and that request's settling.
+fn pending_resumes(o: &Observed) -> bool {
+    o.requests.values().any(|r| {
+        let Some(tok) = r.token() else { return false };
+        let from = r.issued.0;
+        let to = r.resolution().map_or(o.end, |x| x.0);
+        let resumes = o
+            .conns
+            .values()
+            .filter(|c| c.last_event_id.is_some() && c.presented_token.as_deref() == Some(tok))
+            .filter(|c| c.request_t.is_some_and(|t| from < t && t < to))
+            .count();
+        resumes >= 2
+    })
+}
+
+/// The owner answered a request under an id after the server had moved it
+/// on: re-issued it under a newer id, or (`timed_out`) given it up as timed out.
+fn late_answer(o: &Observed, timed_out: bool) -> bool {
+    o.requests.values().any(|r| {
+        o.answers.iter().filter(|a| a.client == r.owner && a.session.as_deref() == r.token()).any(|a| {
+            let Some(k) = r.ids.iter().position(|id| *id == a.id) else { return false };
+            if timed_out {
+                r.resolution().is_some_and(|x| x.2 == Outcome::TimedOut && x.0 <= a.t)
+            } else {
+                r.ids.get(k + 1).and_then(|next| r.id_since(next)).is_some_and(|s| s <= a.t)
+            }
+        })
+    })
+}
+
+/// A GET resuming a tool call's stream (its `Last-Event-ID` was seen on
+/// the call's POST stream), sent by a client that is not the session's owner.
+fn call_stream_theft(o: &Observed) -> bool {
+    o.conns.values().any(|c| {
+        c.purpose != Purpose::Post
+            && c.stream.starts_with("call:")
+            && c.last_event_id.is_some()
+            && c.presented_token.as_deref().and_then(|t| o.token_owner.get(t)).is_some_and(|owner| *owner != c.client)
+    })
+}
+
+/// A DELETE presenting a session token, sent by its owner (`by_owner`) or by another client.
+fn delete(o: &Observed, by_owner: bool) -> bool {
+    o.conns.values().any(|c| {
+        c.method == "DELETE"
+            && c.presented_token
+                .as_deref()
+                .and_then(|t| o.token_owner.get(t))
+                .is_some_and(|owner| (*owner == c.client) == by_owner)
+    })
+}
