@@ -40,6 +40,13 @@ fn session_binding() {
 fn replay_integrity() {
     fires_and_quiet("replay-integrity", "evicted-id", "truncating-replay", "events 1001–1006 silently lost");
     fires_and_quiet("replay-integrity", "future-id", "naive", "resumption from 5000 was accepted");
+    // Gaps that never reached a socket: seen through the ids the application reports minting.
+    fires_and_quiet(
+        "replay-integrity",
+        "streamable-http/evicted-unsent",
+        "truncating-replay",
+        "skipped 6 event(s) minted after it that reached no socket (the application reported minting them): 1001",
+    );
 }
 
 #[test]

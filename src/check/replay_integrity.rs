@@ -9,6 +9,14 @@
 //! seen by more than the ids that could have been minted unseen); or N is
 //! below every id the session showed; or N is no number and no event of the
 //! session ever carried it (a guessed or malformed id).
+//!
+//! Which events a replay owes comes from two kinds of evidence, and the
+//! headline says which: events some socket carried (delivered, or written
+//! into a dropped mapping), and, for events that reached no socket at all,
+//! the ids the application reports minting (the engine reports every id; a
+//! [`crate::server::plug::AppReporter`] lets a plug do the same). Numeric ids
+//! are ordered, so the reported ids after N are owed; a server that reports
+//! nothing is judged only on what the sockets carried.
 
 use super::observe::{Conn, Observed};
 use super::{not_applicable, status, Status, Violation};
@@ -20,7 +28,7 @@ pub const ABOUT: &str =
 
 pub const EXPLAIN: super::Explain = super::Explain {
     meaning: "A resumption from Last-Event-ID N is accepted only if N lies in the retained window; then replay starts exactly at N+1.",
-    evidence: "The Last-Event-ID presented and the ids delivered on the accepted uplink; ids the client already held; every id the session showed (delivered, written into dropped mappings, reported by the application), plus an allowance for ids minted unseen.",
+    evidence: "The Last-Event-ID presented and the ids delivered on the accepted uplink; ids the client already held; every id the session showed (delivered, written into dropped mappings, reported by the application, which is how events that reached no socket are seen), plus an allowance for ids minted unseen.",
     condition: "Replay window integrity: N must not be older than the oldest retained id nor newer than the last emitted id; an evicted N means a fresh session, never a partial replay.",
     to_pass: "Reject (explicitly) resumptions from evicted or never-minted ids; replay from N+1 otherwise.",
 };
@@ -269,12 +277,32 @@ fn by_order(
     // first seen late may be an old one replayed: numeric ids at or below
     // `last` are never owed.
     let below = |i: &str| matches!((i.parse::<u64>(), last.parse::<u64>()), (Ok(a), Ok(b)) if a <= b);
-    let owed: Vec<&str> = ids[pos + 1..]
+    let mut owed: Vec<String> = ids[pos + 1..]
         .iter()
         .filter(|x| x.2 && !below(&x.1))
-        .map(|(_, i, _)| i.as_str())
-        .filter(|i| !received.contains(i))
+        .map(|(_, i, _)| i.clone())
+        .filter(|i| !received.contains(i.as_str()))
         .collect();
+    // Events that reached no socket at all (logged for replay while the
+    // stream had no writer) show only in what the application reports
+    // minting: notifications, which go on the session's standalone GET
+    // stream. Where ids are numbers they are ordered, so the ones after
+    // `last`, minted before the client asked, are owed too.
+    let mut unwritten = Vec::new();
+    if let (Ok(n), true) = (last.parse::<u64>(), c.stream.starts_with("get:")) {
+        let t_req = c.request_t.unwrap_or(t_acc);
+        for (_, _, id, _) in o.notified.iter().filter(|x| x.0 == token && x.1 < t_req && x.2 > n) {
+            let id = id.to_string();
+            if !received.contains(id.as_str()) && !owed.contains(&id) {
+                unwritten.push(id.clone());
+                owed.push(id);
+            }
+        }
+        if !unwritten.is_empty() && owed.iter().all(|i| i.parse::<u64>().is_ok()) {
+            owed.sort_by_key(|i| i.parse::<u64>().unwrap_or(u64::MAX));
+        }
+    }
+    let owed: Vec<&str> = owed.iter().map(String::as_str).collect();
     let replayed: Vec<(&str, u64)> =
         c.delivered.iter().filter(|d| d.rpc.is_some()).filter_map(|d| Some((d.id.as_deref()?, d.seq))).collect();
     // The owed events the replay left out: those before an owed event it did
@@ -294,14 +322,27 @@ fn by_order(
     }
     let mut evidence = vec![request_seq, acc_seq];
     evidence.extend(replayed.first().map(|(_, s)| *s));
+    // Say which evidence showed each skipped event.
+    let (never, carried): (Vec<&str>, Vec<&str>) = skipped.iter().partition(|i| unwritten.iter().any(|u| u == *i));
+    let what = match (carried.is_empty(), never.is_empty()) {
+        (_, true) => format!("the stream had carried after it and the client never received ({})", carried.join(", ")),
+        (true, false) => format!(
+            "minted after it that reached no socket (the application reported minting them): {}",
+            never.join(", ")
+        ),
+        (false, false) => format!(
+            "after it that the client never received: {} carried by the stream, {} reached no socket (the application reported minting them)",
+            carried.join(", "),
+            never.join(", ")
+        ),
+    };
     Some(Violation {
         check: ID,
         headline: format!(
-            "{}'s resumption from {last} on conn {} skipped {} event(s) the stream had carried after it and the client never received ({})",
+            "{}'s resumption from {last} on conn {} skipped {} event(s) {what}",
             c.client,
             c.conn,
-            skipped.len(),
-            skipped.join(", ")
+            skipped.len()
         ),
         t: t_acc,
         evidence,

@@ -85,7 +85,10 @@ impl AppReporter {
         });
     }
 
-    /// Notifications emitted on `client`'s session (their event ids, if the server exposes them).
+    /// Notifications emitted on `client`'s session, on its standalone GET
+    /// stream (their event ids, if the server exposes them). Reporting the
+    /// ids lets `replay-integrity` see a replay skip events that never
+    /// reached a socket (logged while the stream had no writer).
     pub fn notified(&self, client: &str, event_ids: Vec<String>) {
         self.recorder.record(What::Notified { client: client.into(), event_ids, session: None });
     }
