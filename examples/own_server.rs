@@ -126,7 +126,7 @@ impl ServerPlug for MyPlug {
             tokio::task::spawn_local(async move {
                 loop {
                     match hook.commands.recv().await {
-                        AppCommand::ServerRequest { client, token, method, label } => {
+                        AppCommand::ServerRequest { client, token, method, label, .. } => {
                             let id = RpcId::Str(label.clone());
                             let msg = mcp::server_request(id.clone(), &method, &label, &client);
                             match srv.emit(&token, &msg) {

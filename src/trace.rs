@@ -282,6 +282,9 @@ pub enum What {
         /// The session token it was issued on, when the application says.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         session: Option<String>,
+        /// False for a request that must not be re-issued under a fresh id.
+        #[serde(skip_serializing_if = "is_true", default = "yes")]
+        reissuable: bool,
     },
     RequestOutcome {
         label: String,
@@ -467,4 +470,12 @@ impl Recorder {
         }
         ids
     }
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+fn yes() -> bool {
+    true
 }

@@ -41,6 +41,12 @@ fn cases() -> Vec<(&'static str, String)> {
                 "at = \"1s\"\ndo = \"server-request\"\nclient = \"alice\"\nmethod = \"sampling/create\"\nlabel = \"r\"",
             ),
         ),
+        (
+            "reissuable-on-a-resume",
+            step("at = \"1s\"\ndo = \"resume\"\nclient = \"alice\"\nreissuable = false"),
+        ),
+        ("reissuable-not-a-bool", step("at = \"1s\"\ndo = \"server-request\"\nclient = \"alice\"\nmethod = \"roots/list\"\nlabel = \"r\"\nreissuable = \"no\"")),
+        ("fence-delay-not-a-duration", format!("{HEAD}[server]\nfence_delay = 8\n")),
         ("bad-last-event-id", step("at = \"1s\"\ndo = \"resume\"\nclient = \"alice\"\nlast_event_id = \"latest\"")),
         (
             "raw-last-event-id-not-a-header",

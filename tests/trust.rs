@@ -470,6 +470,7 @@ mod hand_built {
                     id: RpcId::Num(id),
                     event_id: Some(event.to_string()),
                     session: Some("tok-1".into()),
+                    reissuable: true,
                 },
             );
             self.at(
@@ -815,4 +816,55 @@ fn the_guarded_fence_is_recorded_once_in_words_and_shown() {
     assert!(fence < accepted, "the fence comes before the new uplink is accepted:\n{text}");
     let html = mcpsim::report::timeline_html(&run, &v);
     assert!(html.contains("class=\"fence\""), "the timeline draws it");
+}
+
+#[test]
+fn a_request_marked_not_reissuable_must_not_be_reissued() {
+    // The analysis's condition 4, row "not reissuable -> reject". A guard
+    // that ignores the mark accepts and re-issues req-7 under a fresh id.
+    let ignores_the_mark = |v: &ResumeView<'_>, d: Decision| match d {
+        Decision::Reject { reason, .. } if reason.contains("not reissuable") => {
+            let mut all: Vec<_> = v.requests.to_vec();
+            all.iter_mut().for_each(|r| r.reissuable = true);
+            Guarded::decision(&ResumeView { requests: &all, ..v.clone() })
+        }
+        d => d,
+    };
+    for rel in ["scenarios/not-reissuable.toml", "scenarios/streamable-http/not-reissuable.toml"] {
+        let plan = load(rel);
+        let bad = judge_with(&plan, Tweaked("ignores-reissuable", ignores_the_mark));
+        let h = headlines(&bad, "inflight-disposition");
+        assert!(
+            h.iter().any(|x| x.starts_with(
+                "req-7 (elicitation/create) was marked not reissuable, yet the server re-issued it as req-7.r1"
+            )),
+            "{rel}: {h:?}"
+        );
+        let good = judge(&plan, "guarded");
+        assert!(check::violated(&good).is_empty(), "{rel}: guarded {:?}", check::violated(&good));
+        // guarded refused the resumption and failed req-7 explicitly.
+        let trace = mcpsim::world::run(&plan, "guarded", None).unwrap().trace.to_jsonl();
+        assert!(trace.contains("in-flight request req-7 is not reissuable"), "{rel}");
+        assert!(trace.contains(r#""label":"req-7","id":"req-7","outcome":"failed""#), "{rel}");
+    }
+}
+
+#[test]
+fn a_fence_that_cannot_be_confirmed_within_grace_refuses_the_resumption() {
+    // fence_delay 8 s > fence_grace 5 s: the prior writer is blocked. guarded
+    // waits out the grace, then refuses; no-fence races two writers.
+    for rel in ["scenarios/slow-fence.toml", "scenarios/streamable-http/slow-fence.toml"] {
+        let plan = load(rel);
+        let trace = mcpsim::world::run(&plan, "guarded", None).unwrap().trace.to_jsonl();
+        assert!(trace.contains("prior uplink could not be fenced within 5s"), "{rel}");
+        assert!(check::violated(&judge(&plan, "guarded")).is_empty(), "{rel}");
+        let bad = judge(&plan, "no-fence");
+        assert!(check::violated(&bad).contains(&"session-binding"), "{rel}");
+        // A fence quicker than the grace is waited for, and the resumption accepted.
+        let mut quick = plan.clone();
+        quick.server.fence_delay = mcpsim::scenario::Dur(std::time::Duration::from_secs(1));
+        let trace = mcpsim::world::run(&quick, "guarded", None).unwrap().trace.to_jsonl();
+        assert!(trace.contains("accepted: prior writer fenced first"), "{rel}");
+        assert!(check::violated(&judge(&quick, "guarded")).is_empty(), "{rel}");
+    }
 }

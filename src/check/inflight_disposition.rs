@@ -7,7 +7,8 @@
 //! to a tombstoned id that the application applied; a request the
 //! application settled twice, or settled as answered before any answer to
 //! it was sent; a re-issued request delivered on one connection under both
-//! its old and its new id.
+//! its old and its new id; a request the application marked not
+//! reissuable that was re-issued (it must be failed, or the resumption refused).
 
 use super::observe::Observed;
 use super::{not_applicable, status, Status, Violation};
@@ -32,6 +33,25 @@ pub fn judge(o: &Observed) -> Status {
         let tombstones: Vec<_> = r.outcomes.iter().filter(|x| x.2 == Outcome::Reissued).map(|x| (&x.3, x.0)).collect();
         if !tombstones.is_empty() {
             judged = true;
+        }
+        // A request the application marked not reissuable must be failed
+        // or the resumption refused (condition 4): re-issuing it may have
+        // the client do its non-idempotent work twice.
+        if !r.reissuable {
+            judged = true;
+            if let Some((t, seq, _, old, new)) = r.outcomes.iter().find(|x| x.2 == Outcome::Reissued) {
+                let new = new.as_ref().map_or(String::new(), |n| format!(" as {n}"));
+                out.push(Violation {
+                    check: ID,
+                    headline: format!(
+                        "{} ({}) was marked not reissuable, yet the server re-issued it{new} at {t} (old id {old}): a request that cannot be re-issued must be failed explicitly, or the resumption refused",
+                        r.label, r.method
+                    ),
+                    t: *t,
+                    evidence: vec![r.issued.1, *seq],
+                    inherent: false,
+                });
+            }
         }
         for (t, seq, outcome, id, _) in &r.outcomes {
             if *outcome == Outcome::Answered {

@@ -124,6 +124,8 @@ pub struct Request {
     pub session: Option<(String, SimTime)>,
     /// `(time, seq, outcome, id, new id)`.
     pub outcomes: Vec<(SimTime, u64, Outcome, RpcId, Option<RpcId>)>,
+    /// False when the application said it must not be re-issued.
+    pub reissuable: bool,
 }
 
 impl Request {
@@ -362,7 +364,7 @@ impl<'a> Observed<'a> {
                         m.reset = Some((t, seq));
                     }
                 }
-                What::RequestIssued { client, label, method, id, event_id, session } => {
+                What::RequestIssued { client, label, method, id, event_id, session, reissuable } => {
                     // The session the application names, else the owner's current one.
                     let session = match (session, current.get(client)) {
                         (Some(s), Some((c, since))) if s == c => Some((s.clone(), *since)),
@@ -380,6 +382,7 @@ impl<'a> Observed<'a> {
                             issued: (t, seq),
                             session,
                             outcomes: Vec::new(),
+                            reissuable: *reissuable,
                         },
                     );
                 }

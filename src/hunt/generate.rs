@@ -148,7 +148,7 @@ pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
         let action = if streamable && rng.random_bool(0.5) {
             Action::CallTool { client, method, label }
         } else {
-            Action::ServerRequest { client, method, label }
+            Action::ServerRequest { client, method, label, reissuable: true }
         };
         steps.push(Step { after: None, id: None, at, action });
     };
@@ -321,7 +321,10 @@ pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
                 slow(&mut clients, &o);
                 label += 1;
                 let method = "sampling/createMessage".to_string();
-                push(at, Action::ServerRequest { client: o.clone(), method, label: format!("r{label}") });
+                push(
+                    at,
+                    Action::ServerRequest { client: o.clone(), method, label: format!("r{label}"), reissuable: true },
+                );
                 for d in [400, reach.random_range(600..1_500)] {
                     push(
                         at + ms(d),
@@ -338,13 +341,24 @@ pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
                     c.think_time = c.think_time.max(think);
                 }
                 label += 1;
-                push(at, Action::ServerRequest { client: o, method: "roots/list".into(), label: format!("r{label}") });
+                push(
+                    at,
+                    Action::ServerRequest {
+                        client: o,
+                        method: "roots/list".into(),
+                        label: format!("r{label}"),
+                        reissuable: true,
+                    },
+                );
             }
             ReachKind::LateAnswer => {
                 slow(&mut clients, &o);
                 label += 1;
                 let method = "roots/list".to_string();
-                push(at, Action::ServerRequest { client: o.clone(), method, label: format!("r{label}") });
+                push(
+                    at,
+                    Action::ServerRequest { client: o.clone(), method, label: format!("r{label}"), reissuable: true },
+                );
                 push(at + ms(400), Action::Rebind { client: o.clone() });
                 let d = reach.random_range(600..1_500);
                 push(at + ms(d), Action::Resume { client: o, last_event_id: LastEventId::LastSeen, expect: None });
@@ -405,6 +419,7 @@ pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
             retention,
             heartbeat: Dur(Duration::from_secs(2)),
             fence_grace: Dur(Duration::from_secs(2)),
+            fence_delay: Dur(Duration::ZERO),
             request_timeout: Dur(Duration::from_secs(8)),
         },
         network: NetworkConfig {

@@ -155,6 +155,10 @@ pub struct ServerConfig {
     pub heartbeat: Dur,
     /// How long a resumption may wait for the prior writer to be fenced.
     pub fence_grace: Dur,
+    /// How long fencing a prior writer takes to be confirmed (default 0:
+    /// at once). Models a writer blocked on a full socket buffer, or held by
+    /// another worker: a fence slower than `fence_grace` cannot be confirmed.
+    pub fence_delay: Dur,
     /// When an unanswered server request times out.
     pub request_timeout: Dur,
 }
@@ -166,6 +170,7 @@ impl Default for ServerConfig {
             retention: 64,
             heartbeat: Dur(Duration::from_secs(15)),
             fence_grace: Dur(Duration::from_secs(5)),
+            fence_delay: Dur(Duration::ZERO),
             request_timeout: Dur(Duration::from_secs(300)),
         }
     }
@@ -253,6 +258,10 @@ struct RawStep {
     /// `resume` only: `"accepted"` or `"refused"`, what the server must do.
     #[schemars(with = "Option<ResumeExpect>")]
     expect: Option<Spanned<ResumeExpect>>,
+    /// `server-request` only: `false` when the request must not be re-issued
+    /// under a fresh id (its effect is not idempotent); default `true`.
+    #[schemars(with = "Option<bool>")]
+    reissuable: Option<Spanned<bool>>,
 }
 
 /// What a triggered step waits for (`after = { event = ..., ... }`).
@@ -430,6 +439,11 @@ pub enum Action {
         client: String,
         method: String,
         label: String,
+        /// Whether the server may re-issue it under a fresh id at a
+        /// resumption (the analysis's condition 4); when not, it must fail it
+        /// explicitly or refuse the resumption.
+        #[serde(skip_serializing_if = "is_true")]
+        reissuable: bool,
     },
     /// streamable-http: the client calls the `ask` tool; the server issues
     /// `method` (labelled `label`) on the call's response stream.
@@ -520,8 +534,9 @@ impl Action {
     pub fn describe(&self) -> String {
         match self {
             Action::Connect { client } => format!("{client} connects"),
-            Action::ServerRequest { client, method, label } => {
-                format!("server issues {label} ({method}) on {client}'s session")
+            Action::ServerRequest { client, method, label, reissuable } => {
+                let not = if *reissuable { "" } else { " (not reissuable)" };
+                format!("server issues {label} ({method}){not} on {client}'s session")
             }
             Action::CallTool { client, method, label } => {
                 format!("{client} calls the ask tool; the server issues {label} ({method}) on the call's stream")
@@ -833,7 +848,8 @@ impl Plan {
                     if action_name == "call-tool" {
                         Action::CallTool { client, method, label }
                     } else {
-                        Action::ServerRequest { client, method, label }
+                        let reissuable = s.reissuable.as_ref().is_none_or(|r| *r.get_ref());
+                        Action::ServerRequest { client, method, label, reissuable }
                     }
                 }
                 "notify" => Action::Notify {
@@ -923,7 +939,8 @@ impl Plan {
                 | Action::Reset { .. }
                 | Action::EndSession { .. }
                 | Action::CrashClient { .. } => &["client"],
-                Action::ServerRequest { .. } | Action::CallTool { .. } => &["client", "method", "label"],
+                Action::ServerRequest { .. } => &["client", "method", "label", "reissuable"],
+                Action::CallTool { .. } => &["client", "method", "label"],
                 Action::Notify { .. } => &["client", "count"],
                 Action::Answer { .. } => &["client", "label"],
                 Action::Resume { .. } => &["client", "last_event_id", "expect"],
@@ -940,6 +957,7 @@ impl Plan {
                 ("to", s.to.as_ref().map(|x| x.span())),
                 ("credential", s.credential.as_ref().map(|x| x.span())),
                 ("expect", s.expect.as_ref().map(|x| x.span())),
+                ("reissuable", s.reissuable.as_ref().map(|x| x.span())),
             ];
             for (field, span) in present {
                 if let Some(span) = span {
@@ -1102,6 +1120,11 @@ impl Plan {
             d(s.fence_grace.0),
             d(s.request_timeout.0)
         );
+        if !s.fence_delay.0.is_zero() {
+            // Before the blank line the writer above ends the table with.
+            out.pop();
+            let _ = writeln!(out, "fence_delay = {}\n", d(s.fence_delay.0));
+        }
         let n = &self.network;
         let latency = if n.latency_min == n.latency_max {
             d(n.latency_min)
@@ -1162,8 +1185,11 @@ impl Plan {
                 | Action::CrashClient { client } => {
                     let _ = writeln!(out, "client = {}", q(client));
                 }
-                Action::ServerRequest { client, method, label } | Action::CallTool { client, method, label } => {
+                Action::ServerRequest { client, method, label, .. } | Action::CallTool { client, method, label } => {
                     let _ = writeln!(out, "client = {}\nmethod = {}\nlabel = {}", q(client), q(method), q(label));
+                    if let Action::ServerRequest { reissuable: false, .. } = &step.action {
+                        let _ = writeln!(out, "reissuable = false");
+                    }
                 }
                 Action::Notify { client, count } => {
                     let _ = writeln!(out, "client = {}\ncount = {count}", q(client));
@@ -1227,4 +1253,8 @@ mod to_toml_tests {
             assert_eq!(Plan { source: plan.source.clone(), ..back }, plan, "{}", path.display());
         }
     }
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }

@@ -15,10 +15,32 @@ use std::pin::Pin;
 /// What the harness asks the server's application to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AppCommand {
-    /// Issue a server request on the session behind `token`.
-    ServerRequest { client: String, token: String, method: String, label: String },
+    /// Issue a server request on the session behind `token`. When
+    /// `reissuable` is false, its effect is not idempotent: a resumption must
+    /// fail it explicitly or be refused, never re-issue it.
+    ServerRequest { client: String, token: String, method: String, label: String, reissuable: bool },
     /// Emit `count` notifications on the session behind `token`.
     Notify { client: String, token: String, count: u64 },
+}
+
+/// A reissuable request's `RequestIssued` event.
+fn issued(
+    session: Option<String>,
+    client: &str,
+    label: &str,
+    method: &str,
+    id: &RpcId,
+    event_id: Option<String>,
+) -> What {
+    What::RequestIssued {
+        client: client.into(),
+        label: label.into(),
+        method: method.into(),
+        id: id.clone(),
+        event_id,
+        session,
+        reissuable: true,
+    }
 }
 
 /// How the application tells the harness what happened.
@@ -38,7 +60,7 @@ impl AppReporter {
     }
 
     pub fn issued(&self, client: &str, label: &str, method: &str, id: &RpcId, event_id: Option<String>) {
-        self.record_issued(None, client, label, method, id, event_id);
+        self.recorder.record(issued(None, client, label, method, id, event_id));
     }
 
     /// Like [`AppReporter::issued`], naming the session (token) it was issued
@@ -53,26 +75,26 @@ impl AppReporter {
         id: &RpcId,
         event_id: Option<String>,
     ) {
-        self.record_issued(Some(token.into()), client, label, method, id, event_id);
+        self.recorder.record(issued(Some(token.into()), client, label, method, id, event_id));
     }
 
-    fn record_issued(
+    /// Like [`AppReporter::issued_on`], for a request the application marked
+    /// not reissuable (a `server-request` step with `reissuable = false`): a
+    /// resumption must fail it explicitly or be refused, never re-issue it.
+    pub fn issued_not_reissuable_on(
         &self,
-        session: Option<String>,
+        token: &str,
         client: &str,
         label: &str,
         method: &str,
         id: &RpcId,
         event_id: Option<String>,
     ) {
-        self.recorder.record(What::RequestIssued {
-            client: client.into(),
-            label: label.into(),
-            method: method.into(),
-            id: id.clone(),
-            event_id,
-            session,
-        });
+        let mut what = issued(Some(token.into()), client, label, method, id, event_id);
+        if let What::RequestIssued { reissuable, .. } = &mut what {
+            *reissuable = false;
+        }
+        self.recorder.record(what);
     }
 
     pub fn outcome(&self, label: &str, id: &RpcId, outcome: Outcome, new_id: Option<RpcId>, detail: impl Into<String>) {

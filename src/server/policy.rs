@@ -25,6 +25,12 @@ pub struct RequestView {
     /// The event id that carried it.
     pub event_id: u64,
     pub state: RequestState,
+    /// False when it must not be re-issued under a fresh id (its effect is
+    /// not idempotent): a resumption must then fail it or be refused.
+    pub reissuable: bool,
+    /// Whether it was issued on the stream being resumed (the requests an
+    /// accepted resumption disposes of).
+    pub on_stream: bool,
 }
 
 /// What the policy sees when a resumption arrives.
@@ -254,6 +260,14 @@ fn decide_guarded(v: &ResumeView<'_>, bug: Option<Mutation>) -> Decision {
             }
         }
     }
+    // Condition 4: an in-flight request that cannot be re-issued under a
+    // fresh id cannot be carried over to the new writer: refuse (the
+    // session's pending requests then fail explicitly).
+    if bug != Some(Mutation::Orphaning) {
+        if let Some(r) = v.requests.iter().find(|r| r.on_stream && r.state == RequestState::Pending && !r.reissuable) {
+            return reject(format!("in-flight request {} is not reissuable", r.label));
+        }
+    }
     Decision::Accept {
         fence_prior: bug != Some(Mutation::NoFence),
         replay_from,
@@ -325,7 +339,28 @@ mod tests {
             method: "roots/list".into(),
             event_id: 1007,
             state,
+            reissuable: true,
+            on_stream: true,
         }]
+    }
+
+    #[test]
+    fn guarded_refuses_when_an_inflight_request_cannot_be_reissued() {
+        // req-42 (event 1007) was delivered; the client resumes from 1008 while it is pending.
+        let mut requests = answered(RequestState::Pending);
+        let events = [(1007, RpcId::Str("req-42".into()))];
+        let d = Guarded::decision(&view(Some(1008), &requests, &events));
+        assert!(matches!(d, Decision::Accept { inflight: Inflight::Reissue, .. }), "{d:?}");
+        requests[0].reissuable = false;
+        let d = Guarded::decision(&view(Some(1008), &requests, &events));
+        assert!(
+            matches!(&d, Decision::Reject { reason, invalidate: true, .. } if reason.contains("not reissuable")),
+            "{d:?}"
+        );
+        // Settled, it no longer matters.
+        requests[0].state = RequestState::Answered;
+        let d = Guarded::decision(&view(Some(1008), &requests, &events));
+        assert!(matches!(d, Decision::Accept { .. }), "{d:?}");
     }
 
     #[test]

@@ -410,7 +410,7 @@ async fn commands(app: AppHook, peers: Peers, report: mpsc::UnboundedSender<Repo
             continue;
         };
         match cmd {
-            AppCommand::ServerRequest { client, method, label, token } => {
+            AppCommand::ServerRequest { client, method, label, token, .. } => {
                 match server_request(&method, &label, &client) {
                     Ok(req) => {
                         let who = (client, label, method, Some(token));

@@ -219,7 +219,7 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
                     }
                     clients[client].0.push_at(at, ClientCmd::Connect);
                 }
-                Action::ServerRequest { client, method, label } => match token_of(client) {
+                Action::ServerRequest { client, method, label, reissuable } => match token_of(client) {
                     Some(token) => app.commands.push_at(
                         at,
                         AppCommand::ServerRequest {
@@ -227,6 +227,7 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
                             token,
                             method: method.clone(),
                             label: label.clone(),
+                            reissuable: *reissuable,
                         },
                     ),
                     None => app.report.error(client, format!("cannot issue {label}: {client} holds no session")),

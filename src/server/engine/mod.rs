@@ -186,6 +186,8 @@ struct Req {
     state: RequestState,
     reissues: u32,
     stream: StreamId,
+    /// False when a resumption must not re-issue it (condition 4: fail it or refuse).
+    reissuable: bool,
 }
 
 impl Session {
@@ -461,6 +463,13 @@ async fn resume(
                     fence(shared, &token, stream).await
                 };
                 if let Err(reason) = fenced {
+                    note_decision(
+                        shared,
+                        &token,
+                        &presented,
+                        last,
+                        &format!("refused ({reason}); the session is invalidated"),
+                    );
                     invalidate(shared, &mut shared.state.borrow_mut(), &token, &reason);
                     return refuse(Refusal::ErrorEvent, &reason);
                 }
@@ -568,6 +577,8 @@ fn decide(shared: &Shared, token: &str, presented: &str, last: Option<u64>, stre
             event_id: r.event_id,
             // Answered late, after a timeout: to the client, answered.
             state: if s.answered_tombstones.contains(&r.id) { RequestState::Answered } else { r.state },
+            reissuable: r.reissuable,
+            on_stream: r.stream == stream,
         })
         .collect();
     // A retired id the client answered anyway is, to the client, answered.
@@ -577,6 +588,8 @@ fn decide(shared: &Shared, token: &str, presented: &str, last: Option<u64>, stre
         method: String::new(),
         event_id: 0,
         state: RequestState::Answered,
+        reissuable: true,
+        on_stream: false,
     }));
     let request_events: Vec<(u64, RpcId)> =
         s.log.iter().filter(|l| l.stream == stream).filter_map(|l| Some((l.id, l.request.clone()?))).collect();
@@ -603,8 +616,19 @@ async fn fence(shared: &Shared, token: &str, stream: StreamId) -> Result<(), Str
             .map(|s| s.uplinks.iter().filter(|u| u.stream == stream).map(|u| (u.id, u.conn.clone())).collect())
             .unwrap_or_default()
     };
+    // A fence takes `fence_delay` to reach the writer (blocked on a full
+    // socket buffer, say); it is confirmed only once the connection is gone.
+    let delay = shared.cfg.fence_delay.0;
     for (_, c) in &prior {
-        c.kill.notify_one();
+        if delay.is_zero() {
+            c.kill.notify_one();
+        } else {
+            let c = c.clone();
+            tokio::task::spawn_local(async move {
+                tokio::time::sleep(delay).await;
+                c.kill.notify_one();
+            });
+        }
     }
     let all_closed = async {
         for (_, c) in &prior {
@@ -701,13 +725,13 @@ fn settle(shared: &Shared, s: &mut Session, id: &RpcId, is_error: bool) {
 async fn app_loop(shared: Rc<Shared>, app: AppHook) {
     loop {
         match app.commands.recv().await {
-            AppCommand::ServerRequest { client, token, method, label } => {
+            AppCommand::ServerRequest { client, token, method, label, reissuable } => {
                 let mut st = shared.state.borrow_mut();
                 let Some(s) = st.sessions.get_mut(&token) else {
                     shared.report.error(&client, format!("cannot issue {label}: no live session for {client}'s token"));
                     continue;
                 };
-                issue(&shared, s, &token, &client, &method, &label, STANDALONE);
+                issue(&shared, s, &token, &client, (&method, &label, reissuable), STANDALONE);
             }
             AppCommand::Notify { client, token, count } => {
                 let mut st = shared.state.borrow_mut();
@@ -728,7 +752,14 @@ async fn app_loop(shared: Rc<Shared>, app: AppHook) {
 }
 
 /// Issues server request `label` on `stream` of the session behind `token`.
-fn issue(shared: &Rc<Shared>, s: &mut Session, token: &str, client: &str, method: &str, label: &str, stream: StreamId) {
+fn issue(
+    shared: &Rc<Shared>,
+    s: &mut Session,
+    token: &str,
+    client: &str,
+    (method, label, reissuable): (&str, &str, bool),
+    stream: StreamId,
+) {
     let id = RpcId::Str(label.to_string());
     let msg = mcp::server_request(id.clone(), method, label, &s.principal);
     let (event_id, uplink) = s.emit(&msg, Some(id.clone()), stream, shared.cfg.retention, &shared.report);
@@ -740,8 +771,13 @@ fn issue(shared: &Rc<Shared>, s: &mut Session, token: &str, client: &str, method
         state: RequestState::Pending,
         reissues: 0,
         stream,
+        reissuable,
     });
-    shared.report.issued_on(token, client, label, method, &id, Some(event_id.to_string()));
+    if reissuable {
+        shared.report.issued_on(token, client, label, method, &id, Some(event_id.to_string()));
+    } else {
+        shared.report.issued_not_reissuable_on(token, client, label, method, &id, Some(event_id.to_string()));
+    }
     let route = uplink.map_or("no live writer: logged for replay".to_string(), |u| format!("written to uplink U{u}"));
     shared.report.note(&s.name, format!("{label} is event {event_id}; {route}"));
     tokio::task::spawn_local(request_timer(shared.clone(), token.to_string(), label.to_string()));

@@ -136,7 +136,7 @@ fn post(shared: &Rc<Shared>, ctl: Rc<ConnCtl>, token: &str, who: &str, msg: Mess
                 let s = st.sessions.get_mut(token).expect("checked above");
                 prime(s, stream, &tx);
                 shared.report.note(&s.name, format!("tool call {label}: stream {stream} on uplink U{uplink}"));
-                issue(shared, s, token, &client, &method, &label, stream);
+                issue(shared, s, token, &client, (&method, &label, true), stream);
                 sse_response(body)
             }
             "initialize" => json_response(&mcp::initialize_result_at(id, PROTOCOL_VERSION_STREAMABLE), None),
