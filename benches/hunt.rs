@@ -26,7 +26,7 @@ fn main() {
             let plan = hunt::generate_in(seed, dialect);
             gen += t.elapsed();
             let t = Instant::now();
-            let run = mcpsim::world::run(&plan, server, None).expect("run");
+            let run = mcpsim::run(&plan, server, None).expect("run");
             sim += t.elapsed();
             virtual_time += plan.duration;
             let t = Instant::now();

@@ -15,12 +15,12 @@ fn median(mut xs: Vec<Duration>) -> Duration {
 }
 
 fn measure(plan: &Plan, server: &str, reps: usize) -> Duration {
-    let _warm = mcpsim::world::run(plan, server, None).expect("run");
+    let _warm = mcpsim::run(plan, server, None).expect("run");
     median(
         (0..reps)
             .map(|_| {
                 let t = Instant::now();
-                let run = mcpsim::world::run(plan, server, None).expect("run");
+                let run = mcpsim::run(plan, server, None).expect("run");
                 std::hint::black_box(run.trace.events.len());
                 t.elapsed()
             })

@@ -167,7 +167,7 @@ impl ServerPlug for MyPlug {
 fn main() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/nat-rebind.toml");
     let plan = mcpsim::scenario::Plan::load(path.as_ref()).expect("bundled scenario");
-    let run = mcpsim::world::run_with(&plan, Rc::new(MyPlug), plan.seed).expect("run");
+    let run = mcpsim::run_with(&plan, Rc::new(MyPlug), plan.seed).expect("run");
     let verdicts = mcpsim::check::judge(&run.trace);
     print!("{}", mcpsim::report::text(&run, &verdicts, None));
     let violated = mcpsim::check::violated(&verdicts);

@@ -7,9 +7,9 @@
 //! Every observation lands in a [`trace::Trace`].
 //!
 //! ```no_run
-//! use mcpsim::{scenario::Plan, world};
+//! use mcpsim::scenario::Plan;
 //! let plan = Plan::load("scenarios/nat-rebind.toml".as_ref()).unwrap();
-//! let run = world::run(&plan, "naive", None).unwrap();
+//! let run = mcpsim::run(&plan, "naive", None).unwrap();
 //! let verdicts = mcpsim::check::judge(&run.trace);
 //! println!("{}", mcpsim::report::text(&run, &verdicts, None));
 //! ```
@@ -34,6 +34,7 @@ pub mod check;
 pub mod client;
 pub mod error;
 pub mod hunt;
+pub mod inbox;
 pub mod report;
 pub mod scenario;
 pub mod seed;
@@ -43,3 +44,16 @@ pub mod wire;
 pub mod world;
 
 pub use error::{Error, ErrorKind, Result};
+pub use trace::Run;
+pub use world::run_with;
+
+/// Runs a plan against the built-in server `server` (`naive`, `guarded`,
+/// `rmcp`, ...; `mcpsim list servers`), with the plan's seed unless `seed`
+/// is given. [`run_with`] runs it against a server plug of your own.
+pub fn run(plan: &scenario::Plan, server: &str, seed: Option<seed::Seed>) -> Result<Run> {
+    let seed = seed.unwrap_or(plan.seed);
+    let plug = server::for_plan(server, plan, seed)?;
+    let mut run = world::run_with(plan, plug, seed)?;
+    run.by_name = true;
+    Ok(run)
+}

@@ -18,10 +18,12 @@
 //! zero network latency), so a cause always lies at an earlier time than its
 //! effect in another host.
 
+use crate::seed::Seed;
 use crate::wire::jsonrpc::{RpcId, RpcSummary};
 use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
 use std::fmt;
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -351,6 +353,42 @@ impl Trace {
     }
 }
 
+/// Where a recorder reads the time: the clock of the actor that is
+/// executing, or `None` between actors (the step loop's time is used then).
+/// The world passes the simulator's clock; a recorder without one uses only
+/// the step loop's time.
+pub type Clock = Rc<dyn Fn() -> Option<Duration>>;
+
+/// The record of one run: its trace and what it was a run of.
+#[derive(Clone, Debug)]
+pub struct Run {
+    pub scenario: String,
+    pub server: String,
+    /// Whether the server was chosen by its `--server` name (its repro is a
+    /// command line), not handed in as a plug.
+    pub by_name: bool,
+    pub seed: Seed,
+    pub source: Option<PathBuf>,
+    pub duration: Duration,
+    pub trace: Trace,
+    /// Set when the run had to stop early (a host panicked); the trace holds
+    /// everything up to that point.
+    pub aborted: Option<String>,
+}
+
+impl Run {
+    /// The command that replays this run (a plug-in server is not a
+    /// `--server` name: the line says to run it through `run_with`).
+    pub fn repro(&self) -> String {
+        let file = self.source.as_ref().map_or_else(|| format!("<{}>", self.scenario), |p| p.display().to_string());
+        if self.by_name {
+            format!("mcpsim run {file} --server {} --seed {}", self.server, self.seed)
+        } else {
+            format!("mcpsim::run_with(&Plan::load({file:?}), <your {} plug>, Seed({}))", self.server, self.seed)
+        }
+    }
+}
+
 /// The shared recorder every actor writes to during a run.
 #[derive(Clone, Default)]
 pub struct Recorder {
@@ -360,18 +398,26 @@ pub struct Recorder {
 #[derive(Default)]
 struct RecorderInner {
     events: RefCell<Vec<Event>>,
-    /// The step loop's time, used when no host is executing.
+    /// The step loop's time, used when no actor is executing.
     loop_now: Cell<Duration>,
+    clock: Option<Clock>,
 }
 
 impl Recorder {
+    /// A recorder that reads only the step loop's time.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Simulated now: the executing host's clock, or the step loop's.
+    /// A recorder that reads the executing actor's time from `clock`.
+    pub fn with_clock(clock: Clock) -> Self {
+        Self { inner: Rc::new(RecorderInner { clock: Some(clock), ..RecorderInner::default() }) }
+    }
+
+    /// Now: the executing actor's clock, or the step loop's.
     pub fn now(&self) -> SimTime {
-        SimTime::from_duration(turmoil::sim_elapsed().unwrap_or(self.inner.loop_now.get()))
+        let actor = self.inner.clock.as_ref().and_then(|c| c());
+        SimTime::from_duration(actor.unwrap_or(self.inner.loop_now.get()))
     }
 
     pub(crate) fn set_loop_now(&self, d: Duration) {

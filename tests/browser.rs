@@ -36,7 +36,7 @@ fn headless(browser: &Path, profile: &Path) -> Command {
 }
 
 /// The message events the timeline must draw, by trace seq.
-fn message_seqs(run: &mcpsim::world::Run, evidence: &BTreeSet<u64>) -> BTreeSet<u64> {
+fn message_seqs(run: &mcpsim::Run, evidence: &BTreeSet<u64>) -> BTreeSet<u64> {
     let mut purposes = BTreeMap::new();
     let mut out = BTreeSet::new();
     for e in run.trace.iter() {
@@ -109,7 +109,7 @@ fn canonical_timelines_render_in_chromium() {
         ("second-client-leak", "guarded"),
     ] {
         let plan = Plan::load(format!("scenarios/{scenario}.toml").as_ref()).unwrap();
-        let run = mcpsim::world::run(&plan, server, None).unwrap();
+        let run = mcpsim::run(&plan, server, None).unwrap();
         let verdicts = mcpsim::check::judge(&run.trace);
         let html = mcpsim::report::timeline_html(&run, &verdicts);
         let file = out_dir.join(format!("{scenario}.{server}.html"));

@@ -4,14 +4,14 @@
 use mcpsim::scenario::Plan;
 use mcpsim::trace::{Event, Outcome, SimTime, What};
 use mcpsim::wire::jsonrpc::{RpcId, RpcKind};
-use mcpsim::world::{self, Run};
+use mcpsim::Run;
 use std::path::Path;
 use std::time::Duration;
 
 fn run(scenario: &str, server: &str) -> Run {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(scenario);
     let plan = Plan::load(&path).expect("bundled scenario loads");
-    world::run(&plan, server, None).expect("run completes")
+    mcpsim::run(&plan, server, None).expect("run completes")
 }
 
 fn events(run: &Run) -> impl Iterator<Item = &Event> {

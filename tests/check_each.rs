@@ -6,7 +6,7 @@ use mcpsim::scenario::Plan;
 
 fn verdict(scenario: &str, server: &str, check_id: &str) -> Verdict {
     let plan = Plan::load(format!("scenarios/{scenario}.toml").as_ref()).unwrap();
-    let run = mcpsim::world::run(&plan, server, None).unwrap();
+    let run = mcpsim::run(&plan, server, None).unwrap();
     check::judge(&run.trace).into_iter().find(|v| v.check == check_id).expect("every check judges every run")
 }
 
@@ -104,7 +104,7 @@ fn not_applicable_is_not_passed() {
 fn checks_ignore_server_notes() {
     // Removing every explanation event changes no verdict: they never decide.
     let plan = Plan::load("scenarios/nat-rebind.toml".as_ref()).unwrap();
-    let mut run = mcpsim::world::run(&plan, "naive", None).unwrap();
+    let mut run = mcpsim::run(&plan, "naive", None).unwrap();
     let before = check::judge(&run.trace);
     run.trace.events.retain(|e| !e.what.is_explanation());
     let after = check::judge(&run.trace);

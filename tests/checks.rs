@@ -34,7 +34,7 @@ fn matrix() -> BTreeMap<(String, String), Cell> {
     let mut m = BTreeMap::new();
     for plan in scenarios() {
         for server in mcpsim::server::known_servers().into_iter().filter(|s| applies(&plan, s)) {
-            let run = mcpsim::world::run(&plan, server, None).unwrap();
+            let run = mcpsim::run(&plan, server, None).unwrap();
             let verdicts = check::judge(&run.trace);
             let e = check::expectation(&plan, server, &verdicts);
             let report = mcpsim::report::text(&run, &verdicts, e.as_ref());

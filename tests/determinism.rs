@@ -24,8 +24,8 @@ fn every_bundled_scenario_gives_byte_identical_traces() {
             if mcpsim::server::streamable_only(server) && plan.dialect != Dialect::StreamableHttp {
                 continue;
             }
-            let a = mcpsim::world::run(&plan, server, None).unwrap().trace.to_jsonl();
-            let b = mcpsim::world::run(&plan, server, None).unwrap().trace.to_jsonl();
+            let a = mcpsim::run(&plan, server, None).unwrap().trace.to_jsonl();
+            let b = mcpsim::run(&plan, server, None).unwrap().trace.to_jsonl();
             assert!(!a.is_empty());
             assert!(a == b, "{} on {server}: traces differ", plan.name);
         }
@@ -36,8 +36,8 @@ fn every_bundled_scenario_gives_byte_identical_traces() {
 fn the_seed_reaches_the_trace() {
     // A different seed mints different session tokens: the seed is really used.
     let plan = &bundled()[0];
-    let a = mcpsim::world::run(plan, "guarded", Some(Seed(1))).unwrap().trace.to_jsonl();
-    let b = mcpsim::world::run(plan, "guarded", Some(Seed(2))).unwrap().trace.to_jsonl();
+    let a = mcpsim::run(plan, "guarded", Some(Seed(1))).unwrap().trace.to_jsonl();
+    let b = mcpsim::run(plan, "guarded", Some(Seed(2))).unwrap().trace.to_jsonl();
     assert_ne!(a, b);
 }
 
@@ -62,7 +62,7 @@ fn trace_time_never_runs_backwards_in_bundled_scenarios() {
             if mcpsim::server::streamable_only(server) && plan.dialect != Dialect::StreamableHttp {
                 continue;
             }
-            let run = mcpsim::world::run(&plan, server, None).unwrap();
+            let run = mcpsim::run(&plan, server, None).unwrap();
             assert_time_ordered(&run.trace, &format!("{} on {server}", plan.name));
         }
     }
@@ -77,7 +77,7 @@ fn trace_time_never_runs_backwards_in_hunt_seeds() {
         let dialect = if i % 2 == 0 { Dialect::LegacySse } else { Dialect::StreamableHttp };
         let server = ["naive", "guarded"][i / 2 % 2];
         let plan = mcpsim::hunt::generate::generate_in(seed, dialect);
-        let run = mcpsim::world::run(&plan, server, None).unwrap();
+        let run = mcpsim::run(&plan, server, None).unwrap();
         assert_time_ordered(&run.trace, &format!("hunt seed {seed} ({dialect:?}) on {server}"));
     }
 }

@@ -2,7 +2,7 @@
 
 use mcpsim::scenario::Plan;
 use mcpsim::trace::{SimTime, What};
-use mcpsim::world::{self, Run};
+use mcpsim::Run;
 use std::time::Duration;
 
 const BASE: &str = r#"
@@ -30,7 +30,7 @@ client = "bob"
 
 fn run(steps: &str, server: &str) -> Run {
     let plan = Plan::from_toml_str(&format!("{BASE}{steps}"), "faults.toml").expect("valid");
-    world::run(&plan, server, None).expect("run completes")
+    mcpsim::run(&plan, server, None).expect("run completes")
 }
 
 fn secs(s: f64) -> SimTime {
@@ -153,7 +153,7 @@ fn answer_step_answers_a_request_now_when_auto_answer_is_off() {
     let toml = BASE.replace("[[client]]\nname = \"bob\"", "[[client]]\nname = \"bob\"\nauto_answer = false")
         + "[[step]]\nat = \"2s\"\ndo = \"server-request\"\nclient = \"bob\"\nmethod = \"roots/list\"\nlabel = \"r1\"\n[[step]]\nat = \"9s\"\ndo = \"answer\"\nclient = \"bob\"\nlabel = \"r1\"\n";
     let plan = Plan::from_toml_str(&toml, "answer.toml").unwrap();
-    let run = world::run(&plan, "guarded", None).unwrap();
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
     let answer = run
         .trace
         .iter()
@@ -173,7 +173,7 @@ fn guarded_reissues_a_request_in_flight_at_resume_and_tombstones_the_old_id() {
            [[step]]\nat = \"6s\"\ndo = \"resume\"\nclient = \"alice\"\n\
            [[step]]\nat = \"9s\"\ndo = \"answer\"\nclient = \"alice\"\nlabel = \"e1\"\n";
     let plan = Plan::from_toml_str(&toml, "reissue.toml").unwrap();
-    let run = world::run(&plan, "guarded", None).unwrap();
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
     let outcomes: Vec<(mcpsim::trace::Outcome, String, Option<String>)> = run
         .trace
         .iter()
@@ -210,7 +210,7 @@ fn naive_leaves_the_same_request_in_flight() {
            [[step]]\nat = \"4s\"\ndo = \"sever\"\nclient = \"alice\"\n\
            [[step]]\nat = \"6s\"\ndo = \"resume\"\nclient = \"alice\"\n";
     let plan = Plan::from_toml_str(&toml, "orphan.toml").unwrap();
-    let run = world::run(&plan, "naive", None).unwrap();
+    let run = mcpsim::run(&plan, "naive", None).unwrap();
     assert!(!run.trace.iter().any(|e| matches!(&e.what, What::RequestOutcome { label, .. } if label == "e1")));
 }
 
@@ -222,7 +222,7 @@ fn guarded_rejects_an_evicted_id_explicitly_kills_the_token_and_the_client_reini
            [[step]]\nat = \"5s\"\ndo = \"resume\"\nclient = \"alice\"\nlast_event_id = 2\n\
            [[step]]\nat = \"8s\"\ndo = \"resume\"\nclient = \"bob\"\nlast_event_id = 11\n";
     let plan = Plan::from_toml_str(&toml, "evicted.toml").unwrap();
-    let run = world::run(&plan, "guarded", None).unwrap();
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
     let ev: Vec<_> = run.trace.iter().collect();
     let rejected = ev
         .iter()
@@ -247,6 +247,6 @@ fn guarded_rejects_an_evicted_id_explicitly_kills_the_token_and_the_client_reini
         .iter()
         .any(|e| matches!(&e.what, What::Rejected { client, how, .. } if client == "bob" && how == "HTTP 404")));
     // Naive replays what it still has instead (a silent truncation).
-    let naive = world::run(&plan, "naive", None).unwrap();
+    let naive = mcpsim::run(&plan, "naive", None).unwrap();
     assert!(!naive.trace.iter().any(|e| matches!(&e.what, What::Rejected { .. })));
 }

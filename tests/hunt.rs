@@ -125,11 +125,11 @@ fn shrink_canonical(file: &str, check: &str) -> usize {
     assert!(text.starts_with("# Found with server naive at seed"), "{text}");
     assert!(text.contains(&origin));
     let reloaded = Plan::load(&path).unwrap();
-    let run = mcpsim::world::run(&reloaded, "naive", None).unwrap();
+    let run = mcpsim::run(&reloaded, "naive", None).unwrap();
     let verdicts = mcpsim::check::judge(&run.trace);
     assert!(mcpsim::check::violated(&verdicts).contains(&check));
     assert!(mcpsim::check::expectation(&reloaded, "naive", &verdicts).unwrap().met);
-    let run = mcpsim::world::run(&reloaded, "guarded", None).unwrap();
+    let run = mcpsim::run(&reloaded, "guarded", None).unwrap();
     let verdicts = mcpsim::check::judge(&run.trace);
     assert!(mcpsim::check::expectation(&reloaded, "guarded", &verdicts).unwrap().met);
     reloaded.steps.len()
@@ -152,7 +152,7 @@ fn a_hunt_finding_comes_back_as_a_regression_file() {
     assert_eq!(f.repro, format!("mcpsim replay --server no-fence --seed {}", f.seed));
     let plan = Plan::load(f.regression.as_ref().unwrap().as_ref()).unwrap();
     assert_eq!(Some(plan.steps.len()), f.shrunk_steps);
-    let run = mcpsim::world::run(&plan, "no-fence", None).unwrap();
+    let run = mcpsim::run(&plan, "no-fence", None).unwrap();
     let violated = mcpsim::check::violated(&mcpsim::check::judge(&run.trace));
     assert!(violated.contains(&f.violated[0].as_str()), "{violated:?} vs {:?}", f.violated);
 }
@@ -171,7 +171,7 @@ fn every_violated_check_of_a_seed_gets_its_own_shrunk_regression() {
         let plan = Plan::load(r.file.as_ref()).unwrap();
         assert_eq!(plan.steps.len(), r.steps);
         assert!(plan.name.ends_with(&r.check), "{}", plan.name);
-        let run = mcpsim::world::run(&plan, "no-fence", None).unwrap();
+        let run = mcpsim::run(&plan, "no-fence", None).unwrap();
         let violated = mcpsim::check::violated(&mcpsim::check::judge(&run.trace));
         assert!(violated.contains(&r.check.as_str()), "{} reproduces {}: {violated:?}", r.file, r.check);
     }
@@ -182,7 +182,7 @@ fn every_violated_check_of_a_seed_gets_its_own_shrunk_regression() {
 /// The situations a bundled scenario reaches, read from its trace on `server`.
 fn reached_by(file: &str, server: &str) -> Vec<&'static str> {
     let plan = Plan::load(file.as_ref()).unwrap();
-    let run = mcpsim::world::run(&plan, server, None).unwrap();
+    let run = mcpsim::run(&plan, server, None).unwrap();
     let observed = mcpsim::check::observe::Observed::new(&run.trace);
     hunt::reach::reached(&observed, plan.server.retention)
 }

@@ -102,7 +102,7 @@ impl ServerPlug for Bad {
     }
 }
 
-fn run(how: Misbehaviour) -> (mcpsim::world::Run, Vec<mcpsim::check::Verdict>) {
+fn run(how: Misbehaviour) -> (mcpsim::Run, Vec<mcpsim::check::Verdict>) {
     let plan = Plan::from_toml_str(
         "[scenario]\nname = \"bad\"\nduration = \"40s\"\n[server]\nheartbeat = \"4s\"\n[[client]]\nname = \"alice\"\n\
          [[step]]\nat = \"0s\"\ndo = \"connect\"\nclient = \"alice\"\n",
@@ -110,7 +110,7 @@ fn run(how: Misbehaviour) -> (mcpsim::world::Run, Vec<mcpsim::check::Verdict>) {
     )
     .unwrap();
     let started = std::time::Instant::now();
-    let run = mcpsim::world::run_with(&plan, Rc::new(Bad(how)), Seed(5)).expect("the run completes");
+    let run = mcpsim::run_with(&plan, Rc::new(Bad(how)), Seed(5)).expect("the run completes");
     assert!(started.elapsed() < Duration::from_secs(60), "{how:?} must not hang the harness");
     assert!(run.aborted.is_none());
     let verdicts = mcpsim::check::judge(&run.trace);

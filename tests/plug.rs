@@ -31,7 +31,7 @@ fn a_panicking_server_ends_the_run_with_its_message_and_keeps_the_trace() {
         "p.toml",
     )
     .unwrap();
-    let run = mcpsim::world::run_with(&plan, Rc::new(Panicky), Seed(3)).expect("the run completes");
+    let run = mcpsim::run_with(&plan, Rc::new(Panicky), Seed(3)).expect("the run completes");
     assert_eq!(run.server, "panicky");
     let stopped = run.trace.iter().find(|e| matches!(&e.what, What::ServerStopped { .. })).expect("recorded");
     assert!(stopped.t_us.0 < 1_000_000);
@@ -62,7 +62,7 @@ fn a_server_that_stops_serving_is_recorded_and_clients_observe_failures() {
         "q.toml",
     )
     .unwrap();
-    let run = mcpsim::world::run_with(&plan, Rc::new(Quitter), Seed(3)).expect("the run completes");
+    let run = mcpsim::run_with(&plan, Rc::new(Quitter), Seed(3)).expect("the run completes");
     assert!(run.aborted.is_none());
     assert!(run.trace.iter().any(|e| matches!(&e.what, What::ServerStopped { why } if why.contains("quitter"))));
     assert!(run.trace.iter().any(|e| matches!(&e.what, What::UplinkEnded { client, .. } if client == "alice")));

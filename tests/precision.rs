@@ -15,7 +15,7 @@ fn listing(server: &str, dialect: Dialect, seeds: &[u64]) -> String {
     let mut out = String::new();
     for &seed in seeds {
         let plan = mcpsim::hunt::generate::generate_in(seed, dialect);
-        let run = mcpsim::world::run(&plan, server, None).unwrap();
+        let run = mcpsim::run(&plan, server, None).unwrap();
         let verdicts = check::judge(&run.trace);
         out.push_str(&format!("seed {seed}: {}\n", check::violated(&verdicts).join(", ")));
         for v in &verdicts {

@@ -82,11 +82,11 @@ fn the_authoring_guides_error_is_the_loaders() {
 #[test]
 fn the_own_cargo_test_snippet_works() {
     let md = readme();
-    assert!(md.contains("let run = world::run(&plan, \"guarded\", None).unwrap();"));
+    assert!(md.contains("let run = mcpsim::run(&plan, \"guarded\", None).unwrap();"));
     assert!(md.contains("let e = check::expectation(&plan, \"guarded\", &verdicts).unwrap();"));
-    use mcpsim::{check, scenario::Plan, world};
+    use mcpsim::{check, scenario::Plan};
     let plan = Plan::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/window-edge.toml")).unwrap();
-    let run = world::run(&plan, "guarded", None).unwrap();
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
     let verdicts = check::judge(&run.trace);
     let e = check::expectation(&plan, "guarded", &verdicts).unwrap();
     assert!(e.met, "{}", mcpsim::report::text(&run, &verdicts, Some(&e)));

@@ -7,12 +7,12 @@ use mcpsim::scenario::Plan;
 use mcpsim::seed::Seed;
 use mcpsim::trace::{Outcome, Purpose, What};
 use mcpsim::wire::jsonrpc::RpcKind;
-use mcpsim::world::{self, Run};
+use mcpsim::Run;
 use std::path::Path;
 
 fn run(file: &str, seed: Option<u64>) -> Run {
     let plan = Plan::load(Path::new(file)).expect("bundled scenario loads");
-    world::run(&plan, "rmcp", seed.map(Seed)).expect("run completes")
+    mcpsim::run(&plan, "rmcp", seed.map(Seed)).expect("run completes")
 }
 
 fn whats(run: &Run) -> Vec<&What> {
@@ -150,7 +150,7 @@ fn rmcp_keep_alive_runs_on_simulated_time() {
 #[test]
 fn rmcp_refuses_legacy_sse_scenarios_with_a_clear_error() {
     let plan = Plan::load(Path::new("scenarios/nat-rebind.toml")).unwrap();
-    let err = world::run(&plan, "rmcp", None).unwrap_err().to_string();
+    let err = mcpsim::run(&plan, "rmcp", None).unwrap_err().to_string();
     assert!(err.contains("speaks only dialect \"streamable-http\""), "{err}");
 }
 
@@ -195,7 +195,7 @@ method = "sampling/createMessage"
 label = "related-sample"
 "#;
     let plan = Plan::from_toml_str(&format!("{head}{steps}"), "kinds.toml").unwrap();
-    let r = world::run(&plan, "rmcp", None).unwrap();
+    let r = mcpsim::run(&plan, "rmcp", None).unwrap();
     for label in ["standalone-elicit", "standalone-sample", "related-elicit", "related-roots", "related-sample"] {
         assert!(answered(&r, label), "{label} answered");
     }
@@ -236,7 +236,7 @@ fn a_session_id_alone_takes_over_a_live_tool_call_on_rmcp() {
     assert!(alice_answered.is_none(), "alice never got to answer: {alice_answered:?}");
     assert!(answered(&r, "call-1"));
     // guarded refuses the thief (403) and alice's call completes with her own answer.
-    let g = world::run(
+    let g = mcpsim::run(
         &Plan::load(Path::new("scenarios/streamable-http/call-stream-takeover.toml")).unwrap(),
         "guarded",
         None,

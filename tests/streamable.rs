@@ -5,13 +5,13 @@
 use mcpsim::check;
 use mcpsim::scenario::{Dialect, Plan};
 use mcpsim::trace::{Purpose, What};
-use mcpsim::world::{self, Run};
+use mcpsim::Run;
 use std::path::Path;
 
 fn run(file: &str, server: &str) -> Run {
     let plan = Plan::load(Path::new(file)).expect("bundled scenario loads");
     assert_eq!(plan.dialect, Dialect::StreamableHttp);
-    world::run(&plan, server, None).expect("run completes")
+    mcpsim::run(&plan, server, None).expect("run completes")
 }
 
 fn whats(run: &Run) -> Vec<&What> {
@@ -164,7 +164,7 @@ fn the_endpoint_answers_bad_requests_with_the_transports_status_codes() {
         mcpsim::seed::Seed(1),
     )
     .unwrap();
-    let app = AppHook { commands: mcpsim::world::Inbox::new(), report: AppReporter::detached() };
+    let app = AppHook { commands: mcpsim::inbox::Inbox::new(), report: AppReporter::detached() };
     sim.host("server", move || {
         let (plug, app) = (Rc::clone(&plug), app.clone());
         async move {

@@ -9,7 +9,7 @@ const HEAD: &str = "[scenario]\nname = \"t\"\nduration = \"60s\"\n[server]\nfirs
 
 fn run(steps: &str) -> Vec<Event> {
     let plan = Plan::from_toml_str(&format!("{HEAD}{steps}"), "t.toml").unwrap();
-    mcpsim::world::run(&plan, "guarded", None).unwrap().trace.events
+    mcpsim::run(&plan, "guarded", None).unwrap().trace.events
 }
 
 fn step_time(events: &[Event], action: &str) -> SimTime {
@@ -69,8 +69,8 @@ fn after_another_step_by_id() {
 #[test]
 fn triggered_runs_are_deterministic() {
     let plan = Plan::load("scenarios/rebind-on-delivery.toml".as_ref()).unwrap();
-    let a = mcpsim::world::run(&plan, "naive", None).unwrap().trace.to_jsonl();
-    let b = mcpsim::world::run(&plan, "naive", None).unwrap().trace.to_jsonl();
+    let a = mcpsim::run(&plan, "naive", None).unwrap().trace.to_jsonl();
+    let b = mcpsim::run(&plan, "naive", None).unwrap().trace.to_jsonl();
     assert_eq!(a, b);
     // ...and survive a round trip through to_toml.
     let back = Plan::from_toml_str(&plan.to_toml(&[]), "rt.toml").unwrap();

@@ -14,7 +14,7 @@ fn load(rel: &str) -> Plan {
 }
 
 fn judge(plan: &Plan, server: &str) -> Vec<Verdict> {
-    check::judge(&mcpsim::world::run(plan, server, None).unwrap().trace)
+    check::judge(&mcpsim::run(plan, server, None).unwrap().trace)
 }
 
 fn verdict<'a>(verdicts: &'a [Verdict], id: &str) -> &'a Verdict {
@@ -46,7 +46,7 @@ impl ResumptionPolicy for Tweaked {
 
 fn judge_with(plan: &Plan, policy: Tweaked) -> Vec<Verdict> {
     let plug = Rc::new(Engine::new(plan.server.clone(), plan.dialect, Rc::new(policy), plan.seed));
-    check::judge(&mcpsim::world::run_with(plan, plug, plan.seed).unwrap().trace)
+    check::judge(&mcpsim::run_with(plan, plug, plan.seed).unwrap().trace)
 }
 
 #[test]
@@ -96,7 +96,7 @@ fn session_binding_names_the_request_of_the_resuming_clients_session() {
     // Seed 303 of `--seed 0` on rmcp once named alice's r1 for bob's r4:
     // ids were looked up in any session.
     let plan = mcpsim::hunt::generate::generate_in(303, Dialect::StreamableHttp);
-    let run = mcpsim::world::run(&plan, "rmcp", None).unwrap();
+    let run = mcpsim::run(&plan, "rmcp", None).unwrap();
     let v = check::judge(&run.trace);
     let obs = check::observe::Observed::new(&run.trace);
     for x in verdict(&v, "session-binding").violations() {
@@ -233,7 +233,7 @@ client = "alice"
     let v = judge(&plan, "guarded");
     quiet(&v, "rejection-protocol");
     // The refusal did happen, and alice did find her session gone.
-    let trace = mcpsim::world::run(&plan, "guarded", None).unwrap().trace.to_jsonl();
+    let trace = mcpsim::run(&plan, "guarded", None).unwrap().trace.to_jsonl();
     assert!(trace.contains(r#""client":"mallory","conn":1,"how":"HTTP 404""#), "{trace}");
     assert!(trace.contains(r#""client":"alice","conn":"#) && trace.contains(r#""status":404"#));
 }
@@ -241,8 +241,8 @@ client = "alice"
 #[test]
 fn an_id_first_seen_in_a_replay_is_no_proof_it_was_minted_later() {
     let plan = load("tests/data/guarded-349-unseen-mint.toml");
-    let trace = mcpsim::world::run(&plan, "guarded", None).unwrap().trace;
-    let text = mcpsim::report::text(&mcpsim::world::run(&plan, "guarded", None).unwrap(), &check::judge(&trace), None);
+    let trace = mcpsim::run(&plan, "guarded", None).unwrap().trace;
+    let text = mcpsim::report::text(&mcpsim::run(&plan, "guarded", None).unwrap(), &check::judge(&trace), None);
     assert!(text.contains("alice's resumption from 1003 answered 200"), "{text}");
     quiet(&check::judge(&trace), "replay-integrity");
     // A real future id is still caught, with the application's report as proof.
@@ -795,7 +795,7 @@ fn a_valid_resumption_must_be_accepted_when_the_scenario_says_so() {
 fn the_guarded_fence_is_recorded_once_in_words_and_shown() {
     use mcpsim::trace::What;
     let plan = load("scenarios/prior-uplink-live.toml");
-    let run = mcpsim::world::run(&plan, "guarded", None).unwrap();
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
     let notes: Vec<&str> = run
         .trace
         .iter()
@@ -843,7 +843,7 @@ fn a_request_marked_not_reissuable_must_not_be_reissued() {
         let good = judge(&plan, "guarded");
         assert!(check::violated(&good).is_empty(), "{rel}: guarded {:?}", check::violated(&good));
         // guarded refused the resumption and failed req-7 explicitly.
-        let trace = mcpsim::world::run(&plan, "guarded", None).unwrap().trace.to_jsonl();
+        let trace = mcpsim::run(&plan, "guarded", None).unwrap().trace.to_jsonl();
         assert!(trace.contains("in-flight request req-7 is not reissuable"), "{rel}");
         assert!(trace.contains(r#""label":"req-7","id":"req-7","outcome":"failed""#), "{rel}");
     }
@@ -855,7 +855,7 @@ fn a_fence_that_cannot_be_confirmed_within_grace_refuses_the_resumption() {
     // waits out the grace, then refuses; no-fence races two writers.
     for rel in ["scenarios/slow-fence.toml", "scenarios/streamable-http/slow-fence.toml"] {
         let plan = load(rel);
-        let trace = mcpsim::world::run(&plan, "guarded", None).unwrap().trace.to_jsonl();
+        let trace = mcpsim::run(&plan, "guarded", None).unwrap().trace.to_jsonl();
         assert!(trace.contains("prior uplink could not be fenced within 5s"), "{rel}");
         assert!(check::violated(&judge(&plan, "guarded")).is_empty(), "{rel}");
         let bad = judge(&plan, "no-fence");
@@ -863,7 +863,7 @@ fn a_fence_that_cannot_be_confirmed_within_grace_refuses_the_resumption() {
         // A fence quicker than the grace is waited for, and the resumption accepted.
         let mut quick = plan.clone();
         quick.server.fence_delay = mcpsim::scenario::Dur(std::time::Duration::from_secs(1));
-        let trace = mcpsim::world::run(&quick, "guarded", None).unwrap().trace.to_jsonl();
+        let trace = mcpsim::run(&quick, "guarded", None).unwrap().trace.to_jsonl();
         assert!(trace.contains("accepted: prior writer fenced first"), "{rel}");
         assert!(check::violated(&judge(&quick, "guarded")).is_empty(), "{rel}");
     }

@@ -8,7 +8,7 @@
 //! ```
 //! # use mcpsim::{scenario::Plan, world, check};
 //! let plan = Plan::load(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/nat-rebind.toml").as_ref()).unwrap();
-//! let run = world::run(&plan, "naive", None).unwrap();
+//! let run = mcpsim::run(&plan, "naive", None).unwrap();
 //! let verdicts = check::judge(&run.trace);
 //! assert_eq!(check::violated(&verdicts), ["session-binding", "liveness"]);
 //! ```

@@ -17,11 +17,11 @@
 
 mod streamable;
 
+use crate::inbox::Inbox;
 use crate::scenario::{ClientSpec, Dialect};
 use crate::trace::{Purpose, Recorder, What};
 use crate::wire::jsonrpc::{mcp, Message, RpcId};
 use crate::wire::sse::{Decoder, Item};
-use crate::world::Inbox;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::Request;

@@ -86,7 +86,7 @@ pub fn run_seed(server: &str, seed: u64, check_determinism: bool) -> Result<Seed
 /// Generates, runs and judges one seed in `dialect`.
 pub fn run_seed_in(server: &str, seed: u64, check_determinism: bool, dialect: Dialect) -> Result<SeedOutcome> {
     let plan = generate_in(seed, dialect);
-    let run = crate::world::run(&plan, server, None)?;
+    let run = crate::run(&plan, server, None)?;
     let jsonl = run.trace.to_jsonl();
     let trace_hash = fnv1a(jsonl.as_bytes());
     let observed = check::observe::Observed::new(&run.trace);
@@ -106,7 +106,7 @@ pub fn run_seed_in(server: &str, seed: u64, check_determinism: bool, dialect: Di
     }
     let mut nondeterminism = None;
     if check_determinism {
-        let again = crate::world::run(&plan, server, None)?.trace.to_jsonl();
+        let again = crate::run(&plan, server, None)?.trace.to_jsonl();
         if fnv1a(again.as_bytes()) != trace_hash {
             let first = jsonl.lines().zip(again.lines()).position(|(a, b)| a != b);
             nondeterminism = Some(match first {
@@ -379,7 +379,7 @@ pub fn write_regression(
     plan.description = format!("shrunk from hunt seed {seed}: {server} violates {target}");
     plan.expect.clear();
     for s in [server, "guarded"] {
-        let run = crate::world::run(&plan, s, None)?;
+        let run = crate::run(&plan, s, None)?;
         let violated = check::violated(&check::judge(&run.trace)).into_iter().map(String::from).collect();
         plan.expect.insert(s.to_string(), violated);
     }

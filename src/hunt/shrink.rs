@@ -19,7 +19,7 @@ pub struct Shrunk {
 
 /// Whether `plan` on `server` still violates `target` (inherent violations do not count).
 pub fn still_fails(plan: &Plan, server: &str, target: &str) -> bool {
-    match crate::world::run(plan, server, None) {
+    match crate::run(plan, server, None) {
         Ok(run) if run.aborted.is_none() => {
             check::judge(&run.trace).iter().any(|v| v.check == target && v.violations().iter().any(|x| !x.inherent))
         }

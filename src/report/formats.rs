@@ -25,7 +25,7 @@
 //! Fields are only ever added, never renamed or removed, within `/1`.
 
 use crate::check::{Expectation, Verdict};
-use crate::world::Run;
+use crate::trace::Run;
 use serde::Serialize;
 
 /// One judged run, as the reports carry it.

@@ -13,9 +13,9 @@ pub use formats::{colorize, json, junit, Judged};
 pub use timeline::html as timeline_html;
 
 use crate::check::{Expectation, Status, Verdict};
+use crate::trace::Run;
 use crate::trace::{Event, Outcome, Purpose, SimTime, What};
 use crate::wire::jsonrpc::{RpcKind, RpcSummary};
-use crate::world::Run;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 

@@ -12,8 +12,8 @@
 
 use super::{describe, describe_rpc};
 use crate::check::Verdict;
+use crate::trace::Run;
 use crate::trace::{Event, Purpose, SimTime, What};
-use crate::world::Run;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 

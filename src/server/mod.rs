@@ -10,7 +10,8 @@ pub use engine::Engine;
 pub use plug::{AppCommand, AppHook, AppReporter, ServerPlug};
 pub use policy::{Decision, ResumptionPolicy};
 
-use crate::scenario::{Dialect, ServerConfig};
+use crate::error::{Error, Result};
+use crate::scenario::{Dialect, Plan, ServerConfig};
 use crate::seed::Seed;
 use std::rc::Rc;
 
@@ -35,6 +36,19 @@ pub fn describe_servers() -> Vec<(&'static str, &'static str)> {
     let mut all: Vec<_> = policy::builtin_policies().iter().map(|p| (p.name(), p.description())).collect();
     all.push(("rmcp", "the official Rust SDK's StreamableHttpService (rmcp 3.11.0), streamable-http only"));
     all
+}
+
+/// The built-in server `name`, configured for `plan`; the error names the
+/// known servers, or the dialect the server lacks.
+pub fn for_plan(name: &str, plan: &Plan, seed: Seed) -> Result<Rc<dyn ServerPlug>> {
+    if streamable_only(name) && plan.dialect != Dialect::StreamableHttp {
+        return Err(Error::usage(format!(
+            "server {name:?} speaks only dialect \"streamable-http\"; scenario {:?} is \"legacy-sse\"",
+            plan.name
+        )));
+    }
+    builtin(name, &plan.server, plan.dialect, seed)
+        .ok_or_else(|| Error::usage(format!("unknown server {name:?} (known: {})", known_servers().join(", "))))
 }
 
 /// A built-in server by name.

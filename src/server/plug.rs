@@ -6,9 +6,9 @@
 //! became of each request through [`AppReporter`]. The reference engine with
 //! each policy is one plug-in; real SDK servers are others.
 
+use crate::inbox::Inbox;
 use crate::trace::{Outcome, Recorder, What};
 use crate::wire::jsonrpc::RpcId;
-use crate::world::Inbox;
 use std::future::Future;
 use std::pin::Pin;
 
@@ -176,7 +176,7 @@ pub struct AppHook {
 /// do = "connect"
 /// client = "alice"
 /// "#, "mute.toml").unwrap();
-/// let run = mcpsim::world::run_with(&plan, Rc::new(Mute), plan.seed).unwrap();
+/// let run = mcpsim::run_with(&plan, Rc::new(Mute), plan.seed).unwrap();
 /// let verdicts = mcpsim::check::judge(&run.trace);
 /// assert_eq!(mcpsim::check::violated(&verdicts), ["protocol"]);
 /// ```

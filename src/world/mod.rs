@@ -4,74 +4,29 @@
 //! Hosts: `server`; per client `c`, a NAT host `nat-c` and the client host `c`.
 //! Clients reach the server only through their NAT.
 
-mod inbox;
 mod nat;
 mod panics;
 
-pub use inbox::Inbox;
 pub use nat::NatCmd;
 
 use crate::client::ResumeFrom;
 use crate::client::{Client, ClientCmd, ClientShared};
 use crate::error::{Error, Result};
+use crate::inbox::Inbox;
 use crate::scenario::{Action, LastEventId, Plan, SeenOn, Trigger};
 use crate::seed::Seed;
 use crate::server::{AppCommand, AppHook, AppReporter, ServerPlug};
-use crate::trace::{Recorder, SimTime, Trace, What};
+use crate::trace::{Recorder, Run, SimTime, What};
 use nat::Nat;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, UNIX_EPOCH};
-
-/// The default simulation tick (`[network] tick` overrides it).
-///
-/// Why 20 ms: turmoil advances every host once per tick, at about 2 µs per
-/// host per tick whether or not the host has work, and delivers network
-/// messages only at tick boundaries. So the tick trades speed against the
-/// resolution of network hops: a hop takes its latency rounded up to the next
-/// tick. Everything else stays exact: timers inside a host fire at their own
-/// times within a tick, and scenario steps fire at their exact times (except
-/// `crash-client`, which fires at the first tick boundary at or after its
-/// time, and the client's later steps with it; the step
-/// loop hands each command to its actor one tick early with a due time; see
-/// [`Inbox::push_at`]). At 20 ms, `nat-rebind` (3 hosts, 400 s) runs about
-/// 3,000x faster than real time; at 1 ms it would be about 200x
-/// (`cargo bench --bench sim` prints both).
-pub const TICK: Duration = Duration::from_millis(20);
 
 /// The smallest network latency the world uses (a hop still takes a tick).
 const MIN_LATENCY: Duration = Duration::from_micros(1);
 
 /// The simulated epoch: the seed analysis's date of record, 2026-11-11.
 const EPOCH_SECS: u64 = 1_794_355_200;
-
-/// The record of one run.
-#[derive(Clone, Debug)]
-pub struct Run {
-    pub scenario: String,
-    pub server: String,
-    pub seed: Seed,
-    pub source: Option<PathBuf>,
-    pub duration: Duration,
-    pub trace: Trace,
-    /// Set when the run had to stop early (a host panicked); the trace holds
-    /// everything up to that point.
-    pub aborted: Option<String>,
-}
-
-impl Run {
-    /// The command that replays this run (a plug-in server is not a
-    /// `--server` name: the line says to run it through `run_with`).
-    pub fn repro(&self) -> String {
-        let file = self.source.as_ref().map_or_else(|| format!("<{}>", self.scenario), |p| p.display().to_string());
-        if crate::server::is_known_server(&self.server) {
-            format!("mcpsim run {file} --server {} --seed {}", self.server, self.seed)
-        } else {
-            format!("mcpsim::world::run_with(&Plan::load({file:?}), <your {} plug>, Seed({}))", self.server, self.seed)
-        }
-    }
-}
 
 /// A hand-built plan must still name only its own clients (the loader checks files).
 fn check_clients(plan: &Plan) -> Result<()> {
@@ -83,25 +38,10 @@ fn check_clients(plan: &Plan) -> Result<()> {
     Ok(())
 }
 
-/// Runs a plan against a built-in server (`naive`, `guarded`, ...).
-pub fn run(plan: &Plan, server: &str, seed: Option<Seed>) -> Result<Run> {
-    let seed = seed.unwrap_or(plan.seed);
-    if crate::server::streamable_only(server) && plan.dialect != crate::scenario::Dialect::StreamableHttp {
-        return Err(Error::usage(format!(
-            "server {server:?} speaks only dialect \"streamable-http\"; scenario {:?} is \"legacy-sse\"",
-            plan.name
-        )));
-    }
-    let plug = crate::server::builtin(server, &plan.server, plan.dialect, seed).ok_or_else(|| {
-        Error::usage(format!("unknown server {server:?} (known: {})", crate::server::known_servers().join(", ")))
-    })?;
-    run_with(plan, plug, seed)
-}
-
 /// Runs a plan against any server plug-in.
 pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run> {
     check_clients(plan)?;
-    let rec = Recorder::new();
+    let rec = Recorder::with_clock(Rc::new(turmoil::sim_elapsed));
     let mut builder = turmoil::Builder::new();
     builder
         .rng_seed(seed.derive("turmoil"))
@@ -323,6 +263,7 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
     Ok(Run {
         scenario: plan.name.clone(),
         server: plug.name().to_string(),
+        by_name: false,
         seed,
         source: plan.source.clone(),
         duration: plan.duration,

@@ -13,11 +13,11 @@
 //! After `half_open_lifetime` the NAT resets a dropped mapping, as an OS
 //! keepalive would.
 
+use crate::inbox::Inbox;
 use crate::trace::{Recorder, SseSeen, What};
 use crate::wire::http1::{ResponseSniffer, Sniffed};
 use crate::wire::jsonrpc::Message;
 use crate::wire::sse::{Decoder, Item};
-use crate::world::Inbox;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;

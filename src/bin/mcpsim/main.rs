@@ -361,7 +361,7 @@ fn run(
             }
             // Wall clock only for JUnit's `time` (CI reads it as wall time); never in a trace.
             let started = std::time::Instant::now();
-            let run = match mcpsim::world::run(plan, server, seed) {
+            let run = match mcpsim::run(plan, server, seed) {
                 Ok(r) => r,
                 Err(e) => {
                     eprintln!("error: {} on {server}: {e}", plan.name);
@@ -630,7 +630,7 @@ fn replay(
         )));
     }
     let plan = mcpsim::hunt::generate_in(seed, dialect);
-    let run = mcpsim::world::run(&plan, &server, None)?;
+    let run = mcpsim::run(&plan, &server, None)?;
     let verdicts = mcpsim::check::judge(&run.trace);
     let mut text = mcpsim::report::text(&run, &verdicts, None);
     // A generated plan has no file: its repro is the replay itself.
