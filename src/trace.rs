@@ -19,7 +19,7 @@
 //! effect in another host.
 
 use crate::seed::Seed;
-use crate::wire::jsonrpc::{RpcId, RpcSummary};
+use crate::wire::jsonrpc::{RpcId, RpcKind, RpcSummary};
 use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
 use std::fmt;
@@ -116,6 +116,9 @@ pub enum What {
         heartbeat_timeout_us: u64,
         /// How long it takes to answer a server request.
         think_time_us: u64,
+        /// The longest wait between its reconnection attempts.
+        #[serde(default)]
+        max_backoff_us: u64,
     },
     /// The step loop applied a scenario step.
     Step {
@@ -224,7 +227,7 @@ pub enum What {
     Rejected {
         client: String,
         conn: u32,
-        how: String,
+        how: Refused,
     },
     /// The client dropped its session and starts a fresh one.
     Reinitialize {
@@ -358,6 +361,76 @@ impl Trace {
 /// The world passes the simulator's clock; a recorder without one uses only
 /// the step loop's time.
 pub type Clock = Rc<dyn Fn() -> Option<Duration>>;
+
+/// How a client saw its resumption refused. In the trace it is the words
+/// [`fmt::Display`] gives (`"HTTP 404"`, `"error event"`, `"200 with an
+/// empty stream"`), so checks match the kind, never the wording.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum Refused {
+    /// An HTTP error status.
+    Status(u16),
+    /// `200 text/event-stream` carrying an `event: error`.
+    ErrorEvent,
+    /// `200` and a stream that ended with nothing in it: a silent refusal.
+    EmptyStream,
+}
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refused::Status(s) => write!(f, "HTTP {s}"),
+            Refused::ErrorEvent => f.write_str("error event"),
+            Refused::EmptyStream => f.write_str("200 with an empty stream"),
+        }
+    }
+}
+
+impl From<Refused> for String {
+    fn from(r: Refused) -> String {
+        r.to_string()
+    }
+}
+
+impl TryFrom<String> for Refused {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        match s.as_str() {
+            "error event" => Ok(Refused::ErrorEvent),
+            "200 with an empty stream" => Ok(Refused::EmptyStream),
+            _ => s
+                .strip_prefix("HTTP ")
+                .and_then(|n| n.parse().ok())
+                .map(Refused::Status)
+                .ok_or_else(|| format!("not a refusal: {s:?}")),
+        }
+    }
+}
+
+/// What a delivered SSE event was, in a few words.
+pub fn describe_rpc(rpc: &Option<RpcSummary>, event: &str) -> String {
+    match rpc {
+        Some(RpcSummary { kind: RpcKind::Request, method, id }) => {
+            format!("{} {}", id.as_ref().map(|i| i.to_string()).unwrap_or_default(), method.as_deref().unwrap_or("?"))
+        }
+        Some(RpcSummary { kind: RpcKind::Response, id, .. }) => {
+            format!("response to {}", id.as_ref().map(|i| i.to_string()).unwrap_or_default())
+        }
+        Some(RpcSummary { kind: RpcKind::Error, .. }) => "JSON-RPC error".into(),
+        Some(RpcSummary { kind: RpcKind::Notification, method, .. }) => method.clone().unwrap_or_default(),
+        None => format!("`{event}` event"),
+    }
+}
+
+/// What became of a server request, in a word or two.
+pub fn outcome_word(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Answered => "answered",
+        Outcome::Failed => "failed",
+        Outcome::Reissued => "re-issued",
+        Outcome::TimedOut => "timed out",
+    }
+}
 
 /// The record of one run: its trace and what it was a run of.
 #[derive(Clone, Debug)]
@@ -524,4 +597,22 @@ fn is_true(b: &bool) -> bool {
 
 fn yes() -> bool {
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_is_written_as_its_words_and_read_back() {
+        for (r, words) in [
+            (Refused::Status(404), "\"HTTP 404\""),
+            (Refused::ErrorEvent, "\"error event\""),
+            (Refused::EmptyStream, "\"200 with an empty stream\""),
+        ] {
+            assert_eq!(serde_json::to_string(&r).unwrap(), words);
+            assert_eq!(serde_json::from_str::<Refused>(words).unwrap(), r);
+        }
+        assert!(serde_json::from_str::<Refused>("\"HTTP nope\"").is_err());
+    }
 }

@@ -192,7 +192,7 @@ fn second_client_leak_guarded_refuses_mallory_and_alice_keeps_working() {
     assert!(!events(&run).any(|e| matches!(&e.what, What::SessionToken { client, token, .. } if client == "mallory" && alice_tokens.contains(token))));
     // The refusal is explicit.
     let refusal = events(&run)
-        .find(|e| matches!(&e.what, What::Rejected { client, conn, how } if client == "mallory" && stolen.contains(conn) && how == "HTTP 403"))
+        .find(|e| matches!(&e.what, What::Rejected { client, conn, how } if client == "mallory" && stolen.contains(conn) && *how == mcpsim::trace::Refused::Status(403)))
         .expect("mallory is refused with 403");
     // Alice's original uplink still carries req-43 after the refusal, and she answers it.
     let first_conn = events(&run)

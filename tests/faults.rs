@@ -226,7 +226,7 @@ fn guarded_rejects_an_evicted_id_explicitly_kills_the_token_and_the_client_reini
     let ev: Vec<_> = run.trace.iter().collect();
     let rejected = ev
         .iter()
-        .find(|e| matches!(&e.what, What::Rejected { client, how, .. } if client == "alice" && how == "error event"))
+        .find(|e| matches!(&e.what, What::Rejected { client, how, .. } if client == "alice" && *how == mcpsim::trace::Refused::ErrorEvent))
         .expect("explicit error event");
     let error_event = ev.iter().any(|e| matches!(&e.what, What::SseEvent { client, event, data, .. } if client == "alice" && event == "error" && data.contains("older than the retained window")));
     assert!(error_event, "the error event says why");
@@ -245,7 +245,7 @@ fn guarded_rejects_an_evicted_id_explicitly_kills_the_token_and_the_client_reini
     // The old token is dead: even with alice's credential and a valid id, bob gets 404.
     assert!(ev
         .iter()
-        .any(|e| matches!(&e.what, What::Rejected { client, how, .. } if client == "bob" && how == "HTTP 404")));
+        .any(|e| matches!(&e.what, What::Rejected { client, how, .. } if client == "bob" && *how == mcpsim::trace::Refused::Status(404))));
     // Naive replays what it still has instead (a silent truncation).
     let naive = mcpsim::run(&plan, "naive", None).unwrap();
     assert!(!naive.trace.iter().any(|e| matches!(&e.what, What::Rejected { .. })));

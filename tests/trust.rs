@@ -428,6 +428,7 @@ mod hand_built {
                     principal: "alice".into(),
                     heartbeat_timeout_us: 30_000_000,
                     think_time_us: 1_000_000,
+                    max_backoff_us: 10_000_000,
                 },
             );
             // alice's uplink (conn 1) on session tok-1.

@@ -12,7 +12,7 @@
 
 use super::observe::Observed;
 use super::{not_applicable, status, Status, Violation};
-use crate::report::describe_rpc;
+use crate::trace::describe_rpc;
 use crate::trace::Outcome;
 use crate::wire::jsonrpc::RpcKind;
 

@@ -86,7 +86,8 @@ pub fn judge(o: &Observed) -> Status {
         }
         // Time to notice a dead uplink (twice: a resume may land on a stale
         // path once), plus the longest backoff between attempts.
-        let settle = SimTime(timeout.0 * 2 + crate::client::MAX_BACKOFF.as_micros() as u64);
+        let backoff = o.max_backoffs.get(client).copied().unwrap_or_default();
+        let settle = SimTime(timeout.0 * 2 + backoff.0);
         if o.end.0 < last_fault.0 + settle.0 {
             continue;
         }

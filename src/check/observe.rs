@@ -4,7 +4,7 @@
 //! they explain, they never decide). Sessions are known black-box by their
 //! token: a token belongs to the client whose `endpoint` event carried it.
 
-use crate::trace::{Event, Outcome, Purpose, SimTime, SseSeen, Trace, What};
+use crate::trace::{Event, Outcome, Purpose, Refused, SimTime, SseSeen, Trace, What};
 use crate::wire::jsonrpc::{RpcId, RpcKind, RpcSummary};
 use std::collections::BTreeMap;
 
@@ -60,7 +60,7 @@ pub struct Conn {
     pub response: Option<(u16, bool, SimTime, u64)>,
     pub delivered: Vec<Delivered>,
     pub ended: Option<(SimTime, u64, String)>,
-    pub rejected: Option<(SimTime, u64, String)>,
+    pub rejected: Option<(SimTime, u64, Refused)>,
     /// The server→client stream this connection carried, `""` for none:
     /// `get:<token>` for a session's uplink / standalone GET stream (every
     /// legacy-sse uplink), `call:<client>:<conn>` for a tool call's POST
@@ -188,6 +188,8 @@ pub struct Observed<'a> {
     pub liveness_bound: SimTime,
     pub principals: BTreeMap<String, String>,
     pub heartbeat_timeouts: BTreeMap<String, SimTime>,
+    /// Each client's longest wait between reconnection attempts.
+    pub max_backoffs: BTreeMap<String, SimTime>,
     pub think_times: BTreeMap<String, SimTime>,
     pub conns: BTreeMap<(String, u32), Conn>,
     pub token_owner: BTreeMap<String, String>,
@@ -221,8 +223,9 @@ impl<'a> Observed<'a> {
                     o.end = o.end.max(SimTime(*duration_us));
                     o.liveness_bound = SimTime(*liveness_bound_us);
                 }
-                What::ClientJoined { client, principal, heartbeat_timeout_us, think_time_us } => {
+                What::ClientJoined { client, principal, heartbeat_timeout_us, think_time_us, max_backoff_us } => {
                     o.think_times.insert(client.clone(), SimTime(*think_time_us));
+                    o.max_backoffs.insert(client.clone(), SimTime(*max_backoff_us));
                     o.principals.insert(client.clone(), principal.clone());
                     o.heartbeat_timeouts.insert(client.clone(), SimTime(*heartbeat_timeout_us));
                 }
@@ -311,7 +314,7 @@ impl<'a> Observed<'a> {
                 }
                 What::Rejected { client, conn, how } => {
                     if let Some(c) = o.conns.get_mut(&(client.clone(), *conn)) {
-                        c.rejected = Some((t, seq, how.clone()));
+                        c.rejected = Some((t, seq, *how));
                     }
                 }
                 What::Answer { client, id, status, session, conn, .. } => o.answers.push(Answer {

@@ -12,7 +12,7 @@
 
 use super::observe::{Conn, Observed};
 use super::{not_applicable, status, Status, Violation};
-use crate::trace::SimTime;
+use crate::trace::{Refused, SimTime};
 
 pub const ID: &str = "rejection-protocol";
 pub const ABOUT: &str =
@@ -36,7 +36,7 @@ pub fn judge(o: &Observed) -> Status {
     for c in o.conns.values() {
         let Some((t_rej, rej_seq, how)) = &c.rejected else { continue };
         judged = true;
-        if how.contains("empty stream") {
+        if *how == Refused::EmptyStream {
             out.push(Violation {
                 check: ID,
                 headline: format!(

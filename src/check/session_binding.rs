@@ -10,7 +10,7 @@
 
 use super::observe::Observed;
 use super::{not_applicable, secs_between, status, Status, Violation};
-use crate::report::describe_rpc;
+use crate::trace::describe_rpc;
 use crate::trace::SimTime;
 use crate::wire::jsonrpc::RpcKind;
 
@@ -76,7 +76,7 @@ pub fn judge(o: &Observed) -> Status {
                         o.conns.values().any(|c| c.client == new.client && c.token() == new.token() && c.delivered.iter().any(|d| d.request_id() == Some(i)))
                     });
                     let fate = match req.and_then(|r| r.resolution()) {
-                        Some((t_o, _, outcome, _, _)) => format!("; {} at {t_o}", crate::report::outcome_word(*outcome)),
+                        Some((t_o, _, outcome, _, _)) => format!("; {} at {t_o}", crate::trace::outcome_word(*outcome)),
                         None => String::new(),
                     };
                     format!(

@@ -123,6 +123,6 @@ pub fn judge(o: &Observed) -> Status {
 fn what(d: &Delivered) -> String {
     match &d.rpc {
         None if d.event == "message" || d.event.is_empty() => "a priming event (no message)".into(),
-        _ => crate::report::describe_rpc(&d.rpc, &d.event),
+        _ => crate::trace::describe_rpc(&d.rpc, &d.event),
     }
 }

@@ -19,7 +19,7 @@ mod streamable;
 
 use crate::inbox::Inbox;
 use crate::scenario::{ClientSpec, Dialect};
-use crate::trace::{Purpose, Recorder, What};
+use crate::trace::{Purpose, Recorder, Refused, What};
 use crate::wire::jsonrpc::{mcp, Message, RpcId};
 use crate::wire::sse::{Decoder, Item};
 use bytes::Bytes;
@@ -398,12 +398,12 @@ impl Client {
             if streamable && status == 404 {
                 // The session is gone: start a new one (MCP 2025-11-25).
                 if resuming {
-                    self.rec.record(What::Rejected { client: self.name(), conn, how: "HTTP 404".into() });
+                    self.rec.record(What::Rejected { client: self.name(), conn, how: Refused::Status(404) });
                 }
                 return self.reinitialize("HTTP 404: the session is gone");
             }
             if resuming {
-                self.rec.record(What::Rejected { client: self.name(), conn, how: format!("HTTP {status}") });
+                self.rec.record(What::Rejected { client: self.name(), conn, how: Refused::Status(status) });
                 return self.reinitialize(&format!("resumption refused with HTTP {status}"));
             }
             self.rec.record(What::UplinkEnded { client: self.name(), conn, reason: format!("HTTP {status}") });
@@ -419,11 +419,11 @@ impl Client {
         let (end, any_item) = self.read_stream(conn, resp.into_body(), gen, None, stream_token.as_deref()).await;
         match end {
             StreamEnd::ErrorEvent => {
-                self.rec.record(What::Rejected { client: self.name(), conn, how: "error event".into() });
+                self.rec.record(What::Rejected { client: self.name(), conn, how: Refused::ErrorEvent });
                 self.reinitialize("resumption refused with an error event")
             }
             StreamEnd::Ended if resuming && !any_item => {
-                self.rec.record(What::Rejected { client: self.name(), conn, how: "200 with an empty stream".into() });
+                self.rec.record(What::Rejected { client: self.name(), conn, how: Refused::EmptyStream });
                 self.reinitialize("resumption answered with an empty stream")
             }
             StreamEnd::Ended if streamable => {

@@ -135,16 +135,12 @@ impl Client {
             match end {
                 StreamEnd::Complete => return self.end_call(&label),
                 StreamEnd::ErrorEvent => {
-                    self.rec.record(What::Rejected { client: self.name(), conn, how: "error event".into() });
+                    self.rec.record(What::Rejected { client: self.name(), conn, how: Refused::ErrorEvent });
                     return self.end_call(&label);
                 }
                 StreamEnd::Ended if resumed && !any_item => {
                     // Accepted, then nothing at all: the call's stream is gone.
-                    self.rec.record(What::Rejected {
-                        client: self.name(),
-                        conn,
-                        how: "200 with an empty stream".into(),
-                    });
+                    self.rec.record(What::Rejected { client: self.name(), conn, how: Refused::EmptyStream });
                     return self.end_call(&label);
                 }
                 StreamEnd::Silent | StreamEnd::Ended | StreamEnd::Broken => {}
@@ -224,7 +220,7 @@ impl Client {
         let content_type = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).map(str::to_string);
         self.rec.record(What::HttpResponse { client: self.name(), conn, status, content_type: content_type.clone() });
         if status != 200 || !content_type.is_some_and(|c| c.starts_with("text/event-stream")) {
-            self.rec.record(What::Rejected { client: self.name(), conn, how: format!("HTTP {status}") });
+            self.rec.record(What::Rejected { client: self.name(), conn, how: Refused::Status(status) });
             if status == 404 {
                 self.reinitialize("HTTP 404: the session is gone");
             }

@@ -14,7 +14,7 @@ pub use timeline::html as timeline_html;
 
 use crate::check::{Expectation, Status, Verdict};
 use crate::trace::Run;
-use crate::trace::{Event, Outcome, Purpose, SimTime, What};
+use crate::trace::{describe_rpc, outcome_word, Event, Outcome, Purpose, SimTime, What};
 use crate::wire::jsonrpc::{RpcKind, RpcSummary};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -91,21 +91,6 @@ pub fn expectation_line(server: &str, e: &Expectation) -> String {
 
 fn fmt_time(t: SimTime) -> String {
     format!("{}.{:03} s", t.0 / 1_000_000, (t.0 % 1_000_000) / 1000)
-}
-
-/// What a delivered SSE event was, in a few words.
-pub fn describe_rpc(rpc: &Option<RpcSummary>, event: &str) -> String {
-    match rpc {
-        Some(RpcSummary { kind: RpcKind::Request, method, id }) => {
-            format!("{} {}", id.as_ref().map(|i| i.to_string()).unwrap_or_default(), method.as_deref().unwrap_or("?"))
-        }
-        Some(RpcSummary { kind: RpcKind::Response, id, .. }) => {
-            format!("response to {}", id.as_ref().map(|i| i.to_string()).unwrap_or_default())
-        }
-        Some(RpcSummary { kind: RpcKind::Error, .. }) => "JSON-RPC error".into(),
-        Some(RpcSummary { kind: RpcKind::Notification, method, .. }) => method.clone().unwrap_or_default(),
-        None => format!("`{event}` event"),
-    }
 }
 
 struct Burst {
@@ -227,15 +212,6 @@ fn timeline(run: &Run) -> Vec<(SimTime, String)> {
         lines.push((t, format!("(and {heartbeat_only} heartbeat-only writes into dropped mappings)")));
     }
     lines
-}
-
-pub fn outcome_word(o: Outcome) -> &'static str {
-    match o {
-        Outcome::Answered => "answered",
-        Outcome::Failed => "failed",
-        Outcome::Reissued => "re-issued",
-        Outcome::TimedOut => "timed out",
-    }
 }
 
 /// One line: what became of each server request, and the dropped writes.

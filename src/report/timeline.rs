@@ -10,8 +10,9 @@
 //! the colours; labels carry a white halo so lane lines do not cross them.
 //! Clicking an arrow shows the event. No network is needed.
 
-use super::{describe, describe_rpc};
+use super::describe;
 use crate::check::Verdict;
+use crate::trace::describe_rpc;
 use crate::trace::Run;
 use crate::trace::{Event, Purpose, SimTime, What};
 use std::collections::BTreeMap;

@@ -69,6 +69,7 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
             principal: c.principal.clone(),
             heartbeat_timeout_us: c.heartbeat_timeout.as_micros() as u64,
             think_time_us: c.think_time.as_micros() as u64,
+            max_backoff_us: crate::client::MAX_BACKOFF.as_micros() as u64,
         });
     }
     let app = AppHook { commands: Inbox::new(), report: AppReporter::new(rec.clone()) };
