@@ -171,5 +171,8 @@ fn main() {
     let verdicts = mcpsim::check::judge(&run.trace);
     print!("{}", mcpsim::report::text(&run, &verdicts, None));
     let violated = mcpsim::check::violated(&verdicts);
-    assert!(violated.contains(&"session-binding"), "mcpsim catches the stale-stream bug: {violated:?}");
+    assert!(
+        violated.contains(&mcpsim::check::CheckId::SessionBinding),
+        "mcpsim catches the stale-stream bug: {violated:?}"
+    );
 }

@@ -14,14 +14,28 @@
 //! println!("{}", mcpsim::report::text(&run, &verdicts, None));
 //! ```
 //!
-//! Module map (data flows one way): `scenario` (TOML → [`scenario::Plan`]) →
-//! `world` (turmoil hosts: `server`, `client`, the NAT; the step loop) →
-//! `trace` → `check` (the properties, judged black-box) → `report` (text,
-//! JSON, JUnit, HTML timeline). `hunt` generates plans from seeds, runs them
-//! in parallel and shrinks findings. `wire` holds the pure protocol pieces
-//! (SSE codec, JSON-RPC/MCP, an HTTP/1 sniffer). `server` holds the
-//! reference engine (both dialects: `legacy-sse` and MCP 2025-11-25
-//! `streamable-http`), its policies, the public plug-in boundary
+//! # Layers
+//!
+//! Data flows one way: scenario → world → trace → check → report. Each
+//! module imports only modules on lower rows (a test keeps this true:
+//! `tests/layers.rs`):
+//!
+//! ```text
+//! bin (the CLI)
+//! hunt                      generated plans, parallel runs, shrinking
+//! run / run_with (lib.rs)   a server by name, or your plug → a Run
+//! report                    text, JSON, JUnit, HTML timeline
+//! check                     the properties, judged from the trace alone
+//! world                     turmoil hosts and the step loop; takes a plug
+//! server   client           the engine, policies, rmcp, plugs | the MCP client
+//! trace                     the record of a run (Run, events, Recorder)
+//! scenario                  TOML → Plan, with located errors
+//! vocab inbox seed error wire   leaves: names, command queues, seeds, errors,
+//!                               the pure protocol pieces (SSE, JSON-RPC, HTTP/1)
+//! ```
+//!
+//! `server` holds the reference engine (both dialects: `legacy-sse` and MCP
+//! 2025-11-25 `streamable-http`), its policies, the public plug-in boundary
 //! ([`server::ServerPlug`]) and `server::rmcp`, the official Rust SDK as a
 //! server under test.
 //!
@@ -40,6 +54,7 @@ pub mod scenario;
 pub mod seed;
 pub mod server;
 pub mod trace;
+pub mod vocab;
 pub mod wire;
 pub mod world;
 

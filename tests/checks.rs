@@ -44,7 +44,7 @@ fn matrix() -> BTreeMap<(String, String), Cell> {
     m
 }
 
-fn violated(cell: &Cell) -> Vec<&'static str> {
+fn violated(cell: &Cell) -> Vec<check::CheckId> {
     check::violated(&cell.verdicts)
 }
 
@@ -79,7 +79,7 @@ fn verdict_matrix_and_reports_match_their_snapshots() {
             };
             let short: Vec<String> = violated(cell)
                 .iter()
-                .map(|c| c.split('-').map(|w| w[..1].to_uppercase()).collect::<String>())
+                .map(|c| c.as_str().split('-').map(|w| w[..1].to_uppercase()).collect::<String>())
                 .collect();
             let text = if short.is_empty() { "ok".to_string() } else { short.join(",") };
             table.push_str(&format!(" {text:<18}"));

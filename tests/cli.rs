@@ -199,7 +199,7 @@ fn list_explain_and_check() {
     assert!(listed.lines().any(|l| l.starts_with("nat-rebind ") && l.contains(" legacy-sse ")), "{listed}");
     assert!(listed.lines().any(|l| l.starts_with("nat-rebind-streamable ") && l.contains(" streamable-http ")));
     for c in mcpsim::check::CHECKS {
-        let out = mcpsim(&["explain", c.id]);
+        let out = mcpsim(&["explain", c.id.as_str()]);
         let t = text(&out.stdout);
         for part in ["What it means", "Evidence it uses", "Condition of the analysis", "To pass, a server must"] {
             assert!(t.contains(part), "{}: {t}", c.id);

@@ -2,6 +2,7 @@
 //! of seeds, stay quiet on `guarded`, are deterministic, shard cleanly, and
 //! shrink findings into regression scenarios that reproduce.
 
+use mcpsim::check::CheckId;
 use mcpsim::hunt::{self, shrink, HuntOptions, HuntReport, Limit};
 use mcpsim::scenario::{Dialect, Plan};
 use mcpsim::server::policy::Mutation;
@@ -12,13 +13,13 @@ use std::path::{Path, PathBuf};
 /// streamable-http answered-replay at 45).
 const BOUND: u64 = 128;
 
-fn first_finding(server: &str, check: &str) -> Option<u64> {
+fn first_finding(server: &str, check: CheckId) -> Option<u64> {
     first_finding_in(server, check, Dialect::LegacySse)
 }
 
-fn first_finding_in(server: &str, check: &str, dialect: Dialect) -> Option<u64> {
+fn first_finding_in(server: &str, check: CheckId, dialect: Dialect) -> Option<u64> {
     (0..BOUND)
-        .find(|&seed| hunt::run_seed_in(server, seed, false, dialect).unwrap().violated.iter().any(|c| c == check))
+        .find(|&seed| hunt::run_seed_in(server, seed, false, dialect).unwrap().violated.iter().any(|c| check == *c))
 }
 
 #[test]
@@ -44,7 +45,7 @@ fn guarded_has_no_findings_in_streamable_http_and_rmcp_has_many() {
 
 #[test]
 fn every_buggy_server_is_found_by_its_own_check_within_the_bound() {
-    assert!(first_finding("naive", "session-binding").is_some(), "naive");
+    assert!(first_finding("naive", CheckId::SessionBinding).is_some(), "naive");
     for m in Mutation::ALL {
         let found = first_finding(m.name(), m.caught_by());
         assert!(found.is_some(), "{} not caught by {} within {BOUND} seeds", m.name(), m.caught_by());
@@ -127,7 +128,7 @@ fn shrink_canonical(file: &str, check: &str) -> usize {
     let reloaded = Plan::load(&path).unwrap();
     let run = mcpsim::run(&reloaded, "naive", None).unwrap();
     let verdicts = mcpsim::check::judge(&run.trace);
-    assert!(mcpsim::check::violated(&verdicts).contains(&check));
+    assert!(mcpsim::check::violated(&verdicts).iter().any(|c| *c == check));
     assert!(mcpsim::check::expectation(&reloaded, "naive", &verdicts).unwrap().met);
     let run = mcpsim::run(&reloaded, "guarded", None).unwrap();
     let verdicts = mcpsim::check::judge(&run.trace);
@@ -154,7 +155,7 @@ fn a_hunt_finding_comes_back_as_a_regression_file() {
     assert_eq!(Some(plan.steps.len()), f.shrunk_steps);
     let run = mcpsim::run(&plan, "no-fence", None).unwrap();
     let violated = mcpsim::check::violated(&mcpsim::check::judge(&run.trace));
-    assert!(violated.contains(&f.violated[0].as_str()), "{violated:?} vs {:?}", f.violated);
+    assert!(violated.iter().any(|c| *c == f.violated[0]), "{violated:?} vs {:?}", f.violated);
 }
 
 #[test]
@@ -173,7 +174,7 @@ fn every_violated_check_of_a_seed_gets_its_own_shrunk_regression() {
         assert!(plan.name.ends_with(&r.check), "{}", plan.name);
         let run = mcpsim::run(&plan, "no-fence", None).unwrap();
         let violated = mcpsim::check::violated(&mcpsim::check::judge(&run.trace));
-        assert!(violated.contains(&r.check.as_str()), "{} reproduces {}: {violated:?}", r.file, r.check);
+        assert!(violated.iter().any(|c| *c == r.check), "{} reproduces {}: {violated:?}", r.file, r.check);
     }
     let json = serde_json::to_string(&report).unwrap();
     assert_eq!(serde_json::from_str::<HuntReport>(&json).unwrap(), report);

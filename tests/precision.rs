@@ -17,7 +17,10 @@ fn listing(server: &str, dialect: Dialect, seeds: &[u64]) -> String {
         let plan = mcpsim::hunt::generate::generate_in(seed, dialect);
         let run = mcpsim::run(&plan, server, None).unwrap();
         let verdicts = check::judge(&run.trace);
-        out.push_str(&format!("seed {seed}: {}\n", check::violated(&verdicts).join(", ")));
+        out.push_str(&format!(
+            "seed {seed}: {}\n",
+            check::violated(&verdicts).iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", ")
+        ));
         for v in &verdicts {
             for x in v.violations() {
                 let inherent = if x.inherent { " [inherent]" } else { "" };

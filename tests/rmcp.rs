@@ -226,7 +226,7 @@ label = "related-sample"
 #[test]
 fn a_session_id_alone_takes_over_a_live_tool_call_on_rmcp() {
     let r = run("scenarios/streamable-http/call-stream-takeover.toml", None);
-    assert!(check::violated(&check::judge(&r.trace)).contains(&"confidentiality"));
+    assert!(check::violated(&check::judge(&r.trace)).contains(&check::CheckId::Confidentiality));
     let w = whats(&r);
     // The thief answers alice's related request, and rmcp takes that answer.
     let mallory_answered =

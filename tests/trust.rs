@@ -860,7 +860,7 @@ fn a_fence_that_cannot_be_confirmed_within_grace_refuses_the_resumption() {
         assert!(trace.contains("prior uplink could not be fenced within 5s"), "{rel}");
         assert!(check::violated(&judge(&plan, "guarded")).is_empty(), "{rel}");
         let bad = judge(&plan, "no-fence");
-        assert!(check::violated(&bad).contains(&"session-binding"), "{rel}");
+        assert!(check::violated(&bad).contains(&check::CheckId::SessionBinding), "{rel}");
         // A fence quicker than the grace is waited for, and the resumption accepted.
         let mut quick = plan.clone();
         quick.server.fence_delay = mcpsim::scenario::Dur(std::time::Duration::from_secs(1));

@@ -14,9 +14,10 @@ use super::observe::Observed;
 use super::{not_applicable, status, Status, Violation};
 use crate::trace::describe_rpc;
 use crate::trace::Outcome;
+use crate::vocab::CheckId;
 use crate::wire::jsonrpc::RpcKind;
 
-pub const ID: &str = "confidentiality";
+pub const ID: CheckId = CheckId::Confidentiality;
 pub const ABOUT: &str =
     "a session is its owner's: no event of it reaches another principal, and no DELETE or answer from one acts on it";
 

@@ -13,8 +13,9 @@
 use super::observe::{Delivered, Observed};
 use super::{not_applicable, status, Status, Violation};
 use crate::trace::Outcome;
+use crate::vocab::CheckId;
 
-pub const ID: &str = "correlation-consistency";
+pub const ID: CheckId = CheckId::CorrelationConsistency;
 pub const ABOUT: &str = "no client is handed a server request whose answer the server already acknowledged";
 
 pub const EXPLAIN: super::Explain = super::Explain {

@@ -13,9 +13,10 @@
 use super::observe::Observed;
 use super::{not_applicable, status, Status, Violation};
 use crate::trace::{Outcome, SimTime};
+use crate::vocab::CheckId;
 use crate::wire::jsonrpc::RpcId;
 
-pub const ID: &str = "inflight-disposition";
+pub const ID: CheckId = CheckId::InflightDisposition;
 pub const ABOUT: &str = "requests in flight at a resumption are re-issued or failed, never left on the dead writer";
 
 pub const EXPLAIN: super::Explain = super::Explain {

@@ -12,8 +12,9 @@
 use super::observe::Observed;
 use super::{status, Status, Violation};
 use crate::trace::{Outcome, SimTime};
+use crate::vocab::CheckId;
 
-pub const ID: &str = "liveness";
+pub const ID: CheckId = CheckId::Liveness;
 pub const ABOUT: &str =
     "every server request resolves within the bound; clients converge on a live uplink after faults";
 

@@ -6,7 +6,7 @@
 //! not applicable (nothing in the run to judge), which is not a pass.
 //!
 //! ```
-//! # use mcpsim::{scenario::Plan, world, check};
+//! # use mcpsim::{scenario::Plan, check};
 //! let plan = Plan::load(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/nat-rebind.toml").as_ref()).unwrap();
 //! let run = mcpsim::run(&plan, "naive", None).unwrap();
 //! let verdicts = check::judge(&run.trace);
@@ -25,13 +25,14 @@ mod session_binding;
 mod stream_order;
 
 use crate::trace::{SimTime, Trace};
+pub use crate::vocab::CheckId;
 use observe::Observed;
 use serde::Serialize;
 
 /// A broken property, with the evidence that proves it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Violation {
-    pub check: &'static str,
+    pub check: CheckId,
     /// One line a person can read without the code.
     pub headline: String,
     /// When it happened.
@@ -57,7 +58,7 @@ pub enum Status {
 /// One check's verdict on a run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Verdict {
-    pub check: &'static str,
+    pub check: CheckId,
     #[serde(flatten)]
     pub status: Status,
 }
@@ -82,7 +83,7 @@ pub struct Explain {
 
 /// A check: an id, a one-line meaning, its explanation and the judging function.
 pub struct Check {
-    pub id: &'static str,
+    pub id: CheckId,
     pub about: &'static str,
     pub explain: Explain,
     pub judge: fn(&Observed) -> Status,
@@ -147,7 +148,7 @@ pub fn judge_observed(obs: &Observed) -> Vec<Verdict> {
 }
 
 /// The ids of the checks that found violations, in check order.
-pub fn violated(verdicts: &[Verdict]) -> Vec<&'static str> {
+pub fn violated(verdicts: &[Verdict]) -> Vec<CheckId> {
     verdicts.iter().filter(|v| matches!(v.status, Status::Violated { .. })).map(|v| v.check).collect()
 }
 

@@ -9,8 +9,9 @@
 use super::observe::Observed;
 use super::{not_applicable, status, Status, Violation};
 use crate::trace::What;
+use crate::vocab::CheckId;
 
-pub const ID: &str = "protocol";
+pub const ID: CheckId = CheckId::Protocol;
 pub const ABOUT: &str = "responses are HTTP/1.1 with timely headers and whole SSE events of sane size";
 
 pub const EXPLAIN: super::Explain = super::Explain {

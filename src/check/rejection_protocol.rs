@@ -13,8 +13,9 @@
 use super::observe::{Conn, Observed};
 use super::{not_applicable, status, Status, Violation};
 use crate::trace::{Refused, SimTime};
+use crate::vocab::CheckId;
 
-pub const ID: &str = "rejection-protocol";
+pub const ID: CheckId = CheckId::RejectionProtocol;
 pub const ABOUT: &str =
     "refusals are explicit, kill the owner's token (not when a thief is refused), and the owner re-initializes";
 

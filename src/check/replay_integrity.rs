@@ -14,15 +14,16 @@
 //! headline says which: events some socket carried (delivered, or written
 //! into a dropped mapping), and, for events that reached no socket at all,
 //! the ids the application reports minting (the engine reports every id; a
-//! [`crate::server::plug::AppReporter`] lets a plug do the same). Numeric ids
+//! server plug's `AppReporter` lets it do the same). Numeric ids
 //! are ordered, so the reported ids after N are owed; a server that reports
 //! nothing is judged only on what the sockets carried.
 
 use super::observe::{Conn, Observed};
 use super::{not_applicable, status, Status, Violation};
 use crate::trace::SimTime;
+use crate::vocab::CheckId;
 
-pub const ID: &str = "replay-integrity";
+pub const ID: CheckId = CheckId::ReplayIntegrity;
 pub const ABOUT: &str =
     "an accepted resumption from N replays from N+1 without gaps, and N was an id the session minted";
 

@@ -12,9 +12,10 @@ use super::observe::Observed;
 use super::{not_applicable, secs_between, status, Status, Violation};
 use crate::trace::describe_rpc;
 use crate::trace::SimTime;
+use crate::vocab::CheckId;
 use crate::wire::jsonrpc::RpcKind;
 
-pub const ID: &str = "session-binding";
+pub const ID: CheckId = CheckId::SessionBinding;
 pub const ABOUT: &str = "after a resumption is accepted, no server byte of the session enters the prior (dead) uplink";
 
 pub const EXPLAIN: super::Explain = super::Explain {

@@ -10,8 +10,9 @@
 
 use super::observe::{Delivered, Observed};
 use super::{not_applicable, status, Status, Violation};
+use crate::vocab::CheckId;
 
-pub const ID: &str = "stream-order";
+pub const ID: CheckId = CheckId::StreamOrder;
 pub const ABOUT: &str = "ids on one uplink increase strictly; a resumed uplink never re-sends ids up to Last-Event-ID; no event is delivered twice";
 
 pub const EXPLAIN: super::Explain = super::Explain {

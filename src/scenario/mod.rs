@@ -30,17 +30,7 @@ use std::time::Duration;
 use toml::Spanned;
 
 /// The property ids a scenario's `[expect]` may name (DESIGN.md §1).
-pub const CHECK_IDS: [&str; 9] = [
-    "session-binding",
-    "replay-integrity",
-    "correlation-consistency",
-    "inflight-disposition",
-    "confidentiality",
-    "liveness",
-    "rejection-protocol",
-    "stream-order",
-    "protocol",
-];
+pub const CHECK_IDS: &[&str] = crate::vocab::CheckId::NAMES;
 
 /// The step kinds (`do = "..."`).
 pub const STEP_KINDS: [&str; 13] = [
@@ -358,7 +348,7 @@ fn expect_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "type": "object",
         "description": "server name -> the checks it must violate ([] = must pass all)",
-        "propertyNames": { "enum": crate::server::known_servers() },
+        "propertyNames": { "enum": crate::vocab::SERVERS },
         "additionalProperties": { "type": "array", "items": { "enum": CHECK_IDS }, "uniqueItems": true }
     })
 }
@@ -1001,14 +991,14 @@ impl Plan {
 
         let mut expect = BTreeMap::new();
         for (server, checks) in raw.expect {
-            if !crate::server::is_known_server(server.get_ref()) {
+            if !crate::vocab::SERVERS.contains(&server.get_ref().as_str()) {
                 return Err(err(
                     server.span(),
                     format!(
                         "[expect] names unknown server {:?}{} (known: {})",
                         server.get_ref(),
-                        hint(server.get_ref(), crate::server::known_servers()),
-                        crate::server::known_servers().join(", ")
+                        hint(server.get_ref(), crate::vocab::SERVERS.iter().copied()),
+                        crate::vocab::SERVERS.join(", ")
                     ),
                 ));
             }
@@ -1020,7 +1010,7 @@ impl Plan {
                         format!(
                             "[expect] names unknown check {:?}{} (known: {})",
                             c.get_ref(),
-                            hint(c.get_ref(), CHECK_IDS),
+                            hint(c.get_ref(), CHECK_IDS.iter().copied()),
                             CHECK_IDS.join(", ")
                         ),
                     ));

@@ -17,9 +17,7 @@ use std::rc::Rc;
 
 /// The names `--server` accepts.
 pub fn known_servers() -> Vec<&'static str> {
-    let mut all: Vec<&'static str> = policy::builtin_policies().iter().map(|p| p.name()).collect();
-    all.push("rmcp");
-    all
+    crate::vocab::SERVERS.to_vec()
 }
 
 /// Servers that speak only `streamable-http`.
@@ -58,4 +56,21 @@ pub fn builtin(name: &str, cfg: &ServerConfig, dialect: Dialect, seed: Seed) -> 
     }
     let policy: Rc<dyn ResumptionPolicy> = policy::builtin_policies().into_iter().find(|p| p.name() == name)?.into();
     Some(Rc::new(Engine::new(cfg.clone(), dialect, policy, seed)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_server_vocabulary_names_exactly_the_servers_that_build() {
+        let mut built: Vec<&str> = policy::builtin_policies().iter().map(|p| p.name()).collect();
+        built.push("rmcp");
+        assert_eq!(built, crate::vocab::SERVERS);
+        let file = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/streamable-http/clean-resume.toml");
+        let plan = Plan::load(file.as_ref()).unwrap();
+        for name in crate::vocab::SERVERS {
+            assert!(for_plan(name, &plan, Seed(1)).is_ok(), "{name}");
+        }
+    }
 }

@@ -5,6 +5,7 @@
 //! carries the decision out (fencing, replay, re-issue, refusal), so a policy
 //! is a pure function and a mutant is a one-line change to a correct policy.
 
+use crate::vocab::CheckId;
 use crate::wire::jsonrpc::RpcId;
 
 /// The state of one server request, as the session knows it.
@@ -180,15 +181,15 @@ impl Mutation {
     }
 
     /// The check that exists to catch this bug.
-    pub fn caught_by(self) -> &'static str {
+    pub fn caught_by(self) -> CheckId {
         match self {
-            Mutation::NoFence => "session-binding",
-            Mutation::TruncatingReplay => "replay-integrity",
-            Mutation::AnsweredReplay => "correlation-consistency",
-            Mutation::Orphaning => "inflight-disposition",
-            Mutation::Unbound => "confidentiality",
-            Mutation::InclusiveReplay => "stream-order",
-            Mutation::EmptyOk => "rejection-protocol",
+            Mutation::NoFence => CheckId::SessionBinding,
+            Mutation::TruncatingReplay => CheckId::ReplayIntegrity,
+            Mutation::AnsweredReplay => CheckId::CorrelationConsistency,
+            Mutation::Orphaning => CheckId::InflightDisposition,
+            Mutation::Unbound => CheckId::Confidentiality,
+            Mutation::InclusiveReplay => CheckId::StreamOrder,
+            Mutation::EmptyOk => CheckId::RejectionProtocol,
         }
     }
 }

@@ -391,7 +391,7 @@ fn run(
                 let violated = if violated.is_empty() {
                     "no violation".to_string()
                 } else {
-                    format!("violated: {}", violated.join(", "))
+                    format!("violated: {}", violated.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", "))
                 };
                 let expect = match &expectation {
                     Some(e) if e.met => " · as expected".to_string(),
@@ -687,7 +687,7 @@ fn list(what: ListWhat) -> Result<u8, Error> {
 
 fn explain(id: &str) -> Result<u8, Error> {
     let Some(c) = mcpsim::check::CHECKS.iter().find(|c| c.id == id) else {
-        let ids: Vec<&str> = mcpsim::check::CHECKS.iter().map(|c| c.id).collect();
+        let ids = mcpsim::check::CheckId::NAMES;
         let hint = mcpsim::error::did_you_mean(id, ids.iter().copied())
             .map_or(String::new(), |s| format!(", did you mean {s:?}?"));
         return Err(Error::usage(format!("unknown check {id:?}{hint} (known: {})", ids.join(", "))));
