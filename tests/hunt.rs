@@ -227,3 +227,45 @@ fn a_hunt_counts_how_often_it_reaches_each_situation() {
         assert_eq!(legacy.reach[s], 0, "{s}");
     }
 }
+
+#[test]
+fn a_plan_that_names_a_client_only_through_seen_by_keeps_that_client() {
+    // The shrinker once dropped a client that a `seen_by` id still named and
+    // then wrote a regression file the loader rejects. One validator now
+    // decides for the loader, the world and the shrinker.
+    let text = "[scenario]\nname = \"s\"\ndialect = \"streamable-http\"\nduration = \"30s\"\n\
+        [[client]]\nname = \"alice\"\n[[client]]\nname = \"mallory\"\n\
+        [[step]]\nat = \"1s\"\ndo = \"connect\"\nclient = \"alice\"\n\
+        [[step]]\nat = \"2s\"\ndo = \"notify\"\nclient = \"alice\"\n\
+        [[step]]\nat = \"3s\"\ndo = \"steal-token\"\nfrom = \"alice\"\nto = \"mallory\"\n\
+        [[step]]\nat = \"4s\"\ndo = \"resume\"\nclient = \"mallory\"\nlast_event_id = { seen_by = \"alice\", nth = 1 }\n";
+    let mut plan = Plan::from_toml_str(text, "s.toml").unwrap();
+    plan.steps.remove(0);
+    plan.steps.remove(0);
+    plan.steps.remove(0); // alice is now named only by mallory's seen_by
+    assert!(plan.validate().is_ok());
+    plan.clients.retain(|c| c.name != "alice");
+    let problem = plan.validate().unwrap_err();
+    assert_eq!(problem.step, Some(0));
+    assert!(problem.message.contains("unknown client \"alice\""), "{problem:?}");
+    assert!(mcpsim::run(&plan, "guarded", None).is_err(), "the world refuses it too");
+}
+
+#[test]
+fn every_regression_the_shrinker_writes_loads_back() {
+    for (server, dialect) in
+        [("naive", Dialect::StreamableHttp), ("rmcp", Dialect::StreamableHttp), ("naive", Dialect::LegacySse)]
+    {
+        let dir = tmp_dir(&format!("shrunk-{server}-{dialect:?}"));
+        let opts = HuntOptions { out: Some(dir.clone()), shrink_budget: 25, dialect, ..options(server, 6, 2) };
+        hunt::hunt(&opts, |_| {}).unwrap();
+        let mut files = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            let plan = Plan::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert!(plan.validate().is_ok());
+            files += 1;
+        }
+        assert!(files > 0, "{server} {dialect:?}: no regression written");
+    }
+}

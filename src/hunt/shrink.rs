@@ -6,7 +6,7 @@
 //! Every candidate is a whole deterministic run, judged by the same checks.
 
 use crate::check;
-use crate::scenario::{Action, Plan, Trigger};
+use crate::scenario::{Action, Plan};
 use std::time::Duration;
 
 /// The result of shrinking.
@@ -113,42 +113,5 @@ pub fn shrink(plan: &Plan, server: &str, target: &str, budget: usize) -> Shrunk 
 
 /// A candidate must still be a valid plan: known clients, answered labels issued earlier, time order.
 fn consistent(p: &Plan) -> bool {
-    let mut labels = Vec::new();
-    let mut ids = Vec::new();
-    let mut last = Duration::ZERO;
-    for s in &p.steps {
-        if s.action.clients().iter().any(|n| p.client(n).is_none()) {
-            return false;
-        }
-        match &s.after {
-            None => {
-                if s.at < last || s.at > p.duration {
-                    return false;
-                }
-                last = s.at;
-            }
-            Some(after) => {
-                let ok = match &after.trigger {
-                    Trigger::Delivered { label, client } => {
-                        labels.contains(label) && client.as_ref().is_none_or(|c| p.client(c).is_some())
-                    }
-                    Trigger::Answered { label } => labels.contains(label),
-                    Trigger::Accepted { client } => p.client(client).is_some(),
-                    Trigger::Step { step } => ids.contains(step),
-                };
-                if !ok {
-                    return false;
-                }
-            }
-        }
-        if let Some(id) = &s.id {
-            ids.push(id.clone());
-        }
-        match &s.action {
-            Action::ServerRequest { label, .. } | Action::CallTool { label, .. } => labels.push(label.clone()),
-            Action::Answer { label, .. } if !labels.contains(label) => return false,
-            _ => {}
-        }
-    }
-    true
+    p.validate().is_ok()
 }

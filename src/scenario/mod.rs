@@ -29,6 +29,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toml::Spanned;
 
+mod validate;
+pub use validate::PlanProblem;
+
 /// The property ids a scenario's `[expect]` may name (DESIGN.md §1).
 pub const CHECK_IDS: &[&str] = crate::vocab::CheckId::NAMES;
 
@@ -711,6 +714,7 @@ impl Plan {
         let mut labels = BTreeSet::new();
         let mut last_at = Duration::ZERO;
         let mut step_ids: Vec<String> = Vec::new();
+        let step_spans: Vec<std::ops::Range<usize>> = raw.steps.iter().map(|s| s.action.span()).collect();
         for s in raw.steps {
             let (at, after) = match (&s.at, &s.after) {
                 (Some(_), Some(a)) => {
@@ -1022,7 +1026,7 @@ impl Plan {
             expect.insert(server.into_inner(), ids);
         }
 
-        Ok(Plan {
+        let plan = Plan {
             name: raw.scenario.name,
             description: raw.scenario.description,
             dialect: raw.scenario.dialect.map(Spanned::into_inner).unwrap_or_default(),
@@ -1039,7 +1043,14 @@ impl Plan {
             steps,
             expect,
             source: None,
-        })
+        };
+        // The checks above locate each problem exactly; this is the one
+        // semantic check every plan passes (hand-built and shrunk ones too).
+        plan.validate().map_err(|p| match p.step {
+            Some(i) => err(step_spans[i].clone(), p.message),
+            None => Error::scenario_at(path, text, None, p.message),
+        })?;
+        Ok(plan)
     }
 
     pub fn client(&self, name: &str) -> Option<&ClientSpec> {

@@ -28,19 +28,12 @@ const MIN_LATENCY: Duration = Duration::from_micros(1);
 /// The simulated epoch: the seed analysis's date of record, 2026-11-11.
 const EPOCH_SECS: u64 = 1_794_355_200;
 
-/// A hand-built plan must still name only its own clients (the loader checks files).
-fn check_clients(plan: &Plan) -> Result<()> {
-    for (i, step) in plan.steps.iter().enumerate() {
-        if let Some(c) = step.action.clients().into_iter().find(|c| plan.client(c).is_none()) {
-            return Err(Error::usage(format!("plan {:?}: step {i} names unknown client {c:?}", plan.name)));
-        }
-    }
-    Ok(())
-}
-
 /// Runs a plan against any server plug-in.
 pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run> {
-    check_clients(plan)?;
+    plan.validate().map_err(|p| match p.step {
+        Some(i) => Error::usage(format!("plan {:?}: step {i} {}", plan.name, p.message)),
+        None => Error::usage(format!("plan {:?}: {}", plan.name, p.message)),
+    })?;
     let rec = Recorder::with_clock(Rc::new(turmoil::sim_elapsed));
     let mut builder = turmoil::Builder::new();
     builder
