@@ -81,3 +81,11 @@ fn trace_time_never_runs_backwards_in_hunt_seeds() {
         assert_time_ordered(&run.trace, &format!("hunt seed {seed} ({dialect:?}) on {server}"));
     }
 }
+
+#[test]
+fn the_build_has_tokio_unstable_or_runs_refuse_loudly() {
+    // Without the flag every run returns this error instead of a trace that
+    // may differ between runs (see `world::NEEDS_TOKIO_UNSTABLE`).
+    assert!(cfg!(tokio_unstable), "{}", mcpsim::world::NEEDS_TOKIO_UNSTABLE);
+    assert!(mcpsim::world::NEEDS_TOKIO_UNSTABLE.contains("RUSTFLAGS=\"--cfg tokio_unstable\""));
+}

@@ -28,8 +28,20 @@ const MIN_LATENCY: Duration = Duration::from_micros(1);
 /// The simulated epoch: the seed analysis's date of record, 2026-11-11.
 const EPOCH_SECS: u64 = 1_794_355_200;
 
+/// Why a build without `--cfg tokio_unstable` may not run: tokio then seeds
+/// `select!` and its scheduler from the OS, and traces stop being
+/// reproducible. `.cargo/config.toml` sets the flag for this repository; a
+/// `RUSTFLAGS` variable replaces that setting, and a crate that uses mcpsim as
+/// a library needs the flag in its own config.
+pub const NEEDS_TOKIO_UNSTABLE: &str = "mcpsim was built without `--cfg tokio_unstable`, so runs would not be deterministic. \
+Build with RUSTFLAGS=\"--cfg tokio_unstable\" (a RUSTFLAGS variable replaces the flag from .cargo/config.toml), \
+or add `[build] rustflags = [\"--cfg\", \"tokio_unstable\"]` to your .cargo/config.toml";
+
 /// Runs a plan against any server plug-in.
 pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run> {
+    if !cfg!(tokio_unstable) {
+        return Err(Error::usage(NEEDS_TOKIO_UNSTABLE));
+    }
     plan.validate().map_err(|p| match p.step {
         Some(i) => Error::usage(format!("plan {:?}: step {i} {}", plan.name, p.message)),
         None => Error::usage(format!("plan {:?}: {}", plan.name, p.message)),

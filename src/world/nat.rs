@@ -143,9 +143,11 @@ impl Nat {
             if *kill.borrow() {
                 break;
             }
+            // Biased: a kill that arrived wins over bytes that arrived with it.
             let n = tokio::select! {
-                r = from.read(&mut buf) => r.unwrap_or(0),
+                biased;
                 _ = kill.changed() => break,
+                r = from.read(&mut buf) => r.unwrap_or(0),
             };
             if n == 0 {
                 let by = if from_server { "server" } else { "client" };

@@ -85,9 +85,12 @@ impl ServerPlug for Engine {
                     let conn = hyper::server::conn::http1::Builder::new()
                         .timer(TokioTimer::new())
                         .serve_connection(TokioIo::new(stream), svc);
+                    // Biased: the branch order decides, not the runtime's RNG; a
+                    // fence that arrived wins over a connection that just ended.
                     tokio::select! {
-                        _ = conn => {}
+                        biased;
                         _ = ctl.kill.notified() => {}
+                        _ = conn => {}
                     }
                     ctl.closed.set(true);
                     ctl.closed_notify.notify_waiters();
