@@ -83,6 +83,7 @@ fn trace_time_never_runs_backwards_in_hunt_seeds() {
 }
 
 #[test]
+#[allow(clippy::assertions_on_constants)] // the constant is the build configuration under test
 fn the_build_has_tokio_unstable_or_runs_refuse_loudly() {
     // Without the flag every run returns this error instead of a trace that
     // may differ between runs (see `world::NEEDS_TOKIO_UNSTABLE`).

@@ -33,7 +33,8 @@ const EPOCH_SECS: u64 = 1_794_355_200;
 /// reproducible. `.cargo/config.toml` sets the flag for this repository; a
 /// `RUSTFLAGS` variable replaces that setting, and a crate that uses mcpsim as
 /// a library needs the flag in its own config.
-pub const NEEDS_TOKIO_UNSTABLE: &str = "mcpsim was built without `--cfg tokio_unstable`, so runs would not be deterministic. \
+pub const NEEDS_TOKIO_UNSTABLE: &str =
+    "mcpsim was built without `--cfg tokio_unstable`, so runs would not be deterministic. \
 Build with RUSTFLAGS=\"--cfg tokio_unstable\" (a RUSTFLAGS variable replaces the flag from .cargo/config.toml), \
 or add `[build] rustflags = [\"--cfg\", \"tokio_unstable\"]` to your .cargo/config.toml";
 
