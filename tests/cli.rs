@@ -237,6 +237,24 @@ fn timeline_flag_writes_html_and_the_report_points_to_it() {
 }
 
 #[test]
+fn run_with_a_streamable_only_server_and_no_file_runs_the_scenarios_it_speaks() {
+    let out = mcpsim(&["run", "--server", "rmcp", "--quiet"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let last = stdout.lines().last().unwrap();
+    assert!(
+        last.contains(" not met, ") && last.contains("skipped for rmcp, which speaks only streamable-http"),
+        "{last}"
+    );
+    assert!(stdout.lines().any(|l| l.starts_with("nat-rebind-streamable · rmcp · ")), "{stdout}");
+    assert!(!stdout.lines().any(|l| l.starts_with("nat-rebind · rmcp · ")), "{stdout}");
+    // Named explicitly, a legacy file is still explained, not skipped.
+    let out = mcpsim(&["run", "scenarios/nat-rebind.toml", "--server", "rmcp"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("speaks only dialect \"streamable-http\""), "{}", text(&out.stderr));
+}
+
+#[test]
 fn run_ends_with_a_tally_and_says_when_a_server_has_no_expectation() {
     let out = mcpsim(&[
         "run",
@@ -250,7 +268,9 @@ fn run_ends_with_a_tally_and_says_when_a_server_has_no_expectation() {
         last.starts_with(&format!("{} run(s): ", stdout.lines().filter(|l| l.contains(" · seed ")).count())),
         "{last}"
     );
-    assert!(last.contains(" as expected, 0 not met, ") && last.ends_with(" without expectation"), "{last}");
+    assert!(last.contains(" as expected, 0 not met, ") && last.contains(" without expectation"), "{last}");
+    // rmcp speaks only streamable-http: the two legacy files are skipped for it, and said so.
+    assert!(last.ends_with("; 2 legacy-sse scenario(s) skipped for rmcp, which speaks only streamable-http"), "{last}");
     assert!(
         stdout.contains("no-fence-1-session-binding · naive · seed 1 · violated: session-binding · no [expect] entry"),
         "{stdout}"

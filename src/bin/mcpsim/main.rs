@@ -309,7 +309,8 @@ fn run(
 ) -> Result<u8, Error> {
     use std::io::IsTerminal;
     let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    let files = collect(if files.is_empty() { vec![bundled_dir()] } else { files })?;
+    let bundled = files.is_empty();
+    let files = collect(if bundled { vec![bundled_dir()] } else { files })?;
     let explicit = !servers.is_empty();
     let servers = if servers.is_empty() {
         mcpsim::server::known_servers().iter().map(|s| s.to_string()).collect()
@@ -349,14 +350,17 @@ fn run(
     let mut judged = Vec::new();
     // (as expected, not met, without expectation)
     let mut counts = (0usize, 0usize, 0usize);
+    // Runs skipped because the server does not speak the scenario's dialect, per server.
+    let mut skipped: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
     for plan in &plans {
         for server in &servers {
-            // A server that speaks only streamable-http skips legacy-sse scenarios
-            // unless it was asked for by name (then the run explains the mismatch).
-            if !explicit
+            // A server that speaks only streamable-http skips legacy-sse scenarios,
+            // unless both were asked for by name (then the run explains the mismatch).
+            if (!explicit || bundled)
                 && mcpsim::server::streamable_only(server)
                 && plan.dialect != mcpsim::scenario::Dialect::StreamableHttp
             {
+                *skipped.entry(server.as_str()).or_default() += 1;
                 continue;
             }
             // Wall clock only for JUnit's `time` (CI reads it as wall time); never in a trace.
@@ -449,13 +453,17 @@ fn run(
     if !failed.is_empty() {
         eprintln!("{} run(s) did not meet their expectation: {}", failed.len(), failed.join(", "));
     }
-    let tally = format!(
+    let mut tally = format!(
         "{} run(s): {} as expected, {} not met, {} without expectation",
         counts.0 + counts.1 + counts.2,
         counts.0,
         counts.1,
         counts.2
     );
+    for (server, n) in &skipped {
+        tally
+            .push_str(&format!("; {n} legacy-sse scenario(s) skipped for {server}, which speaks only streamable-http"));
+    }
     if format == RunFormat::Text {
         out!("{tally}");
     } else {
