@@ -3,7 +3,8 @@
 //!
 //! A [`scenario::Plan`] (from TOML) runs on turmoil's virtual network:
 //! clients, one NAT per client and a server under test. Faults (rebinds,
-//! half-open sockets, resets, token theft) fire at exact simulated times.
+//! half-open sockets, resets, token theft) fire at their simulated times
+//! (`crash-client` at the first tick boundary at or after its time).
 //! Every observation lands in a [`trace::Trace`].
 //!
 //! ```no_run

@@ -194,10 +194,12 @@ pub enum What {
         conn: u32,
         silent_ms: u64,
     },
-    /// A client learned a session token (from the `endpoint` event).
+    /// A client learned a session token: from the `endpoint` event of its
+    /// uplink (legacy-sse), or from the `Mcp-Session-Id` header of the
+    /// response to its `initialize` POST (streamable-http).
     SessionToken {
         client: String,
-        /// The uplink connection whose `endpoint` event carried it.
+        /// The connection that carried it.
         conn: u32,
         token: String,
     },

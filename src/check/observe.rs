@@ -196,7 +196,7 @@ pub struct Observed<'a> {
     pub mappings: BTreeMap<(String, u32), Mapping>,
     pub requests: BTreeMap<String, Request>,
     pub answers: Vec<Answer>,
-    /// `(time, seq, step kind, detail)` of every scenario step.
+    /// `(time, seq, step kind)` of every scenario step.
     pub steps: Vec<(SimTime, u64, String)>,
     /// `(time, seq, client, "accepted" | "refused")` of every resume step with an expectation.
     pub expected_resumptions: Vec<(SimTime, u64, String, String)>,

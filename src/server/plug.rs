@@ -181,7 +181,9 @@ pub struct AppHook {
 /// assert_eq!(mcpsim::check::violated(&verdicts), ["protocol"]);
 /// ```
 pub trait ServerPlug {
-    /// The name users pass to `--server`.
+    /// The server's name in reports and traces. A plug is not a `--server`
+    /// value: only the built-in servers are (a plug's repro line says to run
+    /// it through `run_with`).
     fn name(&self) -> &str;
 
     /// Serves HTTP on `listener` until the host stops, taking application

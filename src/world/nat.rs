@@ -5,8 +5,8 @@
 //! the server (upstream, a fresh source port). Faults act on mappings:
 //! - `rebind` drops every live mapping of the client silently: both sockets
 //!   stay open, nothing is forwarded, no FIN and no RST reach either end;
-//! - `sever` does the same to the client's current uplink mapping only;
-//! - `reset` closes both sides of the current uplink mapping at once.
+//! - `sever` does the same to the mapping of the client's latest stream only;
+//! - `reset` closes both sides of that mapping at once.
 //!
 //! A dropped mapping keeps reading what the server writes and records it (the
 //! bytes and the SSE events in them): the evidence of a dead-writer race.
