@@ -264,9 +264,8 @@ impl<'a> Observed<'a> {
                         c.method = method.clone();
                         c.request_t = Some(t);
                         c.session_header = session.is_some();
-                        c.presented_token = session.clone().or_else(|| {
-                            path.split("sessionId=").nth(1).map(|t| t.split('&').next().unwrap_or(t).to_string())
-                        });
+                        c.presented_token =
+                            session.clone().or_else(|| crate::wire::legacy::session_token(path).map(String::from));
                         c.last_event_id = last_event_id.clone();
                         c.request_seq = Some(seq);
                     }

@@ -337,12 +337,12 @@ impl Client {
             let _ = driver.await;
         }));
         let (path, token, last_event_id) = match &mode {
-            Mode::Fresh => ("/mcp/sse".to_string(), None, None),
+            Mode::Fresh => (crate::wire::legacy::SSE_PATH.to_string(), None, None),
             Mode::Resume { token, last_event_id } if streamable => {
                 (streamable::ENDPOINT.to_string(), Some(token.clone()), last_event_id.clone())
             }
             Mode::Resume { token, last_event_id } => {
-                (format!("/mcp/sse?sessionId={token}"), None, last_event_id.clone())
+                (crate::wire::legacy::sse_path(token), None, last_event_id.clone())
             }
         };
         let req = match self.get_request(&path, token.as_deref(), last_event_id.as_deref()) {
@@ -615,7 +615,7 @@ impl Client {
     }
 
     fn on_endpoint(self: Rc<Self>, data: &str, conn: u32) {
-        let Some(token) = data.split("sessionId=").nth(1).map(|t| t.split('&').next().unwrap_or(t).to_string()) else {
+        let Some(token) = crate::wire::legacy::session_token(data).map(String::from) else {
             return;
         };
         self.rec.record(What::SessionToken { client: self.name(), conn, token: token.clone() });
@@ -720,7 +720,7 @@ impl Client {
         }));
         let streamable = self.dialect == Dialect::StreamableHttp;
         let path = match token {
-            Some(token) if !streamable => format!("/mcp/messages?sessionId={token}"),
+            Some(token) if !streamable => crate::wire::legacy::messages_path(token),
             _ => streamable::ENDPOINT.to_string(),
         };
         let mut req = Request::post(&path)

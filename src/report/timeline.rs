@@ -127,7 +127,9 @@ pub fn html(run: &Run, verdicts: &[Verdict]) -> String {
                 time_label(row, &mut rows, t);
                 let what = match last_event_id {
                     Some(l) => format!("{method} resume, Last-Event-ID {l} (conn {conn})"),
-                    None if path.contains("sessionId") => format!("{method} resume (conn {conn})"),
+                    None if crate::wire::legacy::session_token(path).is_some() => {
+                        format!("{method} resume (conn {conn})")
+                    }
                     None if purpose == Some(&Purpose::Call) => format!("{method} tools/call (conn {conn})"),
                     None => format!("{method} {path} (conn {conn})"),
                 };

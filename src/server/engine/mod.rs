@@ -18,7 +18,7 @@ use crate::seed::Seed;
 use crate::trace::Outcome;
 use crate::wire::body::ChannelBody;
 use crate::wire::jsonrpc::{mcp, Message, RpcId};
-use crate::wire::sse;
+use crate::wire::{legacy, sse};
 use bytes::Bytes;
 use http_body_util::{combinators::BoxBody, BodyExt, Full};
 use hyper::body::Incoming;
@@ -269,10 +269,6 @@ fn sse_response(body: ChannelBody) -> Response<Body> {
     r
 }
 
-fn query_param<'a>(query: Option<&'a str>, key: &str) -> Option<&'a str> {
-    query?.split('&').find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
-}
-
 fn credential(req: &Request<Incoming>) -> String {
     req.headers()
         .get("authorization")
@@ -284,15 +280,15 @@ fn credential(req: &Request<Incoming>) -> String {
 
 async fn handle(shared: Rc<Shared>, ctl: Rc<ConnCtl>, req: Request<Incoming>) -> Response<Body> {
     let path = req.uri().path().to_string();
-    let token = query_param(req.uri().query(), "sessionId").map(str::to_string);
+    let token = req.uri().query().and_then(legacy::session_token).map(str::to_string);
     let resp = match (req.method().as_str(), path.as_str(), token) {
-        ("GET", "/mcp/sse", None) => open_session(&shared, ctl, credential(&req)),
-        ("GET", "/mcp/sse", Some(token)) => {
+        ("GET", legacy::SSE_PATH, None) => open_session(&shared, ctl, credential(&req)),
+        ("GET", legacy::SSE_PATH, Some(token)) => {
             let last =
                 req.headers().get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
             resume(&shared, ctl, token, credential(&req), last).await
         }
-        ("POST", "/mcp/messages", Some(token)) => {
+        ("POST", legacy::MESSAGES_PATH, Some(token)) => {
             let who = credential(&req);
             match req.into_body().collect().await {
                 Ok(body) => post(&shared, &token, &who, &body.to_bytes()),
@@ -358,7 +354,7 @@ fn open_session(shared: &Shared, ctl: Rc<ConnCtl>, principal: String) -> Respons
     let mut st = shared.state.borrow_mut();
     let (token, name) = new_session(shared, &mut st, &principal);
     let (uplink, tx, body) = attach(shared, &mut st, &token, STANDALONE, ctl);
-    let _ = tx.send(Bytes::from(sse::encode(None, Some("endpoint"), &format!("/mcp/messages?sessionId={token}"))));
+    let _ = tx.send(Bytes::from(sse::encode(None, Some("endpoint"), &legacy::messages_path(&token))));
     shared.report.note(&name, format!("session opened for principal {principal}; uplink U{uplink}"));
     sse_response(body)
 }
