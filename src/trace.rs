@@ -19,6 +19,7 @@
 //! effect in another host.
 
 use crate::seed::Seed;
+use crate::vocab::StepKind;
 use crate::wire::jsonrpc::{RpcId, RpcKind, RpcSummary};
 use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
@@ -124,7 +125,7 @@ pub enum What {
     Step {
         index: usize,
         #[serde(rename = "do")]
-        action: String,
+        action: StepKind,
         detail: String,
         /// A resume step's expectation (`expect = "accepted"` or `"refused"`).
         #[serde(skip_serializing_if = "Option::is_none", default)]

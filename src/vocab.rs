@@ -4,37 +4,93 @@
 //! - [`CheckId`]: the checks, one list, from which the TOML names of
 //!   `[expect]`, `mcpsim list checks`, the JSON report and the scenario
 //!   schema derive.
+//! - [`StepKind`]: what a scenario step does, named in TOML and traces.
 //! - [`SERVERS`]: the built-in servers `--server` and `[expect]` accept
 //!   (the `server` module builds each; a test there keeps the two in step).
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 
-macro_rules! check_ids {
-    ($($(#[$doc:meta])* $variant:ident = $name:literal,)*) => {
-        /// A check (DESIGN.md §1), named in TOML, reports and JSON by [`CheckId::as_str`].
+/// An enum whose variants each have one name (in TOML, traces, reports and
+/// JSON), with the list of all variants and of all names in one order.
+macro_rules! named_enum {
+    ($(#[$enum_doc:meta])* $enum:ident { $($(#[$doc:meta])* $variant:ident = $name:literal,)* }) => {
+        $(#[$enum_doc])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-        pub enum CheckId {
+        pub enum $enum {
             $($(#[$doc])* $variant,)*
         }
 
-        impl CheckId {
-            /// Every check, in the order of DESIGN.md §1, then `protocol`.
-            pub const ALL: &'static [CheckId] = &[$(CheckId::$variant,)*];
+        impl $enum {
+            /// Every variant, in order.
+            pub const ALL: &'static [$enum] = &[$($enum::$variant,)*];
             /// Their names, in the same order.
             pub const NAMES: &'static [&'static str] = &[$($name,)*];
 
-            /// The name in TOML, reports and JSON (`"session-binding"`).
+            /// Its name.
             pub const fn as_str(self) -> &'static str {
                 match self {
-                    $(CheckId::$variant => $name,)*
+                    $($enum::$variant => $name,)*
                 }
+            }
+
+            /// The variant named `name`, if any.
+            pub fn from_name(name: &str) -> Option<$enum> {
+                $enum::ALL.iter().copied().find(|c| c.as_str() == name)
+            }
+        }
+
+        impl fmt::Display for $enum {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                // `pad`, so that widths such as `{:<24}` apply.
+                f.pad(self.as_str())
+            }
+        }
+
+        impl From<$enum> for String {
+            fn from(c: $enum) -> String {
+                c.as_str().to_string()
+            }
+        }
+
+        impl Serialize for $enum {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $enum {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let name = String::deserialize(d)?;
+                $enum::from_name(&name).ok_or_else(|| {
+                    serde::de::Error::custom(format!("unknown {} {name:?}", stringify!($enum)))
+                })
+            }
+        }
+
+        impl PartialEq<str> for $enum {
+            fn eq(&self, other: &str) -> bool {
+                self.as_str() == other
+            }
+        }
+
+        impl PartialEq<&str> for $enum {
+            fn eq(&self, other: &&str) -> bool {
+                self.as_str() == *other
+            }
+        }
+
+        impl PartialEq<String> for $enum {
+            fn eq(&self, other: &String) -> bool {
+                self.as_str() == other
             }
         }
     };
 }
 
-check_ids! {
+named_enum! {
+    /// A check (DESIGN.md §1), named in TOML, reports and JSON by [`CheckId::as_str`].
+    CheckId {
     /// Condition 1: one writer per stream, the prior one fenced first.
     SessionBinding = "session-binding",
     /// Condition 2: a resumption from N replays from N+1, without gaps.
@@ -53,49 +109,35 @@ check_ids! {
     StreamOrder = "stream-order",
     /// The server spoke the protocol the harness can read.
     Protocol = "protocol",
-}
-
-impl CheckId {
-    /// The check named `name`, if any.
-    pub fn from_name(name: &str) -> Option<CheckId> {
-        CheckId::ALL.iter().copied().find(|c| c.as_str() == name)
     }
 }
 
-impl fmt::Display for CheckId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // `pad`, so that widths such as `{:<24}` apply.
-        f.pad(self.as_str())
+named_enum! {
+    /// What a scenario step does (`do = "..."`).
+    StepKind {
+        Connect = "connect",
+        ServerRequest = "server-request",
+        CallTool = "call-tool",
+        EndSession = "end-session",
+        Notify = "notify",
+        Answer = "answer",
+        Rebind = "rebind",
+        Sever = "sever",
+        Reset = "reset",
+        Resume = "resume",
+        StealToken = "steal-token",
+        CrashClient = "crash-client",
+        Wait = "wait",
     }
 }
 
-impl From<CheckId> for String {
-    fn from(c: CheckId) -> String {
-        c.as_str().to_string()
-    }
-}
-
-impl Serialize for CheckId {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
-impl PartialEq<str> for CheckId {
-    fn eq(&self, other: &str) -> bool {
-        self.as_str() == other
-    }
-}
-
-impl PartialEq<&str> for CheckId {
-    fn eq(&self, other: &&str) -> bool {
-        self.as_str() == *other
-    }
-}
-
-impl PartialEq<String> for CheckId {
-    fn eq(&self, other: &String) -> bool {
-        self.as_str() == other
+impl StepKind {
+    /// The faults: steps that break a connection, a client or a credential.
+    pub fn is_fault(self) -> bool {
+        matches!(
+            self,
+            StepKind::Rebind | StepKind::Sever | StepKind::Reset | StepKind::CrashClient | StepKind::StealToken
+        )
     }
 }
 
@@ -127,5 +169,16 @@ mod tests {
             assert_eq!(serde_json::to_string(c).unwrap(), format!("\"{n}\""));
         }
         assert_eq!(CheckId::from_name("liveliness"), None);
+        assert_eq!(serde_json::from_str::<CheckId>("\"stream-order\"").unwrap(), CheckId::StreamOrder);
+        assert!(serde_json::from_str::<CheckId>("\"stream\"").is_err());
+    }
+
+    #[test]
+    fn every_step_kind_has_one_name_and_the_faults_are_the_five_that_break_something() {
+        for (k, n) in StepKind::ALL.iter().zip(StepKind::NAMES) {
+            assert_eq!(StepKind::from_name(n), Some(*k));
+        }
+        let faults: Vec<&str> = StepKind::ALL.iter().filter(|k| k.is_fault()).map(|k| k.as_str()).collect();
+        assert_eq!(faults, ["rebind", "sever", "reset", "steal-token", "crash-client"]);
     }
 }

@@ -13,7 +13,7 @@ fn run(steps: &str) -> Vec<Event> {
 }
 
 fn step_time(events: &[Event], action: &str) -> SimTime {
-    events.iter().find(|e| matches!(&e.what, What::Step { action: a, .. } if a == action)).expect(action).t_us
+    events.iter().find(|e| matches!(&e.what, What::Step { action: a, .. } if *a == action)).expect(action).t_us
 }
 
 /// The simulation tick of these plans: a trigger fires at its event (plus

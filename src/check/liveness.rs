@@ -21,9 +21,6 @@ pub const ABOUT: &str =
 /// Time to deliver a request and carry its answer back, beyond the think time.
 const ROUND_TRIP_ALLOWANCE_US: u64 = 1_000_000;
 
-/// Steps after which a client needs time to recover.
-const FAULTS: [&str; 5] = ["rebind", "sever", "reset", "crash-client", "steal-token"];
-
 pub const EXPLAIN: super::Explain = super::Explain {
     meaning: "Every server request resolves (answered or failed explicitly) within the bound whenever its owner was reachable long enough to answer; every client that keeps trying converges on a live uplink after faults stop.",
     evidence: "Application outcomes and their times, the owner's usable uplinks for the session (accepted, not yet dropped, ended or replaced), its think time; each client's latest uplink at the end of the run.",
@@ -80,7 +77,7 @@ pub fn judge(o: &Observed) -> Status {
             _ => {}
         }
     }
-    let last_fault = o.steps.iter().filter(|s| FAULTS.contains(&s.2.as_str())).map(|s| s.0).max().unwrap_or(SimTime(0));
+    let last_fault = o.steps.iter().filter(|s| s.2.is_fault()).map(|s| s.0).max().unwrap_or(SimTime(0));
     for (client, timeout) in &o.heartbeat_timeouts {
         if o.crashed.get(client).is_some_and(|t| !o.conns.values().any(|c| &c.client == client && c.opened > *t)) {
             continue; // crashed and never restarted

@@ -5,6 +5,7 @@
 //! token: a token belongs to the client whose `endpoint` event carried it.
 
 use crate::trace::{Event, Outcome, Purpose, Refused, SimTime, SseSeen, Trace, What};
+use crate::vocab::StepKind;
 use crate::wire::jsonrpc::{RpcId, RpcKind, RpcSummary};
 use std::collections::BTreeMap;
 
@@ -197,7 +198,7 @@ pub struct Observed<'a> {
     pub requests: BTreeMap<String, Request>,
     pub answers: Vec<Answer>,
     /// `(time, seq, step kind)` of every scenario step.
-    pub steps: Vec<(SimTime, u64, String)>,
+    pub steps: Vec<(SimTime, u64, StepKind)>,
     /// `(time, seq, client, "accepted" | "refused")` of every resume step with an expectation.
     pub expected_resumptions: Vec<(SimTime, u64, String, String)>,
     pub crashed: BTreeMap<String, SimTime>,
@@ -230,7 +231,7 @@ impl<'a> Observed<'a> {
                     o.heartbeat_timeouts.insert(client.clone(), SimTime(*heartbeat_timeout_us));
                 }
                 What::Step { action, expect, .. } => {
-                    o.steps.push((t, seq, action.clone()));
+                    o.steps.push((t, seq, *action));
                     if let Some(e) = expect {
                         o.expected_resumptions.push((t, seq, e.client.clone(), e.resumption.clone()));
                     }

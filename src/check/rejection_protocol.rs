@@ -13,7 +13,7 @@
 use super::observe::{Conn, Observed};
 use super::{not_applicable, status, Status, Violation};
 use crate::trace::{Refused, SimTime};
-use crate::vocab::CheckId;
+use crate::vocab::{CheckId, StepKind};
 
 pub const ID: CheckId = CheckId::RejectionProtocol;
 pub const ABOUT: &str =
@@ -155,7 +155,7 @@ fn owner_session_killed(
             && (l.rejected.as_ref().is_some_and(|r| r.0 <= t && as_owner(&l.client, r.0))
                 || (resumption && !accepted && l.request_t.is_some_and(|s| s <= t && as_owner(&l.client, s))))
     }) || o.crashed_between(owner, t_rej, t)
-        || o.steps.iter().any(|s| s.2 == "end-session" && s.0 >= t_rej && s.0 <= t)
+        || o.steps.iter().any(|s| s.2 == StepKind::EndSession && s.0 >= t_rej && s.0 <= t)
         // A DELETE of the session that the server did not refuse, before or
         // after the refusal, explains the 404 (a foreign one is judged by
         // `confidentiality`, not blamed on this refusal).

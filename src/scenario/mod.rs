@@ -30,27 +30,14 @@ use std::time::Duration;
 use toml::Spanned;
 
 mod validate;
+pub use crate::vocab::StepKind;
 pub use validate::PlanProblem;
 
 /// The property ids a scenario's `[expect]` may name (DESIGN.md §1).
 pub const CHECK_IDS: &[&str] = crate::vocab::CheckId::NAMES;
 
 /// The step kinds (`do = "..."`).
-pub const STEP_KINDS: [&str; 13] = [
-    "connect",
-    "server-request",
-    "call-tool",
-    "end-session",
-    "notify",
-    "answer",
-    "rebind",
-    "sever",
-    "reset",
-    "resume",
-    "steal-token",
-    "crash-client",
-    "wait",
-];
+pub const STEP_KINDS: &[&str] = StepKind::NAMES;
 
 /// `", did you mean \"x\"?"` when `word` looks like a typo of a candidate.
 fn hint<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
@@ -503,20 +490,25 @@ pub enum Action {
 
 impl Action {
     pub fn name(&self) -> &'static str {
+        self.kind().as_str()
+    }
+
+    /// What kind of step it is.
+    pub fn kind(&self) -> StepKind {
         match self {
-            Action::Connect { .. } => "connect",
-            Action::ServerRequest { .. } => "server-request",
-            Action::CallTool { .. } => "call-tool",
-            Action::EndSession { .. } => "end-session",
-            Action::Notify { .. } => "notify",
-            Action::Answer { .. } => "answer",
-            Action::Rebind { .. } => "rebind",
-            Action::Sever { .. } => "sever",
-            Action::Reset { .. } => "reset",
-            Action::Resume { .. } => "resume",
-            Action::StealToken { .. } => "steal-token",
-            Action::CrashClient { .. } => "crash-client",
-            Action::Wait => "wait",
+            Action::Connect { .. } => StepKind::Connect,
+            Action::ServerRequest { .. } => StepKind::ServerRequest,
+            Action::CallTool { .. } => StepKind::CallTool,
+            Action::EndSession { .. } => StepKind::EndSession,
+            Action::Notify { .. } => StepKind::Notify,
+            Action::Answer { .. } => StepKind::Answer,
+            Action::Rebind { .. } => StepKind::Rebind,
+            Action::Sever { .. } => StepKind::Sever,
+            Action::Reset { .. } => StepKind::Reset,
+            Action::Resume { .. } => StepKind::Resume,
+            Action::StealToken { .. } => StepKind::StealToken,
+            Action::CrashClient { .. } => StepKind::CrashClient,
+            Action::Wait => StepKind::Wait,
         }
     }
 
@@ -935,7 +927,7 @@ impl Plan {
                         s.action.span(),
                         format!(
                             "unknown step kind {other:?}{} (one of: {})",
-                            hint(other, STEP_KINDS),
+                            hint(other, STEP_KINDS.iter().copied()),
                             STEP_KINDS.join(", ")
                         ),
                     ))

@@ -147,7 +147,7 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
                 SimTime::from_duration(at),
                 What::Step {
                     index,
-                    action: step.action.name().into(),
+                    action: step.action.kind(),
                     detail: step.action.describe(),
                     expect: match &step.action {
                         Action::Resume { client, expect: Some(e), .. } => {

@@ -68,7 +68,8 @@ enum Command {
     },
     /// Print the JSON Schema of scenario files (for taplo / Even Better TOML).
     Schema,
-    /// Validate scenario files without running them.
+    /// Validate scenario files (TOML) without running them; not the checks that judge runs (alias: validate).
+    #[command(visible_alias = "validate")]
     Check {
         #[arg(required = true)]
         paths: Vec<PathBuf>,
