@@ -81,8 +81,7 @@ pub fn judge(o: &Observed) -> Status {
         // not resolved before it was accepted.
         // Only a resumption of the stream that carries it (unseen: the uplink / standalone stream).
         let stream = o.stream_of_request(r);
-        let same_stream =
-            |c: &&crate::check::observe::Conn| stream.map_or(c.stream.starts_with("get:"), |s| c.stream == s);
+        let same_stream = |c: &&crate::check::observe::Conn| stream.map_or(c.stream.is_get(), |s| c.stream == *s);
         let in_flight_at =
             o.conns.values().filter(|c| c.client == r.owner && c.token() == Some(token)).filter(same_stream).find_map(
                 |c| {

@@ -43,7 +43,7 @@ pub fn judge(o: &Observed) -> Status {
         // it: a usable uplink of the session for its think time plus a round trip.
         let needed = o.think_times.get(&r.owner).map_or(0, |t| t.0) + ROUND_TRIP_ALLOWANCE_US;
         // A request on a tool call's stream is reachable only through that stream.
-        let stream = o.stream_of_request(r).filter(|s| s.starts_with("call:"));
+        let stream = o.stream_of_request(r).filter(|s| s.is_call());
         let reachable = o.usable_streams(&r.owner, token, stream).iter().any(|(a, b)| {
             let (from, to) = ((*a).max(r.issued.0), (*b).min(deadline));
             to.0 > from.0 && to.0 - from.0 >= needed

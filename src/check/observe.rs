@@ -62,11 +62,34 @@ pub struct Conn {
     pub delivered: Vec<Delivered>,
     pub ended: Option<(SimTime, u64, String)>,
     pub rejected: Option<(SimTime, u64, Refused)>,
-    /// The server→client stream this connection carried, `""` for none:
-    /// `get:<token>` for a session's uplink / standalone GET stream (every
-    /// legacy-sse uplink), `call:<client>:<conn>` for a tool call's POST
-    /// stream; a GET with `Last-Event-ID` carries the stream that id was seen on.
-    pub stream: String,
+    /// The server→client stream this connection carried (a GET with
+    /// `Last-Event-ID` carries the stream that id was seen on).
+    pub stream: StreamKey,
+}
+
+/// A server→client SSE stream of a session, as the checks tell streams apart.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StreamKey {
+    /// The connection carried no stream (a POST answered without one).
+    #[default]
+    None,
+    /// A session's GET stream: every legacy-sse uplink, and the
+    /// streamable-http standalone stream. Holds the session token.
+    Get(String),
+    /// A tool call's POST stream, named by the client and the connection of its POST.
+    Call { client: String, conn: u32 },
+}
+
+impl StreamKey {
+    pub fn is_none(&self) -> bool {
+        *self == StreamKey::None
+    }
+    pub fn is_get(&self) -> bool {
+        matches!(self, StreamKey::Get(_))
+    }
+    pub fn is_call(&self) -> bool {
+        matches!(self, StreamKey::Call { .. })
+    }
 }
 
 impl Conn {
@@ -256,7 +279,7 @@ impl<'a> Observed<'a> {
                             delivered: Vec::new(),
                             ended: None,
                             rejected: None,
-                            stream: String::new(),
+                            stream: StreamKey::None,
                         },
                     );
                 }
@@ -415,16 +438,16 @@ impl<'a> Observed<'a> {
         for (_, key) in order {
             let c = &self.conns[&key];
             let stream = match (c.purpose, c.token(), c.last_event_id.as_deref()) {
-                (Purpose::Post, _, _) | (_, None, _) => String::new(),
-                (Purpose::Call, Some(_), None) => format!("call:{}:{}", c.client, c.conn),
+                (Purpose::Post, _, _) | (_, None, _) => StreamKey::None,
+                (Purpose::Call, Some(_), None) => StreamKey::Call { client: c.client.clone(), conn: c.conn },
                 (purpose, Some(token), Some(last)) => self.stream_of_id(token, last, c.opened).unwrap_or_else(|| {
                     if purpose == Purpose::Call {
-                        format!("call:{}:{}", c.client, c.conn)
+                        StreamKey::Call { client: c.client.clone(), conn: c.conn }
                     } else {
-                        format!("get:{token}")
+                        StreamKey::Get(token.to_string())
                     }
                 }),
-                (Purpose::Uplink, Some(token), None) => format!("get:{token}"),
+                (Purpose::Uplink, Some(token), None) => StreamKey::Get(token.to_string()),
             };
             self.conns.get_mut(&key).expect("key from the map").stream = stream;
         }
@@ -432,10 +455,10 @@ impl<'a> Observed<'a> {
 
     /// The stream of the latest connection of session `token` opened before
     /// `before` that carried event `id` (delivered, or written into its dropped mapping).
-    fn stream_of_id(&self, token: &str, id: &str, before: SimTime) -> Option<String> {
+    fn stream_of_id(&self, token: &str, id: &str, before: SimTime) -> Option<StreamKey> {
         self.conns
             .values()
-            .filter(|d| d.token() == Some(token) && !d.stream.is_empty() && d.opened < before)
+            .filter(|d| d.token() == Some(token) && !d.stream.is_none() && d.opened < before)
             .filter(|d| {
                 d.delivered.iter().any(|e| e.id.as_deref() == Some(id))
                     || self.mapping_of(d).is_some_and(|m| {
@@ -449,9 +472,9 @@ impl<'a> Observed<'a> {
     /// Event ids the server wrote on `stream` before `until`, in order: those
     /// delivered and those written into dropped mappings, each once, with
     /// whether the event carried a JSON-RPC message (priming events do not).
-    pub fn stream_ids(&self, stream: &str, until: SimTime) -> Vec<(SimTime, String, bool)> {
+    pub fn stream_ids(&self, stream: &StreamKey, until: SimTime) -> Vec<(SimTime, String, bool)> {
         let mut out: Vec<(SimTime, u64, String, bool)> = Vec::new();
-        for c in self.conns.values().filter(|c| c.stream == stream) {
+        for c in self.conns.values().filter(|c| c.stream == *stream) {
             for d in c.delivered.iter().filter(|d| d.t < until) {
                 if let Some(id) = &d.id {
                     out.push((d.t, d.seq, id.clone(), d.rpc.is_some()));
@@ -471,10 +494,10 @@ impl<'a> Observed<'a> {
     /// Numeric event ids of session `token` that are not `stream`'s to
     /// replay: seen on its other streams, or seen carrying no message
     /// (priming events, which no one replays).
-    pub fn ids_not_owed(&self, token: &str, stream: &str) -> Vec<u64> {
+    pub fn ids_not_owed(&self, token: &str, stream: &StreamKey) -> Vec<u64> {
         let mut out = Vec::new();
-        for c in self.conns.values().filter(|c| c.token() == Some(token) && !c.stream.is_empty()) {
-            let other = c.stream != stream;
+        for c in self.conns.values().filter(|c| c.token() == Some(token) && !c.stream.is_none()) {
+            let other = c.stream != *stream;
             out.extend(c.delivered.iter().filter(|d| other || d.rpc.is_none()).filter_map(Delivered::numeric_id));
             if let Some(m) = self.mapping_of(c) {
                 for (_, _, _, evs) in &m.dropped_writes {
@@ -522,11 +545,11 @@ impl<'a> Observed<'a> {
 
     /// Like [`Observed::usable_uplinks`], for the connections that carried
     /// `stream` (a tool call's stream, say); `None`: the uplinks.
-    pub fn usable_streams(&self, client: &str, token: &str, stream: Option<&str>) -> Vec<(SimTime, SimTime)> {
+    pub fn usable_streams(&self, client: &str, token: &str, stream: Option<&StreamKey>) -> Vec<(SimTime, SimTime)> {
         let mut out = Vec::new();
         let carries = |c: &Conn| match stream {
             None => c.is_uplink(),
-            Some(s) => c.stream == s,
+            Some(s) => c.stream == *s,
         };
         for c in self.conns.values().filter(|c| c.client == client && carries(c) && c.token() == Some(token)) {
             let Some((200, true, t_acc, _)) = c.response else { continue };
@@ -582,14 +605,14 @@ impl<'a> Observed<'a> {
 
     /// The stream that first carried one of request `r`'s ids (delivered or
     /// written into a dropped mapping), if any did.
-    pub fn stream_of_request(&self, r: &Request) -> Option<&str> {
-        let mut first: Option<(u64, &str)> = None;
+    pub fn stream_of_request(&self, r: &Request) -> Option<&StreamKey> {
+        let mut first: Option<(u64, &StreamKey)> = None;
         // Ids are unique only within a session: look at the request's session.
         let of_session = |c: &Conn| r.token().is_none_or(|t| c.token() == Some(t));
-        for c in self.conns.values().filter(|c| !c.stream.is_empty() && of_session(c)) {
+        for c in self.conns.values().filter(|c| !c.stream.is_none() && of_session(c)) {
             for d in &c.delivered {
                 if d.request_id().is_some_and(|i| r.ids.contains(i)) && first.is_none_or(|(s, _)| d.seq < s) {
-                    first = Some((d.seq, c.stream.as_str()));
+                    first = Some((d.seq, &c.stream));
                 }
             }
             if let Some(m) = self.mapping_of(c) {
@@ -600,7 +623,7 @@ impl<'a> Observed<'a> {
                         })
                     });
                     if carried && first.is_none_or(|(s, _)| *seq < s) {
-                        first = Some((*seq, c.stream.as_str()));
+                        first = Some((*seq, &c.stream));
                     }
                 }
             }

@@ -290,7 +290,7 @@ fn by_order(
     // stream. Where ids are numbers they are ordered, so the ones after
     // `last`, minted before the client asked, are owed too.
     let mut unwritten = Vec::new();
-    if let (Ok(n), true) = (last.parse::<u64>(), c.stream.starts_with("get:")) {
+    if let (Ok(n), true) = (last.parse::<u64>(), c.stream.is_get()) {
         let t_req = c.request_t.unwrap_or(t_acc);
         for (_, _, id, _) in o.notified.iter().filter(|x| x.0 == token && x.1 < t_req && x.2 > n) {
             let id = id.to_string();

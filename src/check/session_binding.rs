@@ -34,7 +34,7 @@ pub fn judge(o: &Observed) -> Status {
         // uplinks; in streamable-http, the stream the Last-Event-ID belongs to).
         for prior in o.conns.values().filter(|c| {
             c.client == new.client
-                && !c.stream.is_empty()
+                && !c.stream.is_none()
                 && c.stream == new.stream
                 && c.conn != new.conn
                 && c.opened <= new.opened

@@ -26,7 +26,7 @@ pub const EXPLAIN: super::Explain = super::Explain {
 pub fn judge(o: &Observed) -> Status {
     let mut judged = false;
     let mut out = Vec::new();
-    for c in o.conns.values().filter(|c| c.is_uplink() || !c.stream.is_empty()) {
+    for c in o.conns.values().filter(|c| c.is_uplink() || !c.stream.is_none()) {
         let floor = c.last_event_id_number();
         // What the client already held for this session when this stream opened.
         let held = c.token().map_or_else(Vec::new, |t| o.held_events(&c.client, t, c.opened));

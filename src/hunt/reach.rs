@@ -101,7 +101,7 @@ fn late_answer(o: &Observed, timed_out: bool) -> bool {
 fn call_stream_theft(o: &Observed) -> bool {
     o.conns.values().any(|c| {
         c.purpose != Purpose::Post
-            && c.stream.starts_with("call:")
+            && c.stream.is_call()
             && c.last_event_id.is_some()
             && c.presented_token.as_deref().and_then(|t| o.token_owner.get(t)).is_some_and(|owner| *owner != c.client)
     })
