@@ -15,6 +15,7 @@
 //!
 //! Everything a client records is what a real client could observe.
 
+pub mod dial;
 mod streamable;
 
 use crate::inbox::Inbox;
@@ -23,7 +24,9 @@ use crate::trace::{Purpose, Recorder, Refused, What};
 use crate::wire::jsonrpc::{mcp, Message, RpcId};
 use crate::wire::sse::{Decoder, Item};
 use bytes::Bytes;
+use dial::{Connection, Dialer};
 use http_body_util::{BodyExt, Empty, Full};
+use hyper::client::conn::http1::SendRequest;
 use hyper::Request;
 use hyper_util::rt::TokioIo;
 use std::cell::RefCell;
@@ -32,7 +35,6 @@ use std::rc::Rc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
-use turmoil::net::TcpStream;
 
 /// Commands the step loop sends a client.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,7 +83,8 @@ pub struct ClientShared {
     pub conn_seq: std::cell::Cell<u32>,
 }
 
-const PORT: u16 = 80;
+/// The port the server (and each NAT) listens on.
+pub const PORT: u16 = 80;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const POST_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest SSE event a client accepts.
@@ -94,7 +97,7 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
 pub struct Client {
     spec: ClientSpec,
     dialect: Dialect,
-    nat: String,
+    dialer: Rc<dyn Dialer>,
     rec: Recorder,
     pub shared: Rc<ClientShared>,
     inbox: Inbox<ClientCmd>,
@@ -159,14 +162,14 @@ impl Client {
     pub fn new(
         spec: ClientSpec,
         dialect: Dialect,
-        nat: String,
+        dialer: Rc<dyn Dialer>,
         rec: Recorder,
         shared: Rc<ClientShared>,
         inbox: Inbox<ClientCmd>,
     ) -> Rc<Client> {
         *shared.credential.borrow_mut() = spec.principal.clone();
         let st = State { call_gen: 1 << 32, ..State::default() };
-        Rc::new(Client { spec, dialect, nat, rec, shared, inbox, st: RefCell::new(st) })
+        Rc::new(Client { spec, dialect, dialer, rec, shared, inbox, st: RefCell::new(st) })
     }
 
     fn name(&self) -> String {
@@ -291,14 +294,13 @@ impl Client {
         });
     }
 
-    async fn connect(&self, purpose: Purpose) -> Option<(u32, TcpStream)> {
+    async fn connect(&self, purpose: Purpose) -> Option<(u32, Box<dyn Connection>)> {
         let conn = self.shared.conn_seq.get() + 1;
         self.shared.conn_seq.set(conn);
-        match timeout(CONNECT_TIMEOUT, TcpStream::connect((self.nat.as_str(), PORT))).await {
-            Ok(Ok(s)) => {
-                let port = s.local_addr().map(|a| a.port()).unwrap_or(0);
-                self.rec.record(What::Connect { client: self.name(), conn, port, purpose });
-                Some((conn, s))
+        match timeout(CONNECT_TIMEOUT, self.dialer.dial()).await {
+            Ok(Ok(d)) => {
+                self.rec.record(What::Connect { client: self.name(), conn, port: d.local_port, purpose });
+                Some((conn, d.stream))
             }
             Ok(Err(e)) => {
                 self.rec.record(What::ConnectFailed { client: self.name(), conn, error: e.to_string() });
@@ -309,6 +311,24 @@ impl Client {
                 None
             }
         }
+    }
+
+    /// Opens a connection for `purpose` and speaks HTTP/1 on it: the
+    /// connection's number, the request sender, and the task driving the
+    /// connection (dropping it closes the connection). `None` when either
+    /// step failed (the connect failure is in the trace).
+    async fn open<B>(&self, purpose: Purpose) -> Option<(u32, SendRequest<B>, AbortOnDrop)>
+    where
+        B: hyper::body::Body + 'static,
+        B::Data: Send,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let (conn, stream) = self.connect(purpose).await?;
+        let (sender, driver) = hyper::client::conn::http1::handshake::<_, B>(TokioIo::new(stream)).await.ok()?;
+        let driver = AbortOnDrop(tokio::task::spawn_local(async move {
+            let _ = driver.await;
+        }));
+        Some((conn, sender, driver))
     }
 
     async fn uplink(self: Rc<Self>, gen: u64, mode: Mode) {
@@ -325,17 +345,9 @@ impl Client {
             Mode::Fresh => false,
             Mode::Resume { last_event_id, .. } => !streamable || last_event_id.is_some(),
         };
-        let Some((conn, stream)) = self.connect(Purpose::Uplink).await else {
+        let Some((conn, mut sender, _driver)) = self.open::<Empty<Bytes>>(Purpose::Uplink).await else {
             return self.retry_later(gen, !resuming && !streamable);
         };
-        let Ok((mut sender, driver)) =
-            hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream)).await
-        else {
-            return self.retry_later(gen, !resuming && !streamable);
-        };
-        let _driver = AbortOnDrop(tokio::task::spawn_local(async move {
-            let _ = driver.await;
-        }));
         let (path, token, last_event_id) = match &mode {
             Mode::Fresh => (crate::wire::legacy::SSE_PATH.to_string(), None, None),
             Mode::Resume { token, last_event_id } if streamable => {
@@ -712,12 +724,7 @@ impl Client {
         purpose: Purpose,
         head_timeout: Duration,
     ) -> Option<Posted> {
-        let (conn, stream) = self.connect(purpose).await?;
-        let (mut sender, driver) =
-            hyper::client::conn::http1::handshake::<_, Full<Bytes>>(TokioIo::new(stream)).await.ok()?;
-        let driver = AbortOnDrop(tokio::task::spawn_local(async move {
-            let _ = driver.await;
-        }));
+        let (conn, mut sender, driver) = self.open::<Full<Bytes>>(purpose).await?;
         let streamable = self.dialect == Dialect::StreamableHttp;
         let path = match token {
             Some(token) if !streamable => crate::wire::legacy::messages_path(token),

@@ -176,12 +176,7 @@ impl Client {
 
     /// GETs a call's stream from `last`; `None` when it cannot go on.
     async fn get_stream(self: &Rc<Self>, token: &str, last: &str) -> Option<(u32, hyper::body::Incoming, AbortOnDrop)> {
-        let (conn, stream) = self.connect(Purpose::Call).await?;
-        let (mut sender, driver) =
-            hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream)).await.ok()?;
-        let driver = AbortOnDrop(tokio::task::spawn_local(async move {
-            let _ = driver.await;
-        }));
+        let (conn, mut sender, driver) = self.open::<Empty<Bytes>>(Purpose::Call).await?;
         let req = match self.get_request(ENDPOINT, Some(token), Some(last)) {
             Ok(r) => r,
             Err(e) => {
@@ -244,15 +239,7 @@ impl Client {
             st.gen += 1;
             st.last_seen = None;
         }
-        let Some((conn, stream)) = self.connect(Purpose::Post).await else { return };
-        let Ok((mut sender, driver)) =
-            hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream)).await
-        else {
-            return;
-        };
-        let _driver = AbortOnDrop(tokio::task::spawn_local(async move {
-            let _ = driver.await;
-        }));
+        let Some((conn, mut sender, _driver)) = self.open::<Empty<Bytes>>(Purpose::Post).await else { return };
         let req = Request::delete(ENDPOINT)
             .header("host", "server")
             .header("authorization", format!("Bearer {}", self.shared.credential.borrow()))

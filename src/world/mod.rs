@@ -110,15 +110,16 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
         let inbox: Inbox<ClientCmd> = Inbox::new();
         let shared = Rc::new(ClientShared::default());
         {
-            let (spec, rec, inbox, shared, nat_name, dialect) =
-                (spec.clone(), rec.clone(), inbox.clone(), shared.clone(), nat_name.clone(), plan.dialect);
+            let (spec, rec, inbox, shared, dialect) =
+                (spec.clone(), rec.clone(), inbox.clone(), shared.clone(), plan.dialect);
+            let dialer: Rc<dyn crate::client::dial::Dialer> =
+                Rc::new(crate::client::dial::SimDialer { host: nat_name.clone(), port: crate::client::PORT });
             let host = spec.name.clone();
             sim.host(host.as_str(), move || {
                 // A (re)started client remembers nothing.
                 inbox.clear();
                 *shared.token.borrow_mut() = None;
-                let c =
-                    Client::new(spec.clone(), dialect, nat_name.clone(), rec.clone(), shared.clone(), inbox.clone());
+                let c = Client::new(spec.clone(), dialect, dialer.clone(), rec.clone(), shared.clone(), inbox.clone());
                 async move {
                     c.run().await;
                     Ok(())

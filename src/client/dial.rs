@@ -1,0 +1,40 @@
+//! How a client reaches the server: the one place it opens a connection
+//! and speaks HTTP/1 over it. In simulation the [`Dialer`] is turmoil's TCP
+//! to the client's NAT host; a live run can hand the same client logic a
+//! dialer over real sockets.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// A byte stream to the server (through the client's NAT).
+pub trait Connection: AsyncRead + AsyncWrite + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Unpin> Connection for T {}
+
+/// A connection just opened, and its local port (which links it to a NAT mapping).
+pub struct Dialed {
+    pub stream: Box<dyn Connection>,
+    pub local_port: u16,
+}
+
+/// Opens connections to the server.
+pub trait Dialer {
+    fn dial(&self) -> Pin<Box<dyn Future<Output = io::Result<Dialed>> + '_>>;
+}
+
+/// turmoil's simulated TCP, to `host:port` (the client's NAT host).
+pub struct SimDialer {
+    pub host: String,
+    pub port: u16,
+}
+
+impl Dialer for SimDialer {
+    fn dial(&self) -> Pin<Box<dyn Future<Output = io::Result<Dialed>> + '_>> {
+        Box::pin(async move {
+            let s = turmoil::net::TcpStream::connect((self.host.as_str(), self.port)).await?;
+            let local_port = s.local_addr().map(|a| a.port()).unwrap_or(0);
+            Ok(Dialed { stream: Box::new(s), local_port })
+        })
+    }
+}
