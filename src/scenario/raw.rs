@@ -1,0 +1,211 @@
+//! The scenario file as written: the types TOML deserializes into (with
+//! spans for located errors), and the JSON Schema derived from them.
+
+use super::duration::Dur;
+use super::{Dialect, ResumeExpect, SeenOn, ServerConfig, CHECK_IDS, DEFAULT_TICK, STEP_KINDS};
+use crate::wire::jsonrpc::mcp::SERVER_REQUEST_METHODS;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use toml::Spanned;
+
+// ---------- the file as written ----------
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawFile {
+    pub(super) scenario: RawMeta,
+    #[serde(default)]
+    pub(super) server: ServerConfig,
+    #[serde(default)]
+    pub(super) network: RawNetwork,
+    #[serde(default, rename = "client")]
+    pub(super) clients: Vec<RawClient>,
+    #[serde(default, rename = "step")]
+    pub(super) steps: Vec<RawStep>,
+    #[serde(default)]
+    #[schemars(schema_with = "expect_schema")]
+    pub(super) expect: BTreeMap<Spanned<String>, Spanned<Vec<Spanned<String>>>>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMeta {
+    pub(super) name: String,
+    #[serde(default)]
+    pub(super) description: String,
+    #[schemars(with = "Option<Dialect>")]
+    pub(super) dialect: Option<Spanned<Dialect>>,
+    #[serde(default)]
+    pub(super) seed: u64,
+    pub(super) duration: Dur,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawNetwork {
+    pub(super) latency: Latency,
+    pub(super) half_open_lifetime: Dur,
+    pub(super) tick: Dur,
+}
+
+impl Default for RawNetwork {
+    fn default() -> Self {
+        Self {
+            latency: Latency::Fixed(Dur(Duration::from_millis(5))),
+            half_open_lifetime: Dur(Duration::from_secs(90)),
+            tick: Dur(DEFAULT_TICK),
+        }
+    }
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub(super) enum Latency {
+    Fixed(Dur),
+    Range(LatencyRange),
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct LatencyRange {
+    pub(super) min: Dur,
+    pub(super) max: Dur,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawClient {
+    #[schemars(with = "String")]
+    pub(super) name: Spanned<String>,
+    /// The credential (`Authorization: Bearer <principal>`); defaults to the name.
+    #[schemars(with = "Option<String>")]
+    pub(super) principal: Option<Spanned<String>>,
+    pub(super) think_time: Option<Dur>,
+    pub(super) heartbeat_timeout: Option<Dur>,
+    pub(super) auto_answer: Option<bool>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawStep {
+    /// A step id, for `after = { event = "step", step = "..." }`.
+    #[schemars(with = "Option<String>")]
+    pub(super) id: Option<Spanned<String>>,
+    /// When the step fires; or use `after`.
+    #[schemars(with = "Option<Dur>")]
+    pub(super) at: Option<Spanned<Dur>>,
+    /// Fire after an observable event instead of at a time.
+    #[schemars(with = "Option<RawTrigger>")]
+    pub(super) after: Option<Spanned<RawTrigger>>,
+    /// With `after`: how long after the event.
+    pub(super) delay: Option<Dur>,
+    #[serde(rename = "do")]
+    #[schemars(schema_with = "step_kind_schema")]
+    pub(super) action: Spanned<String>,
+    #[schemars(with = "Option<String>")]
+    pub(super) client: Option<Spanned<String>>,
+    #[serde(default)]
+    #[schemars(schema_with = "method_schema")]
+    pub(super) method: Option<Spanned<String>>,
+    #[schemars(with = "Option<String>")]
+    pub(super) label: Option<Spanned<String>>,
+    #[schemars(with = "Option<u64>")]
+    pub(super) count: Option<Spanned<u64>>,
+    #[schemars(with = "Option<LastEventIdRaw>")]
+    pub(super) last_event_id: Option<Spanned<LastEventIdRaw>>,
+    #[schemars(with = "Option<String>")]
+    pub(super) from: Option<Spanned<String>>,
+    #[schemars(with = "Option<String>")]
+    pub(super) to: Option<Spanned<String>>,
+    #[schemars(with = "Option<bool>")]
+    pub(super) credential: Option<Spanned<bool>>,
+    /// `resume` only: `"accepted"` or `"refused"`, what the server must do.
+    #[schemars(with = "Option<ResumeExpect>")]
+    pub(super) expect: Option<Spanned<ResumeExpect>>,
+    /// `server-request` only: `false` when the request must not be re-issued
+    /// under a fresh id (its effect is not idempotent); default `true`.
+    #[schemars(with = "Option<bool>")]
+    pub(super) reissuable: Option<Spanned<bool>>,
+}
+
+/// What a triggered step waits for (`after = { event = ..., ... }`).
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(tag = "event", rename_all = "kebab-case", deny_unknown_fields)]
+pub(super) enum RawTrigger {
+    /// A server request (by label) reached a client (any client if none is named).
+    Delivered { label: String, client: Option<String> },
+    /// The application saw the labelled request answered.
+    Answered { label: String },
+    /// The client's uplink GET was answered with an event stream.
+    Accepted { client: String },
+    /// The step with this id fired.
+    Step { step: String },
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub(super) enum LastEventIdRaw {
+    Id(u64),
+    Word(String),
+    Seen(SeenRaw),
+    Raw(RawIdRaw),
+    LastSeenPlus(LastSeenPlusRaw),
+}
+
+/// What `last_event_id` may be, for error messages.
+pub(super) const LAST_EVENT_ID_FORMS: &str = "last_event_id must be an integer, \"last-seen\", \"none\", { seen_by = \"client\", nth = 1 }, { raw = \"any id\" } or { last_seen_plus = -4 }";
+
+/// `{ last_seen_plus = -4 }`: the resuming client's last seen id plus an
+/// offset (numeric ids only): the window's edges, wherever the run put them.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct LastSeenPlusRaw {
+    pub(super) last_seen_plus: i64,
+}
+
+/// `{ raw = "abc" }`: any `Last-Event-ID` value, sent as it is (a guessed or malformed id).
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawIdRaw {
+    pub(super) raw: String,
+}
+
+/// `{ seen_by = "alice", nth = 1 }`: the nth message event id alice received.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SeenRaw {
+    pub(super) seen_by: String,
+    pub(super) nth: usize,
+    /// Where the id was seen: the client's uplink (default) or its tool calls' streams.
+    #[serde(default)]
+    pub(super) stream: SeenOn,
+}
+
+// ---------- the JSON Schema, derived from the types above ----------
+
+pub(super) fn step_kind_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "string", "enum": STEP_KINDS, "description": "what the step does" })
+}
+
+pub(super) fn method_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "string", "enum": SERVER_REQUEST_METHODS })
+}
+
+pub(super) fn expect_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "description": "server name -> the checks it must violate ([] = must pass all)",
+        "propertyNames": { "enum": crate::vocab::SERVERS },
+        "additionalProperties": { "type": "array", "items": { "enum": CHECK_IDS }, "uniqueItems": true }
+    })
+}
+
+/// The JSON Schema of scenario files, derived from the loader's own types so
+/// it cannot drift from what `mcpsim run` accepts.
+pub fn json_schema() -> String {
+    let mut schema = schemars::schema_for!(RawFile);
+    schema.insert("title".into(), "mcpsim scenario (TOML v1)".into());
+    serde_json::to_string_pretty(&schema).expect("schemas serialize")
+}

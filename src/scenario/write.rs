@@ -1,0 +1,171 @@
+//! Writing: a [`Plan`] back to scenario TOML that loads to the same plan.
+
+use super::*;
+
+impl Plan {
+    /// Writes the plan as a scenario file that loads back to the same plan.
+    /// `header` lines become `#` comments at the top.
+    pub fn to_toml(&self, header: &[String]) -> String {
+        use std::fmt::Write;
+        let q = |s: &str| toml::Value::String(s.to_string()).to_string();
+        let d = |d: Duration| q(&format_duration(d));
+        let mut out = String::new();
+        for h in header {
+            let _ = writeln!(out, "# {h}");
+        }
+        if !header.is_empty() {
+            out.push('\n');
+        }
+        let _ = writeln!(out, "[scenario]\nname = {}", q(&self.name));
+        if !self.description.is_empty() {
+            let _ = writeln!(out, "description = {}", q(&self.description));
+        }
+        let dialect = match self.dialect {
+            Dialect::LegacySse => "legacy-sse",
+            Dialect::StreamableHttp => "streamable-http",
+        };
+        let _ = writeln!(out, "dialect = {}\nseed = {}\nduration = {}\n", q(dialect), self.seed.0, d(self.duration));
+        let s = &self.server;
+        let _ = writeln!(
+            out,
+            "[server]\nfirst_event_id = {}\nretention = {}\nheartbeat = {}\nfence_grace = {}\nrequest_timeout = {}\n",
+            s.first_event_id,
+            s.retention,
+            d(s.heartbeat.0),
+            d(s.fence_grace.0),
+            d(s.request_timeout.0)
+        );
+        if !s.fence_delay.0.is_zero() {
+            // Before the blank line the writer above ends the table with.
+            out.pop();
+            let _ = writeln!(out, "fence_delay = {}\n", d(s.fence_delay.0));
+        }
+        let n = &self.network;
+        let latency = if n.latency_min == n.latency_max {
+            d(n.latency_min)
+        } else {
+            format!("{{ min = {}, max = {} }}", d(n.latency_min), d(n.latency_max))
+        };
+        let _ = writeln!(
+            out,
+            "[network]\nlatency = {latency}\nhalf_open_lifetime = {}\ntick = {}\n",
+            d(n.half_open_lifetime),
+            d(n.tick)
+        );
+        for c in &self.clients {
+            let _ = writeln!(
+                out,
+                "[[client]]\nname = {}\nprincipal = {}\nthink_time = {}\nheartbeat_timeout = {}\nauto_answer = {}\n",
+                q(&c.name),
+                q(&c.principal),
+                d(c.think_time),
+                d(c.heartbeat_timeout),
+                c.auto_answer
+            );
+        }
+        for step in &self.steps {
+            out.push_str("[[step]]\n");
+            if let Some(id) = &step.id {
+                let _ = writeln!(out, "id = {}", q(id));
+            }
+            match &step.after {
+                None => {
+                    let _ = writeln!(out, "at = {}", d(step.at));
+                }
+                Some(after) => {
+                    let trigger = match &after.trigger {
+                        Trigger::Delivered { label, client: Some(c) } => {
+                            format!("{{ event = \"delivered\", label = {}, client = {} }}", q(label), q(c))
+                        }
+                        Trigger::Delivered { label, client: None } => {
+                            format!("{{ event = \"delivered\", label = {} }}", q(label))
+                        }
+                        Trigger::Answered { label } => format!("{{ event = \"answered\", label = {} }}", q(label)),
+                        Trigger::Accepted { client } => format!("{{ event = \"accepted\", client = {} }}", q(client)),
+                        Trigger::Step { step } => format!("{{ event = \"step\", step = {} }}", q(step)),
+                    };
+                    let _ = writeln!(out, "after = {trigger}");
+                    if !after.delay.is_zero() {
+                        let _ = writeln!(out, "delay = {}", d(after.delay));
+                    }
+                }
+            }
+            let _ = writeln!(out, "do = {}", q(step.action.name()));
+            match &step.action {
+                Action::Connect { client }
+                | Action::Rebind { client }
+                | Action::Sever { client }
+                | Action::Reset { client }
+                | Action::EndSession { client }
+                | Action::CrashClient { client } => {
+                    let _ = writeln!(out, "client = {}", q(client));
+                }
+                Action::ServerRequest { client, method, label, .. } | Action::CallTool { client, method, label } => {
+                    let _ = writeln!(out, "client = {}\nmethod = {}\nlabel = {}", q(client), q(method), q(label));
+                    if let Action::ServerRequest { reissuable: false, .. } = &step.action {
+                        let _ = writeln!(out, "reissuable = false");
+                    }
+                }
+                Action::Notify { client, count } => {
+                    let _ = writeln!(out, "client = {}\ncount = {count}", q(client));
+                }
+                Action::Answer { client, label } => {
+                    let _ = writeln!(out, "client = {}\nlabel = {}", q(client), q(label));
+                }
+                Action::Resume { client, last_event_id, expect } => {
+                    let id = match last_event_id {
+                        LastEventId::LastSeen => q("last-seen"),
+                        LastEventId::None => q("none"),
+                        LastEventId::Id(n) => n.to_string(),
+                        LastEventId::Raw(s) => format!("{{ raw = {} }}", q(s)),
+                        LastEventId::LastSeenPlus(k) => format!("{{ last_seen_plus = {k} }}"),
+                        LastEventId::Seen { client: by, nth, stream: SeenOn::Uplink } => {
+                            format!("{{ seen_by = {}, nth = {nth} }}", q(by))
+                        }
+                        LastEventId::Seen { client: by, nth, stream: SeenOn::Call } => {
+                            format!("{{ seen_by = {}, nth = {nth}, stream = \"call\" }}", q(by))
+                        }
+                    };
+                    let _ = writeln!(out, "client = {}\nlast_event_id = {id}", q(client));
+                    if let Some(e) = expect {
+                        let _ = writeln!(out, "expect = {}", q(e.word()));
+                    }
+                }
+                Action::StealToken { from, to, credential } => {
+                    let _ = writeln!(out, "from = {}\nto = {}\ncredential = {credential}", q(from), q(to));
+                }
+                Action::Wait => {}
+            }
+            out.push('\n');
+        }
+        if !self.expect.is_empty() {
+            out.push_str("[expect]\n");
+            for (server, checks) in &self.expect {
+                let list: Vec<String> = checks.iter().map(|c| q(c)).collect();
+                let _ = writeln!(out, "{server} = [{}]", list.join(", "));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod to_toml_tests {
+    use super::*;
+
+    #[test]
+    fn bundled_scenarios_round_trip_through_to_toml() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        let twins = std::fs::read_dir(dir.join("streamable-http")).unwrap();
+        for entry in std::fs::read_dir(&dir).unwrap().chain(twins) {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|x| x != "toml") {
+                continue;
+            }
+            let plan = Plan::load(&path).unwrap();
+            let text = plan.to_toml(&["a header".into()]);
+            let back = Plan::from_toml_str(&text, "round-trip.toml").unwrap_or_else(|e| panic!("{e}\n{text}"));
+            assert_eq!(Plan { source: plan.source.clone(), ..back }, plan, "{}", path.display());
+        }
+    }
+}
