@@ -1,0 +1,269 @@
+//! Questions the checks ask of the index: which ids a session or a stream
+//! showed, which connections were usable when, who held what.
+
+use super::*;
+
+impl Observed<'_> {
+    /// Event ids the server wrote on `stream` before `until`, in order: those
+    /// delivered and those written into dropped mappings, each once, with
+    /// whether the event carried a JSON-RPC message (priming events do not).
+    pub fn stream_ids(&self, stream: &StreamKey, until: SimTime) -> Vec<(SimTime, String, bool)> {
+        let mut out: Vec<(SimTime, u64, String, bool)> = Vec::new();
+        for c in self.conns.values().filter(|c| c.stream == *stream) {
+            for d in c.delivered.iter().filter(|d| d.t < until) {
+                if let Some(id) = &d.id {
+                    out.push((d.t, d.seq, id.clone(), d.rpc.is_some()));
+                }
+            }
+            if let Some(m) = self.mapping_of(c) {
+                for (t, seq, _, evs) in m.dropped_writes.iter().filter(|w| w.0 < until) {
+                    out.extend(evs.iter().filter_map(|e| Some((*t, *seq, e.id.clone()?, e.rpc.is_some()))));
+                }
+            }
+        }
+        out.sort();
+        let mut seen = std::collections::BTreeSet::new();
+        out.into_iter().filter(|x| seen.insert(x.2.clone())).map(|(t, _, id, msg)| (t, id, msg)).collect()
+    }
+
+    /// Numeric event ids of session `token` that are not `stream`'s to
+    /// replay: seen on its other streams, or seen carrying no message
+    /// (priming events, which no one replays).
+    pub fn ids_not_owed(&self, token: &str, stream: &StreamKey) -> Vec<u64> {
+        let mut out = Vec::new();
+        for c in self.conns.values().filter(|c| c.token() == Some(token) && !c.stream.is_none()) {
+            let other = c.stream != *stream;
+            out.extend(c.delivered.iter().filter(|d| other || d.rpc.is_none()).filter_map(Delivered::numeric_id));
+            if let Some(m) = self.mapping_of(c) {
+                for (_, _, _, evs) in &m.dropped_writes {
+                    out.extend(
+                        evs.iter()
+                            .filter(|e| other || e.rpc.is_none())
+                            .filter_map(|e| e.id.as_deref()?.parse::<u64>().ok()),
+                    );
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether a POST of unknown content went out on session `token` by `by`:
+    /// one that got no response and left no answer in the trace (an answer
+    /// is recorded once its POST completes, so such a POST may be one).
+    pub fn unknown_post_by(&self, token: &str, by: SimTime) -> bool {
+        self.conns.values().any(|c| {
+            c.purpose == Purpose::Post
+                && c.presented_token.as_deref() == Some(token)
+                && c.request_t.is_some_and(|t| t <= by)
+                && c.response.is_none()
+                && !self.answers.iter().any(|a| a.client == c.client && a.conn == Some(c.conn))
+        })
+    }
+
+    /// Whether `client` crashed in `[from, to]`: it lost every session it held.
+    pub fn crashed_between(&self, client: &str, from: SimTime, to: SimTime) -> bool {
+        self.crashes.iter().any(|(c, t)| c == client && *t >= from && *t <= to)
+    }
+
+    /// Whether someone stole `owner`'s token with its credential before `until`:
+    /// two indistinguishable holders then compete for one session.
+    pub fn credential_stolen(&self, owner: &str, until: SimTime) -> bool {
+        self.thefts.iter().any(|(t, from, _, cred)| *cred && from == owner && *t <= until)
+    }
+
+    /// When `client` had a usable uplink for session `token`: from its
+    /// acceptance until it ended, its NAT mapping was dropped or reset, the
+    /// client crashed, or the client opened another uplink.
+    pub fn usable_uplinks(&self, client: &str, token: &str) -> Vec<(SimTime, SimTime)> {
+        self.usable_streams(client, token, None)
+    }
+
+    /// Like [`Observed::usable_uplinks`], for the connections that carried
+    /// `stream` (a tool call's stream, say); `None`: the uplinks.
+    pub fn usable_streams(&self, client: &str, token: &str, stream: Option<&StreamKey>) -> Vec<(SimTime, SimTime)> {
+        let mut out = Vec::new();
+        let carries = |c: &Conn| match stream {
+            None => c.is_uplink(),
+            Some(s) => c.stream == *s,
+        };
+        for c in self.conns.values().filter(|c| c.client == client && carries(c) && c.token() == Some(token)) {
+            let Some((200, true, t_acc, _)) = c.response else { continue };
+            if c.rejected.is_some() {
+                continue;
+            }
+            let mut end = self.end;
+            if let Some((t, _, _)) = &c.ended {
+                end = end.min(*t);
+            }
+            if let Some(m) = self.mapping_of(c) {
+                if let Some((t, _, _)) = &m.dropped {
+                    end = end.min(*t);
+                }
+                if let Some((t, _)) = m.reset {
+                    end = end.min(t);
+                }
+            }
+            if let Some((_, t)) = self.crashes.iter().find(|(k, t)| k == client && *t >= t_acc) {
+                end = end.min(*t);
+            }
+            // A client runs one uplink at a time: a newer one replaces this one,
+            // and so does a new session (streamable-http: an initialize POST
+            // without a session id, sent when the client drops its uplink).
+            let replaces = |n: &Conn| {
+                carries(n) || (stream.is_none() && n.purpose == Purpose::Post && n.presented_token.is_none())
+            };
+            if let Some(next) = self
+                .conns
+                .values()
+                .filter(|n| n.client == client && replaces(n) && n.opened > c.opened)
+                .map(|n| n.opened)
+                .min()
+            {
+                end = end.min(next);
+            }
+            if end > t_acc {
+                out.push((t_acc, end));
+            }
+        }
+        out
+    }
+
+    /// The client connection a NAT mapping carried (its downstream port).
+    pub fn conn_of(&self, m: &Mapping) -> Option<&Conn> {
+        self.conns.values().find(|c| c.client == m.client && c.port == m.down_port)
+    }
+
+    /// The mapping that carried a client connection.
+    pub fn mapping_of(&self, c: &Conn) -> Option<&Mapping> {
+        self.mappings.values().find(|m| m.client == c.client && m.down_port == c.port)
+    }
+
+    /// The stream that first carried one of request `r`'s ids (delivered or
+    /// written into a dropped mapping), if any did.
+    pub fn stream_of_request(&self, r: &Request) -> Option<&StreamKey> {
+        let mut first: Option<(u64, &StreamKey)> = None;
+        // Ids are unique only within a session: look at the request's session.
+        let of_session = |c: &Conn| r.token().is_none_or(|t| c.token() == Some(t));
+        for c in self.conns.values().filter(|c| !c.stream.is_none() && of_session(c)) {
+            for d in &c.delivered {
+                if d.request_id().is_some_and(|i| r.ids.contains(i)) && first.is_none_or(|(s, _)| d.seq < s) {
+                    first = Some((d.seq, &c.stream));
+                }
+            }
+            if let Some(m) = self.mapping_of(c) {
+                for (_, seq, _, evs) in &m.dropped_writes {
+                    let carried = evs.iter().any(|e| {
+                        e.rpc.as_ref().is_some_and(|x| {
+                            x.kind == RpcKind::Request && x.id.as_ref().is_some_and(|i| r.ids.contains(i))
+                        })
+                    });
+                    if carried && first.is_none_or(|(s, _)| *seq < s) {
+                        first = Some((*seq, &c.stream));
+                    }
+                }
+            }
+        }
+        first.map(|(_, s)| s)
+    }
+
+    /// The request that JSON-RPC id `id` named on session `token` at time `t`.
+    ///
+    /// Ids are unique only within a session (servers such as rmcp restart
+    /// them at 0 in every session), so the lookup is per session: among the
+    /// requests issued on `token` (on any session when the token is unknown),
+    /// the one that most recently took `id` (issued or re-issued) by `t`.
+    pub fn request_at(&self, token: Option<&str>, id: &RpcId, t: SimTime) -> Option<&Request> {
+        self.requests
+            .values()
+            .filter(|r| token.is_none_or(|tok| r.session.as_ref().is_some_and(|(s, _)| s == tok)))
+            .filter_map(|r| r.id_since(id).filter(|since| *since <= t).map(|since| (since, r.issued.1, r)))
+            .max_by_key(|(since, seq, _)| (*since, *seq))
+            .map(|(_, _, r)| r)
+    }
+
+    /// Whether a server could tell `client` from `owner` at `at`: a different
+    /// principal that had not stolen the owner's credential by then.
+    pub fn foreign(&self, client: &str, owner: &str, at: SimTime) -> bool {
+        self.principal(client) != self.principal(owner)
+            && !self.thefts.iter().any(|(t, from, to, cred)| *cred && from == owner && to == client && *t <= at)
+    }
+
+    pub fn principal<'s>(&'s self, client: &'s str) -> &'s str {
+        self.principals.get(client).map_or(client, |p| p.as_str())
+    }
+
+    /// Every numeric id the run shows for a session: delivered, written into
+    /// dropped mappings, or reported by the application, up to `until`.
+    pub fn ids_seen(&self, token: &str, until: SimTime) -> Vec<u64> {
+        let mut out = Vec::new();
+        for c in self.conns.values().filter(|c| c.token() == Some(token)) {
+            out.extend(c.delivered.iter().filter(|d| d.t <= until).filter_map(Delivered::numeric_id));
+            if let Some(m) = self.mapping_of(c) {
+                for (_, _, _, evs) in m.dropped_writes.iter().filter(|w| w.0 <= until) {
+                    out.extend(evs.iter().filter_map(|ev| ev.id.as_deref()?.parse::<u64>().ok()));
+                }
+            }
+        }
+        for r in self.requests.values() {
+            if r.token() == Some(token) && r.issued.0 <= until {
+                out.extend(r.event_id.as_deref().and_then(|i| i.parse::<u64>().ok()));
+            }
+        }
+        out.extend(self.notified.iter().filter(|(t, at, _, _)| t == token && *at <= until).map(|(_, _, id, _)| *id));
+        out
+    }
+
+    /// The highest id the run shows for a session up to `until` ([`Observed::ids_seen`]).
+    pub fn max_id_seen(&self, token: &str, until: SimTime) -> Option<u64> {
+        self.ids_seen(token, until).into_iter().max()
+    }
+
+    /// An upper bound on ids a session may have minted that no one observed
+    /// before `until`: a response per POST presenting its token, and a new
+    /// event per re-issued request.
+    pub fn possible_unseen_ids(&self, token: &str, until: SimTime) -> u64 {
+        let posts = self
+            .conns
+            .values()
+            .filter(|c| c.purpose == Purpose::Post && c.presented_token.as_deref() == Some(token) && c.opened <= until)
+            .count() as u64;
+        let reissues = self
+            .requests
+            .values()
+            .filter(|r| r.session.as_ref().is_some_and(|(t, _)| t == token))
+            .flat_map(|r| r.outcomes.iter())
+            .filter(|x| x.2 == Outcome::Reissued && x.0 <= until)
+            .count() as u64;
+        posts + reissues
+    }
+
+    /// The events a client already held for a session before `before`, in order.
+    pub fn held_events(&self, client: &str, token: &str, before: SimTime) -> Vec<(&Conn, &Delivered)> {
+        let mut out: Vec<(&Conn, &Delivered)> = self
+            .conns
+            .values()
+            .filter(|c| c.client == client && c.token() == Some(token))
+            .flat_map(|c| c.delivered.iter().filter(|d| d.t < before).map(move |d| (c, d)))
+            .collect();
+        out.sort_by_key(|(_, d)| d.seq);
+        out
+    }
+
+    /// Event ids (as sent) a client already held for a session before `before`.
+    pub fn ids_held_str(&self, client: &str, token: &str, before: SimTime) -> Vec<&str> {
+        self.conns
+            .values()
+            .filter(|c| c.client == client && c.token() == Some(token))
+            .flat_map(|c| c.delivered.iter().filter(|d| d.t < before).filter_map(|d| d.id.as_deref()))
+            .collect()
+    }
+
+    /// Event ids a client already held for a session before `before`.
+    pub fn ids_held(&self, client: &str, token: &str, before: SimTime) -> Vec<u64> {
+        self.conns
+            .values()
+            .filter(|c| c.client == client && c.token() == Some(token))
+            .flat_map(|c| c.delivered.iter().filter(|d| d.t < before).filter_map(Delivered::numeric_id))
+            .collect()
+    }
+}
