@@ -1,0 +1,358 @@
+//! The client's streams: opening or resuming one, reading its SSE events,
+//! and acting on the messages in them (answering server requests).
+
+use super::*;
+
+impl Client {
+    pub(super) async fn uplink(self: Rc<Self>, gen: u64, mode: Mode) {
+        let streamable = self.dialect == Dialect::StreamableHttp;
+        // streamable-http: a fresh uplink first opens a session by POST.
+        let mode = match mode {
+            Mode::Fresh if streamable => match self.init_session().await {
+                Some(token) => Mode::Resume { token, last_event_id: None },
+                None => return self.retry_later(gen, true),
+            },
+            m => m,
+        };
+        let resuming = match &mode {
+            Mode::Fresh => false,
+            Mode::Resume { last_event_id, .. } => !streamable || last_event_id.is_some(),
+        };
+        let Some((conn, mut sender, _driver)) = self.open::<Empty<Bytes>>(Purpose::Uplink).await else {
+            return self.retry_later(gen, !resuming && !streamable);
+        };
+        let (path, token, last_event_id) = match &mode {
+            Mode::Fresh => (crate::wire::legacy::SSE_PATH.to_string(), None, None),
+            Mode::Resume { token, last_event_id } if streamable => {
+                (streamable::ENDPOINT.to_string(), Some(token.clone()), last_event_id.clone())
+            }
+            Mode::Resume { token, last_event_id } => {
+                (crate::wire::legacy::sse_path(token), None, last_event_id.clone())
+            }
+        };
+        let req = match self.get_request(&path, token.as_deref(), last_event_id.as_deref()) {
+            Ok(r) => r,
+            Err(e) => {
+                // Only the server's bytes (its session id, an id it sent) can
+                // get here: the loader validates what a scenario supplies.
+                self.protocol_error(conn, "unsendable", e);
+                return self.retry_later(gen, true);
+            }
+        };
+        self.rec.record(What::HttpRequest {
+            client: self.name(),
+            conn,
+            method: "GET".into(),
+            path,
+            last_event_id,
+            session: token.clone(),
+        });
+        let silence = self.spec.heartbeat_timeout;
+        let resp = match timeout(silence, sender.send_request(req)).await {
+            Err(_) => {
+                self.protocol_error(
+                    conn,
+                    "no-headers",
+                    format!("no response headers within {:.1} s", silence.as_secs_f64()),
+                );
+                self.rec.record(What::UplinkSilent {
+                    client: self.name(),
+                    conn,
+                    silent_ms: silence.as_millis() as u64,
+                });
+                return self.retry_later(gen, !resuming && !streamable);
+            }
+            Ok(Err(e)) => {
+                if e.is_parse() || e.is_parse_too_large() {
+                    self.protocol_error(conn, "garbage", format!("the response is not HTTP/1.1: {e}"));
+                }
+                self.rec.record(What::UplinkEnded {
+                    client: self.name(),
+                    conn,
+                    reason: format!("request failed: {e}"),
+                });
+                return self.retry_later(gen, !resuming && !streamable);
+            }
+            Ok(Ok(r)) => r,
+        };
+        let status = resp.status().as_u16();
+        let content_type = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).map(str::to_string);
+        self.rec.record(What::HttpResponse { client: self.name(), conn, status, content_type: content_type.clone() });
+        let is_stream = content_type.as_deref().is_some_and(|c| c.starts_with("text/event-stream"));
+        if status != 200 || !is_stream {
+            if streamable && status == 404 {
+                // The session is gone: start a new one (MCP 2025-11-25).
+                if resuming {
+                    self.rec.record(What::Rejected { client: self.name(), conn, how: Refused::Status(404) });
+                }
+                return self.reinitialize("HTTP 404: the session is gone");
+            }
+            if resuming {
+                self.rec.record(What::Rejected { client: self.name(), conn, how: Refused::Status(status) });
+                return self.reinitialize(&format!("resumption refused with HTTP {status}"));
+            }
+            self.rec.record(What::UplinkEnded { client: self.name(), conn, reason: format!("HTTP {status}") });
+            if streamable && status == 405 {
+                return; // the server offers no standalone stream
+            }
+            return self.retry_later(gen, !streamable);
+        }
+        self.st.borrow_mut().backoff = Duration::ZERO;
+
+        // streamable-http: answers go to the session whose stream carried the request.
+        let stream_token = token.filter(|_| streamable);
+        let (end, any_item) = self.read_stream(conn, resp.into_body(), gen, None, stream_token.as_deref()).await;
+        match end {
+            StreamEnd::ErrorEvent => {
+                self.rec.record(What::Rejected { client: self.name(), conn, how: Refused::ErrorEvent });
+                self.reinitialize("resumption refused with an error event")
+            }
+            StreamEnd::Ended if resuming && !any_item => {
+                self.rec.record(What::Rejected { client: self.name(), conn, how: Refused::EmptyStream });
+                self.reinitialize("resumption answered with an empty stream")
+            }
+            StreamEnd::Ended if streamable => {
+                // A server may close a stream at any time; come back after its `retry`.
+                let delay = self.st.borrow().retry_ms.map_or(Duration::from_secs(1), Duration::from_millis);
+                self.reconnect_after(gen, delay)
+            }
+            _ => self.retry_later(gen, false),
+        }
+    }
+
+    /// Schedules a reconnect of generation `gen` after `delay` (no backoff).
+    pub(super) fn reconnect_after(self: &Rc<Self>, gen: u64, delay: Duration) {
+        let inbox = self.inbox.clone();
+        tokio::task::spawn_local(async move {
+            tokio::time::sleep(delay).await;
+            inbox.push(ClientCmd::Retry { gen, fresh: false });
+        });
+    }
+
+    /// Reads one SSE stream until it ends; records every event and hands
+    /// messages on. `call` names the tool call whose stream this is. Also
+    /// says whether anything (an event or a heartbeat) arrived: a stream that
+    /// ends with nothing at all was a silent refusal.
+    pub(super) async fn read_stream(
+        self: &Rc<Self>,
+        conn: u32,
+        mut body: hyper::body::Incoming,
+        gen: u64,
+        call: Option<&str>,
+        token: Option<&str>,
+    ) -> (StreamEnd, bool) {
+        let silence = self.spec.heartbeat_timeout;
+        let mut decoder = Decoder::new();
+        let mut any_item = false;
+        // Silence is measured from the last complete SSE item: a server that
+        // drips bytes without ever completing an event is as dead as a silent one.
+        // tokio's clock inside a turmoil host is the simulated one (paused runtime).
+        let mut last_item = tokio::time::Instant::now();
+        let mut bytes_since_item = 0usize;
+        loop {
+            let left = silence.saturating_sub(last_item.elapsed());
+            let frame = match timeout(left, body.frame()).await {
+                Err(_) => {
+                    if bytes_since_item > 0 {
+                        self.protocol_error(
+                            conn,
+                            "drip",
+                            format!(
+                                "{bytes_since_item} byte(s) in {:.1} s without one complete event",
+                                silence.as_secs_f64()
+                            ),
+                        );
+                    }
+                    self.rec.record(What::UplinkSilent {
+                        client: self.name(),
+                        conn,
+                        silent_ms: silence.as_millis() as u64,
+                    });
+                    return (StreamEnd::Silent, any_item);
+                }
+                Ok(None) => {
+                    if decoder.has_partial() {
+                        self.protocol_error(conn, "mid-event", "the stream ended in the middle of an event".into());
+                    }
+                    self.rec.record(What::UplinkEnded {
+                        client: self.name(),
+                        conn,
+                        reason: "server ended the stream".into(),
+                    });
+                    return (StreamEnd::Ended, any_item);
+                }
+                Ok(Some(Err(e))) => {
+                    if decoder.has_partial() {
+                        self.protocol_error(
+                            conn,
+                            "mid-event",
+                            format!("the stream broke in the middle of an event: {e}"),
+                        );
+                    }
+                    self.rec.record(What::UplinkEnded {
+                        client: self.name(),
+                        conn,
+                        reason: format!("stream error: {e}"),
+                    });
+                    return (StreamEnd::Broken, any_item);
+                }
+                Ok(Some(Ok(f))) => f,
+            };
+            let Some(data) = frame.data_ref() else { continue };
+            let items = decoder.feed(data);
+            if items.is_empty() {
+                bytes_since_item += data.len();
+            } else {
+                last_item = tokio::time::Instant::now();
+                bytes_since_item = decoder.pending_bytes();
+            }
+            if decoder.pending_bytes() > MAX_EVENT_BYTES {
+                self.protocol_error(conn, "too-large", format!("an event grew past {} bytes", MAX_EVENT_BYTES));
+                self.rec.record(What::UplinkEnded { client: self.name(), conn, reason: "event too large".into() });
+                return (StreamEnd::Broken, any_item);
+            }
+            for item in items {
+                let ev = match item {
+                    Item::Event(ev) => ev,
+                    Item::Retry(ms) => {
+                        self.st.borrow_mut().retry_ms = Some(ms);
+                        continue;
+                    }
+                    Item::Comment(_) => {
+                        // A heartbeat: the server accepted the stream and keeps it alive.
+                        any_item = true;
+                        continue;
+                    }
+                };
+                any_item = true;
+                match ev.event.as_str() {
+                    "endpoint" if self.dialect == Dialect::LegacySse => self.clone().on_endpoint(&ev.data, conn),
+                    "error" => {
+                        self.record_sse(conn, &ev, None);
+                        return (StreamEnd::ErrorEvent, any_item);
+                    }
+                    _ => {
+                        let msg = Message::parse(&ev.data).ok();
+                        self.record_sse(conn, &ev, msg.as_ref());
+                        if let Some(id) = &ev.id {
+                            let mut st = self.st.borrow_mut();
+                            match call {
+                                None => st.last_seen = Some(id.clone()),
+                                Some(label) => {
+                                    if let Some(c) = st.calls.get_mut(label) {
+                                        c.last_seen = Some(id.clone());
+                                    }
+                                }
+                            }
+                        }
+                        if let Some(msg) = msg {
+                            if call.is_some_and(|label| self.is_call_result(label, &msg)) {
+                                return (StreamEnd::Complete, any_item);
+                            }
+                            if let (Message::Request { id, .. }, Some(t)) = (&msg, token) {
+                                self.st.borrow_mut().request_token.insert(id.clone(), t.to_string());
+                            }
+                            self.clone().on_message(msg, gen);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn protocol_error(&self, conn: u32, kind: &str, what: String) {
+        self.rec.record(What::ProtocolError { client: self.name(), conn, problem: kind.into(), what });
+    }
+
+    pub(super) fn record_sse(&self, conn: u32, ev: &crate::wire::sse::Event, msg: Option<&Message>) {
+        let data: String = ev.data.chars().take(256).collect();
+        self.rec.record(What::SseEvent {
+            client: self.name(),
+            conn,
+            id: ev.id.clone(),
+            event: ev.event.clone(),
+            rpc: msg.map(Message::summary),
+            data,
+        });
+    }
+
+    pub(super) fn on_endpoint(self: Rc<Self>, data: &str, conn: u32) {
+        let Some(token) = crate::wire::legacy::session_token(data).map(String::from) else {
+            return;
+        };
+        self.rec.record(What::SessionToken { client: self.name(), conn, token: token.clone() });
+        *self.shared.token.borrow_mut() = Some(token);
+        let id = {
+            let mut st = self.st.borrow_mut();
+            st.rpc_seq += 1;
+            let id = RpcId::Num(st.rpc_seq);
+            st.init_id = Some(id.clone());
+            id
+        };
+        let msg = mcp::initialize(id, &self.spec.name);
+        tokio::task::spawn_local(async move {
+            self.post(&msg).await;
+        });
+    }
+
+    pub(super) fn on_message(self: Rc<Self>, msg: Message, gen: u64) {
+        match msg {
+            Message::Response { id, .. } if Some(&id) == self.st.borrow().init_id.as_ref() => {
+                tokio::task::spawn_local(async move {
+                    self.post(&mcp::initialized()).await;
+                });
+            }
+            Message::Request { id, method, .. } => {
+                // New, or an unanswered request delivered again on a newer stream
+                // (a replay): answer it there.
+                let fresh = {
+                    let mut st = self.st.borrow_mut();
+                    let answered = st.answered.contains(&id);
+                    let before = st.seen.insert(id.clone(), (method.clone(), gen));
+                    before.is_none_or(|(_, g)| g != gen && !answered)
+                };
+                if fresh && self.spec.auto_answer {
+                    let think = self.spec.think_time;
+                    tokio::task::spawn_local(async move {
+                        tokio::time::sleep(think).await;
+                        // A request belongs to the uplink that carried it: once that
+                        // uplink is gone, the client waits for a re-issue instead of
+                        // answering into a stream state the server may have dropped.
+                        if !self.st.borrow().live(gen) {
+                            self.rec.record(What::Abandoned {
+                                client: self.name(),
+                                id,
+                                why: "the uplink that carried it ended before the answer".into(),
+                            });
+                            return;
+                        }
+                        self.answer(id, method).await;
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// POSTs the answer to a server request once; records it with the status the server gave.
+    pub(super) async fn answer(self: Rc<Self>, id: RpcId, method: String) {
+        if !self.st.borrow_mut().answered.insert(id.clone()) {
+            return;
+        }
+        let msg = mcp::answer(id.clone(), &method, &self.spec.name);
+        // The session whose stream carried the request, else the current one.
+        let token = self.st.borrow().request_token.get(&id).cloned().or_else(|| self.shared.token.borrow().clone());
+        let (status, conn) = match &token {
+            Some(token) => match self.send_post(&msg, Some(token), Purpose::Post, POST_TIMEOUT).await {
+                Some(posted) => {
+                    let status = posted.resp.status().as_u16();
+                    let _ = timeout(POST_TIMEOUT, posted.resp.into_body().collect()).await;
+                    (Some(status), Some(posted.conn))
+                }
+                None => (None, None),
+            },
+            None => (None, None),
+        };
+        self.rec.record(What::Answer { client: self.name(), id, method, status, session: token, conn });
+    }
+}
