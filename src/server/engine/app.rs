@@ -1,0 +1,105 @@
+//! The application side: commands from the harness (issue a request,
+//! notify), answers settling requests, request timeouts.
+
+use super::*;
+
+/// Settles a server request with the client's answer (or error) to `id`.
+pub(super) fn settle(shared: &Shared, s: &mut Session, id: &RpcId, is_error: bool) {
+    if let Some(r) = s.requests.iter_mut().find(|r| &r.id == id) {
+        if r.state == RequestState::Pending {
+            r.state = if is_error { RequestState::Failed } else { RequestState::Answered };
+            let (outcome, detail) = if is_error {
+                (Outcome::Failed, "the client answered with an error")
+            } else {
+                (Outcome::Answered, "answer received on the downlink")
+            };
+            shared.report.outcome(&r.label, &r.id, outcome, None, detail);
+            let (stream, label) = (r.stream, r.label.clone());
+            s.finish_call(stream, &label, !is_error, shared.cfg.retention, &shared.report);
+        } else {
+            shared.report.note(&s.name, format!("duplicate answer to {id} ignored"));
+            if !is_error {
+                s.answered_tombstones.insert(id.clone());
+            }
+        }
+    } else if s.tombstones.contains(id) {
+        shared.report.note(&s.name, format!("late answer to tombstoned id {id} ignored"));
+        s.answered_tombstones.insert(id.clone());
+    } else {
+        shared.report.note(&s.name, format!("answer to unknown id {id} ignored"));
+    }
+}
+
+pub(super) async fn app_loop(shared: Rc<Shared>, app: AppHook) {
+    loop {
+        match app.commands.recv().await {
+            AppCommand::ServerRequest { client, token, method, label, reissuable } => {
+                let mut st = shared.state.borrow_mut();
+                let Some(s) = st.sessions.get_mut(&token) else {
+                    shared.report.error(&client, format!("cannot issue {label}: no live session for {client}'s token"));
+                    continue;
+                };
+                issue(&shared, s, &token, &client, (&method, &label, reissuable), STANDALONE);
+            }
+            AppCommand::Notify { client, token, count } => {
+                let mut st = shared.state.borrow_mut();
+                let Some(s) = st.sessions.get_mut(&token) else {
+                    shared.report.error(&client, format!("cannot notify: no live session for {client}'s token"));
+                    continue;
+                };
+                let mut ids = Vec::new();
+                for _ in 0..count {
+                    let n = s.next_event_id;
+                    let (id, _) = s.emit(&mcp::progress(n), None, STANDALONE, shared.cfg.retention, &shared.report);
+                    ids.push(id.to_string());
+                }
+                shared.report.notified_on(&token, &client, ids);
+            }
+        }
+    }
+}
+
+/// Issues server request `label` on `stream` of the session behind `token`.
+pub(super) fn issue(
+    shared: &Rc<Shared>,
+    s: &mut Session,
+    token: &str,
+    client: &str,
+    (method, label, reissuable): (&str, &str, bool),
+    stream: StreamId,
+) {
+    let id = RpcId::Str(label.to_string());
+    let msg = mcp::server_request(id.clone(), method, label, &s.principal);
+    let (event_id, uplink) = s.emit(&msg, Some(id.clone()), stream, shared.cfg.retention, &shared.report);
+    s.requests.push(Req {
+        id: id.clone(),
+        label: label.to_string(),
+        method: method.to_string(),
+        event_id,
+        state: RequestState::Pending,
+        reissues: 0,
+        stream,
+        reissuable,
+    });
+    if reissuable {
+        shared.report.issued_on(token, client, label, method, &id, Some(event_id.to_string()));
+    } else {
+        shared.report.issued_not_reissuable_on(token, client, label, method, &id, Some(event_id.to_string()));
+    }
+    let route = uplink.map_or("no live writer: logged for replay".to_string(), |u| format!("written to uplink U{u}"));
+    shared.report.note(&s.name, format!("{label} is event {event_id}; {route}"));
+    tokio::task::spawn_local(request_timer(shared.clone(), token.to_string(), label.to_string()));
+}
+
+pub(super) async fn request_timer(shared: Rc<Shared>, token: String, label: String) {
+    tokio::time::sleep(shared.cfg.request_timeout.0).await;
+    let mut st = shared.state.borrow_mut();
+    let Some(s) = st.sessions.get_mut(&token) else { return };
+    if let Some(r) = s.requests.iter_mut().find(|r| r.label == label && r.state == RequestState::Pending) {
+        r.state = RequestState::TimedOut;
+        let after: Duration = shared.cfg.request_timeout.0;
+        shared.report.outcome(&r.label, &r.id, Outcome::TimedOut, None, format!("no answer within {after:?}"));
+        let stream = r.stream;
+        s.finish_call(stream, &label, false, shared.cfg.retention, &shared.report);
+    }
+}
