@@ -1,0 +1,206 @@
+//! The command line's shape: subcommands, flags and their help text (clap).
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(
+    name = "mcpsim",
+    version,
+    about = "Deterministic simulation and fault injection for MCP servers that resume SSE streams with Last-Event-ID"
+)]
+#[command(
+    after_help = "Exit codes: 0 ok, 1 check failed / expectation not met, 2 usage, 3 invalid scenario, 4 I/O or internal error"
+)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum Command {
+    /// Run scenarios against servers and print what happened.
+    ///
+    /// With no FILE, runs every bundled scenario (scenarios/, regressions/ included) against
+    /// every built-in server.
+    Run {
+        /// Scenario files (TOML). Directories are searched for *.toml, recursively.
+        files: Vec<PathBuf>,
+        /// Server to run against; repeat for several. Default: every built-in server.
+        #[arg(long = "server", value_name = "NAME")]
+        servers: Vec<String>,
+        /// Override the scenario's seed.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Write the JSONL trace: to FILE for one run, or into the directory
+        /// FILE as <scenario>.<server>.jsonl for several.
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
+        /// Write an HTML timeline: to FILE for one run, or into the directory
+        /// FILE as <scenario>.<server>.html for several.
+        #[arg(long, value_name = "FILE")]
+        timeline: Option<PathBuf>,
+        /// Print only one line per run (text format).
+        #[arg(long, short)]
+        quiet: bool,
+        /// Output: the text report (coloured on a terminal unless NO_COLOR is set),
+        /// JSON (schema mcpsim.run-report/1) or JUnit XML.
+        #[arg(long, value_enum, default_value = "text")]
+        format: RunFormat,
+    },
+    /// List the built-in servers, the checks, or the bundled scenarios.
+    List {
+        #[arg(value_enum)]
+        what: ListWhat,
+    },
+    /// Explain a check: what it means, its evidence, the condition it encodes, how to pass.
+    Explain {
+        /// A check id (see `mcpsim list checks`).
+        check: String,
+    },
+    /// Print the JSON Schema of scenario files (for taplo / Even Better TOML).
+    Schema,
+    /// Validate scenario files (TOML) without running them; not the checks that judge runs (alias: validate).
+    #[command(visible_alias = "validate")]
+    Check {
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
+    /// Hunt for bugs: run generated scenarios seed after seed, shrink each finding.
+    ///
+    /// Findings and the final summary go to stdout; the progress bar and the
+    /// header to stderr.
+    #[command(
+        args_conflicts_with_subcommands = true,
+        override_usage = "mcpsim hunt --server <NAME> [OPTIONS]\n       mcpsim hunt merge <FILES>..."
+    )]
+    Hunt {
+        #[command(subcommand)]
+        merge: Option<HuntCommand>,
+        #[command(flatten)]
+        args: HuntArgs,
+    },
+    /// Re-run one generated seed of a hunt and print its report.
+    Replay {
+        /// The server the hunt ran against (see `mcpsim list servers`).
+        #[arg(long, value_name = "NAME")]
+        server: String,
+        /// The seed of the finding, as the hunt printed it (its repro line).
+        #[arg(long)]
+        seed: u64,
+        /// Write the JSONL trace to FILE.
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
+        /// Write an HTML timeline of the run to FILE.
+        #[arg(long, value_name = "FILE")]
+        timeline: Option<PathBuf>,
+        /// The dialect the hunt used (default: the server's).
+        #[arg(long, value_enum)]
+        dialect: Option<DialectArg>,
+        /// Write the seed's generated plan to FILE as a scenario, unshrunk
+        /// (`mcpsim run FILE` then runs it; add an [expect] to keep it).
+        #[arg(long, value_name = "FILE")]
+        scenario: Option<PathBuf>,
+    },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum RunFormat {
+    Text,
+    Json,
+    Junit,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ListWhat {
+    Servers,
+    Checks,
+    Scenarios,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum HuntCommand {
+    /// Merge the `--format json` results of several shards into one.
+    Merge {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+}
+
+#[derive(clap::Args)]
+pub(crate) struct HuntArgs {
+    /// The server to hunt (required; see `mcpsim list servers`).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) server: Option<String>,
+    /// How many seeds to run (default 1000 unless --time is given).
+    #[arg(long, conflicts_with = "time")]
+    pub(crate) seeds: Option<u64>,
+    /// Run for this long instead (e.g. 60s, 5m).
+    #[arg(long, value_parser = parse_duration_arg)]
+    pub(crate) time: Option<std::time::Duration>,
+    /// Worker threads (default: the number of cores).
+    #[arg(long)]
+    pub(crate) jobs: Option<usize>,
+    /// Run the K-th of N disjoint slices of the seed space (for CI matrices).
+    /// --seeds counts the seeds of this shard: `--seeds 200 --shard 1/4` runs
+    /// 200 seeds here, 800 over the four shards.
+    #[arg(long, value_name = "K/N", value_parser = parse_shard, default_value = "1/1")]
+    pub(crate) shard: (u64, u64),
+    /// The first seed (default: drawn from the clock and printed).
+    #[arg(long)]
+    pub(crate) seed: Option<u64>,
+    /// Where shrunk regression scenarios are written. The default is outside
+    /// `scenarios/` on purpose: read a finding, then promote it by moving it
+    /// into `scenarios/regressions/`, which `mcpsim run` runs.
+    #[arg(long, value_name = "DIR", default_value = "mcpsim-findings")]
+    pub(crate) out: PathBuf,
+    /// Report findings without shrinking them.
+    #[arg(long)]
+    pub(crate) no_shrink: bool,
+    /// Run each seed twice and compare the traces.
+    #[arg(long)]
+    pub(crate) check_determinism: bool,
+    /// Output: human text, or the JSON report (merge it with `mcpsim hunt merge`).
+    #[arg(long, value_enum, default_value = "text")]
+    pub(crate) format: Format,
+    /// The dialect of the generated scenarios (default: the server's; legacy-sse
+    /// for the reference engine, streamable-http for rmcp).
+    #[arg(long, value_enum)]
+    pub(crate) dialect: Option<DialectArg>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum DialectArg {
+    LegacySse,
+    StreamableHttp,
+}
+
+impl DialectArg {
+    pub(crate) fn resolve(arg: Option<DialectArg>, server: &str) -> mcpsim::scenario::Dialect {
+        match arg {
+            None => mcpsim::hunt::default_dialect(server),
+            Some(DialectArg::LegacySse) => mcpsim::scenario::Dialect::LegacySse,
+            Some(DialectArg::StreamableHttp) => mcpsim::scenario::Dialect::StreamableHttp,
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Format {
+    Text,
+    Json,
+}
+
+pub(crate) fn parse_duration_arg(s: &str) -> Result<std::time::Duration, String> {
+    mcpsim::scenario::parse_duration(s)
+}
+
+pub(crate) fn parse_shard(s: &str) -> Result<(u64, u64), String> {
+    let (k, n) = s.split_once('/').ok_or_else(|| format!("{s:?}: expected K/N, like 2/4"))?;
+    let k: u64 = k.parse().map_err(|_| format!("{s:?}: K is not a number"))?;
+    let n: u64 = n.parse().map_err(|_| format!("{s:?}: N is not a number"))?;
+    if k == 0 || n == 0 || k > n {
+        return Err(format!("{s:?}: expected 1 <= K <= N"));
+    }
+    Ok((k, n))
+}

@@ -1,0 +1,180 @@
+//! `mcpsim hunt`, `hunt merge` and `replay`: seeded bug hunts and their repros.
+
+use crate::cli::{DialectArg, Format, HuntArgs};
+use crate::cmd::run::write_trace;
+use crate::exit;
+use mcpsim::Error;
+use std::path::PathBuf;
+
+pub(crate) fn hunt(a: HuntArgs) -> Result<u8, Error> {
+    use mcpsim::hunt::{HuntOptions, Limit, Progress};
+    let server = a.server.ok_or_else(|| Error::usage("mcpsim hunt needs --server NAME (see `mcpsim list servers`)"))?;
+    if !mcpsim::server::is_known_server(&server) {
+        return Err(Error::usage(format!(
+            "unknown server {server:?} (known: {})",
+            mcpsim::server::known_servers().join(", ")
+        )));
+    }
+    // The base seed is the one input not derived from anything: when the user
+    // gives none, draw it from the clock once and print it, so the hunt can be repeated.
+    let base_seed = a.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64 % 1_000_000_000)
+    });
+    let limit = match (a.seeds, a.time) {
+        (_, Some(t)) => Limit::Time(t),
+        (Some(n), None) => Limit::Seeds(n),
+        (None, None) => Limit::Seeds(1000),
+    };
+    let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let opts = HuntOptions {
+        server: server.clone(),
+        base_seed,
+        limit,
+        jobs,
+        shard: a.shard,
+        out: (!a.no_shrink).then_some(a.out),
+        check_determinism: a.check_determinism,
+        shrink_budget: 300,
+        dialect: DialectArg::resolve(a.dialect, &server),
+    };
+    let text = a.format == Format::Text;
+    eprintln!(
+        "hunt: server {server}, base seed {base_seed}, shard {}/{}, {jobs} job(s)\nrepeat: {}",
+        a.shard.0,
+        a.shard.1,
+        opts.repeat_command()
+    );
+    // A bar with an ETA for a seed count; a spinner for a time budget.
+    let (bar, template) = match limit {
+        Limit::Seeds(n) => (indicatif::ProgressBar::new(n), "{bar:30} {pos}/{len} seeds  {per_sec}  eta {eta}  {msg}"),
+        Limit::Time(_) => (indicatif::ProgressBar::new_spinner(), "{spinner} {pos} seeds  {per_sec}  {elapsed}  {msg}"),
+    };
+    bar.set_style(indicatif::ProgressStyle::with_template(template).expect("valid template"));
+    // Wall clock only for the seeds/s line on stderr.
+    let started = std::time::Instant::now();
+    let report = mcpsim::hunt::hunt(&opts, |p| match p {
+        Progress::SeedDone { findings } => {
+            bar.inc(1);
+            bar.set_message(format!("findings: {findings}"));
+        }
+        Progress::Finding(f) => {
+            let mut lines = format!(
+                "finding: seed {} violates {}: {}\n  repro: {}",
+                f.seed,
+                f.violated.join(", "),
+                f.headline,
+                f.repro
+            );
+            if let (Some(path), Some(steps)) = (&f.regression, f.shrunk_steps) {
+                lines.push_str(&format!("\n  regression: {path} ({steps} steps): mcpsim run {path}"));
+            }
+            for r in &f.more_regressions {
+                lines.push_str(&format!(
+                    "\n  regression for {}: {} ({} steps): mcpsim run {}",
+                    r.check, r.file, r.steps, r.file
+                ));
+            }
+            if let Some(nd) = &f.nondeterminism {
+                lines.push_str(&format!("\n  nondeterminism: {nd}"));
+            }
+            // Results on stdout (stderr when stdout carries the JSON report).
+            bar.suspend(|| if text { out!("{lines}") } else { eprintln!("{lines}") });
+        }
+    });
+    bar.finish_and_clear();
+    let report = report?;
+    let wall = started.elapsed().as_secs_f64();
+    let mut summary = format!(
+        "hunted {} seeds in {wall:.1} s ({:.0} seeds/s): {} finding(s)",
+        report.seeds_run,
+        report.seeds_run as f64 / wall.max(1e-9),
+        report.findings.len()
+    );
+    if report.seeds_run > 0 {
+        summary.push_str("\nreach (seeds that got into each hard situation, read from their traces):");
+        for s in mcpsim::hunt::reach::SITUATIONS {
+            let n = report.reach.get(s).copied().unwrap_or(0);
+            summary.push_str(&format!("\n  {s:<48} {n:>7} ({:.1} %)", 100.0 * n as f64 / report.seeds_run as f64));
+        }
+    }
+    if a.check_determinism {
+        let differed = report.findings.iter().filter(|f| f.nondeterminism.is_some()).count();
+        summary.push_str(&if differed == 0 {
+            format!("\ndeterminism: all {} seeds were run twice and gave byte-identical traces", report.seeds_run)
+        } else {
+            format!("\ndeterminism: {differed} of {} seeds run twice gave different traces", report.seeds_run)
+        });
+    }
+    let written: usize =
+        report.findings.iter().map(|f| usize::from(f.regression.is_some()) + f.more_regressions.len()).sum();
+    if written > 0 {
+        if let Some(dir) = &opts.out {
+            summary.push_str(&format!(
+                "\n{written} regression file(s) in {}: read one, then keep it by moving it into scenarios/regressions/ (mcpsim run runs it from there)",
+                dir.display()
+            ));
+        }
+    }
+    if text {
+        out!("{summary}");
+    } else {
+        eprintln!("{summary}");
+    }
+    if !text {
+        out!("{}", serde_json::to_string_pretty(&report).expect("report serializes"));
+    }
+    Ok(if report.findings.is_empty() { exit::OK } else { exit::FINDING })
+}
+
+pub(crate) fn merge(files: Vec<PathBuf>) -> Result<u8, Error> {
+    let mut reports = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).map_err(|e| Error::io(format!("{}: cannot read: {e}", f.display())))?;
+        let r: mcpsim::hunt::HuntReport = serde_json::from_str(&text)
+            .map_err(|e| Error::usage(format!("{}: not a `mcpsim hunt --format json` report: {e}", f.display())))?;
+        reports.push(r);
+    }
+    let merged = mcpsim::hunt::merge(reports)?;
+    out!("{}", serde_json::to_string_pretty(&merged).expect("report serializes"));
+    Ok(if merged.findings.is_empty() { exit::OK } else { exit::FINDING })
+}
+
+pub(crate) fn replay(
+    server: String,
+    seed: u64,
+    dialect: mcpsim::scenario::Dialect,
+    trace: Option<PathBuf>,
+    timeline: Option<PathBuf>,
+    scenario: Option<PathBuf>,
+) -> Result<u8, Error> {
+    if !mcpsim::server::is_known_server(&server) {
+        return Err(Error::usage(format!(
+            "unknown server {server:?} (known: {})",
+            mcpsim::server::known_servers().join(", ")
+        )));
+    }
+    let plan = mcpsim::hunt::generate_in(seed, dialect);
+    let run = mcpsim::run(&plan, &server, None)?;
+    let verdicts = mcpsim::check::judge(&run.trace);
+    let mut text = mcpsim::report::text(&run, &verdicts, None);
+    // A generated plan has no file: its repro is the replay itself.
+    let flag = mcpsim::hunt::dialect_flag(&server, dialect);
+    text = text.replace(&run.repro(), &format!("mcpsim replay --server {server}{flag} --seed {seed}"));
+    if let Some(t) = &timeline {
+        write_trace(t, &mcpsim::report::timeline_html(&run, &verdicts))?;
+        text.push_str(&format!("timeline: {}\n", t.display()));
+    }
+    out!("{text}");
+    if let Some(t) = trace {
+        write_trace(&t, &run.trace.to_jsonl())?;
+    }
+    if let Some(f) = scenario {
+        let flag = mcpsim::hunt::dialect_flag(&server, dialect);
+        let header = [format!("The plan of hunt seed {seed}: mcpsim replay --server {server}{flag} --seed {seed}")];
+        write_trace(&f, &plan.to_toml(&header))?;
+    }
+    let finding = verdicts.iter().any(|v| v.violations().iter().any(|x| !x.inherent)) || run.aborted.is_some();
+    Ok(if finding { exit::FINDING } else { exit::OK })
+}

@@ -1,0 +1,5 @@
+//! One module per group of subcommands.
+
+pub(crate) mod hunt;
+pub(crate) mod info;
+pub(crate) mod run;

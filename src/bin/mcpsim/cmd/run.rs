@@ -1,0 +1,243 @@
+//! `mcpsim run`: scenarios × servers, judged against their expectations.
+
+use crate::cli::RunFormat;
+use crate::exit;
+use mcpsim::scenario::Plan;
+use mcpsim::seed::Seed;
+use mcpsim::Error;
+use std::path::{Path, PathBuf};
+
+/// Where the bundled scenarios are: `./scenarios`, else the source tree's.
+pub(crate) fn bundled_dir() -> PathBuf {
+    let local = PathBuf::from("scenarios");
+    if local.is_dir() {
+        local
+    } else {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios")
+    }
+}
+
+pub(crate) fn collect(files: Vec<PathBuf>) -> Result<Vec<PathBuf>, Error> {
+    let mut out = Vec::new();
+    for f in files {
+        if f.is_dir() {
+            let mut found = Vec::new();
+            find_toml(&f, &mut found)?;
+            if found.is_empty() {
+                return Err(Error::usage(format!("{}: no *.toml scenario files here", f.display())));
+            }
+            found.sort();
+            out.extend(found);
+        } else if !f.exists() {
+            return Err(Error::usage(format!("{}: no such file", f.display())));
+        } else {
+            out.push(f);
+        }
+    }
+    Ok(out)
+}
+
+/// Scenario files under `dir`, its subdirectories (`regressions/`) included.
+pub(crate) fn find_toml(dir: &Path, found: &mut Vec<PathBuf>) -> Result<(), Error> {
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| Error::io(format!("{}: cannot read directory: {e}", dir.display())))?;
+    for entry in entries.filter_map(|e| e.ok()) {
+        let p = entry.path();
+        if p.is_dir() {
+            find_toml(&p, found)?;
+        } else if p.extension().is_some_and(|x| x == "toml") {
+            found.push(p);
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn run(
+    files: Vec<PathBuf>,
+    servers: Vec<String>,
+    seed: Option<Seed>,
+    trace: Option<PathBuf>,
+    timeline: Option<PathBuf>,
+    quiet: bool,
+    format: RunFormat,
+) -> Result<u8, Error> {
+    use std::io::IsTerminal;
+    let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let bundled = files.is_empty();
+    let files = collect(if bundled { vec![bundled_dir()] } else { files })?;
+    let explicit = !servers.is_empty();
+    let servers = if servers.is_empty() {
+        mcpsim::server::known_servers().iter().map(|s| s.to_string()).collect()
+    } else {
+        servers
+    };
+    for s in &servers {
+        if !mcpsim::server::is_known_server(s) {
+            return Err(Error::usage(format!(
+                "unknown server {s:?} (known: {})",
+                mcpsim::server::known_servers().join(", ")
+            )));
+        }
+    }
+    // Validate everything before running anything.
+    let mut plans = Vec::new();
+    let mut invalid = Vec::new();
+    for f in &files {
+        match Plan::load(f) {
+            Ok(p) => plans.push(p),
+            Err(e) => invalid.push(e),
+        }
+    }
+    if let Some(first) = invalid.first() {
+        for e in &invalid {
+            eprintln!("error: {e}");
+        }
+        let kind = first.kind;
+        let n = invalid.len();
+        return Err(Error::new(kind, format!("{n} scenario file(s) invalid; nothing was run")));
+    }
+
+    let total = plans.len() * servers.len();
+    let mut code = exit::OK;
+    let mut io_errors = Vec::new();
+    let mut failed: Vec<String> = Vec::new();
+    let mut judged = Vec::new();
+    // (as expected, not met, without expectation)
+    let mut counts = (0usize, 0usize, 0usize);
+    // Runs skipped because the server does not speak the scenario's dialect, per server.
+    let mut skipped: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for plan in &plans {
+        for server in &servers {
+            // A server that speaks only streamable-http skips legacy-sse scenarios,
+            // unless both were asked for by name (then the run explains the mismatch).
+            if (!explicit || bundled)
+                && mcpsim::server::streamable_only(server)
+                && plan.dialect != mcpsim::scenario::Dialect::StreamableHttp
+            {
+                *skipped.entry(server.as_str()).or_default() += 1;
+                continue;
+            }
+            // Wall clock only for JUnit's `time` (CI reads it as wall time); never in a trace.
+            let started = std::time::Instant::now();
+            let run = match mcpsim::run(plan, server, seed) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("error: {} on {server}: {e}", plan.name);
+                    code = code.max(e.exit_code() as u8);
+                    continue;
+                }
+            };
+            let verdicts = mcpsim::check::judge(&run.trace);
+            let expectation = mcpsim::check::expectation(plan, server, &verdicts);
+            match &expectation {
+                Some(e) if e.met => counts.0 += 1,
+                Some(_) => counts.1 += 1,
+                None => counts.2 += 1,
+            }
+            let mut timeline_note = String::new();
+            if let Some(t) = &timeline {
+                let path = if total == 1 { t.clone() } else { t.join(format!("{}.{}.html", run.scenario, run.server)) };
+                match write_trace(&path, &mcpsim::report::timeline_html(&run, &verdicts)) {
+                    Ok(()) => timeline_note = format!("timeline: {}", path.display()),
+                    Err(e) => io_errors.push(e),
+                }
+            }
+            if format != RunFormat::Text {
+                // Printed together at the end.
+            } else if quiet {
+                let violated = mcpsim::check::violated(&verdicts);
+                let violated = if violated.is_empty() {
+                    "no violation".to_string()
+                } else {
+                    format!("violated: {}", violated.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", "))
+                };
+                let expect = match &expectation {
+                    Some(e) if e.met => " · as expected".to_string(),
+                    Some(e) => format!(" · {}", mcpsim::report::expectation_line(server, e)),
+                    None => " · no [expect] entry".to_string(),
+                };
+                out!("{} · {} · seed {} · {violated}{expect}", run.scenario, run.server, run.seed);
+                if expectation.as_ref().is_some_and(|e| !e.met) {
+                    out!("  repro: {}", run.repro());
+                }
+            } else {
+                let mut text = mcpsim::report::text(&run, &verdicts, expectation.as_ref());
+                if expectation.is_none() {
+                    text.push_str(&format!("no [expect] entry for {server}: nothing to compare the verdicts with\n"));
+                }
+                if !timeline_note.is_empty() {
+                    text.push_str(&timeline_note);
+                    text.push('\n');
+                }
+                out!("{}", if color { mcpsim::report::colorize(&text) } else { text });
+            }
+            if expectation.as_ref().is_some_and(|e| !e.met) {
+                failed.push(format!("{} on {server}", run.scenario));
+                code = code.max(exit::FINDING);
+            }
+            if let Some(why) = &run.aborted {
+                eprintln!("error: {} on {server} stopped early (seed {}): {why}", run.scenario, run.seed);
+                code = code.max(exit::IO);
+            }
+            if let Some(t) = &trace {
+                let path =
+                    if total == 1 { t.clone() } else { t.join(format!("{}.{}.jsonl", run.scenario, run.server)) };
+                if let Err(e) = write_trace(&path, &run.trace.to_jsonl()) {
+                    io_errors.push(e);
+                }
+            }
+            if format != RunFormat::Text {
+                judged.push((run, verdicts, expectation, started.elapsed()));
+            }
+        }
+    }
+    if format != RunFormat::Text {
+        let views: Vec<mcpsim::report::Judged> = judged
+            .iter()
+            .map(|(run, verdicts, expectation, wall)| mcpsim::report::Judged {
+                run,
+                verdicts,
+                expectation: expectation.as_ref(),
+                wall: Some(*wall),
+            })
+            .collect();
+        let text = if format == RunFormat::Json { mcpsim::report::json(&views) } else { mcpsim::report::junit(&views) };
+        out!("{text}");
+    }
+    if !failed.is_empty() {
+        eprintln!("{} run(s) did not meet their expectation: {}", failed.len(), failed.join(", "));
+    }
+    let mut tally = format!(
+        "{} run(s): {} as expected, {} not met, {} without expectation",
+        counts.0 + counts.1 + counts.2,
+        counts.0,
+        counts.1,
+        counts.2
+    );
+    for (server, n) in &skipped {
+        tally
+            .push_str(&format!("; {n} legacy-sse scenario(s) skipped for {server}, which speaks only streamable-http"));
+    }
+    if format == RunFormat::Text {
+        out!("{tally}");
+    } else {
+        eprintln!("{tally}");
+    }
+    for e in &io_errors {
+        eprintln!("error: {e}");
+    }
+    if !io_errors.is_empty() {
+        code = code.max(exit::IO);
+    }
+    Ok(code)
+}
+
+pub(crate) fn write_trace(path: &Path, text: &str) -> Result<(), Error> {
+    if let Some(dir) = path.parent() {
+        if !dir.as_os_str().is_empty() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Error::io(format!("{}: cannot create directory: {e}", dir.display())))?;
+        }
+    }
+    std::fs::write(path, text).map_err(|e| Error::io(format!("{}: cannot write: {e}", path.display())))
+}
