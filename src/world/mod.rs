@@ -13,7 +13,7 @@ use crate::client::ResumeFrom;
 use crate::client::{Client, ClientCmd, ClientShared};
 use crate::error::{Error, Result};
 use crate::inbox::Inbox;
-use crate::scenario::{Action, LastEventId, Plan, SeenOn, Trigger};
+use crate::scenario::{Action, LastEventId, Plan, SeenOn, Step, Trigger};
 use crate::seed::Seed;
 use crate::server::{AppCommand, AppHook, AppReporter, ServerPlug};
 use crate::trace::{Recorder, Run, SimTime, What};
@@ -47,222 +47,44 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
         Some(i) => Error::usage(format!("plan {:?}: step {i} {}", plan.name, p.message)),
         None => Error::usage(format!("plan {:?}: {}", plan.name, p.message)),
     })?;
-    let rec = Recorder::with_clock(Rc::new(turmoil::sim_elapsed));
-    let mut builder = turmoil::Builder::new();
-    builder
-        .rng_seed(seed.derive("turmoil"))
-        .epoch(UNIX_EPOCH + Duration::from_secs(EPOCH_SECS))
-        .simulation_duration(plan.duration + Duration::from_secs(60))
-        .tick_duration(plan.network.tick)
-        // Never zero: a message must not reach a host that runs later in the
-        // same tick, possibly at an earlier time on its clock than the send
-        // (the trace's time order is causal only with this; see `trace`).
-        .min_message_latency(plan.network.latency_min.max(MIN_LATENCY))
-        .max_message_latency(plan.network.latency_max.max(MIN_LATENCY))
-        .tcp_capacity(1 << 16);
-    let mut sim = builder.build();
-
-    rec.record(What::RunStarted {
-        scenario: plan.name.clone(),
-        server: plug.name().to_string(),
-        seed: seed.0,
-        duration_us: plan.duration.as_micros() as u64,
-        liveness_bound_us: plan.server.request_timeout.0.as_micros() as u64,
-    });
-    for c in &plan.clients {
-        rec.record(What::ClientJoined {
-            client: c.name.clone(),
-            principal: c.principal.clone(),
-            heartbeat_timeout_us: c.heartbeat_timeout.as_micros() as u64,
-            think_time_us: c.think_time.as_micros() as u64,
-            max_backoff_us: crate::client::MAX_BACKOFF.as_micros() as u64,
-        });
-    }
-    let app = AppHook { commands: Inbox::new(), report: AppReporter::new(rec.clone()) };
-    {
-        let plug = plug.clone();
-        let app = app.clone();
-        sim.host("server", move || {
-            let plug = plug.clone();
-            let app = app.clone();
-            async move {
-                let listener = turmoil::net::TcpListener::bind(("0.0.0.0", 80)).await?;
-                plug.serve(listener, app).await;
-                Ok(())
-            }
-        });
-    }
-
-    let mut clients: BTreeMap<String, (Inbox<ClientCmd>, Rc<ClientShared>)> = BTreeMap::new();
-    let mut nats: BTreeMap<String, Inbox<NatCmd>> = BTreeMap::new();
-    for spec in &plan.clients {
-        let nat_name = format!("nat-{}", spec.name);
-        let nat_inbox: Inbox<NatCmd> = Inbox::new();
-        {
-            let (client, rec, inbox, lifetime) =
-                (spec.name.clone(), rec.clone(), nat_inbox.clone(), plan.network.half_open_lifetime);
-            sim.host(nat_name.as_str(), move || {
-                Nat::new(client.clone(), "server".into(), lifetime, rec.clone(), inbox.clone()).run()
-            });
-        }
-        nats.insert(spec.name.clone(), nat_inbox);
-
-        let inbox: Inbox<ClientCmd> = Inbox::new();
-        let shared = Rc::new(ClientShared::default());
-        {
-            let (spec, rec, inbox, shared, dialect) =
-                (spec.clone(), rec.clone(), inbox.clone(), shared.clone(), plan.dialect);
-            let dialer: Rc<dyn crate::client::dial::Dialer> =
-                Rc::new(crate::client::dial::SimDialer { host: nat_name.clone(), port: crate::client::PORT });
-            let host = spec.name.clone();
-            sim.host(host.as_str(), move || {
-                // A (re)started client remembers nothing.
-                inbox.clear();
-                *shared.token.borrow_mut() = None;
-                let c = Client::new(spec.clone(), dialect, dialer.clone(), rec.clone(), shared.clone(), inbox.clone());
-                async move {
-                    c.run().await;
-                    Ok(())
-                }
-            });
-        }
-        clients.insert(spec.name.clone(), (inbox, shared));
-    }
-
+    let mut world = World::build(plan, plug.clone(), seed);
     let mut schedule = Schedule::new(plan.steps.len());
-    let mut crashed: Vec<String> = Vec::new();
     let mut server_stopped = false;
     let mut aborted = None;
     panics::install();
     let tick = plan.network.tick;
-    while sim.elapsed() < plan.duration {
-        let now = sim.elapsed();
-        rec.set_loop_now(now);
+    while world.sim.elapsed() < plan.duration {
+        let now = world.sim.elapsed();
+        world.rec.set_loop_now(now);
         // Hand over every step due before the end of the coming tick; actors
         // wait for the exact due time themselves.
-        for (index, at) in schedule.due(plan, &rec, now, tick) {
-            let step = &plan.steps[index];
-            // What the step loop itself records happens at the step's time.
-            rec.set_loop_now(at);
-            rec.record_at(
-                SimTime::from_duration(at),
-                What::Step {
-                    index,
-                    action: step.action.kind(),
-                    detail: step.action.describe(),
-                    expect: match &step.action {
-                        Action::Resume { client, expect: Some(e), .. } => {
-                            Some(crate::trace::StepExpect { client: client.clone(), resumption: e.word().into() })
-                        }
-                        _ => None,
-                    },
-                },
-            );
-            let token_of = |c: &str| clients[c].1.token.borrow().clone();
-            match &step.action {
-                Action::Connect { client } => {
-                    if let Some(i) = crashed.iter().position(|c| c == client) {
-                        crashed.remove(i);
-                        sim.bounce(client.as_str());
-                    }
-                    clients[client].0.push_at(at, ClientCmd::Connect);
-                }
-                Action::ServerRequest { client, method, label, reissuable } => match token_of(client) {
-                    Some(token) => app.commands.push_at(
-                        at,
-                        AppCommand::ServerRequest {
-                            client: client.clone(),
-                            token,
-                            method: method.clone(),
-                            label: label.clone(),
-                            reissuable: *reissuable,
-                        },
-                    ),
-                    None => app.report.error(client, format!("cannot issue {label}: {client} holds no session")),
-                },
-                Action::CallTool { client, method, label } => {
-                    clients[client].0.push_at(at, ClientCmd::CallTool { label: label.clone(), method: method.clone() })
-                }
-                Action::EndSession { client } => clients[client].0.push_at(at, ClientCmd::EndSession),
-                Action::Notify { client, count } => match token_of(client) {
-                    Some(token) => {
-                        app.commands.push_at(at, AppCommand::Notify { client: client.clone(), token, count: *count })
-                    }
-                    None => app.report.error(client, format!("cannot notify: {client} holds no session")),
-                },
-                Action::Answer { client, label } => {
-                    clients[client].0.push_at(at, ClientCmd::Answer(rec.ids_for_label(label)))
-                }
-                Action::Rebind { client } => nats[client].push_at(at, NatCmd::Rebind),
-                Action::Sever { client } => nats[client].push_at(at, NatCmd::Sever),
-                Action::Reset { client } => nats[client].push_at(at, NatCmd::Reset),
-                Action::Resume { client, last_event_id, .. } => {
-                    let from = match last_event_id {
-                        LastEventId::LastSeen => Some(ResumeFrom::LastSeen),
-                        LastEventId::None => Some(ResumeFrom::Nothing),
-                        LastEventId::Id(n) => Some(ResumeFrom::Id(n.to_string())),
-                        LastEventId::Raw(s) => Some(ResumeFrom::Id(s.clone())),
-                        LastEventId::LastSeenPlus(k) => Some(ResumeFrom::LastSeenPlus(*k)),
-                        // An id of the session the resuming client now holds (a thief: the victim's).
-                        LastEventId::Seen { client: by, nth, stream } => {
-                            let purpose = match stream {
-                                SeenOn::Uplink => crate::trace::Purpose::Uplink,
-                                SeenOn::Call => crate::trace::Purpose::Call,
-                            };
-                            token_of(client).and_then(|t| rec.nth_message_id(by, *nth, &t, purpose)).map(ResumeFrom::Id)
-                        }
-                    };
-                    match from {
-                        Some(from) => clients[client].0.push_at(at, ClientCmd::Resume(from)),
-                        None => app.report.error(client, format!("cannot resume: {}", step.action.describe())),
-                    }
-                }
-                Action::StealToken { from, to, credential } => {
-                    let token = token_of(from);
-                    rec.record_at(
-                        SimTime::from_duration(at),
-                        What::TokenStolen { from: from.clone(), to: to.clone(), credential: *credential },
-                    );
-                    if let Some(token) = token {
-                        let cred = credential.then(|| clients[from].1.credential.borrow().clone());
-                        clients[to].0.push_at(at, ClientCmd::Adopt { token, credential: cred });
-                    }
-                }
-                Action::CrashClient { client } => {
-                    if !crashed.contains(client) {
-                        sim.crash(client.as_str());
-                        crashed.push(client.clone());
-                        // Crashes fire between ticks (`Schedule::due`): `at` is now.
-                        rec.record_at(SimTime::from_duration(at), What::ClientCrashed { client: client.clone() });
-                    }
-                }
-                Action::Wait => {}
-            }
+        for (index, at) in schedule.due(plan, &world.rec, now, tick) {
+            world.apply(&plan.steps[index], index, at);
         }
-        rec.set_loop_now(now);
-        if !server_stopped && !sim.is_host_running("server") {
+        world.rec.set_loop_now(now);
+        if !server_stopped && !world.sim.is_host_running("server") {
             // A misbehaving plug-in must not take the harness down: record it,
             // and let the clients observe a dead server until the end.
             server_stopped = true;
-            rec.record(What::ServerStopped {
+            world.rec.record(What::ServerStopped {
                 why: format!("server {:?} stopped: its serve() returned or panicked", plug.name()),
             });
         }
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sim.step())) {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| world.sim.step())) {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => {
-                return Err(Error::io(format!("simulation failed at {:?} (seed {seed}): {e}", sim.elapsed())))
+                return Err(Error::io(format!("simulation failed at {:?} (seed {seed}): {e}", world.sim.elapsed())))
             }
             Err(_) => {
                 // A host's code panicked (tokio_unstable makes turmoil re-raise it here).
                 // The simulation cannot go on; keep everything recorded so far.
                 let why = format!(
                     "a host panicked at {} with server {:?}: {}",
-                    SimTime::from_duration(sim.elapsed()),
+                    SimTime::from_duration(world.sim.elapsed()),
                     plug.name(),
                     panics::last().unwrap_or_else(|| "unknown panic".into())
                 );
-                rec.record(What::ServerStopped { why: why.clone() });
+                world.rec.record(What::ServerStopped { why: why.clone() });
                 aborted = Some(why);
                 break;
             }
@@ -275,9 +97,216 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
         seed,
         source: plan.source.clone(),
         duration: plan.duration,
-        trace: rec.take(),
+        trace: world.rec.take(),
         aborted,
     })
+}
+
+/// The simulation and the handles the step loop drives its actors through.
+struct World<'a> {
+    sim: turmoil::Sim<'a>,
+    rec: Recorder,
+    /// The server application's command queue and its reporter.
+    app: AppHook,
+    /// Per client: its command inbox and what it shares with the harness (its token).
+    clients: BTreeMap<String, (Inbox<ClientCmd>, Rc<ClientShared>)>,
+    /// Per client: its NAT's command inbox.
+    nats: BTreeMap<String, Inbox<NatCmd>>,
+    /// Clients crashed and not yet restarted.
+    crashed: Vec<String>,
+}
+
+impl World<'_> {
+    /// The turmoil simulation of `plan`: the server host running `plug`, and
+    /// per client its NAT host and its client host. Records the run's header.
+    fn build(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Self {
+        let rec = Recorder::with_clock(Rc::new(turmoil::sim_elapsed));
+        let mut builder = turmoil::Builder::new();
+        builder
+            .rng_seed(seed.derive("turmoil"))
+            .epoch(UNIX_EPOCH + Duration::from_secs(EPOCH_SECS))
+            .simulation_duration(plan.duration + Duration::from_secs(60))
+            .tick_duration(plan.network.tick)
+            // Never zero: a message must not reach a host that runs later in the
+            // same tick, possibly at an earlier time on its clock than the send
+            // (the trace's time order is causal only with this; see `trace`).
+            .min_message_latency(plan.network.latency_min.max(MIN_LATENCY))
+            .max_message_latency(plan.network.latency_max.max(MIN_LATENCY))
+            .tcp_capacity(1 << 16);
+        let mut sim = builder.build();
+
+        rec.record(What::RunStarted {
+            scenario: plan.name.clone(),
+            server: plug.name().to_string(),
+            seed: seed.0,
+            duration_us: plan.duration.as_micros() as u64,
+            liveness_bound_us: plan.server.request_timeout.0.as_micros() as u64,
+        });
+        for c in &plan.clients {
+            rec.record(What::ClientJoined {
+                client: c.name.clone(),
+                principal: c.principal.clone(),
+                heartbeat_timeout_us: c.heartbeat_timeout.as_micros() as u64,
+                think_time_us: c.think_time.as_micros() as u64,
+                max_backoff_us: crate::client::MAX_BACKOFF.as_micros() as u64,
+            });
+        }
+        let app = AppHook { commands: Inbox::new(), report: AppReporter::new(rec.clone()) };
+        {
+            let app = app.clone();
+            sim.host("server", move || {
+                let plug = plug.clone();
+                let app = app.clone();
+                async move {
+                    let listener = turmoil::net::TcpListener::bind(("0.0.0.0", crate::client::PORT)).await?;
+                    plug.serve(listener, app).await;
+                    Ok(())
+                }
+            });
+        }
+        let mut clients = BTreeMap::new();
+        let mut nats = BTreeMap::new();
+        for spec in &plan.clients {
+            let nat_name = format!("nat-{}", spec.name);
+            let nat_inbox: Inbox<NatCmd> = Inbox::new();
+            {
+                let (client, rec, inbox, lifetime) =
+                    (spec.name.clone(), rec.clone(), nat_inbox.clone(), plan.network.half_open_lifetime);
+                sim.host(nat_name.as_str(), move || {
+                    Nat::new(client.clone(), "server".into(), lifetime, rec.clone(), inbox.clone()).run()
+                });
+            }
+            nats.insert(spec.name.clone(), nat_inbox);
+
+            let inbox: Inbox<ClientCmd> = Inbox::new();
+            let shared = Rc::new(ClientShared::default());
+            {
+                let (spec, rec, inbox, shared, dialect) =
+                    (spec.clone(), rec.clone(), inbox.clone(), shared.clone(), plan.dialect);
+                let dialer: Rc<dyn crate::client::dial::Dialer> =
+                    Rc::new(crate::client::dial::SimDialer { host: nat_name.clone(), port: crate::client::PORT });
+                let host = spec.name.clone();
+                sim.host(host.as_str(), move || {
+                    // A (re)started client remembers nothing.
+                    inbox.clear();
+                    *shared.token.borrow_mut() = None;
+                    let c =
+                        Client::new(spec.clone(), dialect, dialer.clone(), rec.clone(), shared.clone(), inbox.clone());
+                    async move {
+                        c.run().await;
+                        Ok(())
+                    }
+                });
+            }
+            clients.insert(spec.name.clone(), (inbox, shared));
+        }
+        World { sim, rec, app, clients, nats, crashed: Vec::new() }
+    }
+
+    /// The session token `client` holds now.
+    fn token_of(&self, client: &str) -> Option<String> {
+        self.clients[client].1.token.borrow().clone()
+    }
+
+    /// Applies step `index` at its due time `at`: records it, then hands it
+    /// to the actor that carries it out (a client, a NAT, the server's
+    /// application) or, for a crash or a theft, does it here.
+    fn apply(&mut self, step: &Step, index: usize, at: Duration) {
+        let rec = self.rec.clone();
+        // What the step loop itself records happens at the step's time.
+        rec.set_loop_now(at);
+        let expect = match &step.action {
+            Action::Resume { client, expect: Some(e), .. } => {
+                Some(crate::trace::StepExpect { client: client.clone(), resumption: e.word().into() })
+            }
+            _ => None,
+        };
+        rec.record_at(
+            SimTime::from_duration(at),
+            What::Step { index, action: step.action.kind(), detail: step.action.describe(), expect },
+        );
+        let client_cmd = |w: &Self, client: &str, cmd: ClientCmd| w.clients[client].0.push_at(at, cmd);
+        match &step.action {
+            Action::Connect { client } => {
+                if let Some(i) = self.crashed.iter().position(|c| c == client) {
+                    self.crashed.remove(i);
+                    self.sim.bounce(client.as_str());
+                }
+                client_cmd(self, client, ClientCmd::Connect);
+            }
+            Action::ServerRequest { client, method, label, reissuable } => match self.token_of(client) {
+                Some(token) => self.app.commands.push_at(
+                    at,
+                    AppCommand::ServerRequest {
+                        client: client.clone(),
+                        token,
+                        method: method.clone(),
+                        label: label.clone(),
+                        reissuable: *reissuable,
+                    },
+                ),
+                None => self.app.report.error(client, format!("cannot issue {label}: {client} holds no session")),
+            },
+            Action::CallTool { client, method, label } => {
+                client_cmd(self, client, ClientCmd::CallTool { label: label.clone(), method: method.clone() })
+            }
+            Action::EndSession { client } => client_cmd(self, client, ClientCmd::EndSession),
+            Action::Notify { client, count } => match self.token_of(client) {
+                Some(token) => {
+                    self.app.commands.push_at(at, AppCommand::Notify { client: client.clone(), token, count: *count })
+                }
+                None => self.app.report.error(client, format!("cannot notify: {client} holds no session")),
+            },
+            Action::Answer { client, label } => client_cmd(self, client, ClientCmd::Answer(rec.ids_for_label(label))),
+            Action::Rebind { client } => self.nats[client].push_at(at, NatCmd::Rebind),
+            Action::Sever { client } => self.nats[client].push_at(at, NatCmd::Sever),
+            Action::Reset { client } => self.nats[client].push_at(at, NatCmd::Reset),
+            Action::Resume { client, last_event_id, .. } => match self.resume_from(client, last_event_id) {
+                Some(from) => client_cmd(self, client, ClientCmd::Resume(from)),
+                None => self.app.report.error(client, format!("cannot resume: {}", step.action.describe())),
+            },
+            Action::StealToken { from, to, credential } => {
+                let token = self.token_of(from);
+                rec.record_at(
+                    SimTime::from_duration(at),
+                    What::TokenStolen { from: from.clone(), to: to.clone(), credential: *credential },
+                );
+                if let Some(token) = token {
+                    let cred = credential.then(|| self.clients[from].1.credential.borrow().clone());
+                    client_cmd(self, to, ClientCmd::Adopt { token, credential: cred });
+                }
+            }
+            Action::CrashClient { client } => {
+                if !self.crashed.contains(client) {
+                    self.sim.crash(client.as_str());
+                    self.crashed.push(client.clone());
+                    // Crashes fire between ticks (`Schedule::due`): `at` is now.
+                    rec.record_at(SimTime::from_duration(at), What::ClientCrashed { client: client.clone() });
+                }
+            }
+            Action::Wait => {}
+        }
+    }
+
+    /// What `client` resumes from: `None` when the id it names does not exist
+    /// (yet) in the run.
+    fn resume_from(&self, client: &str, last_event_id: &LastEventId) -> Option<ResumeFrom> {
+        match last_event_id {
+            LastEventId::LastSeen => Some(ResumeFrom::LastSeen),
+            LastEventId::None => Some(ResumeFrom::Nothing),
+            LastEventId::Id(n) => Some(ResumeFrom::Id(n.to_string())),
+            LastEventId::Raw(s) => Some(ResumeFrom::Id(s.clone())),
+            LastEventId::LastSeenPlus(k) => Some(ResumeFrom::LastSeenPlus(*k)),
+            // An id of the session the resuming client now holds (a thief: the victim's).
+            LastEventId::Seen { client: by, nth, stream } => {
+                let purpose = match stream {
+                    SeenOn::Uplink => crate::trace::Purpose::Uplink,
+                    SeenOn::Call => crate::trace::Purpose::Call,
+                };
+                self.token_of(client).and_then(|t| self.rec.nth_message_id(by, *nth, &t, purpose)).map(ResumeFrom::Id)
+            }
+        }
+    }
 }
 
 /// Which steps fire when: `at` steps at their time, triggered steps after
