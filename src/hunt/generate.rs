@@ -319,12 +319,7 @@ pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
             }
             ReachKind::PendingResumes => {
                 slow(&mut clients, &o);
-                label += 1;
-                let method = "sampling/createMessage".to_string();
-                push(
-                    at,
-                    Action::ServerRequest { client: o.clone(), method, label: format!("r{label}"), reissuable: true },
-                );
+                push(at, reach_request(&mut label, &o, "sampling/createMessage"));
                 for d in [400, reach.random_range(600..1_500)] {
                     push(
                         at + ms(d),
@@ -340,25 +335,11 @@ pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
                 if let Some(c) = clients.iter_mut().find(|c| c.name == o) {
                     c.think_time = c.think_time.max(think);
                 }
-                label += 1;
-                push(
-                    at,
-                    Action::ServerRequest {
-                        client: o,
-                        method: "roots/list".into(),
-                        label: format!("r{label}"),
-                        reissuable: true,
-                    },
-                );
+                push(at, reach_request(&mut label, &o, "roots/list"));
             }
             ReachKind::LateAnswer => {
                 slow(&mut clients, &o);
-                label += 1;
-                let method = "roots/list".to_string();
-                push(
-                    at,
-                    Action::ServerRequest { client: o.clone(), method, label: format!("r{label}"), reissuable: true },
-                );
+                push(at, reach_request(&mut label, &o, "roots/list"));
                 push(at + ms(400), Action::Rebind { client: o.clone() });
                 let d = reach.random_range(600..1_500);
                 push(at + ms(d), Action::Resume { client: o, last_event_id: LastEventId::LastSeen, expect: None });
@@ -433,6 +414,12 @@ pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
         expect: BTreeMap::new(),
         source: None,
     }
+}
+
+/// The next reach request's step: a reissuable server request labelled `r<n>`.
+fn reach_request(label: &mut u32, client: &str, method: &str) -> Action {
+    *label += 1;
+    Action::ServerRequest { client: client.into(), method: method.into(), label: format!("r{label}"), reissuable: true }
 }
 
 fn ms(n: u64) -> Duration {
