@@ -6,19 +6,13 @@ use mcpsim::check::{self, Status, Verdict};
 use mcpsim::scenario::{Dialect, Plan};
 use mcpsim::server::policy::Mutation;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 /// Bundled scenarios, loaded by relative path so reports name them portably.
 fn scenarios() -> Vec<Plan> {
-    let mut paths: Vec<PathBuf> = ["scenarios", "scenarios/streamable-http"]
-        .iter()
-        .flat_map(|d| std::fs::read_dir(d).expect("tests run from the package root"))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-        .collect();
-    paths.sort();
-    paths.iter().map(|p| Plan::load(p).unwrap()).collect()
+    common::bundled_scenarios().iter().map(|p| Plan::load(p).unwrap()).collect()
 }
+
+mod common;
 
 /// Whether `server` speaks `plan`'s dialect.
 fn applies(plan: &Plan, server: &str) -> bool {

@@ -4,17 +4,12 @@ use mcpsim::scenario::{Dialect, Plan};
 use mcpsim::seed::Seed;
 use std::path::Path;
 
+mod common;
+
 fn bundled() -> Vec<Plan> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
-    let mut paths: Vec<_> = [root.clone(), root.join("streamable-http")]
-        .iter()
-        .flat_map(|d| std::fs::read_dir(d).unwrap())
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-        .collect();
-    paths.sort();
+    let paths = common::bundled_scenarios();
     assert!(paths.len() >= 2);
-    paths.iter().map(|p| Plan::load(p).unwrap()).collect()
+    paths.iter().map(|p| Plan::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(p)).unwrap()).collect()
 }
 
 #[test]

@@ -1,10 +1,10 @@
 //! `--format json` and `--format junit`: stable structure a CI can consume.
 
-use std::process::Command;
+mod common;
 
+/// The exit code and stdout of the binary.
 fn mcpsim(args: &[&str]) -> (Option<i32>, String) {
-    let out =
-        Command::new(env!("CARGO_BIN_EXE_mcpsim")).args(args).current_dir(env!("CARGO_MANIFEST_DIR")).output().unwrap();
+    let out = common::mcpsim(args);
     (out.status.code(), String::from_utf8(out.stdout).unwrap())
 }
 

@@ -4,7 +4,6 @@
 //! guide's error is the loader's.
 
 use std::path::Path;
-use std::process::Command;
 
 fn readme() -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap()
@@ -25,13 +24,12 @@ fn text_blocks(md: &str) -> Vec<Vec<String>> {
     out
 }
 
+mod common;
+
+/// The binary's stdout, then its stderr.
 fn mcpsim(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_mcpsim"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("runs");
-    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+    let out = common::mcpsim(args);
+    common::text(&out.stdout) + &common::text(&out.stderr)
 }
 
 #[test]

@@ -12,15 +12,10 @@ fn as_json(toml_text: &str) -> serde_json::Value {
     toml::from_str(toml_text).expect("parses as TOML")
 }
 
+mod common;
+
 fn scenario_files(dir: &str, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            scenario_files(p.to_str().unwrap(), out);
-        } else if p.extension().is_some_and(|x| x == "toml") {
-            out.push(p);
-        }
-    }
+    out.extend(common::toml_files_under(dir));
 }
 
 #[test]
