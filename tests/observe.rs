@@ -1,0 +1,119 @@
+//! The index the checks read (`check::observe`), unit-tested on hand-built
+//! traces: no world runs here, so each test shows exactly which events lead
+//! to which fact.
+
+use mcpsim::check::observe::{Observed, StreamKey};
+use mcpsim::trace::{Event, Purpose, Refused, SimTime, Trace, What};
+use mcpsim::wire::jsonrpc::{RpcId, RpcKind, RpcSummary};
+
+/// A trace from `(milliseconds, event)` pairs, in order.
+fn trace(events: Vec<(u64, What)>) -> Trace {
+    Trace {
+        events: events
+            .into_iter()
+            .enumerate()
+            .map(|(i, (ms, what))| Event { seq: i as u64, t_us: SimTime(ms * 1000), what })
+            .collect(),
+    }
+}
+
+fn connect(conn: u32, purpose: Purpose) -> What {
+    What::Connect { client: "alice".into(), conn, port: 40000 + conn as u16, purpose }
+}
+
+fn request(conn: u32, method: &str, path: &str, last: Option<&str>, session: Option<&str>) -> What {
+    What::HttpRequest {
+        client: "alice".into(),
+        conn,
+        method: method.into(),
+        path: path.into(),
+        last_event_id: last.map(String::from),
+        session: session.map(String::from),
+    }
+}
+
+fn stream_ok(conn: u32) -> What {
+    What::HttpResponse { client: "alice".into(), conn, status: 200, content_type: Some("text/event-stream".into()) }
+}
+
+fn event(conn: u32, id: &str, request: Option<i64>) -> What {
+    What::SseEvent {
+        client: "alice".into(),
+        conn,
+        id: Some(id.into()),
+        event: "message".into(),
+        rpc: request.map(|n| RpcSummary {
+            kind: RpcKind::Request,
+            method: Some("roots/list".into()),
+            id: Some(RpcId::Num(n)),
+        }),
+        data: String::new(),
+    }
+}
+
+#[test]
+fn a_legacy_resume_presents_the_token_in_its_url_and_carries_the_sessions_get_stream() {
+    let t = trace(vec![
+        (0, connect(1, Purpose::Uplink)),
+        (0, request(1, "GET", "/mcp/sse", None, None)),
+        (100, stream_ok(1)),
+        (100, What::SessionToken { client: "alice".into(), conn: 1, token: "tok-1".into() }),
+        (200, event(1, "1001", None)),
+        (5000, connect(2, Purpose::Uplink)),
+        (5000, request(2, "GET", "/mcp/sse?sessionId=tok-1", Some("1001"), None)),
+        (5200, stream_ok(2)),
+    ]);
+    let o = Observed::new(&t);
+    let first = &o.conns[&("alice".to_string(), 1)];
+    assert_eq!(first.learned_token.as_deref(), Some("tok-1"));
+    assert_eq!(first.stream, StreamKey::Get("tok-1".into()));
+    assert_eq!(first.accepted_resumption(), None, "a fresh uplink resumes nothing");
+    let resume = &o.conns[&("alice".to_string(), 2)];
+    assert_eq!(resume.presented_token.as_deref(), Some("tok-1"));
+    assert!(!resume.session_header);
+    assert_eq!(resume.stream, StreamKey::Get("tok-1".into()));
+    assert_eq!(resume.accepted_resumption(), Some((SimTime(5_200_000), 7)));
+    assert_eq!(o.token_owner.get("tok-1").map(String::as_str), Some("alice"));
+}
+
+#[test]
+fn a_get_with_an_id_seen_on_a_tool_calls_stream_carries_that_stream() {
+    let t = trace(vec![
+        (0, connect(3, Purpose::Call)),
+        (0, request(3, "POST", "/mcp", None, Some("s-1"))),
+        (100, stream_ok(3)),
+        (100, event(3, "7", Some(0))),
+        (2000, connect(4, Purpose::Call)),
+        (2000, request(4, "GET", "/mcp", Some("7"), Some("s-1"))),
+        (2100, stream_ok(4)),
+    ]);
+    let o = Observed::new(&t);
+    let call = StreamKey::Call { client: "alice".into(), conn: 3 };
+    assert_eq!(o.conns[&("alice".to_string(), 3)].stream, call);
+    let resume = &o.conns[&("alice".to_string(), 4)];
+    assert!(resume.session_header);
+    assert_eq!(resume.stream, call, "the id names the stream it was seen on");
+    assert!(resume.stream.is_call() && !resume.stream.is_get());
+    assert_eq!(o.stream_ids(&call, SimTime(3_000_000)), [(SimTime(100_000), "7".to_string(), true)]);
+}
+
+#[test]
+fn a_refused_resumption_is_not_accepted_and_keeps_the_kind_of_refusal() {
+    let t = trace(vec![
+        (0, connect(2, Purpose::Uplink)),
+        (0, request(2, "GET", "/mcp/sse?sessionId=tok-1", Some("1001"), None)),
+        (100, stream_ok(2)),
+        (100, What::Rejected { client: "alice".into(), conn: 2, how: Refused::EmptyStream }),
+    ]);
+    let o = Observed::new(&t);
+    let c = &o.conns[&("alice".to_string(), 2)];
+    assert_eq!(c.accepted_resumption(), None);
+    assert_eq!(c.rejected.as_ref().map(|r| r.2), Some(Refused::EmptyStream));
+    // A POST carries no stream.
+    let t = trace(vec![
+        (0, connect(5, Purpose::Post)),
+        (0, request(5, "POST", "/mcp/messages?sessionId=tok-1", None, None)),
+    ]);
+    let o = Observed::new(&t);
+    assert!(o.conns[&("alice".to_string(), 5)].stream.is_none());
+}
