@@ -152,49 +152,10 @@ impl Client {
         loop {
             let left = silence.saturating_sub(last_item.elapsed());
             let frame = match timeout(left, body.frame()).await {
-                Err(_) => {
-                    if bytes_since_item > 0 {
-                        self.protocol_error(
-                            conn,
-                            "drip",
-                            format!(
-                                "{bytes_since_item} byte(s) in {:.1} s without one complete event",
-                                silence.as_secs_f64()
-                            ),
-                        );
-                    }
-                    self.rec.record(What::UplinkSilent {
-                        client: self.name(),
-                        conn,
-                        silent_ms: silence.as_millis() as u64,
-                    });
-                    return (StreamEnd::Silent, any_item);
-                }
-                Ok(None) => {
-                    if decoder.has_partial() {
-                        self.protocol_error(conn, "mid-event", "the stream ended in the middle of an event".into());
-                    }
-                    self.rec.record(What::UplinkEnded {
-                        client: self.name(),
-                        conn,
-                        reason: "server ended the stream".into(),
-                    });
-                    return (StreamEnd::Ended, any_item);
-                }
+                Err(_) => return (self.stopped(conn, Stop::Silent, &decoder, bytes_since_item), any_item),
+                Ok(None) => return (self.stopped(conn, Stop::Ended, &decoder, bytes_since_item), any_item),
                 Ok(Some(Err(e))) => {
-                    if decoder.has_partial() {
-                        self.protocol_error(
-                            conn,
-                            "mid-event",
-                            format!("the stream broke in the middle of an event: {e}"),
-                        );
-                    }
-                    self.rec.record(What::UplinkEnded {
-                        client: self.name(),
-                        conn,
-                        reason: format!("stream error: {e}"),
-                    });
-                    return (StreamEnd::Broken, any_item);
+                    return (self.stopped(conn, Stop::Broken(e.to_string()), &decoder, bytes_since_item), any_item)
                 }
                 Ok(Some(Ok(f))) => f,
             };
@@ -225,39 +186,100 @@ impl Client {
                     }
                 };
                 any_item = true;
-                match ev.event.as_str() {
-                    "endpoint" if self.dialect == Dialect::LegacySse => self.clone().on_endpoint(&ev.data, conn),
-                    "error" => {
-                        self.record_sse(conn, &ev, None);
-                        return (StreamEnd::ErrorEvent, any_item);
-                    }
-                    _ => {
-                        let msg = Message::parse(&ev.data).ok();
-                        self.record_sse(conn, &ev, msg.as_ref());
-                        if let Some(id) = &ev.id {
-                            let mut st = self.st.borrow_mut();
-                            match call {
-                                None => st.last_seen = Some(id.clone()),
-                                Some(label) => {
-                                    if let Some(c) = st.calls.get_mut(label) {
-                                        c.last_seen = Some(id.clone());
-                                    }
-                                }
-                            }
-                        }
-                        if let Some(msg) = msg {
-                            if call.is_some_and(|label| self.is_call_result(label, &msg)) {
-                                return (StreamEnd::Complete, any_item);
-                            }
-                            if let (Message::Request { id, .. }, Some(t)) = (&msg, token) {
-                                self.st.borrow_mut().request_token.insert(id.clone(), t.to_string());
-                            }
-                            self.clone().on_message(msg, gen);
-                        }
-                    }
+                if let Some(end) = self.on_event(conn, ev, gen, call, token) {
+                    return (end, any_item);
                 }
             }
         }
+    }
+
+    /// Records why a stream stopped delivering (silence, its end, an error)
+    /// and any event it cut in half or dripped without completing.
+    fn stopped(&self, conn: u32, stop: Stop, decoder: &Decoder, bytes_since_item: usize) -> StreamEnd {
+        let silence = self.spec.heartbeat_timeout;
+        match stop {
+            Stop::Silent => {
+                if bytes_since_item > 0 {
+                    self.protocol_error(
+                        conn,
+                        "drip",
+                        format!(
+                            "{bytes_since_item} byte(s) in {:.1} s without one complete event",
+                            silence.as_secs_f64()
+                        ),
+                    );
+                }
+                self.rec.record(What::UplinkSilent {
+                    client: self.name(),
+                    conn,
+                    silent_ms: silence.as_millis() as u64,
+                });
+                StreamEnd::Silent
+            }
+            Stop::Ended => {
+                if decoder.has_partial() {
+                    self.protocol_error(conn, "mid-event", "the stream ended in the middle of an event".into());
+                }
+                self.rec.record(What::UplinkEnded {
+                    client: self.name(),
+                    conn,
+                    reason: "server ended the stream".into(),
+                });
+                StreamEnd::Ended
+            }
+            Stop::Broken(e) => {
+                if decoder.has_partial() {
+                    self.protocol_error(conn, "mid-event", format!("the stream broke in the middle of an event: {e}"));
+                }
+                self.rec.record(What::UplinkEnded { client: self.name(), conn, reason: format!("stream error: {e}") });
+                StreamEnd::Broken
+            }
+        }
+    }
+
+    /// Acts on one SSE event of a stream: records it, remembers its id as
+    /// the last seen, hands its message on. `Some` when the stream is done
+    /// (a refusal's error event, or the tool call's result).
+    fn on_event(
+        self: &Rc<Self>,
+        conn: u32,
+        ev: crate::wire::sse::Event,
+        gen: u64,
+        call: Option<&str>,
+        token: Option<&str>,
+    ) -> Option<StreamEnd> {
+        match ev.event.as_str() {
+            "endpoint" if self.dialect == Dialect::LegacySse => self.clone().on_endpoint(&ev.data, conn),
+            "error" => {
+                self.record_sse(conn, &ev, None);
+                return Some(StreamEnd::ErrorEvent);
+            }
+            _ => {
+                let msg = Message::parse(&ev.data).ok();
+                self.record_sse(conn, &ev, msg.as_ref());
+                if let Some(id) = &ev.id {
+                    let mut st = self.st.borrow_mut();
+                    match call {
+                        None => st.last_seen = Some(id.clone()),
+                        Some(label) => {
+                            if let Some(c) = st.calls.get_mut(label) {
+                                c.last_seen = Some(id.clone());
+                            }
+                        }
+                    }
+                }
+                if let Some(msg) = msg {
+                    if call.is_some_and(|label| self.is_call_result(label, &msg)) {
+                        return Some(StreamEnd::Complete);
+                    }
+                    if let (Message::Request { id, .. }, Some(t)) = (&msg, token) {
+                        self.st.borrow_mut().request_token.insert(id.clone(), t.to_string());
+                    }
+                    self.clone().on_message(msg, gen);
+                }
+            }
+        }
+        None
     }
 
     pub(super) fn protocol_error(&self, conn: u32, kind: &str, what: String) {
@@ -355,4 +377,14 @@ impl Client {
         };
         self.rec.record(What::Answer { client: self.name(), id, method, status, session: token, conn });
     }
+}
+
+/// Why a stream stopped delivering frames.
+enum Stop {
+    /// Nothing complete within the heartbeat timeout.
+    Silent,
+    /// The server ended it.
+    Ended,
+    /// It failed, with this error.
+    Broken(String),
 }
