@@ -18,18 +18,10 @@ impl Client {
             Mode::Fresh => false,
             Mode::Resume { last_event_id, .. } => !streamable || last_event_id.is_some(),
         };
-        let Some((conn, mut sender, _driver)) = self.open::<Empty<Bytes>>(Purpose::Uplink).await else {
+        let Some((conn, sender, _driver)) = self.open::<Empty<Bytes>>(Purpose::Uplink).await else {
             return self.retry_later(gen, !resuming && !streamable);
         };
-        let (path, token, last_event_id) = match &mode {
-            Mode::Fresh => (crate::wire::legacy::SSE_PATH.to_string(), None, None),
-            Mode::Resume { token, last_event_id } if streamable => {
-                (streamable::ENDPOINT.to_string(), Some(token.clone()), last_event_id.clone())
-            }
-            Mode::Resume { token, last_event_id } => {
-                (crate::wire::legacy::sse_path(token), None, last_event_id.clone())
-            }
-        };
+        let (path, token, last_event_id) = self.uplink_target(&mode);
         let req = match self.get_request(&path, token.as_deref(), last_event_id.as_deref()) {
             Ok(r) => r,
             Err(e) => {
@@ -47,8 +39,47 @@ impl Client {
             last_event_id,
             session: token.clone(),
         });
+        let Some(resp) = self.response_head(conn, sender, req).await else {
+            return self.retry_later(gen, !resuming && !streamable);
+        };
+        let status = resp.status().as_u16();
+        let content_type = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).map(str::to_string);
+        self.rec.record(What::HttpResponse { client: self.name(), conn, status, content_type: content_type.clone() });
+        let is_stream = content_type.as_deref().is_some_and(|c| c.starts_with("text/event-stream"));
+        if status != 200 || !is_stream {
+            return self.not_a_stream(conn, gen, status, resuming);
+        }
+        self.st.borrow_mut().backoff = Duration::ZERO;
+
+        // streamable-http: answers go to the session whose stream carried the request.
+        let stream_token = token.filter(|_| streamable);
+        let (end, any_item) = self.read_stream(conn, resp.into_body(), gen, None, stream_token.as_deref()).await;
+        self.after_stream(conn, gen, end, any_item, resuming)
+    }
+
+    /// Where a fresh or resuming uplink GET goes: path, session header (streamable-http), `Last-Event-ID`.
+    fn uplink_target(&self, mode: &Mode) -> (String, Option<String>, Option<String>) {
+        match mode {
+            Mode::Fresh => (crate::wire::legacy::SSE_PATH.to_string(), None, None),
+            Mode::Resume { token, last_event_id } if self.dialect == Dialect::StreamableHttp => {
+                (streamable::ENDPOINT.to_string(), Some(token.clone()), last_event_id.clone())
+            }
+            Mode::Resume { token, last_event_id } => {
+                (crate::wire::legacy::sse_path(token), None, last_event_id.clone())
+            }
+        }
+    }
+
+    /// Sends `req` and waits at most the heartbeat timeout for the response
+    /// head; `None` (recorded) when none came or it was not HTTP.
+    async fn response_head(
+        &self,
+        conn: u32,
+        mut sender: hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
+        req: Request<Empty<Bytes>>,
+    ) -> Option<hyper::Response<hyper::body::Incoming>> {
         let silence = self.spec.heartbeat_timeout;
-        let resp = match timeout(silence, sender.send_request(req)).await {
+        match timeout(silence, sender.send_request(req)).await {
             Err(_) => {
                 self.protocol_error(
                     conn,
@@ -60,7 +91,7 @@ impl Client {
                     conn,
                     silent_ms: silence.as_millis() as u64,
                 });
-                return self.retry_later(gen, !resuming && !streamable);
+                None
             }
             Ok(Err(e)) => {
                 if e.is_parse() || e.is_parse_too_large() {
@@ -71,37 +102,37 @@ impl Client {
                     conn,
                     reason: format!("request failed: {e}"),
                 });
-                return self.retry_later(gen, !resuming && !streamable);
+                None
             }
-            Ok(Ok(r)) => r,
-        };
-        let status = resp.status().as_u16();
-        let content_type = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).map(str::to_string);
-        self.rec.record(What::HttpResponse { client: self.name(), conn, status, content_type: content_type.clone() });
-        let is_stream = content_type.as_deref().is_some_and(|c| c.starts_with("text/event-stream"));
-        if status != 200 || !is_stream {
-            if streamable && status == 404 {
-                // The session is gone: start a new one (MCP 2025-11-25).
-                if resuming {
-                    self.rec.record(What::Rejected { client: self.name(), conn, how: Refused::Status(404) });
-                }
-                return self.reinitialize("HTTP 404: the session is gone");
-            }
-            if resuming {
-                self.rec.record(What::Rejected { client: self.name(), conn, how: Refused::Status(status) });
-                return self.reinitialize(&format!("resumption refused with HTTP {status}"));
-            }
-            self.rec.record(What::UplinkEnded { client: self.name(), conn, reason: format!("HTTP {status}") });
-            if streamable && status == 405 {
-                return; // the server offers no standalone stream
-            }
-            return self.retry_later(gen, !streamable);
+            Ok(Ok(r)) => Some(r),
         }
-        self.st.borrow_mut().backoff = Duration::ZERO;
+    }
 
-        // streamable-http: answers go to the session whose stream carried the request.
-        let stream_token = token.filter(|_| streamable);
-        let (end, any_item) = self.read_stream(conn, resp.into_body(), gen, None, stream_token.as_deref()).await;
+    /// An uplink GET answered with something other than a 200 event stream:
+    /// a refusal (re-initialize), a dead session, or a failure (retry).
+    fn not_a_stream(self: &Rc<Self>, conn: u32, gen: u64, status: u16, resuming: bool) {
+        let streamable = self.dialect == Dialect::StreamableHttp;
+        if streamable && status == 404 {
+            // The session is gone: start a new one (MCP 2025-11-25).
+            if resuming {
+                self.rec.record(What::Rejected { client: self.name(), conn, how: Refused::Status(404) });
+            }
+            return self.reinitialize("HTTP 404: the session is gone");
+        }
+        if resuming {
+            self.rec.record(What::Rejected { client: self.name(), conn, how: Refused::Status(status) });
+            return self.reinitialize(&format!("resumption refused with HTTP {status}"));
+        }
+        self.rec.record(What::UplinkEnded { client: self.name(), conn, reason: format!("HTTP {status}") });
+        if streamable && status == 405 {
+            return; // the server offers no standalone stream
+        }
+        self.retry_later(gen, !streamable)
+    }
+
+    /// What the client does once its uplink stopped: a refusal seen in the
+    /// stream makes it re-initialize; otherwise it comes back.
+    fn after_stream(self: &Rc<Self>, conn: u32, gen: u64, end: StreamEnd, any_item: bool, resuming: bool) {
         match end {
             StreamEnd::ErrorEvent => {
                 self.rec.record(What::Rejected { client: self.name(), conn, how: Refused::ErrorEvent });
@@ -111,7 +142,7 @@ impl Client {
                 self.rec.record(What::Rejected { client: self.name(), conn, how: Refused::EmptyStream });
                 self.reinitialize("resumption answered with an empty stream")
             }
-            StreamEnd::Ended if streamable => {
+            StreamEnd::Ended if self.dialect == Dialect::StreamableHttp => {
                 // A server may close a stream at any time; come back after its `retry`.
                 let delay = self.st.borrow().retry_ms.map_or(Duration::from_secs(1), Duration::from_millis);
                 self.reconnect_after(gen, delay)
