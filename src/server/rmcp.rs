@@ -79,17 +79,39 @@ enum Report {
 }
 
 async fn pump(mut rx: mpsc::UnboundedReceiver<Report>, report: AppReporter) {
-    while let Some(r) = rx.recv().await {
-        match r {
-            Report::Issued { client, label, method, id, session: Some(token) } => {
-                report.issued_on(&token, &client, &label, &method, &id, None)
-            }
-            Report::Issued { client, label, method, id, session: None } => {
-                report.issued(&client, &label, &method, &id, None)
-            }
-            Report::Outcome { label, id, outcome, detail } => report.outcome(&label, &id, outcome, None, detail),
-            Report::Error { client, error } => report.error(&client, error),
+    while let Some(first) = rx.recv().await {
+        // rmcp fails its pending requests in its own (hash) order when a
+        // transport closes; those outcomes all arrive in one turn. Let every
+        // ready task report first, then record each run of outcomes sorted by
+        // label, so that the trace does not depend on that order.
+        tokio::task::yield_now().await;
+        let mut batch = vec![first];
+        while let Ok(r) = rx.try_recv() {
+            batch.push(r);
         }
+        for run in batch.chunk_by_mut(|a, b| matches!((a, b), (Report::Outcome { .. }, Report::Outcome { .. }))) {
+            run.sort_by(|a, b| match (a, b) {
+                (Report::Outcome { label: x, .. }, Report::Outcome { label: y, .. }) => x.cmp(y),
+                _ => std::cmp::Ordering::Equal,
+            });
+        }
+        for r in batch {
+            record(&report, r);
+        }
+    }
+}
+
+/// Turns one report of the application into its trace record.
+fn record(report: &AppReporter, r: Report) {
+    match r {
+        Report::Issued { client, label, method, id, session: Some(token) } => {
+            report.issued_on(&token, &client, &label, &method, &id, None)
+        }
+        Report::Issued { client, label, method, id, session: None } => {
+            report.issued(&client, &label, &method, &id, None)
+        }
+        Report::Outcome { label, id, outcome, detail } => report.outcome(&label, &id, outcome, None, detail),
+        Report::Error { client, error } => report.error(&client, error),
     }
 }
 
