@@ -282,7 +282,15 @@ fn hunt_results_go_to_stdout_into_a_findings_dir_outside_scenarios() {
     let stdout = text(&out.stdout);
     let stderr = text(&out.stderr);
     assert!(stdout.contains("finding: seed "), "{stdout}");
-    assert!(stdout.contains("hunted 8 seeds in "), "{stdout}");
+    assert!(stdout.contains("hunted 8 seeds: "), "{stdout}");
+    assert!(stderr.contains(" seeds/s)"), "throughput is wall-clock, on stderr: {stderr}");
+    // The results (stdout) hold no wall clock: a second hunt prints the same bytes.
+    let again = Command::new(env!("CARGO_BIN_EXE_mcpsim"))
+        .args(["hunt", "--server", "no-fence", "--seeds", "8", "--seed", "0", "--jobs", "2", "--check-determinism"])
+        .current_dir(&cwd)
+        .output()
+        .unwrap();
+    assert_eq!(text(&again.stdout), stdout, "same seeds, same results, whatever the timing");
     assert!(stdout.contains("determinism: all 8 seeds were run twice and gave byte-identical traces"), "{stdout}");
     assert!(stdout.contains(
         "regression file(s) in mcpsim-findings: read one, then keep it by moving it into scenarios/regressions/"
@@ -291,6 +299,18 @@ fn hunt_results_go_to_stdout_into_a_findings_dir_outside_scenarios() {
     assert!(!stderr.contains("finding: seed "), "findings are results: stdout only");
     assert!(cwd.join("mcpsim-findings").read_dir().unwrap().count() > 0);
     assert!(!cwd.join("scenarios").exists(), "a hunt does not write into scenarios/ by default");
+}
+
+#[test]
+fn a_hunt_on_a_time_budget_says_how_to_hunt_exactly_the_same_seeds_again() {
+    let out = mcpsim(&["hunt", "--server", "guarded", "--time", "1s", "--seed", "5", "--jobs", "1", "--no-shrink"]);
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = text(&out.stdout);
+    let n: u64 =
+        stdout.lines().find_map(|l| l.strip_prefix("hunted ")?.split(' ').next()?.parse().ok()).expect("a hunted line");
+    assert!(n > 0, "{stdout}");
+    let again = format!("the same seeds again: mcpsim hunt --server guarded --seed 5 --seeds {n} --jobs 1 --shard 1/1");
+    assert!(stdout.contains(&again), "{stdout}");
 }
 
 #[test]

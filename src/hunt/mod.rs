@@ -251,7 +251,10 @@ pub fn hunt(opts: &HuntOptions, mut on: impl FnMut(Progress)) -> Result<HuntRepo
     }
     let next = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
-    // Wall clock only for the `--time` budget; it never reaches a trace or a report.
+    // Wall clock only for the `--time` budget: it decides how many seeds run,
+    // never which (indices are handed out in order, so the seeds run are the
+    // first N) nor in what order results land (findings are sorted by seed,
+    // reach counts are sums). The report is a function of N.
     let started = Instant::now();
     let (tx, rx) = mpsc::channel::<Result<(SeedOutcome, Option<Finding>)>>();
     let mut report = HuntReport {

@@ -318,6 +318,9 @@ impl SessionManager for SeededSessions {
 }
 
 /// SSE keep-alive on the simulated clock: a `:` comment after `every` of silence.
+/// (`tokio::time::Instant::now()` inside a turmoil host reads the simulated
+/// clock; rmcp's own keep-alive reads `std::time::Instant`, which is why it is
+/// replaced.)
 /// rmcp's SSE body yields whole events per frame, so a ping never splits one.
 struct KeepAlive<B> {
     inner: B,

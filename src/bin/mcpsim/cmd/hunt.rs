@@ -85,13 +85,16 @@ pub(crate) fn hunt(a: HuntArgs) -> Result<u8, Error> {
     });
     bar.finish_and_clear();
     let report = report?;
+    // Throughput is wall-clock: it goes to stderr with the progress, never into the results.
     let wall = started.elapsed().as_secs_f64();
-    let mut summary = format!(
-        "hunted {} seeds in {wall:.1} s ({:.0} seeds/s): {} finding(s)",
-        report.seeds_run,
-        report.seeds_run as f64 / wall.max(1e-9),
-        report.findings.len()
-    );
+    eprintln!("{} seeds in {wall:.1} s ({:.0} seeds/s)", report.seeds_run, report.seeds_run as f64 / wall.max(1e-9));
+    let mut summary = format!("hunted {} seeds: {} finding(s)", report.seeds_run, report.findings.len());
+    if let Limit::Time(_) = limit {
+        // How many seeds a time budget covers depends on the machine; the
+        // seeds it covered do not (they are contiguous from the base seed).
+        let exact = HuntOptions { limit: Limit::Seeds(report.seeds_run), ..opts.clone() };
+        summary.push_str(&format!("\nthe same seeds again: {}", exact.repeat_command()));
+    }
     if report.seeds_run > 0 {
         summary.push_str("\nreach (seeds that got into each hard situation, read from their traces):");
         for s in mcpsim::hunt::reach::SITUATIONS {

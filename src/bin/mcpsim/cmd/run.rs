@@ -117,8 +117,6 @@ pub(crate) fn run(
                 *skipped.entry(server.as_str()).or_default() += 1;
                 continue;
             }
-            // Wall clock only for JUnit's `time` (CI reads it as wall time); never in a trace.
-            let started = std::time::Instant::now();
             let run = match mcpsim::run(plan, server, seed) {
                 Ok(r) => r,
                 Err(e) => {
@@ -187,18 +185,17 @@ pub(crate) fn run(
                 }
             }
             if format != RunFormat::Text {
-                judged.push((run, verdicts, expectation, started.elapsed()));
+                judged.push((run, verdicts, expectation));
             }
         }
     }
     if format != RunFormat::Text {
         let views: Vec<mcpsim::report::Judged> = judged
             .iter()
-            .map(|(run, verdicts, expectation, wall)| mcpsim::report::Judged {
+            .map(|(run, verdicts, expectation)| mcpsim::report::Judged {
                 run,
                 verdicts,
                 expectation: expectation.as_ref(),
-                wall: Some(*wall),
             })
             .collect();
         let text = if format == RunFormat::Json { mcpsim::report::json(&views) } else { mcpsim::report::junit(&views) };
