@@ -79,9 +79,11 @@ fn trace_time_never_runs_backwards_in_hunt_seeds() {
 
 #[test]
 #[allow(clippy::assertions_on_constants)] // the constant is the build configuration under test
-fn the_build_has_tokio_unstable_or_runs_refuse_loudly() {
-    // Without the flag every run returns this error instead of a trace that
-    // may differ between runs (see `world::NEEDS_TOKIO_UNSTABLE`).
+fn the_test_build_has_tokio_unstable_and_the_refusal_names_the_fix() {
+    // Without the flag `run_with` returns this error instead of a trace that
+    // may differ between runs (see `world::NEEDS_TOKIO_UNSTABLE`). That
+    // refusal itself needs a build without the flag, so it is not run here:
+    // this pins the configuration and the words of the fix.
     assert!(cfg!(tokio_unstable), "{}", mcpsim::world::NEEDS_TOKIO_UNSTABLE);
     assert!(mcpsim::world::NEEDS_TOKIO_UNSTABLE.contains("RUSTFLAGS=\"--cfg tokio_unstable\""));
 }

@@ -181,15 +181,8 @@ pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
                 FaultKind::Sever => steps.push(Step { after: None, id: None, at, action: Action::Sever { client: o } }),
                 FaultKind::Reset => steps.push(Step { after: None, id: None, at, action: Action::Reset { client: o } }),
                 FaultKind::Theft | FaultKind::TheftWithCredential => {
-                    thieves += 1;
-                    let thief = format!("thief{thieves}");
-                    clients.push(ClientSpec {
-                        name: thief.clone(),
-                        principal: thief.clone(),
-                        think_time: ms(500),
-                        heartbeat_timeout: Duration::from_secs(5),
-                        auto_answer: rng.random_bool(0.5),
-                    });
+                    let auto_answer = rng.random_bool(0.5);
+                    let thief = new_thief(&mut thieves, &mut clients, auto_answer);
                     let credential = kind == FaultKind::TheftWithCredential;
                     steps.push(Step {
                         after: None,
@@ -352,15 +345,8 @@ pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
                     push(at + ms(1_000), Action::Connect { client: o });
                     continue;
                 }
-                thieves += 1;
-                let thief = format!("thief{thieves}");
-                clients.push(ClientSpec {
-                    name: thief.clone(),
-                    principal: thief.clone(),
-                    think_time: ms(500),
-                    heartbeat_timeout: Duration::from_secs(5),
-                    auto_answer: reach.random_bool(0.5),
-                });
+                let auto_answer = reach.random_bool(0.5);
+                let thief = new_thief(&mut thieves, &mut clients, auto_answer);
                 let credential = reach.random_bool(0.5);
                 let mut push = |at: Duration, action: Action| steps.push(Step { after: None, id: None, at, action });
                 if kind == ReachKind::CallStreamTheft {
@@ -414,6 +400,20 @@ pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
         expect: BTreeMap::new(),
         source: None,
     }
+}
+
+/// Adds the next thief (`thief<n>`, its own principal) to the plan's clients.
+fn new_thief(thieves: &mut usize, clients: &mut Vec<ClientSpec>, auto_answer: bool) -> String {
+    *thieves += 1;
+    let thief = format!("thief{thieves}");
+    clients.push(ClientSpec {
+        name: thief.clone(),
+        principal: thief.clone(),
+        think_time: ms(500),
+        heartbeat_timeout: Duration::from_secs(5),
+        auto_answer,
+    });
+    thief
 }
 
 /// The next reach request's step: a reissuable server request labelled `r<n>`.
