@@ -325,6 +325,9 @@ fn by_order(
     evidence.extend(replayed.first().map(|(_, s)| *s));
     // Say which evidence showed each skipped event.
     let (never, carried): (Vec<&str>, Vec<&str>) = skipped.iter().partition(|i| unwritten.iter().any(|u| u == *i));
+    // The application's report of minting the first of them is the evidence for those.
+    let first_never = never.first().and_then(|i| i.parse::<u64>().ok());
+    evidence.extend(o.notified.iter().find(|x| x.0 == token && Some(x.2) == first_never).map(|x| x.3));
     let what = match (carried.is_empty(), never.is_empty()) {
         (_, true) => format!("the stream had carried after it and the client never received ({})", carried.join(", ")),
         (true, false) => format!(
