@@ -119,7 +119,7 @@ impl ServerPlug for MyPlug {
         "my-server"
     }
 
-    fn serve(&self, listener: turmoil::net::TcpListener, app: AppHook) -> Pin<Box<dyn Future<Output = ()>>> {
+    fn serve(&self, listener: mcpsim::net::Listener, app: AppHook) -> Pin<Box<dyn Future<Output = ()>>> {
         Box::pin(async move {
             let server = Rc::new(MyServer::default());
             let (srv, hook) = (server.clone(), app.clone());

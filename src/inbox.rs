@@ -55,9 +55,9 @@ impl<T> Inbox<T> {
         loop {
             let next = self.inner.0.borrow_mut().pop_front();
             if let Some((due, cmd)) = next {
-                if let (Some(due), Some(now)) = (due, turmoil::sim_elapsed()) {
+                if let (Some(due), Some(now)) = (due, crate::clock::now()) {
                     if due > now {
-                        tokio::time::sleep(due - now).await;
+                        crate::clock::sleep(due - now).await;
                     }
                 }
                 return cmd;

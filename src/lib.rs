@@ -33,6 +33,8 @@
 //! scenario                  TOML → Plan, with located errors
 //! vocab inbox seed error wire   leaves: names, command queues, seeds, errors,
 //!                               the pure protocol pieces (SSE, JSON-RPC, HTTP/1)
+//! clock net                 scenario time (simulated, or a live run's scaled wall clock);
+//!                           byte streams and listeners (simulated or real)
 //! ```
 //!
 //! `server` holds the reference engine (both dialects: `legacy-sse` and MCP
@@ -46,10 +48,12 @@
 //! trace; every random stream derives from [`seed::Seed`].
 
 pub mod check;
+pub mod clock;
 pub mod client;
 pub mod error;
 pub mod hunt;
 pub mod inbox;
+pub mod net;
 pub mod report;
 pub mod scenario;
 pub mod seed;

@@ -10,7 +10,6 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use turmoil::net::TcpStream;
 
 #[derive(Clone, Copy, Debug)]
 enum Misbehaviour {
@@ -27,7 +26,7 @@ struct Bad(Misbehaviour);
 
 const SSE_HEAD: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n";
 
-async fn read_head(s: &mut TcpStream) -> Vec<u8> {
+async fn read_head(s: &mut Box<dyn mcpsim::net::Connection>) -> Vec<u8> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -39,7 +38,7 @@ async fn read_head(s: &mut TcpStream) -> Vec<u8> {
     buf
 }
 
-async fn misbehave(how: Misbehaviour, mut s: TcpStream) {
+async fn misbehave(how: Misbehaviour, mut s: Box<dyn mcpsim::net::Connection>) {
     let head = read_head(&mut s).await;
     if head.starts_with(b"POST") {
         let _ = s.write_all(b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n").await;
@@ -92,7 +91,7 @@ impl ServerPlug for Bad {
     fn name(&self) -> &str {
         "misbehaving"
     }
-    fn serve(&self, listener: turmoil::net::TcpListener, _app: AppHook) -> Pin<Box<dyn Future<Output = ()>>> {
+    fn serve(&self, listener: mcpsim::net::Listener, _app: AppHook) -> Pin<Box<dyn Future<Output = ()>>> {
         let how = self.0;
         Box::pin(async move {
             while let Ok((s, _)) = listener.accept().await {

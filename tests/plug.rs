@@ -16,7 +16,7 @@ impl ServerPlug for Panicky {
     fn name(&self) -> &str {
         "panicky"
     }
-    fn serve(&self, listener: turmoil::net::TcpListener, _app: AppHook) -> Pin<Box<dyn Future<Output = ()>>> {
+    fn serve(&self, listener: mcpsim::net::Listener, _app: AppHook) -> Pin<Box<dyn Future<Output = ()>>> {
         Box::pin(async move {
             let _ = listener.accept().await;
             panic!("deliberate panic in the server under test");
@@ -50,7 +50,7 @@ impl ServerPlug for Quitter {
     fn name(&self) -> &str {
         "quitter"
     }
-    fn serve(&self, _listener: turmoil::net::TcpListener, _app: AppHook) -> Pin<Box<dyn Future<Output = ()>>> {
+    fn serve(&self, _listener: mcpsim::net::Listener, _app: AppHook) -> Pin<Box<dyn Future<Output = ()>>> {
         Box::pin(async {})
     }
 }

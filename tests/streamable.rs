@@ -168,7 +168,7 @@ fn the_endpoint_answers_bad_requests_with_the_transports_status_codes() {
     sim.host("server", move || {
         let (plug, app) = (Rc::clone(&plug), app.clone());
         async move {
-            let listener = turmoil::net::TcpListener::bind(("0.0.0.0", 80)).await?;
+            let listener = turmoil::net::TcpListener::bind(("0.0.0.0", 80)).await?.into();
             plug.serve(listener, app).await;
             Ok(())
         }

@@ -3,14 +3,10 @@
 //! to the client's NAT host; a live run can hand the same client logic a
 //! dialer over real sockets.
 
+pub use crate::net::Connection;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use tokio::io::{AsyncRead, AsyncWrite};
-
-/// A byte stream to the server (through the client's NAT).
-pub trait Connection: AsyncRead + AsyncWrite + Unpin {}
-impl<T: AsyncRead + AsyncWrite + Unpin> Connection for T {}
 
 /// A connection just opened, and its local port (which links it to a NAT mapping).
 pub struct Dialed {

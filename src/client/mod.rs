@@ -37,7 +37,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
-use tokio::time::timeout;
+use crate::clock::timeout;
 
 /// Commands the step loop sends a client.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -292,7 +292,7 @@ impl Client {
         };
         let inbox = self.inbox.clone();
         tokio::task::spawn_local(async move {
-            tokio::time::sleep(delay).await;
+            crate::clock::sleep(delay).await;
             inbox.push(ClientCmd::Retry { gen, fresh });
         });
     }

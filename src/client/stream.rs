@@ -155,7 +155,7 @@ impl Client {
     pub(super) fn reconnect_after(self: &Rc<Self>, gen: u64, delay: Duration) {
         let inbox = self.inbox.clone();
         tokio::task::spawn_local(async move {
-            tokio::time::sleep(delay).await;
+            crate::clock::sleep(delay).await;
             inbox.push(ClientCmd::Retry { gen, fresh: false });
         });
     }
@@ -178,7 +178,7 @@ impl Client {
         // Silence is measured from the last complete SSE item: a server that
         // drips bytes without ever completing an event is as dead as a silent one.
         // tokio's clock inside a turmoil host is the simulated one (paused runtime).
-        let mut last_item = tokio::time::Instant::now();
+        let mut last_item = crate::clock::Stamp::now();
         let mut bytes_since_item = 0usize;
         loop {
             let left = silence.saturating_sub(last_item.elapsed());
@@ -195,7 +195,7 @@ impl Client {
             if items.is_empty() {
                 bytes_since_item += data.len();
             } else {
-                last_item = tokio::time::Instant::now();
+                last_item = crate::clock::Stamp::now();
                 bytes_since_item = decoder.pending_bytes();
             }
             if decoder.pending_bytes() > MAX_EVENT_BYTES {
@@ -367,7 +367,7 @@ impl Client {
                 if fresh && self.spec.auto_answer {
                     let think = self.spec.think_time;
                     tokio::task::spawn_local(async move {
-                        tokio::time::sleep(think).await;
+                        crate::clock::sleep(think).await;
                         // A request belongs to the uplink that carried it: once that
                         // uplink is gone, the client waits for a re-issue instead of
                         // answering into a stream state the server may have dropped.

@@ -157,7 +157,7 @@ impl Client {
                 return self.end_call(&label);
             };
             let delay = self.st.borrow().retry_ms.map_or(Duration::from_secs(1), Duration::from_millis);
-            tokio::time::sleep(delay).await;
+            crate::clock::sleep(delay).await;
             if self.shared.token.borrow().as_deref() != Some(token.as_str()) {
                 return self.end_call(&label); // the session was replaced meanwhile
             }

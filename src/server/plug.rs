@@ -155,7 +155,7 @@ pub struct AppHook {
 ///     fn name(&self) -> &str {
 ///         "mute"
 ///     }
-///     fn serve(&self, listener: turmoil::net::TcpListener, _app: AppHook) -> Pin<Box<dyn Future<Output = ()>>> {
+///     fn serve(&self, listener: mcpsim::net::Listener, _app: AppHook) -> Pin<Box<dyn Future<Output = ()>>> {
 ///         Box::pin(async move {
 ///             let mut held = Vec::new();
 ///             while let Ok((stream, _)) = listener.accept().await {
@@ -188,5 +188,5 @@ pub trait ServerPlug {
 
     /// Serves HTTP on `listener` until the host stops, taking application
     /// commands from `app`. Called again each time the server host restarts.
-    fn serve(&self, listener: turmoil::net::TcpListener, app: AppHook) -> Pin<Box<dyn Future<Output = ()>>>;
+    fn serve(&self, listener: crate::net::Listener, app: AppHook) -> Pin<Box<dyn Future<Output = ()>>>;
 }

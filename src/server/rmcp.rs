@@ -362,7 +362,7 @@ impl ServerPlug for Rmcp {
         "rmcp"
     }
 
-    fn serve(&self, listener: turmoil::net::TcpListener, app: AppHook) -> Pin<Box<dyn Future<Output = ()>>> {
+    fn serve(&self, listener: crate::net::Listener, app: AppHook) -> Pin<Box<dyn Future<Output = ()>>> {
         let mut config = StreamableHttpServerConfig::default()
             .with_legacy_session_mode(true)
             .with_sse_keep_alive(None)

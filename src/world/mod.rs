@@ -17,7 +17,7 @@ use crate::scenario::{Action, LastEventId, Plan, SeenOn, Step, Trigger};
 use crate::seed::Seed;
 use crate::server::{AppCommand, AppHook, AppReporter, ServerPlug};
 use crate::trace::{Recorder, Run, SimTime, What};
-use nat::Nat;
+use nat::{Nat, SimNet};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::{Duration, UNIX_EPOCH};
@@ -120,7 +120,7 @@ impl World<'_> {
     /// The turmoil simulation of `plan`: the server host running `plug`, and
     /// per client its NAT host and its client host. Records the run's header.
     fn build(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Self {
-        let rec = Recorder::with_clock(Rc::new(turmoil::sim_elapsed));
+        let rec = Recorder::with_clock(Rc::new(crate::clock::now));
         let mut builder = turmoil::Builder::new();
         builder
             .rng_seed(seed.derive("turmoil"))
@@ -158,7 +158,7 @@ impl World<'_> {
                 let plug = plug.clone();
                 let app = app.clone();
                 async move {
-                    let listener = turmoil::net::TcpListener::bind(("0.0.0.0", crate::client::PORT)).await?;
+                    let listener = turmoil::net::TcpListener::bind(("0.0.0.0", crate::client::PORT)).await?.into();
                     plug.serve(listener, app).await;
                     Ok(())
                 }
@@ -173,7 +173,9 @@ impl World<'_> {
                 let (client, rec, inbox, lifetime) =
                     (spec.name.clone(), rec.clone(), nat_inbox.clone(), plan.network.half_open_lifetime);
                 sim.host(nat_name.as_str(), move || {
-                    Nat::new(client.clone(), "server".into(), lifetime, rec.clone(), inbox.clone()).run()
+                    let nat =
+                        Nat::new(SimNet { server: "server".into() }, client.clone(), lifetime, rec.clone(), inbox.clone());
+                    async move { Ok(nat.run().await?) }
                 });
             }
             nats.insert(spec.name.clone(), nat_inbox);

@@ -22,9 +22,9 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use std::io;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
-use turmoil::net::{TcpListener, TcpStream};
 
 /// Faults the step loop applies to a NAT.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,9 +51,63 @@ struct Mapping {
     kill: watch::Sender<bool>,
 }
 
-pub struct Nat {
+/// The sockets a NAT proxies between: turmoil's in a simulation
+/// ([`SimNet`]), real ones in a live run.
+pub trait NatNet: 'static {
+    /// Where clients connect.
+    type Listener;
+    /// One TCP connection.
+    type Stream;
+    /// Its reading half.
+    type Read: AsyncRead + Unpin + 'static;
+    /// Its writing half.
+    type Write: AsyncWrite + Unpin + 'static;
+    /// Listens where the client connects.
+    fn listen(&self) -> impl std::future::Future<Output = io::Result<Self::Listener>>;
+    /// The next client connection and its source port.
+    fn accept(l: &Self::Listener) -> impl std::future::Future<Output = io::Result<(Self::Stream, u16)>>;
+    /// Opens a connection to the server.
+    fn connect(&self) -> impl std::future::Future<Output = io::Result<Self::Stream>>;
+    /// A connection's own port.
+    fn local_port(s: &Self::Stream) -> u16;
+    /// Splits a connection into its halves.
+    fn split(s: Self::Stream) -> (Self::Read, Self::Write);
+    /// Makes closing these halves' sockets abortive (RST), where the network can.
+    fn abortive(r: &Self::Read, w: &Self::Write);
+}
+
+/// turmoil's simulated TCP: the NAT host listens on port 80 and reaches the
+/// host named `server`.
+pub struct SimNet {
+    pub server: String,
+}
+
+impl NatNet for SimNet {
+    type Listener = turmoil::net::TcpListener;
+    type Stream = turmoil::net::TcpStream;
+    type Read = turmoil::net::tcp::OwnedReadHalf;
+    type Write = turmoil::net::tcp::OwnedWriteHalf;
+    async fn listen(&self) -> io::Result<Self::Listener> {
+        turmoil::net::TcpListener::bind(("0.0.0.0", PORT)).await
+    }
+    async fn accept(l: &Self::Listener) -> io::Result<(Self::Stream, u16)> {
+        l.accept().await.map(|(s, a)| (s, a.port()))
+    }
+    async fn connect(&self) -> io::Result<Self::Stream> {
+        turmoil::net::TcpStream::connect((self.server.as_str(), PORT)).await
+    }
+    fn local_port(s: &Self::Stream) -> u16 {
+        s.local_addr().map(|a| a.port()).unwrap_or(0)
+    }
+    fn split(s: Self::Stream) -> (Self::Read, Self::Write) {
+        s.into_split()
+    }
+    fn abortive(_: &Self::Read, _: &Self::Write) {}
+}
+
+pub struct Nat<N: NatNet> {
+    net: N,
     client: String,
-    server: String,
     half_open_lifetime: Duration,
     rec: Recorder,
     inbox: Inbox<NatCmd>,
@@ -64,17 +118,11 @@ pub struct Nat {
 const PORT: u16 = 80;
 const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-impl Nat {
-    pub fn new(
-        client: String,
-        server: String,
-        half_open_lifetime: Duration,
-        rec: Recorder,
-        inbox: Inbox<NatCmd>,
-    ) -> Rc<Nat> {
+impl<N: NatNet> Nat<N> {
+    pub fn new(net: N, client: String, half_open_lifetime: Duration, rec: Recorder, inbox: Inbox<NatCmd>) -> Rc<Self> {
         Rc::new(Nat {
+            net,
             client,
-            server,
             half_open_lifetime,
             rec,
             inbox,
@@ -83,8 +131,9 @@ impl Nat {
         })
     }
 
-    pub async fn run(self: Rc<Self>) -> turmoil::Result {
-        let listener = TcpListener::bind(("0.0.0.0", PORT)).await?;
+    /// Proxies until the host stops. Fails only when it cannot listen.
+    pub async fn run(self: Rc<Self>) -> io::Result<()> {
+        let listener = self.net.listen().await?;
         let me = self.clone();
         tokio::task::spawn_local(async move {
             loop {
@@ -93,21 +142,20 @@ impl Nat {
             }
         });
         loop {
-            let Ok((down, peer)) = listener.accept().await else { continue };
+            let Ok((down, peer_port)) = N::accept(&listener).await else { continue };
             let me = self.clone();
-            tokio::task::spawn_local(async move { me.open(down, peer.port()).await });
+            tokio::task::spawn_local(async move { me.open(down, peer_port).await });
         }
     }
 
-    async fn open(self: Rc<Self>, down: TcpStream, down_port: u16) {
+    async fn open(self: Rc<Self>, down: N::Stream, down_port: u16) {
         // A dead server host never answers the SYN: bound the wait, then
         // close the client's side so it sees the failure.
         let Ok(Ok(up)) =
-            tokio::time::timeout(UPSTREAM_CONNECT_TIMEOUT, TcpStream::connect((self.server.as_str(), PORT))).await
-        else {
+            crate::clock::timeout(UPSTREAM_CONNECT_TIMEOUT, self.net.connect()).await else {
             return;
         };
-        let up_port = up.local_addr().map(|a| a.port()).unwrap_or(0);
+        let up_port = N::local_port(&up);
         let id = self.next.get() + 1;
         self.next.set(id);
         let (kill, _) = watch::channel(false);
@@ -120,8 +168,8 @@ impl Nat {
         });
         self.mappings.borrow_mut().insert(id, m.clone());
         self.rec.record(What::MappingOpened { client: self.client.clone(), mapping: id, down_port, up_port });
-        let (down_r, down_w) = down.into_split();
-        let (up_r, up_w) = up.into_split();
+        let (down_r, down_w) = N::split(down);
+        let (up_r, up_w) = N::split(up);
         tokio::task::spawn_local(self.clone().pump(m.clone(), down_r, up_w, false));
         tokio::task::spawn_local(self.clone().pump(m, up_r, down_w, true));
     }
@@ -131,8 +179,8 @@ impl Nat {
     async fn pump(
         self: Rc<Self>,
         m: Rc<Mapping>,
-        mut from: turmoil::net::tcp::OwnedReadHalf,
-        mut to: turmoil::net::tcp::OwnedWriteHalf,
+        mut from: N::Read,
+        mut to: N::Write,
         from_server: bool,
     ) {
         let mut kill = m.kill.subscribe();
@@ -141,12 +189,16 @@ impl Nat {
         let mut sse = Decoder::new();
         loop {
             if *kill.borrow() {
+                N::abortive(&from, &to);
                 break;
             }
             // Biased: a kill that arrived wins over bytes that arrived with it.
             let n = tokio::select! {
                 biased;
-                _ = kill.changed() => break,
+                _ = kill.changed() => {
+                    N::abortive(&from, &to);
+                    break;
+                }
                 r = from.read(&mut buf) => r.unwrap_or(0),
             };
             if n == 0 {
@@ -176,6 +228,7 @@ impl Nat {
                         }
                         // Nothing reaches the other end: it stays half-open until the reset.
                         let _ = kill.wait_for(|k| *k).await;
+                        N::abortive(&from, &to);
                     }
                     Status::Closed => {}
                 }
@@ -255,7 +308,7 @@ impl Nat {
         let m = m.clone();
         let lifetime = self.half_open_lifetime;
         tokio::task::spawn_local(async move {
-            tokio::time::sleep(lifetime).await;
+            crate::clock::sleep(lifetime).await;
             if m.status.get() == Status::Dropped {
                 me.reset(&m, &format!("keepalive: half-open for {}", crate::scenario::format_duration(lifetime)));
             }

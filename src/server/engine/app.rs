@@ -92,7 +92,7 @@ pub(super) fn issue(
 }
 
 pub(super) async fn request_timer(shared: Rc<Shared>, token: String, label: String) {
-    tokio::time::sleep(shared.cfg.request_timeout.0).await;
+    crate::clock::sleep(shared.cfg.request_timeout.0).await;
     let mut st = shared.state.borrow_mut();
     let Some(s) = st.sessions.get_mut(&token) else { return };
     if let Some(r) = s.requests.iter_mut().find(|r| r.label == label && r.state == RequestState::Pending) {

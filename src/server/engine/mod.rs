@@ -63,7 +63,7 @@ impl ServerPlug for Engine {
         self.policy.name()
     }
 
-    fn serve(&self, listener: turmoil::net::TcpListener, app: AppHook) -> Pin<Box<dyn Future<Output = ()>>> {
+    fn serve(&self, listener: crate::net::Listener, app: AppHook) -> Pin<Box<dyn Future<Output = ()>>> {
         let shared = Rc::new(Shared {
             cfg: self.cfg.clone(),
             dialect: self.dialect,

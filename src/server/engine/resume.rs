@@ -247,7 +247,7 @@ pub(super) async fn fence(shared: &Shared, token: &str, stream: StreamId) -> Res
         } else {
             let c = c.clone();
             tokio::task::spawn_local(async move {
-                tokio::time::sleep(delay).await;
+                crate::clock::sleep(delay).await;
                 c.kill.notify_one();
             });
         }
@@ -257,7 +257,7 @@ pub(super) async fn fence(shared: &Shared, token: &str, stream: StreamId) -> Res
             c.wait_closed().await;
         }
     };
-    if tokio::time::timeout(shared.cfg.fence_grace.0, all_closed).await.is_err() {
+    if crate::clock::timeout(shared.cfg.fence_grace.0, all_closed).await.is_err() {
         return Err(format!("prior uplink could not be fenced within {:?}", shared.cfg.fence_grace.0));
     }
     let mut st = shared.state.borrow_mut();

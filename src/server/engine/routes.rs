@@ -43,7 +43,7 @@ pub(super) fn attach(
     let every = shared.cfg.heartbeat.0;
     tokio::task::spawn_local(async move {
         loop {
-            tokio::time::sleep(every).await;
+            crate::clock::sleep(every).await;
             if hb_tx.send(Bytes::from_static(b": ping\n\n")).is_err() {
                 break;
             }
