@@ -53,6 +53,7 @@ pub mod client;
 pub mod error;
 pub mod hunt;
 pub mod inbox;
+pub mod live;
 pub mod net;
 pub mod report;
 pub mod scenario;

@@ -12,7 +12,7 @@ const ROWS: &[&[&str]] = &[
     &["trace"],
     &["server", "client"],
     &["world"],
-    &["check"],
+    &["check", "live"],
     &["report"],
     &["run"],
     &["hunt"],

@@ -51,7 +51,7 @@ impl Client {
         last_event_id: Option<&str>,
     ) -> std::result::Result<Request<Empty<Bytes>>, String> {
         let mut req = Request::get(path)
-            .header("host", "server")
+            .header("host", self.dialer.authority())
             .header("accept", "text/event-stream")
             .header("authorization", format!("Bearer {}", self.shared.credential.borrow()));
         if let Some(token) = session {
@@ -88,7 +88,7 @@ impl Client {
             _ => streamable::ENDPOINT.to_string(),
         };
         let mut req = Request::post(&path)
-            .header("host", "server")
+            .header("host", self.dialer.authority())
             .header("content-type", "application/json")
             .header("authorization", format!("Bearer {}", self.shared.credential.borrow()));
         let session = token.filter(|_| streamable).map(str::to_string);

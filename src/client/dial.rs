@@ -16,7 +16,14 @@ pub struct Dialed {
 
 /// Opens connections to the server.
 pub trait Dialer {
+    /// Opens one connection.
     fn dial(&self) -> Pin<Box<dyn Future<Output = io::Result<Dialed>> + '_>>;
+
+    /// The server's authority, for the `Host` header (the NAT is transparent:
+    /// the client addresses the server, not the NAT).
+    fn authority(&self) -> &str {
+        "server"
+    }
 }
 
 /// turmoil's simulated TCP, to `host:port` (the client's NAT host).

@@ -241,7 +241,7 @@ impl Client {
         }
         let Some((conn, mut sender, _driver)) = self.open::<Empty<Bytes>>(Purpose::Post).await else { return };
         let req = Request::delete(ENDPOINT)
-            .header("host", "server")
+            .header("host", self.dialer.authority())
             .header("authorization", format!("Bearer {}", self.shared.credential.borrow()))
             .header("mcp-session-id", token.as_str())
             .header("mcp-protocol-version", mcp::PROTOCOL_VERSION_STREAMABLE)

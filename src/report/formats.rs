@@ -8,6 +8,8 @@
 //!   "runs": [{
 //!     "scenario": str, "file": str|null, "server": str, "seed": u64,
 //!     "repro": str, "outcome": str, "aborted": str|null,
+//!     "live": {"command": str, "time_scale": f64, "reproducible": false,
+//!              "notes": [str]}          (live runs only),
 //!     "verdicts": [{
 //!       "check": str,
 //!       "status": "passed" | "violated" | "not-applicable",
@@ -51,8 +53,20 @@ struct JsonRun<'a> {
     repro: String,
     outcome: String,
     aborted: Option<&'a str>,
+    /// Only for live runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    live: Option<JsonLive<'a>>,
     verdicts: &'a [Verdict],
     expectation: Option<&'a Expectation>,
+}
+
+/// How a live run was made.
+#[derive(Serialize)]
+struct JsonLive<'a> {
+    command: &'a str,
+    time_scale: f64,
+    reproducible: bool,
+    notes: &'a [String],
 }
 
 #[derive(Serialize)]
@@ -86,6 +100,12 @@ pub fn json(runs: &[Judged]) -> String {
                 repro: j.run.repro(),
                 outcome: super::outcome(j.run),
                 aborted: j.run.aborted.as_deref(),
+                live: j.run.live.as_ref().map(|l| JsonLive {
+                    command: &l.command,
+                    time_scale: l.time_scale,
+                    reproducible: false,
+                    notes: &l.notes,
+                }),
                 verdicts: j.verdicts,
                 expectation: j.expectation,
             })

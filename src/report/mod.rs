@@ -22,19 +22,38 @@ use std::fmt::Write;
 /// The text report of one run: timeline, verdicts with evidence, expectation.
 pub fn text(run: &Run, verdicts: &[Verdict], expectation: Option<&Expectation>) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{} · server {} · seed {} · {} simulated",
-        run.scenario,
-        run.server,
-        run.seed,
-        crate::scenario::format_duration(run.duration)
-    );
+    match &run.live {
+        None => {
+            let _ = writeln!(
+                out,
+                "{} · server {} · seed {} · {} simulated",
+                run.scenario,
+                run.server,
+                run.seed,
+                crate::scenario::format_duration(run.duration)
+            );
+        }
+        Some(live) => {
+            let _ = writeln!(
+                out,
+                "{} · server {} · LIVE · {} of scenario time at time scale {} · not reproducible byte for byte",
+                run.scenario,
+                run.server,
+                crate::scenario::format_duration(run.duration),
+                live.time_scale
+            );
+        }
+    }
     for line in timeline(run) {
         let _ = writeln!(out, "  {:>10}  {}", fmt_time(line.0), line.1);
     }
     let _ = writeln!(out, "checks:");
     out.push_str(&verdicts_text(run, verdicts));
+    if let Some(live) = &run.live {
+        for note in &live.notes {
+            let _ = writeln!(out, "live: {note}");
+        }
+    }
     let _ = writeln!(out, "outcome: {}", outcome(run));
     if let Some(e) = expectation {
         let _ = writeln!(out, "{}", expectation_line(&run.server, e));

@@ -54,6 +54,21 @@ pub enum Dialect {
     StreamableHttp,
 }
 
+impl Dialect {
+    /// Its name in scenario files and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::LegacySse => "legacy-sse",
+            Dialect::StreamableHttp => "streamable-http",
+        }
+    }
+
+    /// The dialect called `name`, if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Dialect::LegacySse, Dialect::StreamableHttp].into_iter().find(|d| d.name() == name)
+    }
+}
+
 /// The default simulation tick (`[network] tick` overrides it).
 ///
 /// Why 20 ms: turmoil advances every host once per tick, at about 2 µs per

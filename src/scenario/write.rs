@@ -20,10 +20,7 @@ impl Plan {
         if !self.description.is_empty() {
             let _ = writeln!(out, "description = {}", q(&self.description));
         }
-        let dialect = match self.dialect {
-            Dialect::LegacySse => "legacy-sse",
-            Dialect::StreamableHttp => "streamable-http",
-        };
+        let dialect = self.dialect.name();
         let _ = writeln!(out, "dialect = {}\nseed = {}\nduration = {}\n", q(dialect), self.seed.0, d(self.duration));
         let s = &self.server;
         let _ = writeln!(

@@ -11,6 +11,7 @@ use crate::trace::{Outcome, Recorder, What};
 use crate::wire::jsonrpc::RpcId;
 use std::future::Future;
 use std::pin::Pin;
+use std::rc::Rc;
 
 /// What the harness asks the server's application to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,12 +47,29 @@ fn issued(
 /// How the application tells the harness what happened.
 #[derive(Clone)]
 pub struct AppReporter {
-    recorder: Recorder,
+    recorder: Sink,
+}
+
+/// Where an application's reports go: the run's trace, or (under
+/// `mcpsim serve`) the control connection to a live run.
+#[derive(Clone)]
+struct Sink(Rc<dyn Fn(What)>);
+
+impl Sink {
+    fn record(&self, what: What) {
+        (self.0)(what)
+    }
 }
 
 impl AppReporter {
     pub(crate) fn new(recorder: Recorder) -> Self {
-        Self { recorder }
+        Self { recorder: Sink(Rc::new(move |w| recorder.record(w))) }
+    }
+
+    /// A reporter that hands each report to `sink` (a live server forwards
+    /// them over its control connection).
+    pub fn forwarding(sink: impl Fn(What) + 'static) -> Self {
+        Self { recorder: Sink(Rc::new(sink)) }
     }
 
     /// A reporter whose records go nowhere: for driving a plug by hand, outside a run.

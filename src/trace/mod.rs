@@ -447,6 +447,21 @@ pub struct Run {
     /// Set when the run had to stop early (a host panicked); the trace holds
     /// everything up to that point.
     pub aborted: Option<String>,
+    /// Set for a live run (`mcpsim run --live`): real sockets and the wall
+    /// clock, so not reproducible byte for byte.
+    pub live: Option<LiveInfo>,
+}
+
+/// How a live run was made, and what its checks could not know.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LiveInfo {
+    /// The server command it started.
+    pub command: String,
+    /// Real seconds per scenario second.
+    pub time_scale: f64,
+    /// What the server process did not tell (requests it never reported,
+    /// say), so verdicts that need it are not guessed.
+    pub notes: Vec<String>,
 }
 
 impl Run {
@@ -454,11 +469,24 @@ impl Run {
     /// `--server` name: the line says to run it through `run_with`).
     pub fn repro(&self) -> String {
         let file = self.source.as_ref().map_or_else(|| format!("<{}>", self.scenario), |p| p.display().to_string());
+        if let Some(live) = &self.live {
+            let scale = if live.time_scale == 1.0 { String::new() } else { format!(" --time-scale {}", live.time_scale) };
+            return format!("mcpsim run --live {} {file}{scale}", shell_quote(&live.command));
+        }
         if self.by_name {
             format!("mcpsim run {file} --server {} --seed {}", self.server, self.seed)
         } else {
             format!("mcpsim::run_with(&Plan::load({file:?}), <your {} plug>, Seed({}))", self.server, self.seed)
         }
+    }
+}
+
+/// `s` quoted for a POSIX shell, unless it needs no quoting.
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+".contains(c)) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
     }
 }
 

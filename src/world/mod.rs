@@ -4,7 +4,7 @@
 //! Hosts: `server`; per client `c`, a NAT host `nat-c` and the client host `c`.
 //! Clients reach the server only through their NAT.
 
-mod nat;
+pub(crate) mod nat;
 mod panics;
 
 pub use nat::NatCmd;
@@ -99,13 +99,34 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
         duration: plan.duration,
         trace: world.rec.take(),
         aborted,
+        live: None,
     })
 }
 
-/// The simulation and the handles the step loop drives its actors through.
-struct World<'a> {
-    sim: turmoil::Sim<'a>,
-    rec: Recorder,
+/// Starting and stopping client hosts: what the step loop needs of the
+/// network beyond the actors' inboxes (turmoil in a simulation; tasks in a
+/// live run).
+pub(crate) trait Hosts {
+    /// Stops client `client` at once, as a crash: it forgets everything and
+    /// its connections die with it.
+    fn crash(&mut self, client: &str);
+    /// Starts a crashed client again, with an empty memory.
+    fn restart(&mut self, client: &str);
+}
+
+impl Hosts for turmoil::Sim<'_> {
+    fn crash(&mut self, client: &str) {
+        turmoil::Sim::crash(self, client);
+    }
+    fn restart(&mut self, client: &str) {
+        self.bounce(client);
+    }
+}
+
+/// The hosts and the handles the step loop drives its actors through.
+pub(crate) struct World<H> {
+    pub(crate) sim: H,
+    pub(crate) rec: Recorder,
     /// The server application's command queue and its reporter.
     app: AppHook,
     /// Per client: its command inbox and what it shares with the harness (its token).
@@ -116,7 +137,57 @@ struct World<'a> {
     crashed: Vec<String>,
 }
 
-impl World<'_> {
+/// Records a run's header: what runs against what, and each client.
+pub(crate) fn record_header(rec: &Recorder, plan: &Plan, server: &str, seed: Seed) {
+    rec.record(What::RunStarted {
+        scenario: plan.name.clone(),
+        server: server.to_string(),
+        seed: seed.0,
+        duration_us: plan.duration.as_micros() as u64,
+        liveness_bound_us: plan.server.request_timeout.0.as_micros() as u64,
+    });
+    for c in &plan.clients {
+        rec.record(What::ClientJoined {
+            client: c.name.clone(),
+            principal: c.principal.clone(),
+            heartbeat_timeout_us: c.heartbeat_timeout.as_micros() as u64,
+            think_time_us: c.think_time.as_micros() as u64,
+            max_backoff_us: crate::client::MAX_BACKOFF.as_micros() as u64,
+        });
+    }
+}
+
+/// A client host's body, run each time it (re)starts: it remembers nothing
+/// from an earlier life.
+pub(crate) fn start_client(
+    spec: &crate::scenario::ClientSpec,
+    dialect: crate::scenario::Dialect,
+    dialer: Rc<dyn crate::client::dial::Dialer>,
+    rec: &Recorder,
+    shared: &Rc<ClientShared>,
+    inbox: &Inbox<ClientCmd>,
+) -> impl std::future::Future<Output = ()> {
+    inbox.clear();
+    *shared.token.borrow_mut() = None;
+    let c = Client::new(spec.clone(), dialect, dialer, rec.clone(), shared.clone(), inbox.clone());
+    async move { c.run().await }
+}
+
+impl<H: Hosts> World<H> {
+    /// A world over `hosts`: the step loop's handles to the application, the
+    /// clients and their NATs.
+    pub(crate) fn assemble(
+        hosts: H,
+        rec: Recorder,
+        app: AppHook,
+        clients: BTreeMap<String, (Inbox<ClientCmd>, Rc<ClientShared>)>,
+        nats: BTreeMap<String, Inbox<NatCmd>>,
+    ) -> Self {
+        World { sim: hosts, rec, app, clients, nats, crashed: Vec::new() }
+    }
+}
+
+impl<'a> World<turmoil::Sim<'a>> {
     /// The turmoil simulation of `plan`: the server host running `plug`, and
     /// per client its NAT host and its client host. Records the run's header.
     fn build(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Self {
@@ -135,22 +206,7 @@ impl World<'_> {
             .tcp_capacity(1 << 16);
         let mut sim = builder.build();
 
-        rec.record(What::RunStarted {
-            scenario: plan.name.clone(),
-            server: plug.name().to_string(),
-            seed: seed.0,
-            duration_us: plan.duration.as_micros() as u64,
-            liveness_bound_us: plan.server.request_timeout.0.as_micros() as u64,
-        });
-        for c in &plan.clients {
-            rec.record(What::ClientJoined {
-                client: c.name.clone(),
-                principal: c.principal.clone(),
-                heartbeat_timeout_us: c.heartbeat_timeout.as_micros() as u64,
-                think_time_us: c.think_time.as_micros() as u64,
-                max_backoff_us: crate::client::MAX_BACKOFF.as_micros() as u64,
-            });
-        }
+        record_header(&rec, plan, plug.name(), seed);
         let app = AppHook { commands: Inbox::new(), report: AppReporter::new(rec.clone()) };
         {
             let app = app.clone();
@@ -189,22 +245,20 @@ impl World<'_> {
                     Rc::new(crate::client::dial::SimDialer { host: nat_name.clone(), port: crate::client::PORT });
                 let host = spec.name.clone();
                 sim.host(host.as_str(), move || {
-                    // A (re)started client remembers nothing.
-                    inbox.clear();
-                    *shared.token.borrow_mut() = None;
-                    let c =
-                        Client::new(spec.clone(), dialect, dialer.clone(), rec.clone(), shared.clone(), inbox.clone());
+                    let body = start_client(&spec, dialect, dialer.clone(), &rec, &shared, &inbox);
                     async move {
-                        c.run().await;
+                        body.await;
                         Ok(())
                     }
                 });
             }
             clients.insert(spec.name.clone(), (inbox, shared));
         }
-        World { sim, rec, app, clients, nats, crashed: Vec::new() }
+        World::assemble(sim, rec, app, clients, nats)
     }
+}
 
+impl<H: Hosts> World<H> {
     /// The session token `client` holds now.
     fn token_of(&self, client: &str) -> Option<String> {
         self.clients[client].1.token.borrow().clone()
@@ -213,7 +267,7 @@ impl World<'_> {
     /// Applies step `index` at its due time `at`: records it, then hands it
     /// to the actor that carries it out (a client, a NAT, the server's
     /// application) or, for a crash or a theft, does it here.
-    fn apply(&mut self, step: &Step, index: usize, at: Duration) {
+    pub(crate) fn apply(&mut self, step: &Step, index: usize, at: Duration) {
         let rec = self.rec.clone();
         // What the step loop itself records happens at the step's time.
         rec.set_loop_now(at);
@@ -232,7 +286,7 @@ impl World<'_> {
             Action::Connect { client } => {
                 if let Some(i) = self.crashed.iter().position(|c| c == client) {
                     self.crashed.remove(i);
-                    self.sim.bounce(client.as_str());
+                    self.sim.restart(client);
                 }
                 client_cmd(self, client, ClientCmd::Connect);
             }
@@ -280,7 +334,7 @@ impl World<'_> {
             }
             Action::CrashClient { client } => {
                 if !self.crashed.contains(client) {
-                    self.sim.crash(client.as_str());
+                    self.sim.crash(client);
                     self.crashed.push(client.clone());
                     // Crashes fire between ticks (`Schedule::due`): `at` is now.
                     rec.record_at(SimTime::from_duration(at), What::ClientCrashed { client: client.clone() });
@@ -314,18 +368,18 @@ impl World<'_> {
 /// Which steps fire when: `at` steps at their time, triggered steps after
 /// their event (once every earlier step has fired); a crash at the first tick
 /// boundary at or after that time.
-struct Schedule {
+pub(crate) struct Schedule {
     /// When each step fired, and how long the trace was then.
     fired: Vec<Option<(Duration, usize)>>,
 }
 
 impl Schedule {
-    fn new(n: usize) -> Self {
+    pub(crate) fn new(n: usize) -> Self {
         Self { fired: vec![None; n] }
     }
 
     /// The steps to hand over before the coming tick ends, with their due times, in order.
-    fn due(&mut self, plan: &Plan, rec: &Recorder, now: Duration, tick: Duration) -> Vec<(usize, Duration)> {
+    pub(crate) fn due(&mut self, plan: &Plan, rec: &Recorder, now: Duration, tick: Duration) -> Vec<(usize, Duration)> {
         let mut out = Vec::new();
         // Clients whose crash waits for a later tick: their later steps wait too.
         let mut crashing: Vec<&str> = Vec::new();

@@ -47,6 +47,25 @@ pub(crate) enum Command {
         /// JSON (schema mcpsim.run-report/1) or JUnit XML.
         #[arg(long, value_enum, default_value = "text")]
         format: RunFormat,
+        #[command(flatten)]
+        live: LiveArgs,
+    },
+    /// Serve a built-in server on real TCP (127.0.0.1).
+    ///
+    /// The control group of live runs (`mcpsim run --live 'mcpsim serve --server guarded' FILE`),
+    /// and a server with known behaviour, or known bugs, to test an MCP client against.
+    /// Started by a live run, it takes its port and settings from the MCPSIM_* environment and
+    /// speaks mcpsim-control/1 (docs/live-protocol.md).
+    Serve {
+        /// The server (see `mcpsim list servers`).
+        #[arg(long, value_name = "NAME")]
+        server: String,
+        /// The port to serve on (default: $MCPSIM_PORT, else 8080).
+        #[arg(long)]
+        port: Option<u16>,
+        /// The dialect (default: $MCPSIM_DIALECT, else streamable-http).
+        #[arg(long, value_enum)]
+        dialect: Option<DialectArg>,
     },
     /// List the built-in servers, the checks, or the bundled scenarios.
     List {
@@ -102,6 +121,50 @@ pub(crate) enum Command {
         #[arg(long, value_name = "FILE")]
         scenario: Option<PathBuf>,
     },
+}
+
+/// `mcpsim run --live`: a real server process instead of built-in servers.
+#[derive(clap::Args)]
+pub(crate) struct LiveArgs {
+    /// Run against a real server process: COMMAND (run with `sh -c`) must serve MCP on
+    /// 127.0.0.1:$MCPSIM_PORT and speak mcpsim-control/1 (docs/live-protocol.md); e.g.
+    /// --live 'mcpsim serve --server guarded'. Needs scenario FILEs; real time, not reproducible byte for byte.
+    #[arg(long, value_name = "COMMAND", conflicts_with_all = ["servers", "seed"], help_heading = "Live runs")]
+    pub(crate) live: Option<String>,
+    /// Real seconds per scenario second: 0.1 plays a 400 s scenario in 40 s. Every time in the
+    /// plan and every time setting handed to the server is multiplied by it.
+    #[arg(long, value_name = "F", requires = "live", help_heading = "Live runs")]
+    pub(crate) time_scale: Option<f64>,
+    /// How long the server process may take to say `ready`, in real seconds [default: 10].
+    #[arg(long, value_name = "SECS", requires = "live", help_heading = "Live runs")]
+    pub(crate) ready_timeout: Option<f64>,
+    /// The port the server process must serve on [default: a free one].
+    #[arg(long, value_name = "PORT", requires = "live", help_heading = "Live runs")]
+    pub(crate) live_port: Option<u16>,
+    /// Echo the server process's output to stderr, prefixed with [server].
+    #[arg(long, requires = "live", help_heading = "Live runs")]
+    pub(crate) server_output: bool,
+}
+
+impl LiveArgs {
+    /// The live options asked for, if any.
+    pub(crate) fn options(&self) -> Result<Option<mcpsim::live::LiveOptions>, mcpsim::Error> {
+        let Some(command) = &self.live else { return Ok(None) };
+        let mut opts = mcpsim::live::LiveOptions::new(command.clone());
+        if let Some(f) = self.time_scale {
+            if !(f > 0.0 && f.is_finite()) {
+                return Err(mcpsim::Error::usage(format!("--time-scale must be a positive number, not {f}")));
+            }
+            opts.time_scale = f;
+        }
+        if let Some(s) = self.ready_timeout {
+            opts.ready_timeout = std::time::Duration::try_from_secs_f64(s)
+                .map_err(|_| mcpsim::Error::usage(format!("--ready-timeout must be a number of seconds, not {s}")))?;
+        }
+        opts.port = self.live_port;
+        opts.echo = self.server_output;
+        Ok(Some(opts))
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -26,7 +26,8 @@ mod cmd;
 
 use cmd::hunt::{hunt, merge, replay};
 use cmd::info::{check_files, explain, list};
-use cmd::run::run;
+use cmd::run::{run, Target};
+use cmd::serve::serve;
 
 /// The exit codes, by name.
 pub(crate) mod exit {
@@ -41,9 +42,14 @@ pub(crate) mod exit {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run { files, servers, seed, trace, timeline, quiet, format } => {
-            run(files, servers, seed.map(Seed), trace, timeline, quiet, format)
-        }
+        Command::Run { files, servers, seed, trace, timeline, quiet, format, live } => match live.options() {
+            Err(e) => Err(e),
+            Ok(live) => {
+                let target = live.map_or(Target::Servers(servers), Target::Live);
+                run(files, target, seed.map(Seed), trace, timeline, quiet, format)
+            }
+        },
+        Command::Serve { server, port, dialect } => serve(server, port, dialect),
         Command::Hunt { merge: Some(HuntCommand::Merge { files }), .. } => merge(files),
         Command::Hunt { merge: None, args } => hunt(args),
         Command::Replay { server, seed, trace, timeline, dialect, scenario } => {

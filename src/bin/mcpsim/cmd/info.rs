@@ -25,10 +25,7 @@ pub(crate) fn list(what: ListWhat) -> Result<u8, Error> {
             for (plan, path) in loaded {
                 match plan {
                     Ok(p) => {
-                        let dialect = match p.dialect {
-                            mcpsim::scenario::Dialect::LegacySse => "legacy-sse",
-                            mcpsim::scenario::Dialect::StreamableHttp => "streamable-http",
-                        };
+                        let dialect = p.dialect.name();
                         out!("{:<width$}  {dialect:<15}  {}", p.name, p.description)
                     }
                     Err(e) => out!("{:<width$}  INVALID: {e}", path.display()),

@@ -3,3 +3,4 @@
 pub(crate) mod hunt;
 pub(crate) mod info;
 pub(crate) mod run;
+pub(crate) mod serve;

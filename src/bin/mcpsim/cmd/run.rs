@@ -52,9 +52,17 @@ pub(crate) fn find_toml(dir: &Path, found: &mut Vec<PathBuf>) -> Result<(), Erro
     Ok(())
 }
 
+/// What the scenarios run against.
+pub(crate) enum Target {
+    /// Built-in servers by name (none: all of them).
+    Servers(Vec<String>),
+    /// A real server process (`--live`).
+    Live(mcpsim::live::LiveOptions),
+}
+
 pub(crate) fn run(
     files: Vec<PathBuf>,
-    servers: Vec<String>,
+    target: Target,
     seed: Option<Seed>,
     trace: Option<PathBuf>,
     timeline: Option<PathBuf>,
@@ -64,6 +72,17 @@ pub(crate) fn run(
     use std::io::IsTerminal;
     let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let bundled = files.is_empty();
+    let (servers, live) = match target {
+        Target::Servers(s) => (s, None),
+        Target::Live(_) if bundled => {
+            return Err(Error::usage(
+                "a live run takes real time: name the scenario files to play, e.g. \
+                 `mcpsim run --live 'mcpsim serve --server guarded' scenarios/nat-rebind.toml --time-scale 0.1`",
+            ))
+        }
+        // One pass per plan; the server's name comes from the process.
+        Target::Live(opts) => (vec![String::new()], Some(opts)),
+    };
     let files = collect(if bundled { vec![bundled_dir()] } else { files })?;
     let explicit = !servers.is_empty();
     let servers = if servers.is_empty() {
@@ -71,7 +90,7 @@ pub(crate) fn run(
     } else {
         servers
     };
-    for s in &servers {
+    for s in servers.iter().filter(|_| live.is_none()) {
         if !mcpsim::server::is_known_server(s) {
             return Err(Error::usage(format!(
                 "unknown server {s:?} (known: {})",
@@ -111,20 +130,27 @@ pub(crate) fn run(
             // A server that speaks only streamable-http skips legacy-sse scenarios,
             // unless both were asked for by name (then the run explains the mismatch).
             if (!explicit || bundled)
+                && live.is_none()
                 && mcpsim::server::streamable_only(server)
                 && plan.dialect != mcpsim::scenario::Dialect::StreamableHttp
             {
                 *skipped.entry(server.as_str()).or_default() += 1;
                 continue;
             }
-            let run = match mcpsim::run(plan, server, seed) {
+            let result = match &live {
+                Some(opts) => mcpsim::live::run(plan, opts),
+                None => mcpsim::run(plan, server, seed),
+            };
+            let run = match result {
                 Ok(r) => r,
                 Err(e) => {
-                    eprintln!("error: {} on {server}: {e}", plan.name);
+                    let on = if live.is_some() { "the live server".to_string() } else { server.clone() };
+                    eprintln!("error: {} on {on}: {e}", plan.name);
                     code = code.max(e.exit_code() as u8);
                     continue;
                 }
             };
+            let server = &run.server;
             let verdicts = mcpsim::check::judge(&run.trace);
             let expectation = mcpsim::check::expectation(plan, server, &verdicts);
             match &expectation {

@@ -1,0 +1,373 @@
+//! Live mode: the same scenarios and checks against a real server process,
+//! over real sockets on 127.0.0.1, in (scaled) real time.
+//!
+//! [`run`] starts the server command in its own process group with the
+//! environment of `mcpsim-control/1` ([`control`]), waits for it to say
+//! `ready`, then plays the plan: one TCP proxy per client plays its NAT (the
+//! simulation's NAT code over real sockets, every fault included; a `reset`
+//! is a real RST), the simulation's client code dials it, and the step loop
+//! of the simulation hands out the steps on the wall clock, scaled by the
+//! time scale ([`crate::clock`]). The trace holds the same kinds of events as
+//! a simulated one, in scenario time, so every check and report works
+//! unchanged; the server's application side (requests issued, outcomes,
+//! notifications) comes over the control connection.
+//!
+//! What live mode gives up: byte-identical replay (real scheduling and real
+//! sockets), hunts, and `[network]` latencies and tick (loopback is as fast
+//! as it is). The process group is killed when the run ends, however it
+//! ends (an error, Ctrl-C, a panic unwinding through here).
+//!
+//! [`serve`] is the other side: the reference engines served on real TCP,
+//! speaking the control protocol (`mcpsim serve`).
+
+pub mod control;
+mod net;
+mod process;
+mod serve;
+
+pub use serve::{serve, ServeOptions};
+
+use crate::clock;
+use crate::error::{Error, Result};
+use crate::inbox::Inbox;
+use crate::scenario::Plan;
+use crate::server::{AppHook, AppReporter};
+use crate::trace::{LiveInfo, Recorder, Run, SimTime, What};
+use crate::world::nat::{Nat, NatCmd};
+use crate::world::{record_header, start_client, Hosts, Schedule, World};
+use control::{FromServer, ToServer, PROTOCOL};
+use process::{describe_exit, Process};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpListener;
+
+/// How to run a plan live.
+#[derive(Clone, Debug)]
+pub struct LiveOptions {
+    /// The server command, run with `sh -c`.
+    pub command: String,
+    /// Real seconds per scenario second (0.1: ten times faster).
+    pub time_scale: f64,
+    /// How long (real time) the process may take to say `ready`.
+    pub ready_timeout: Duration,
+    /// The port the server must serve MCP on; a free one when `None`.
+    pub port: Option<u16>,
+    /// Echo the process's output to stderr as it comes.
+    pub echo: bool,
+}
+
+impl LiveOptions {
+    /// Options for `command` at time scale 1, with a 10 s readiness bound.
+    pub fn new(command: impl Into<String>) -> Self {
+        LiveOptions {
+            command: command.into(),
+            time_scale: 1.0,
+            ready_timeout: Duration::from_secs(10),
+            port: None,
+            echo: false,
+        }
+    }
+}
+
+/// How often (real time) the live step loop looks for due steps and for a
+/// process that died.
+const LOOP_EVERY: Duration = Duration::from_millis(2);
+
+/// Runs `plan` against the server process `opts.command`.
+///
+/// Errors before the run starts (the command cannot start, exits or never
+/// says `ready`, the port is taken) are `Err` with the process's last output
+/// lines. Faults after it started (the process exits or breaks the control
+/// protocol, Ctrl-C) end the run early: the `Run` is returned with `aborted`
+/// set and the trace up to that point.
+pub fn run(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
+    if !(opts.time_scale > 0.0 && opts.time_scale.is_finite()) {
+        return Err(Error::usage(format!("--time-scale must be a positive number, not {}", opts.time_scale)));
+    }
+    plan.validate().map_err(|p| Error::usage(format!("plan {:?}: {}", plan.name, p.message)))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io(format!("cannot start a runtime: {e}")))?;
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, run_async(plan, opts))
+}
+
+async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
+    let _clock = clock::go_live(opts.time_scale);
+    let rec = Recorder::with_clock(Rc::new(clock::now));
+    let (port, control) = ports(opts.port).await?;
+    let control_port = control.local_addr().map_err(|e| Error::io(e.to_string()))?.port();
+    let env = control::environment(port, control_port, plan.dialect, &plan.server, opts.time_scale, plan.seed.0);
+    let mut process = Process::spawn(&opts.command, &env, opts.echo)
+        .map_err(|e| Error::io(format!("cannot start the server command `{}`: {e}", opts.command)))?;
+    let (server, lines, writer) = ready(&control, &mut process, opts).await?;
+
+    record_header(&rec, plan, &server, plan.seed);
+    let fatal: Rc<RefCell<Option<String>>> = Rc::default();
+    let app = AppHook { commands: Inbox::new(), report: AppReporter::new(rec.clone()) };
+    tokio::task::spawn_local(forward_commands(app.commands.clone(), writer, fatal.clone()));
+    tokio::task::spawn_local(read_reports(lines, rec.clone(), fatal.clone()));
+
+    let mut world = build(plan, port, &rec, app).await?;
+    let mut schedule = Schedule::new(plan.steps.len());
+    let tick = LOOP_EVERY.div_f64(opts.time_scale);
+    let mut aborted = None;
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    loop {
+        let now = clock::now().unwrap_or_default();
+        if now >= plan.duration {
+            break;
+        }
+        for (index, at) in schedule.due(plan, &rec, now, tick) {
+            world.apply(&plan.steps[index], index, at);
+        }
+        if let Some(why) = fatal.borrow_mut().take() {
+            aborted = Some(format!("{why} (at {})\nits last output lines:\n{}", SimTime::from_duration(now), process.tail()));
+            break;
+        }
+        tokio::select! {
+            biased;
+            _ = &mut ctrl_c => {
+                aborted = Some(format!("interrupted (Ctrl-C) at {}", SimTime::from_duration(now)));
+                break;
+            }
+            status = process.exited() => {
+                let how = status.map_or_else(|e| format!("could not be waited for: {e}"), describe_exit);
+                aborted = Some(format!(
+                    "the server process {how} at {}, before the scenario ended\nits last output lines:\n{}",
+                    SimTime::from_duration(clock::now().unwrap_or_default()),
+                    process.tail()
+                ));
+                break;
+            }
+            _ = tokio::time::sleep(LOOP_EVERY) => {}
+        }
+    }
+    if let Some(why) = &aborted {
+        rec.record(What::ServerStopped { why: why.lines().next().unwrap_or_default().to_string() });
+    }
+    process.kill();
+    world.sim.stop_all();
+    let trace = rec.take();
+    let notes = unreported(plan, &trace);
+    Ok(Run {
+        scenario: plan.name.clone(),
+        server,
+        by_name: false,
+        seed: plan.seed,
+        source: plan.source.clone(),
+        duration: plan.duration,
+        trace,
+        aborted,
+        live: Some(LiveInfo { command: opts.command.clone(), time_scale: opts.time_scale, notes }),
+    })
+}
+
+/// The server's MCP port (checked free) and the control listener.
+async fn ports(port: Option<u16>) -> Result<(u16, TcpListener)> {
+    let port = match port {
+        Some(p) => {
+            // Taken already: say so now, not after a confusing process failure.
+            TcpListener::bind(("127.0.0.1", p))
+                .await
+                .map_err(|e| Error::io(format!("port {p} on 127.0.0.1 is not free for the server: {e}")))?;
+            p
+        }
+        None => {
+            let l = TcpListener::bind(("127.0.0.1", 0))
+                .await
+                .map_err(|e| Error::io(format!("cannot find a free port on 127.0.0.1: {e}")))?;
+            l.local_addr().map_err(|e| Error::io(e.to_string()))?.port()
+        }
+    };
+    let control = TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .map_err(|e| Error::io(format!("cannot listen for the control connection: {e}")))?;
+    Ok((port, control))
+}
+
+type Lines = tokio::io::Lines<BufReader<tokio::net::tcp::OwnedReadHalf>>;
+type Writer = tokio::net::tcp::OwnedWriteHalf;
+
+/// Waits for the process to connect to the control port and say `ready`.
+async fn ready(control: &TcpListener, process: &mut Process, opts: &LiveOptions) -> Result<(String, Lines, Writer)> {
+    let fail = |what: String, process: &Process| {
+        Error::io(format!("{what}\nthe server command: {}\nits last output lines:\n{}", opts.command, process.tail()))
+    };
+    let hello = async {
+        let (stream, _) = control.accept().await?;
+        let (r, w) = stream.into_split();
+        let mut lines = BufReader::new(r).lines();
+        let first = lines.next_line().await?;
+        Ok::<_, std::io::Error>((first, lines, w))
+    };
+    let (first, lines, writer) = tokio::select! {
+        biased;
+        status = process.exited() => {
+            let how = status.map_or_else(|e| format!("could not be waited for: {e}"), describe_exit);
+            // Let its last words arrive.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            return Err(fail(format!("the server process {how} before it was ready"), process));
+        }
+        r = tokio::time::timeout(opts.ready_timeout, hello) => match r {
+            Err(_) => {
+                return Err(fail(format!(
+                    "the server process did not say `ready` on the control port within {:?}: does it speak {PROTOCOL} \
+                     (docs/live-protocol.md)? It must connect to 127.0.0.1:$MCPSIM_CONTROL_PORT and send \
+                     {{\"type\":\"ready\",\"protocol\":\"{PROTOCOL}\",\"server\":\"NAME\"}}",
+                    opts.ready_timeout
+                ), process))
+            }
+            Ok(Err(e)) => return Err(fail(format!("the control connection failed before `ready`: {e}"), process)),
+            Ok(Ok(x)) => x,
+        },
+    };
+    let Some(first) = first else {
+        return Err(fail("the server process closed the control connection without saying `ready`".into(), process));
+    };
+    match serde_json::from_str::<FromServer>(&first) {
+        Ok(FromServer::Ready { protocol, server }) if protocol == PROTOCOL => Ok((server, lines, writer)),
+        Ok(FromServer::Ready { protocol, .. }) => Err(fail(
+            format!("the server process speaks control protocol {protocol:?}; this mcpsim speaks {PROTOCOL:?}"),
+            process,
+        )),
+        Ok(_) => Err(fail(format!("the server process's first control line must be `ready`, not: {first}"), process)),
+        Err(e) => Err(fail(format!("the server process's first control line is not {PROTOCOL}: {e}: {first}"), process)),
+    }
+}
+
+/// Sends the step loop's application commands to the process, each at its
+/// due time.
+async fn forward_commands(commands: Inbox<crate::server::AppCommand>, mut w: Writer, fatal: Rc<RefCell<Option<String>>>) {
+    loop {
+        let cmd = ToServer::from(commands.recv().await);
+        let mut line = serde_json::to_string(&cmd).expect("commands serialize");
+        line.push('\n');
+        if let Err(e) = w.write_all(line.as_bytes()).await {
+            fatal.borrow_mut().get_or_insert(format!("the control connection broke while sending a command: {e}"));
+            return;
+        }
+    }
+}
+
+/// Records what the process reports; a line outside the protocol ends the run.
+async fn read_reports(mut lines: Lines, rec: Recorder, fatal: Rc<RefCell<Option<String>>>) {
+    loop {
+        match lines.next_line().await {
+            Ok(Some(line)) if line.trim().is_empty() => {}
+            Ok(Some(line)) => match serde_json::from_str::<FromServer>(&line) {
+                Ok(msg) => {
+                    if let Some(what) = msg.into_what() {
+                        rec.record(what);
+                    }
+                }
+                Err(e) => {
+                    fatal.borrow_mut().get_or_insert(format!("the server process broke {PROTOCOL}: {e}: {line}"));
+                    return;
+                }
+            },
+            Ok(None) => {
+                // The process may be exiting: the step loop names that first.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                fatal.borrow_mut().get_or_insert("the server process closed the control connection".into());
+                return;
+            }
+            Err(e) => {
+                fatal.borrow_mut().get_or_insert(format!("the control connection failed: {e}"));
+                return;
+            }
+        }
+    }
+}
+
+/// Client tasks that can crash and restart. Each client runs in its own
+/// `LocalSet`, so a crash drops every task it spawned, and its sockets.
+struct LiveHosts {
+    starts: BTreeMap<String, Box<dyn Fn() -> tokio::task::AbortHandle>>,
+    running: BTreeMap<String, tokio::task::AbortHandle>,
+}
+
+impl Hosts for LiveHosts {
+    fn crash(&mut self, client: &str) {
+        if let Some(h) = self.running.remove(client) {
+            h.abort();
+        }
+    }
+    fn restart(&mut self, client: &str) {
+        self.crash(client);
+        if let Some(start) = self.starts.get(client) {
+            self.running.insert(client.to_string(), start());
+        }
+    }
+}
+
+impl LiveHosts {
+    fn stop_all(&mut self) {
+        for (_, h) in std::mem::take(&mut self.running) {
+            h.abort();
+        }
+    }
+}
+
+/// The NATs and clients of `plan`, in front of the server on `port`.
+async fn build(plan: &Plan, port: u16, rec: &Recorder, app: AppHook) -> Result<World<LiveHosts>> {
+    let mut clients = BTreeMap::new();
+    let mut nats = BTreeMap::new();
+    let mut hosts = LiveHosts { starts: BTreeMap::new(), running: BTreeMap::new() };
+    for spec in &plan.clients {
+        let (nat_net, nat_port) =
+            net::TcpNat::bind(port).await.map_err(|e| Error::io(format!("cannot listen for a NAT: {e}")))?;
+        let nat_inbox: Inbox<NatCmd> = Inbox::new();
+        let nat = Nat::new(nat_net, spec.name.clone(), plan.network.half_open_lifetime, rec.clone(), nat_inbox.clone());
+        tokio::task::spawn_local(async move {
+            let _ = nat.run().await;
+        });
+        nats.insert(spec.name.clone(), nat_inbox);
+
+        let inbox = Inbox::new();
+        let shared = Rc::new(crate::client::ClientShared::default());
+        let dialer: Rc<dyn crate::client::dial::Dialer> =
+            Rc::new(net::TcpDialer { port: nat_port, authority: format!("127.0.0.1:{port}") });
+        let (spec2, rec2, shared2, inbox2, dialect) =
+            (spec.clone(), rec.clone(), shared.clone(), inbox.clone(), plan.dialect);
+        let start = move || {
+            let body = start_client(&spec2, dialect, dialer.clone(), &rec2, &shared2, &inbox2);
+            let set = tokio::task::LocalSet::new();
+            set.spawn_local(body);
+            tokio::task::spawn_local(set).abort_handle()
+        };
+        hosts.running.insert(spec.name.clone(), start());
+        hosts.starts.insert(spec.name.clone(), Box::new(start));
+        clients.insert(spec.name.clone(), (inbox, shared));
+    }
+    Ok(World::assemble(hosts, rec.clone(), app, clients, nats))
+}
+
+/// What the process never told, said plainly: the checks that need it judge
+/// only what was reported.
+fn unreported(plan: &Plan, trace: &crate::trace::Trace) -> Vec<String> {
+    let mut notes = Vec::new();
+    let issued: Vec<&str> = trace
+        .events
+        .iter()
+        .filter_map(|e| match &e.what {
+            What::RequestIssued { label, .. } => Some(label.as_str()),
+            _ => None,
+        })
+        .collect();
+    for step in &plan.steps {
+        if let crate::scenario::Action::ServerRequest { label, .. } = &step.action {
+            if !issued.contains(&label.as_str()) {
+                notes.push(format!(
+                    "the server never reported issuing {label}: liveness and in-flight disposition cannot follow it"
+                ));
+            }
+        }
+    }
+    notes
+}

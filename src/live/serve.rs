@@ -1,0 +1,201 @@
+//! `mcpsim serve`: a built-in server (a reference engine with its policy, a
+//! mutant, rmcp) on real TCP, speaking `mcpsim-control/1` when a live run
+//! starts it. Without a control port it is just a server with known
+//! behaviour, for people who test their MCP clients against it.
+
+use super::control::{FromServer, ToServer, PROTOCOL};
+use crate::error::{Error, Result};
+use crate::inbox::Inbox;
+use crate::scenario::{Dialect, Dur, ServerConfig};
+use crate::seed::Seed;
+use crate::server::{AppCommand, AppHook, AppReporter};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+
+/// What `mcpsim serve` serves, and where.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    /// A built-in server's name (`mcpsim list servers`).
+    pub server: String,
+    /// The port to serve MCP on, on 127.0.0.1.
+    pub port: u16,
+    /// Where a live run listens for the control connection, if one started us.
+    pub control_port: Option<u16>,
+    pub dialect: Dialect,
+    /// The server settings, in real time.
+    pub config: ServerConfig,
+    pub seed: Seed,
+}
+
+impl ServeOptions {
+    /// The options a live run hands over in the environment (see
+    /// [`super::control::environment`]); `port` and `dialect` given on the
+    /// command line win over it.
+    pub fn from_env(
+        server: String,
+        port: Option<u16>,
+        dialect: Option<Dialect>,
+        get: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self> {
+        let num = |name: &str| -> Result<Option<u64>> {
+            match get(name) {
+                None => Ok(None),
+                Some(v) => v
+                    .trim()
+                    .parse::<u64>()
+                    .map(Some)
+                    .map_err(|_| Error::usage(format!("{name}={v:?} is not a whole number"))),
+            }
+        };
+        let ms = |name: &str| -> Result<Option<Dur>> { Ok(num(name)?.map(|v| Dur(Duration::from_millis(v)))) };
+        let dialect = match (dialect, get("MCPSIM_DIALECT")) {
+            (Some(d), _) => d,
+            (None, None) => Dialect::StreamableHttp,
+            (None, Some(name)) => Dialect::from_name(&name)
+                .ok_or_else(|| Error::usage(format!("MCPSIM_DIALECT={name:?} is not a dialect")))?,
+        };
+        let mut config = ServerConfig::default();
+        if let Some(v) = ms("MCPSIM_HEARTBEAT_MS")? {
+            config.heartbeat = v;
+        }
+        if let Some(v) = ms("MCPSIM_REQUEST_TIMEOUT_MS")? {
+            config.request_timeout = v;
+        }
+        if let Some(v) = ms("MCPSIM_FENCE_GRACE_MS")? {
+            config.fence_grace = v;
+        }
+        if let Some(v) = ms("MCPSIM_FENCE_DELAY_MS")? {
+            config.fence_delay = v;
+        }
+        if let Some(v) = num("MCPSIM_RETENTION")? {
+            config.retention = v as usize;
+        }
+        if let Some(v) = num("MCPSIM_FIRST_EVENT_ID")? {
+            config.first_event_id = v;
+        }
+        let port = match port {
+            Some(p) => p,
+            None => num("MCPSIM_PORT")?.map_or(Ok(8080), |p| {
+                u16::try_from(p).map_err(|_| Error::usage(format!("MCPSIM_PORT={p} is not a port")))
+            })?,
+        };
+        let control_port = num("MCPSIM_CONTROL_PORT")?
+            .map(|p| u16::try_from(p).map_err(|_| Error::usage(format!("MCPSIM_CONTROL_PORT={p} is not a port"))))
+            .transpose()?;
+        Ok(ServeOptions {
+            server,
+            port,
+            control_port,
+            dialect,
+            config,
+            seed: Seed(num("MCPSIM_SEED")?.unwrap_or(0)),
+        })
+    }
+}
+
+/// Serves until killed, or until the live run that started it closes the
+/// control connection.
+pub fn serve(opts: &ServeOptions) -> Result<()> {
+    let plug = crate::server::builtin(&opts.server, &opts.config, opts.dialect, opts.seed).ok_or_else(|| {
+        Error::usage(format!(
+            "unknown server {:?} (known: {})",
+            opts.server,
+            crate::server::known_servers().join(", ")
+        ))
+    })?;
+    if crate::server::streamable_only(&opts.server) && opts.dialect != Dialect::StreamableHttp {
+        return Err(Error::usage(format!("server {:?} speaks only dialect \"streamable-http\"", opts.server)));
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io(format!("cannot start a runtime: {e}")))?;
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async move {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", opts.port))
+            .await
+            .map_err(|e| Error::io(format!("cannot serve on 127.0.0.1:{}: {e}", opts.port)))?;
+        let (tx, mut rx) = mpsc::unbounded_channel::<FromServer>();
+        let commands: Inbox<AppCommand> = Inbox::new();
+        let report = AppReporter::forwarding(move |what| {
+            if let Some(msg) = FromServer::from_what(what) {
+                let _ = tx.send(msg);
+            }
+        });
+        let app = AppHook { commands: commands.clone(), report };
+        eprintln!(
+            "mcpsim serve: {} ({}) on http://127.0.0.1:{}/{}",
+            opts.server,
+            opts.dialect.name(),
+            opts.port,
+            if opts.dialect == Dialect::StreamableHttp { "mcp" } else { "mcp/sse" }
+        );
+        let served = plug.serve(listener.into(), app);
+        let Some(control_port) = opts.control_port else {
+            // No live run: serve, and let the application's reports go.
+            tokio::task::spawn_local(async move { while rx.recv().await.is_some() {} });
+            served.await;
+            return Ok(());
+        };
+        let stream = tokio::net::TcpStream::connect(("127.0.0.1", control_port))
+            .await
+            .map_err(|e| Error::io(format!("cannot reach the control port {control_port}: {e}")))?;
+        let (r, mut w) = stream.into_split();
+        let ready = FromServer::Ready { protocol: PROTOCOL.into(), server: opts.server.clone() };
+        let line = serde_json::to_string(&ready).expect("ready serializes") + "\n";
+        w.write_all(line.as_bytes()).await.map_err(|e| Error::io(format!("control connection: {e}")))?;
+        tokio::task::spawn_local(async move {
+            while let Some(msg) = rx.recv().await {
+                let line = serde_json::to_string(&msg).expect("reports serialize") + "\n";
+                if w.write_all(line.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let read = async move {
+            let mut lines = BufReader::new(r).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                match serde_json::from_str::<ToServer>(&line) {
+                    Ok(cmd) => commands.push(cmd.into()),
+                    Err(e) => eprintln!("mcpsim serve: ignoring a control line that is not {PROTOCOL}: {e}: {line}"),
+                }
+            }
+        };
+        tokio::select! {
+            biased;
+            _ = read => Ok(()),
+            _ = served => Ok(()),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn the_environment_a_live_run_hands_over_reads_back_as_the_same_settings() {
+        let cfg = ServerConfig {
+            heartbeat: Dur(Duration::from_secs(4)),
+            request_timeout: Dur(Duration::from_secs(30)),
+            fence_delay: Dur(Duration::from_secs(2)),
+            retention: 5,
+            first_event_id: 0,
+            ..ServerConfig::default()
+        };
+        let env: BTreeMap<_, _> =
+            super::super::control::environment(4000, 4001, Dialect::LegacySse, &cfg, 0.5, 9).into_iter().collect();
+        let opts = ServeOptions::from_env("guarded".into(), None, None, |k| env.get(k).cloned()).unwrap();
+        assert_eq!((opts.port, opts.control_port, opts.dialect, opts.seed), (4000, Some(4001), Dialect::LegacySse, Seed(9)));
+        assert_eq!(opts.config.heartbeat.0, Duration::from_secs(2), "times arrive scaled");
+        assert_eq!(opts.config.request_timeout.0, Duration::from_secs(15));
+        assert_eq!(opts.config.fence_delay.0, Duration::from_secs(1));
+        assert_eq!((opts.config.retention, opts.config.first_event_id), (5, 0));
+        let bad = ServeOptions::from_env("guarded".into(), None, None, |k| {
+            (k == "MCPSIM_HEARTBEAT_MS").then(|| "soon".to_string())
+        });
+        assert!(bad.unwrap_err().to_string().contains("MCPSIM_HEARTBEAT_MS=\"soon\""));
+    }
+}
