@@ -99,12 +99,19 @@ pub fn run(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
 async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
     let _clock = clock::go_live(opts.time_scale);
     let rec = Recorder::with_clock(Rc::new(clock::now));
+    // Listen for Ctrl-C (and SIGTERM) before the process exists: from then
+    // on mcpsim must live to kill its process group.
+    let mut interrupt = Interrupt::new()?;
     let (port, control) = ports(opts.port).await?;
     let control_port = control.local_addr().map_err(|e| Error::io(e.to_string()))?.port();
     let env = control::environment(port, control_port, plan.dialect, &plan.server, opts.time_scale, plan.seed.0);
     let mut process = Process::spawn(&opts.command, &env, opts.echo)
         .map_err(|e| Error::io(format!("cannot start the server command `{}`: {e}", opts.command)))?;
-    let (server, lines, writer) = ready(&control, &mut process, opts).await?;
+    let (server, lines, writer) = tokio::select! {
+        biased;
+        why = interrupt.recv() => return Err(Error::io(format!("{why} before the server process was ready"))),
+        r = ready(&control, &mut process, opts) => r?,
+    };
 
     record_header(&rec, plan, &server, plan.seed);
     let fatal: Rc<RefCell<Option<String>>> = Rc::default();
@@ -116,8 +123,6 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
     let mut schedule = Schedule::new(plan.steps.len());
     let tick = LOOP_EVERY.div_f64(opts.time_scale);
     let mut aborted = None;
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
     loop {
         let now = clock::now().unwrap_or_default();
         if now >= plan.duration {
@@ -132,12 +137,13 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
         }
         tokio::select! {
             biased;
-            _ = &mut ctrl_c => {
-                aborted = Some(format!("interrupted (Ctrl-C) at {}", SimTime::from_duration(now)));
+            why = interrupt.recv() => {
+                aborted = Some(format!("{why} at {}", SimTime::from_duration(now)));
                 break;
             }
             status = process.exited() => {
                 let how = status.map_or_else(|e| format!("could not be waited for: {e}"), describe_exit);
+                process.settle().await;
                 aborted = Some(format!(
                     "the server process {how} at {}, before the scenario ended\nits last output lines:\n{}",
                     SimTime::from_duration(clock::now().unwrap_or_default()),
@@ -166,6 +172,42 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
         aborted,
         live: Some(LiveInfo { command: opts.command.clone(), time_scale: opts.time_scale, notes }),
     })
+}
+
+/// Ctrl-C and SIGTERM, caught so that the process group is always killed.
+struct Interrupt {
+    #[cfg(unix)]
+    signals: (tokio::signal::unix::Signal, tokio::signal::unix::Signal),
+}
+
+impl Interrupt {
+    fn new() -> Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let e = |e: std::io::Error| Error::io(format!("cannot catch signals: {e}"));
+            Ok(Interrupt { signals: (signal(SignalKind::interrupt()).map_err(e)?, signal(SignalKind::terminate()).map_err(e)?) })
+        }
+        #[cfg(not(unix))]
+        Ok(Interrupt {})
+    }
+
+    /// Waits for a signal; says which.
+    async fn recv(&mut self) -> &'static str {
+        #[cfg(unix)]
+        {
+            tokio::select! {
+                biased;
+                _ = self.signals.0.recv() => "interrupted (Ctrl-C)",
+                _ = self.signals.1.recv() => "terminated (SIGTERM)",
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            "interrupted (Ctrl-C)"
+        }
+    }
 }
 
 /// The server's MCP port (checked free) and the control listener.
@@ -210,8 +252,7 @@ async fn ready(control: &TcpListener, process: &mut Process, opts: &LiveOptions)
         biased;
         status = process.exited() => {
             let how = status.map_or_else(|e| format!("could not be waited for: {e}"), describe_exit);
-            // Let its last words arrive.
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            process.settle().await;
             return Err(fail(format!("the server process {how} before it was ready"), process));
         }
         r = tokio::time::timeout(opts.ready_timeout, hello) => match r {

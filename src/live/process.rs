@@ -17,6 +17,8 @@ pub struct Process {
     /// Its process group (the shell's pid: the group's leader).
     pgid: Option<u32>,
     tail: Rc<RefCell<VecDeque<String>>>,
+    /// The tasks reading its stdout and stderr; they end at end of file.
+    drains: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Process {
@@ -32,14 +34,22 @@ impl Process {
         cmd.process_group(0);
         let mut child = cmd.spawn()?;
         let tail: Rc<RefCell<VecDeque<String>>> = Rc::default();
+        let mut drains = Vec::new();
         if let Some(out) = child.stdout.take() {
-            tokio::task::spawn_local(drain(out, tail.clone(), echo));
+            drains.push(tokio::task::spawn_local(drain(out, tail.clone(), echo)));
         }
         if let Some(err) = child.stderr.take() {
-            tokio::task::spawn_local(drain(err, tail.clone(), echo));
+            drains.push(tokio::task::spawn_local(drain(err, tail.clone(), echo)));
         }
         let pgid = child.id();
-        Ok(Process { child, pgid, tail })
+        Ok(Process { child, pgid, tail, drains })
+    }
+
+    /// Lets the last output of a process that exited arrive (briefly: a
+    /// process it left behind may hold its pipes open).
+    pub async fn settle(&mut self) {
+        let drains = std::mem::take(&mut self.drains);
+        let _ = tokio::time::timeout(std::time::Duration::from_millis(300), futures::future::join_all(drains)).await;
     }
 
     /// Its last lines of output, indented, or a note that it printed nothing.

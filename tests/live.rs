@@ -1,0 +1,271 @@
+//! Live mode against `mcpsim serve`, the control group: on our own engines a
+//! live run must give the verdicts the simulation gives, every time; and
+//! every way a server process can fail ends the run with a clear message,
+//! exit code 4 and no process left behind.
+//!
+//! The live runs of a test run side by side in threads (each with its own
+//! runtime and clock): they spend their time waiting, not computing.
+
+mod common;
+use common::{mcpsim, text};
+use mcpsim::live::LiveOptions;
+use mcpsim::scenario::Plan;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// The documented scale for the bundled scenarios: nat-rebind (400 s) plays in 40 s.
+const SCALE: f64 = 0.1;
+
+fn plan(file: &str) -> Plan {
+    Plan::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(file)).unwrap()
+}
+
+/// The command that serves `server`: this build's own `mcpsim serve`.
+fn serve(server: &str) -> String {
+    format!("'{}' serve --server {server}", env!("CARGO_BIN_EXE_mcpsim"))
+}
+
+fn simulated(file: &str, server: &str) -> Vec<String> {
+    let run = mcpsim::run(&plan(file), server, None).unwrap();
+    mcpsim::check::violated(&mcpsim::check::judge(&run.trace)).iter().map(|c| c.to_string()).collect()
+}
+
+/// How many live runs of this test binary may play at once. They mostly
+/// wait, but a debug build on 2 loaded cores stretches their timing.
+const SLOTS: usize = 12;
+
+static RUNNING: (std::sync::Mutex<usize>, std::sync::Condvar) = (std::sync::Mutex::new(0), std::sync::Condvar::new());
+
+/// Holds one of the [`SLOTS`] while alive.
+struct Slot;
+
+impl Slot {
+    fn take() -> Slot {
+        let mut n = RUNNING.0.lock().unwrap();
+        while *n >= SLOTS {
+            n = RUNNING.1.wait(n).unwrap();
+        }
+        *n += 1;
+        Slot
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        *RUNNING.0.lock().unwrap() -= 1;
+        RUNNING.1.notify_one();
+    }
+}
+
+/// One live run's violated checks, and its report (shown when it differs).
+type Verdicts = (Vec<String>, String);
+
+/// Runs `(file, server)` live `times` times each, side by side; the violated
+/// checks of every run, in order.
+fn live(jobs: &[(&str, &str)], times: usize) -> Vec<((String, String), Vec<Verdicts>)> {
+    let handles: Vec<_> = jobs
+        .iter()
+        .flat_map(|(f, s)| (0..times).map(move |_| (f.to_string(), s.to_string())))
+        .map(|(f, s)| {
+            std::thread::spawn(move || {
+                let _slot = Slot::take();
+                let mut opts = LiveOptions::new(serve(&s));
+                opts.time_scale = SCALE;
+                let run = mcpsim::live::run(&plan(&f), &opts).unwrap_or_else(|e| panic!("{f} on {s}: {e}"));
+                assert_eq!(run.aborted, None, "{f} on {s}");
+                assert_eq!(run.server, s);
+                let verdicts = mcpsim::check::judge(&run.trace);
+                let violated: Vec<String> = mcpsim::check::violated(&verdicts).iter().map(|c| c.to_string()).collect();
+                ((f, s), (violated, mcpsim::report::text(&run, &verdicts, None)))
+            })
+        })
+        .collect();
+    let mut out: Vec<((String, String), Vec<Verdicts>)> = Vec::new();
+    for h in handles {
+        let (key, violated) = h.join().unwrap();
+        match out.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, all)) => all.push(violated),
+            None => out.push((key, vec![violated])),
+        }
+    }
+    out
+}
+
+#[test]
+fn live_verdicts_equal_simulated_ones_five_times_in_a_row() {
+    let scenarios =
+        ["nat-rebind.toml", "second-client-leak.toml", "streamable-http/nat-rebind.toml", "streamable-http/second-client-leak.toml"];
+    let jobs: Vec<(&str, &str)> =
+        scenarios.iter().flat_map(|f| ["naive", "guarded"].map(move |s| (*f, s))).collect();
+    for ((file, server), runs) in live(&jobs, 5) {
+        let sim = simulated(&file, &server);
+        if server == "guarded" {
+            assert!(sim.is_empty(), "{file}: guarded is clean in simulation: {sim:?}");
+        } else {
+            assert!(!sim.is_empty(), "{file}: naive is caught in simulation");
+        }
+        for (i, (violated, report)) in runs.iter().enumerate() {
+            assert_eq!(
+                violated,
+                &sim,
+                "{file} on {server}, live run {}: live and simulated verdicts differ:\n{report}",
+                i + 1
+            );
+        }
+    }
+}
+
+#[test]
+fn each_mutant_is_caught_live_by_its_own_check() {
+    let cases = [
+        ("no-fence", "prior-uplink-live.toml", "session-binding"),
+        ("truncating-replay", "evicted-id.toml", "replay-integrity"),
+        ("truncating-replay", "streamable-http/evicted-unsent.toml", "replay-integrity"),
+        ("answered-replay", "answered-window.toml", "correlation-consistency"),
+        ("orphaning", "inflight-at-resume.toml", "inflight-disposition"),
+        ("unbound", "theft-without-credential.toml", "confidentiality"),
+        ("inclusive-replay", "clean-resume.toml", "stream-order"),
+        ("empty-ok", "evicted-id.toml", "rejection-protocol"),
+    ];
+    let jobs: Vec<(&str, &str)> = cases.iter().map(|(s, f, _)| (*f, *s)).collect();
+    let results = live(&jobs, 1);
+    for (server, file, check) in cases {
+        let (_, runs) = results.iter().find(|((f, s), _)| f == file && s == server).unwrap();
+        let sim = simulated(file, server);
+        let (violated, report) = &runs[0];
+        assert!(violated.iter().any(|c| c == check), "{server} on {file} live: {check} not violated:\n{report}");
+        assert_eq!(violated, &sim, "{server} on {file}: live and simulated verdicts differ:\n{report}");
+    }
+}
+
+/// `mcpsim run --live COMMAND FILE ...`, with the exit code and both outputs.
+fn run_live(command: &str, file: &str, extra: &[&str]) -> (i32, String, String) {
+    let mut args = vec!["run", "--live", command, file, "--time-scale", "0.05"];
+    args.extend_from_slice(extra);
+    let out = mcpsim(&args);
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn a_command_that_cannot_start_is_named_with_its_own_words() {
+    let (code, _, err) = run_live("no-such-server-binary-xyz --port 1", "scenarios/garbage-id.toml", &[]);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("the server process exited with status 127 before it was ready"), "{err}");
+    assert!(err.contains("no-such-server-binary-xyz") && err.contains("not found"), "its stderr is quoted: {err}");
+}
+
+#[test]
+fn a_process_that_never_says_ready_is_given_up_on_in_time() {
+    let started = Instant::now();
+    let (code, _, err) = run_live("echo starting; sleep 30", "scenarios/garbage-id.toml", &["--ready-timeout", "1"]);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("did not say `ready` on the control port within 1s"), "{err}");
+    assert!(err.contains("| starting"), "its output is quoted: {err}");
+    assert!(started.elapsed() < Duration::from_secs(20), "it waited for the process to end");
+}
+
+#[test]
+fn a_process_that_ignores_the_control_protocol_is_named() {
+    // Connects, then says something that is not mcpsim-control/1.
+    let cmd = r#"exec 3<>/dev/tcp/127.0.0.1/$MCPSIM_CONTROL_PORT; echo hello-there >&3; sleep 30"#;
+    let (code, _, err) = run_live(&format!("bash -c '{cmd}'"), "scenarios/garbage-id.toml", &[]);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("first control line is not mcpsim-control/1") && err.contains("hello-there"), "{err}");
+}
+
+#[test]
+fn a_protocol_break_mid_run_ends_the_run_and_keeps_the_trace() {
+    let trace = common::tmp("live", "broken.jsonl");
+    let _ = std::fs::remove_file(&trace);
+    let ready = r#"{"type":"ready","protocol":"mcpsim-control/1","server":"liar"}"#;
+    let cmd = format!("exec 3<>/dev/tcp/127.0.0.1/$MCPSIM_CONTROL_PORT; echo '{ready}' >&3; sleep 1; echo nonsense >&3; sleep 30");
+    let (code, _, err) =
+        run_live(&format!("bash -c \"{}\"", cmd.replace('"', "\\\"")), "scenarios/garbage-id.toml", &["--trace", trace.to_str().unwrap()]);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("stopped early") && err.contains("broke mcpsim-control/1") && err.contains("nonsense"), "{err}");
+    let kept = std::fs::read_to_string(&trace).unwrap();
+    assert!(kept.contains("\"run-started\"") && kept.contains("\"server-stopped\""), "{kept}");
+}
+
+#[test]
+fn a_server_that_dies_mid_run_ends_it_with_its_last_words_and_the_partial_trace() {
+    let trace = common::tmp("live", "died.jsonl");
+    let _ = std::fs::remove_file(&trace);
+    let cmd = format!("{} & pid=$!; sleep 1.5; echo 'about to die' >&2; kill -9 $pid; exit 3", serve("guarded"));
+    let (code, _, err) = run_live(&cmd, "scenarios/nat-rebind.toml", &["--trace", trace.to_str().unwrap()]);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("the server process exited with status 3"), "{err}");
+    assert!(err.contains("| about to die"), "{err}");
+    let kept = std::fs::read_to_string(&trace).unwrap();
+    assert!(kept.contains("alice connects"), "the trace up to the death is kept: {kept}");
+}
+
+#[test]
+fn a_port_in_use_is_refused_before_anything_starts() {
+    let taken = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let (code, _, err) = run_live(&serve("guarded"), "scenarios/garbage-id.toml", &["--live-port", &port]);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains(&format!("port {port} on 127.0.0.1 is not free for the server")), "{err}");
+}
+
+#[test]
+fn live_runs_need_files_and_forbid_server_and_seed() {
+    let out = mcpsim(&["run", "--live", "x"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("a live run takes real time: name the scenario files"));
+    let out = mcpsim(&["run", "--live", "x", "--server", "naive", "scenarios/nat-rebind.toml"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let out = mcpsim(&["run", "--time-scale", "0.1", "scenarios/nat-rebind.toml"]);
+    assert_eq!(out.status.code(), Some(2), "--time-scale without --live: {}", text(&out.stderr));
+    let out = mcpsim(&["run", "--live", "x", "--time-scale", "0", "scenarios/nat-rebind.toml"]);
+    assert!(text(&out.stderr).contains("--time-scale must be a positive number"));
+}
+
+/// Processes whose command line holds `marker`, from /proc.
+#[cfg(target_os = "linux")]
+fn processes_with(marker: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(marker) && !c.contains("mcpsim run"))
+        .collect()
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn no_process_is_left_behind_at_the_end_on_error_or_on_ctrl_c() {
+    // A server that starts a helper of its own: the whole group must go.
+    let with_helper = |marker: &str| format!("sleep {marker} & {}", serve("guarded"));
+    // At the end of a run.
+    let (code, _, err) = run_live(&with_helper("4242.1"), "scenarios/garbage-id.toml", &[]);
+    assert_eq!(code, 0, "{err}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(processes_with("sleep 4242.1"), Vec::<String>::new());
+    // After an error (never ready).
+    let (code, _, _) = run_live("sleep 4242.2 & sleep 4242.3", "scenarios/garbage-id.toml", &["--ready-timeout", "0.5"]);
+    assert_eq!(code, 4);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(processes_with("sleep 4242.2"), Vec::<String>::new());
+    assert_eq!(processes_with("sleep 4242.3"), Vec::<String>::new());
+    // On Ctrl-C, mid-run.
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_mcpsim"))
+        .args(["run", "--live", &with_helper("4242.4"), "scenarios/nat-rebind.toml", "--time-scale", "0.1"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!processes_with("sleep 4242.4").is_empty(), "the helper runs while the run does");
+    // SAFETY: signals our own child process.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("interrupted (Ctrl-C)"), "{}", text(&out.stderr));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(processes_with("sleep 4242.4"), Vec::<String>::new());
+}
