@@ -48,8 +48,8 @@
 //! trace; every random stream derives from [`seed::Seed`].
 
 pub mod check;
-pub mod clock;
 pub mod client;
+pub mod clock;
 pub mod error;
 pub mod hunt;
 pub mod inbox;

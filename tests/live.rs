@@ -93,10 +93,13 @@ fn live(jobs: &[(&str, &str)], times: usize) -> Vec<((String, String), Vec<Verdi
 
 #[test]
 fn live_verdicts_equal_simulated_ones_five_times_in_a_row() {
-    let scenarios =
-        ["nat-rebind.toml", "second-client-leak.toml", "streamable-http/nat-rebind.toml", "streamable-http/second-client-leak.toml"];
-    let jobs: Vec<(&str, &str)> =
-        scenarios.iter().flat_map(|f| ["naive", "guarded"].map(move |s| (*f, s))).collect();
+    let scenarios = [
+        "nat-rebind.toml",
+        "second-client-leak.toml",
+        "streamable-http/nat-rebind.toml",
+        "streamable-http/second-client-leak.toml",
+    ];
+    let jobs: Vec<(&str, &str)> = scenarios.iter().flat_map(|f| ["naive", "guarded"].map(move |s| (*f, s))).collect();
     for ((file, server), runs) in live(&jobs, 5) {
         let sim = simulated(&file, &server);
         if server == "guarded" {
@@ -178,11 +181,19 @@ fn a_protocol_break_mid_run_ends_the_run_and_keeps_the_trace() {
     let trace = common::tmp("live", "broken.jsonl");
     let _ = std::fs::remove_file(&trace);
     let ready = r#"{"type":"ready","protocol":"mcpsim-control/1","server":"liar"}"#;
-    let cmd = format!("exec 3<>/dev/tcp/127.0.0.1/$MCPSIM_CONTROL_PORT; echo '{ready}' >&3; sleep 1; echo nonsense >&3; sleep 30");
-    let (code, _, err) =
-        run_live(&format!("bash -c \"{}\"", cmd.replace('"', "\\\"")), "scenarios/garbage-id.toml", &["--trace", trace.to_str().unwrap()]);
+    let cmd = format!(
+        "exec 3<>/dev/tcp/127.0.0.1/$MCPSIM_CONTROL_PORT; echo '{ready}' >&3; sleep 1; echo nonsense >&3; sleep 30"
+    );
+    let (code, _, err) = run_live(
+        &format!("bash -c \"{}\"", cmd.replace('"', "\\\"")),
+        "scenarios/garbage-id.toml",
+        &["--trace", trace.to_str().unwrap()],
+    );
     assert_eq!(code, 4, "{err}");
-    assert!(err.contains("stopped early") && err.contains("broke mcpsim-control/1") && err.contains("nonsense"), "{err}");
+    assert!(
+        err.contains("stopped early") && err.contains("broke mcpsim-control/1") && err.contains("nonsense"),
+        "{err}"
+    );
     let kept = std::fs::read_to_string(&trace).unwrap();
     assert!(kept.contains("\"run-started\"") && kept.contains("\"server-stopped\""), "{kept}");
 }
@@ -244,7 +255,8 @@ fn no_process_is_left_behind_at_the_end_on_error_or_on_ctrl_c() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(processes_with("sleep 4242.1"), Vec::<String>::new());
     // After an error (never ready).
-    let (code, _, _) = run_live("sleep 4242.2 & sleep 4242.3", "scenarios/garbage-id.toml", &["--ready-timeout", "0.5"]);
+    let (code, _, _) =
+        run_live("sleep 4242.2 & sleep 4242.3", "scenarios/garbage-id.toml", &["--ready-timeout", "0.5"]);
     assert_eq!(code, 4);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(processes_with("sleep 4242.2"), Vec::<String>::new());

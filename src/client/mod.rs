@@ -21,6 +21,7 @@ pub mod dial;
 mod stream;
 mod streamable;
 
+use crate::clock::timeout;
 use crate::inbox::Inbox;
 use crate::scenario::{ClientSpec, Dialect};
 use crate::trace::{Purpose, Recorder, Refused, What};
@@ -37,7 +38,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
-use crate::clock::timeout;
 
 /// Commands the step loop sends a client.
 #[derive(Clone, Debug, PartialEq, Eq)]

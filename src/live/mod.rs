@@ -97,8 +97,6 @@ pub fn run(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
 }
 
 async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
-    let _clock = clock::go_live(opts.time_scale);
-    let rec = Recorder::with_clock(Rc::new(clock::now));
     // Listen for Ctrl-C (and SIGTERM) before the process exists: from then
     // on mcpsim must live to kill its process group.
     let mut interrupt = Interrupt::new()?;
@@ -113,6 +111,9 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
         r = ready(&control, &mut process, opts) => r?,
     };
 
+    // Scenario time 0 is when the server is ready.
+    let _clock = clock::go_live(opts.time_scale);
+    let rec = Recorder::with_clock(Rc::new(clock::now));
     record_header(&rec, plan, &server, plan.seed);
     let fatal: Rc<RefCell<Option<String>>> = Rc::default();
     let app = AppHook { commands: Inbox::new(), report: AppReporter::new(rec.clone()) };
@@ -132,7 +133,8 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
             world.apply(&plan.steps[index], index, at);
         }
         if let Some(why) = fatal.borrow_mut().take() {
-            aborted = Some(format!("{why} (at {})\nits last output lines:\n{}", SimTime::from_duration(now), process.tail()));
+            aborted =
+                Some(format!("{why} (at {})\nits last output lines:\n{}", SimTime::from_duration(now), process.tail()));
             break;
         }
         tokio::select! {
@@ -186,7 +188,9 @@ impl Interrupt {
         {
             use tokio::signal::unix::{signal, SignalKind};
             let e = |e: std::io::Error| Error::io(format!("cannot catch signals: {e}"));
-            Ok(Interrupt { signals: (signal(SignalKind::interrupt()).map_err(e)?, signal(SignalKind::terminate()).map_err(e)?) })
+            Ok(Interrupt {
+                signals: (signal(SignalKind::interrupt()).map_err(e)?, signal(SignalKind::terminate()).map_err(e)?),
+            })
         }
         #[cfg(not(unix))]
         Ok(Interrupt {})
@@ -278,13 +282,19 @@ async fn ready(control: &TcpListener, process: &mut Process, opts: &LiveOptions)
             process,
         )),
         Ok(_) => Err(fail(format!("the server process's first control line must be `ready`, not: {first}"), process)),
-        Err(e) => Err(fail(format!("the server process's first control line is not {PROTOCOL}: {e}: {first}"), process)),
+        Err(e) => {
+            Err(fail(format!("the server process's first control line is not {PROTOCOL}: {e}: {first}"), process))
+        }
     }
 }
 
 /// Sends the step loop's application commands to the process, each at its
 /// due time.
-async fn forward_commands(commands: Inbox<crate::server::AppCommand>, mut w: Writer, fatal: Rc<RefCell<Option<String>>>) {
+async fn forward_commands(
+    commands: Inbox<crate::server::AppCommand>,
+    mut w: Writer,
+    fatal: Rc<RefCell<Option<String>>>,
+) {
     loop {
         let cmd = ToServer::from(commands.recv().await);
         let mut line = serde_json::to_string(&cmd).expect("commands serialize");

@@ -83,14 +83,7 @@ impl ServeOptions {
         let control_port = num("MCPSIM_CONTROL_PORT")?
             .map(|p| u16::try_from(p).map_err(|_| Error::usage(format!("MCPSIM_CONTROL_PORT={p} is not a port"))))
             .transpose()?;
-        Ok(ServeOptions {
-            server,
-            port,
-            control_port,
-            dialect,
-            config,
-            seed: Seed(num("MCPSIM_SEED")?.unwrap_or(0)),
-        })
+        Ok(ServeOptions { server, port, control_port, dialect, config, seed: Seed(num("MCPSIM_SEED")?.unwrap_or(0)) })
     }
 }
 
@@ -98,11 +91,7 @@ impl ServeOptions {
 /// control connection.
 pub fn serve(opts: &ServeOptions) -> Result<()> {
     let plug = crate::server::builtin(&opts.server, &opts.config, opts.dialect, opts.seed).ok_or_else(|| {
-        Error::usage(format!(
-            "unknown server {:?} (known: {})",
-            opts.server,
-            crate::server::known_servers().join(", ")
-        ))
+        Error::usage(format!("unknown server {:?} (known: {})", opts.server, crate::server::known_servers().join(", ")))
     })?;
     if crate::server::streamable_only(&opts.server) && opts.dialect != Dialect::StreamableHttp {
         return Err(Error::usage(format!("server {:?} speaks only dialect \"streamable-http\"", opts.server)));
@@ -188,7 +177,10 @@ mod tests {
         let env: BTreeMap<_, _> =
             super::super::control::environment(4000, 4001, Dialect::LegacySse, &cfg, 0.5, 9).into_iter().collect();
         let opts = ServeOptions::from_env("guarded".into(), None, None, |k| env.get(k).cloned()).unwrap();
-        assert_eq!((opts.port, opts.control_port, opts.dialect, opts.seed), (4000, Some(4001), Dialect::LegacySse, Seed(9)));
+        assert_eq!(
+            (opts.port, opts.control_port, opts.dialect, opts.seed),
+            (4000, Some(4001), Dialect::LegacySse, Seed(9))
+        );
         assert_eq!(opts.config.heartbeat.0, Duration::from_secs(2), "times arrive scaled");
         assert_eq!(opts.config.request_timeout.0, Duration::from_secs(15));
         assert_eq!(opts.config.fence_delay.0, Duration::from_secs(1));

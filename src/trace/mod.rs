@@ -470,7 +470,8 @@ impl Run {
     pub fn repro(&self) -> String {
         let file = self.source.as_ref().map_or_else(|| format!("<{}>", self.scenario), |p| p.display().to_string());
         if let Some(live) = &self.live {
-            let scale = if live.time_scale == 1.0 { String::new() } else { format!(" --time-scale {}", live.time_scale) };
+            let scale =
+                if live.time_scale == 1.0 { String::new() } else { format!(" --time-scale {}", live.time_scale) };
             return format!("mcpsim run --live {} {file}{scale}", shell_quote(&live.command));
         }
         if self.by_name {

@@ -229,8 +229,13 @@ impl<'a> World<turmoil::Sim<'a>> {
                 let (client, rec, inbox, lifetime) =
                     (spec.name.clone(), rec.clone(), nat_inbox.clone(), plan.network.half_open_lifetime);
                 sim.host(nat_name.as_str(), move || {
-                    let nat =
-                        Nat::new(SimNet { server: "server".into() }, client.clone(), lifetime, rec.clone(), inbox.clone());
+                    let nat = Nat::new(
+                        SimNet { server: "server".into() },
+                        client.clone(),
+                        lifetime,
+                        rec.clone(),
+                        inbox.clone(),
+                    );
                     async move { Ok(nat.run().await?) }
                 });
             }

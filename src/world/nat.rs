@@ -20,9 +20,9 @@ use crate::wire::jsonrpc::Message;
 use crate::wire::sse::{Decoder, Item};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
+use std::io;
 use std::rc::Rc;
 use std::time::Duration;
-use std::io;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
@@ -120,15 +120,7 @@ const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl<N: NatNet> Nat<N> {
     pub fn new(net: N, client: String, half_open_lifetime: Duration, rec: Recorder, inbox: Inbox<NatCmd>) -> Rc<Self> {
-        Rc::new(Nat {
-            net,
-            client,
-            half_open_lifetime,
-            rec,
-            inbox,
-            mappings: RefCell::default(),
-            next: Cell::new(0),
-        })
+        Rc::new(Nat { net, client, half_open_lifetime, rec, inbox, mappings: RefCell::default(), next: Cell::new(0) })
     }
 
     /// Proxies until the host stops. Fails only when it cannot listen.
@@ -151,8 +143,7 @@ impl<N: NatNet> Nat<N> {
     async fn open(self: Rc<Self>, down: N::Stream, down_port: u16) {
         // A dead server host never answers the SYN: bound the wait, then
         // close the client's side so it sees the failure.
-        let Ok(Ok(up)) =
-            crate::clock::timeout(UPSTREAM_CONNECT_TIMEOUT, self.net.connect()).await else {
+        let Ok(Ok(up)) = crate::clock::timeout(UPSTREAM_CONNECT_TIMEOUT, self.net.connect()).await else {
             return;
         };
         let up_port = N::local_port(&up);
@@ -176,13 +167,7 @@ impl<N: NatNet> Nat<N> {
 
     /// Copies one direction of a mapping while it is live; records what the
     /// server writes into it once it is dropped.
-    async fn pump(
-        self: Rc<Self>,
-        m: Rc<Mapping>,
-        mut from: N::Read,
-        mut to: N::Write,
-        from_server: bool,
-    ) {
+    async fn pump(self: Rc<Self>, m: Rc<Mapping>, mut from: N::Read, mut to: N::Write, from_server: bool) {
         let mut kill = m.kill.subscribe();
         let mut buf = vec![0u8; 16 * 1024];
         let mut sniffer = ResponseSniffer::new();
