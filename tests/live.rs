@@ -150,6 +150,41 @@ fn run_live(command: &str, file: &str, extra: &[&str]) -> (i32, String, String) 
 }
 
 #[test]
+fn a_live_report_says_it_is_live_and_how_to_run_it_again() {
+    let timeline = common::tmp("live", "garbage-id.html");
+    let (code, out, err) = run_live(
+        &serve("guarded"),
+        "scenarios/garbage-id.toml",
+        &["--format", "json", "--timeline", timeline.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let run = &json["runs"][0];
+    assert_eq!(run["server"], "guarded");
+    assert_eq!(run["live"]["reproducible"], false);
+    assert_eq!(run["live"]["time_scale"], 0.05);
+    assert!(run["repro"].as_str().unwrap().starts_with("mcpsim run --live '"), "{run}");
+    assert!(run["repro"].as_str().unwrap().ends_with("scenarios/garbage-id.toml --time-scale 0.05"), "{run}");
+    assert_eq!(run["expectation"]["met"], true, "{run}");
+    assert!(std::fs::read_to_string(&timeline).unwrap().contains("garbage-id"));
+}
+
+#[test]
+fn what_a_server_does_not_report_is_said_not_guessed() {
+    // Says ready and then nothing: no MCP port, no reports.
+    let ready = r#"{"type":"ready","protocol":"mcpsim-control/1","server":"mute"}"#;
+    let cmd = format!("exec 3<>/dev/tcp/127.0.0.1/$MCPSIM_CONTROL_PORT; echo '{ready}' >&3; sleep 30");
+    let mut opts = LiveOptions::new(format!("bash -c \"{}\"", cmd.replace('"', "\\\"")));
+    opts.time_scale = 0.05;
+    let run = mcpsim::live::run(&plan("garbage-id.toml"), &opts).unwrap();
+    assert_eq!(run.aborted, None);
+    let text = mcpsim::report::text(&run, &mcpsim::check::judge(&run.trace), None);
+    assert!(text.starts_with("garbage-id · server mute · LIVE ·"), "{text}");
+    assert!(text.contains("live: the server never reported issuing req-1"), "{text}");
+    assert!(text.contains("live: the server never reported the event ids of its notifications"), "{text}");
+}
+
+#[test]
 fn a_command_that_cannot_start_is_named_with_its_own_words() {
     let (code, _, err) = run_live("no-such-server-binary-xyz --port 1", "scenarios/garbage-id.toml", &[]);
     assert_eq!(code, 4, "{err}");
@@ -280,4 +315,15 @@ fn no_process_is_left_behind_at_the_end_on_error_or_on_ctrl_c() {
     assert!(text(&out.stderr).contains("interrupted (Ctrl-C)"), "{}", text(&out.stderr));
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(processes_with("sleep 4242.4"), Vec::<String>::new());
+}
+
+#[test]
+fn rmcp_served_live_gives_its_simulated_verdicts() {
+    // The official Rust SDK behind `mcpsim serve`: its bugs show live as in simulation.
+    let file = "streamable-http/nat-rebind.toml";
+    let results = live(&[(file, "rmcp")], 1);
+    let (violated, report) = &results[0].1[0];
+    let sim = simulated(file, "rmcp");
+    assert!(!sim.is_empty());
+    assert_eq!(violated, &sim, "rmcp on {file}: live and simulated verdicts differ:\n{report}");
 }

@@ -411,6 +411,14 @@ fn unreported(plan: &Plan, trace: &crate::trace::Trace) -> Vec<String> {
             _ => None,
         })
         .collect();
+    let notifies = plan.steps.iter().any(|s| matches!(s.action, crate::scenario::Action::Notify { .. }));
+    if notifies && !trace.events.iter().any(|e| matches!(e.what, What::Notified { .. })) {
+        notes.push(
+            "the server never reported the event ids of its notifications: replay-integrity sees only the events \
+             that reached a socket"
+                .into(),
+        );
+    }
     for step in &plan.steps {
         if let crate::scenario::Action::ServerRequest { label, .. } = &step.action {
             if !issued.contains(&label.as_str()) {

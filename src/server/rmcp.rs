@@ -14,7 +14,8 @@
 //!   the wall clock, which under virtual time floods a stream with pings and
 //!   breaks determinism, so it is off and [`KeepAlive`] pings after
 //!   `[server] heartbeat` of silence instead;
-//! - the Host allow-list opened to the simulated host name `server`.
+//! - the Host allow-list opened to the simulated host name `server`, and to
+//!   `127.0.0.1` for live runs (`mcpsim serve --server rmcp`).
 
 #![allow(deprecated)] // roots and sampling are deprecated for protocol 2026-07-28; we speak 2025-11-25
 
@@ -367,7 +368,7 @@ impl ServerPlug for Rmcp {
             .with_legacy_session_mode(true)
             .with_sse_keep_alive(None)
             .with_sse_retry(Some(RETRY))
-            .with_allowed_hosts(["server", "server:80"]);
+            .with_allowed_hosts(["server", "server:80", "127.0.0.1"]);
         config.json_response = false;
         let mut sessions = SessionConfig::default();
         sessions.sse_retry = Some(RETRY);
