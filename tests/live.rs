@@ -327,3 +327,66 @@ fn rmcp_served_live_gives_its_simulated_verdicts() {
     assert!(!sim.is_empty());
     assert_eq!(violated, &sim, "rmcp on {file}: live and simulated verdicts differ:\n{report}");
 }
+
+#[test]
+fn a_client_crash_and_restart_play_live_as_in_simulation() {
+    let plan = Plan::from_toml_str(
+        r#"
+[scenario]
+name = "crash-live"
+duration = "40s"
+[server]
+first_event_id = 1000
+[[client]]
+name = "alice"
+[[step]]
+at = "0s"
+do = "connect"
+client = "alice"
+[[step]]
+at = "2s"
+do = "notify"
+client = "alice"
+count = 2
+[[step]]
+at = "5s"
+do = "crash-client"
+client = "alice"
+[[step]]
+at = "8s"
+do = "connect"
+client = "alice"
+[[step]]
+at = "12s"
+do = "server-request"
+client = "alice"
+method = "roots/list"
+label = "req-1"
+"#,
+        "crash-live.toml",
+    )
+    .unwrap();
+    let sim = mcpsim::run(&plan, "guarded", None).unwrap();
+    let mut opts = LiveOptions::new(serve("guarded"));
+    opts.time_scale = SCALE;
+    let live = mcpsim::live::run(&plan, &opts).unwrap();
+    let crashed = |run: &mcpsim::Run| {
+        run.trace.events.iter().filter(|e| matches!(e.what, mcpsim::trace::What::ClientCrashed { .. })).count()
+    };
+    assert_eq!((crashed(&sim), crashed(&live)), (1, 1));
+    // The restarted client holds a new session and answers the request on it.
+    let answered = |run: &mcpsim::Run| {
+        run.trace.events.iter().any(|e| {
+            matches!(&e.what, mcpsim::trace::What::RequestOutcome { label, outcome: mcpsim::trace::Outcome::Answered, .. } if label == "req-1")
+        })
+    };
+    let verdicts = |run: &mcpsim::Run| {
+        mcpsim::check::violated(&mcpsim::check::judge(&run.trace)).iter().map(|c| c.to_string()).collect::<Vec<_>>()
+    };
+    assert!(
+        answered(&sim) && answered(&live),
+        "{}",
+        mcpsim::report::text(&live, &mcpsim::check::judge(&live.trace), None)
+    );
+    assert_eq!(verdicts(&live), verdicts(&sim));
+}
