@@ -7,6 +7,8 @@
 //! - [`StepKind`]: what a scenario step does, named in TOML and traces.
 //! - [`SERVERS`]: the built-in servers `--server` and `[expect]` accept
 //!   (the `server` module builds each; a test there keeps the two in step).
+//! - [`LIVE_SERVERS`]: servers that run only live (the SDK adapters under
+//!   `adapters/`), whose names `[expect]` accepts too.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
@@ -139,6 +141,16 @@ impl StepKind {
             StepKind::Rebind | StepKind::Sever | StepKind::Reset | StepKind::CrashClient | StepKind::StealToken
         )
     }
+}
+
+/// Servers that run only live (`mcpsim run --live`): the adapters under
+/// `adapters/`, by the name they give in `ready`. `[expect]` accepts them
+/// beside [`SERVERS`].
+pub const LIVE_SERVERS: &[&str] = &["typescript-sdk", "python-sdk"];
+
+/// The names `[expect]` accepts: [`SERVERS`], then [`LIVE_SERVERS`].
+pub fn expect_keys() -> impl Iterator<Item = &'static str> {
+    SERVERS.iter().chain(LIVE_SERVERS).copied()
 }
 
 /// The built-in servers, in listing order: the reference engine's policies

@@ -3,22 +3,14 @@
 //! every way a server process can fail ends the run with a clear message,
 //! exit code 4 and no process left behind.
 //!
-//! The live runs of a test run side by side in threads (each with its own
-//! runtime and clock): they spend their time waiting, not computing.
+//! The live runs of a test play side by side (`common::live`).
 
 mod common;
+use common::live::{live_runs, plan, SCALE};
 use common::{mcpsim, text};
 use mcpsim::live::LiveOptions;
 use mcpsim::scenario::Plan;
-use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// The documented scale for the bundled scenarios: nat-rebind (400 s) plays in 40 s.
-const SCALE: f64 = 0.1;
-
-fn plan(file: &str) -> Plan {
-    Plan::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(file)).unwrap()
-}
 
 /// The command that serves `server`: this build's own `mcpsim serve`.
 fn serve(server: &str) -> String {
@@ -30,65 +22,26 @@ fn simulated(file: &str, server: &str) -> Vec<String> {
     mcpsim::check::violated(&mcpsim::check::judge(&run.trace)).iter().map(|c| c.to_string()).collect()
 }
 
-/// How many live runs of this test binary may play at once. They mostly
-/// wait, but a debug build on 2 loaded cores stretches their timing.
-const SLOTS: usize = 12;
-
-static RUNNING: (std::sync::Mutex<usize>, std::sync::Condvar) = (std::sync::Mutex::new(0), std::sync::Condvar::new());
-
-/// Holds one of the [`SLOTS`] while alive.
-struct Slot;
-
-impl Slot {
-    fn take() -> Slot {
-        let mut n = RUNNING.0.lock().unwrap();
-        while *n >= SLOTS {
-            n = RUNNING.1.wait(n).unwrap();
-        }
-        *n += 1;
-        Slot
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        *RUNNING.0.lock().unwrap() -= 1;
-        RUNNING.1.notify_one();
-    }
-}
-
 /// One live run's violated checks, and its report (shown when it differs).
 type Verdicts = (Vec<String>, String);
 
-/// Runs `(file, server)` live `times` times each, side by side; the violated
-/// checks of every run, in order.
+/// Runs `(file, server)` live `times` times each against `mcpsim serve`, side
+/// by side; the violated checks of every run, in order.
 fn live(jobs: &[(&str, &str)], times: usize) -> Vec<((String, String), Vec<Verdicts>)> {
-    let handles: Vec<_> = jobs
-        .iter()
-        .flat_map(|(f, s)| (0..times).map(move |_| (f.to_string(), s.to_string())))
-        .map(|(f, s)| {
-            std::thread::spawn(move || {
-                let _slot = Slot::take();
-                let mut opts = LiveOptions::new(serve(&s));
-                opts.time_scale = SCALE;
-                let run = mcpsim::live::run(&plan(&f), &opts).unwrap_or_else(|e| panic!("{f} on {s}: {e}"));
-                assert_eq!(run.aborted, None, "{f} on {s}");
-                assert_eq!(run.server, s);
-                let verdicts = mcpsim::check::judge(&run.trace);
-                let violated: Vec<String> = mcpsim::check::violated(&verdicts).iter().map(|c| c.to_string()).collect();
-                ((f, s), (violated, mcpsim::report::text(&run, &verdicts, None)))
-            })
+    let commands: Vec<(String, String)> = jobs.iter().map(|(f, s)| (f.to_string(), serve(s))).collect();
+    jobs.iter()
+        .zip(live_runs(&commands, times))
+        .map(|((f, s), runs)| {
+            let runs = runs
+                .into_iter()
+                .map(|r| {
+                    assert_eq!(r.server, *s);
+                    (r.violated, r.report)
+                })
+                .collect();
+            ((f.to_string(), s.to_string()), runs)
         })
-        .collect();
-    let mut out: Vec<((String, String), Vec<Verdicts>)> = Vec::new();
-    for h in handles {
-        let (key, violated) = h.join().unwrap();
-        match out.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, all)) => all.push(violated),
-            None => out.push((key, vec![violated])),
-        }
-    }
-    out
+        .collect()
 }
 
 #[test]

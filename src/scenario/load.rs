@@ -476,14 +476,15 @@ impl Loader<'_> {
     ) -> Result<BTreeMap<String, Vec<String>>> {
         let mut expect = BTreeMap::new();
         for (server, checks) in raw {
-            if !crate::vocab::SERVERS.contains(&server.get_ref().as_str()) {
+            if !crate::vocab::expect_keys().any(|k| k == server.get_ref()) {
                 return Err(self.err(
                     server.span(),
                     format!(
-                        "[expect] names unknown server {:?}{} (known: {})",
+                        "[expect] names unknown server {:?}{} (known: {}; live only: {})",
                         server.get_ref(),
-                        hint(server.get_ref(), crate::vocab::SERVERS.iter().copied()),
-                        crate::vocab::SERVERS.join(", ")
+                        hint(server.get_ref(), crate::vocab::expect_keys()),
+                        crate::vocab::SERVERS.join(", "),
+                        crate::vocab::LIVE_SERVERS.join(", ")
                     ),
                 ));
             }

@@ -197,7 +197,7 @@ pub(super) fn expect_schema(_: &mut schemars::SchemaGenerator) -> schemars::Sche
     schemars::json_schema!({
         "type": "object",
         "description": "server name -> the checks it must violate ([] = must pass all)",
-        "propertyNames": { "enum": crate::vocab::SERVERS },
+        "propertyNames": { "enum": crate::vocab::expect_keys().collect::<Vec<_>>() },
         "additionalProperties": { "type": "array", "items": { "enum": CHECK_IDS }, "uniqueItems": true }
     })
 }

@@ -2,6 +2,8 @@
 //! scenario files, scratch paths. Each test crate uses a part of them.
 #![allow(dead_code)]
 
+pub mod live;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

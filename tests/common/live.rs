@@ -1,0 +1,81 @@
+//! Running scenarios live, many side by side: each run in its own thread
+//! (its own runtime and clock), at most [`SLOTS`] at once. Live runs spend
+//! their time waiting, not computing, but a debug build on 2 loaded cores
+//! stretches their timing, so the number at once is bounded.
+
+use mcpsim::live::LiveOptions;
+use mcpsim::scenario::Plan;
+use std::path::Path;
+
+/// The documented scale for the bundled scenarios: nat-rebind (400 s) plays in 40 s.
+pub const SCALE: f64 = 0.1;
+
+/// How many live runs of one test binary play at once.
+pub const SLOTS: usize = 12;
+
+static RUNNING: (std::sync::Mutex<usize>, std::sync::Condvar) = (std::sync::Mutex::new(0), std::sync::Condvar::new());
+
+/// Holds one of the [`SLOTS`] while alive.
+pub struct Slot;
+
+impl Slot {
+    pub fn take() -> Slot {
+        let mut n = RUNNING.0.lock().unwrap();
+        while *n >= SLOTS {
+            n = RUNNING.1.wait(n).unwrap();
+        }
+        *n += 1;
+        Slot
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        *RUNNING.0.lock().unwrap() -= 1;
+        RUNNING.1.notify_one();
+    }
+}
+
+/// A bundled scenario, by its path under `scenarios/`.
+pub fn plan(file: &str) -> Plan {
+    Plan::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(file)).unwrap()
+}
+
+/// One live run: the server's name (from `ready`), the violated checks, and
+/// the report (to show when a verdict differs).
+pub struct LiveVerdict {
+    pub server: String,
+    pub violated: Vec<String>,
+    pub report: String,
+}
+
+/// Runs each `(scenario file, server command)` live `times` times, side by
+/// side at [`SCALE`]; per job, its runs in order. A run that fails or stops
+/// early fails the test, naming the job.
+pub fn live_runs(jobs: &[(String, String)], times: usize) -> Vec<Vec<LiveVerdict>> {
+    let handles: Vec<Vec<_>> = jobs
+        .iter()
+        .map(|(file, command)| {
+            (0..times)
+                .map(|_| {
+                    let (file, command) = (file.clone(), command.clone());
+                    std::thread::spawn(move || {
+                        let _slot = Slot::take();
+                        let mut opts = LiveOptions::new(command.clone());
+                        opts.time_scale = SCALE;
+                        let run = mcpsim::live::run(&plan(&file), &opts)
+                            .unwrap_or_else(|e| panic!("{file} on `{command}`: {e}"));
+                        assert_eq!(run.aborted, None, "{file} on `{command}` stopped early");
+                        let verdicts = mcpsim::check::judge(&run.trace);
+                        LiveVerdict {
+                            server: run.server.clone(),
+                            violated: mcpsim::check::violated(&verdicts).iter().map(|c| c.to_string()).collect(),
+                            report: mcpsim::report::text(&run, &verdicts, None),
+                        }
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    handles.into_iter().map(|runs| runs.into_iter().map(|h| h.join().unwrap()).collect()).collect()
+}
