@@ -107,6 +107,10 @@ fn foreign_acts(o: &Observed, out: &mut Vec<Violation>) -> bool {
     }
     for r in o.requests.values() {
         let Some(token) = r.token() else { continue };
+        // The session's owner is whoever opened it, not the client a step
+        // named: a request issued "on a thief's session" goes on the stolen
+        // session, whose owner answering it is no leak (found by fuzzing).
+        let owner = o.token_owner.get(token).unwrap_or(&r.owner);
         for (t_o, seq_o, outcome, id, _) in &r.outcomes {
             if *outcome != Outcome::Answered {
                 continue;
@@ -116,13 +120,13 @@ fn foreign_acts(o: &Observed, out: &mut Vec<Violation>) -> bool {
                 .iter()
                 .filter(|a| &a.id == id && a.session.as_deref() == Some(token) && a.maybe_sent_by(o, *t_o))
                 .collect();
-            let foreign: Vec<_> = sent.iter().filter(|a| o.principal(&a.client) != o.principal(&r.owner)).collect();
+            let foreign: Vec<_> = sent.iter().filter(|a| o.principal(&a.client) != o.principal(owner)).collect();
             if foreign.is_empty() {
                 continue;
             }
             judged = true;
             // Applied although only other principals had answered.
-            if foreign.len() < sent.len() || foreign.iter().any(|a| !o.foreign(&a.client, &r.owner, a.t)) {
+            if foreign.len() < sent.len() || foreign.iter().any(|a| !o.foreign(&a.client, owner, a.t)) {
                 continue;
             }
             let who: Vec<String> =
@@ -133,7 +137,7 @@ fn foreign_acts(o: &Observed, out: &mut Vec<Violation>) -> bool {
                     "the application applied an answer to {} ({}) of {}'s session at {t_o} that only {} had sent: an answer from a principal other than the session's owner",
                     r.label,
                     r.method,
-                    r.owner,
+                    owner,
                     who.join(", ")
                 ),
                 t: *t_o,

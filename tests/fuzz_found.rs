@@ -1,0 +1,54 @@
+//! What the fuzzers found (`fuzz/`), each kept as a regression test in the
+//! normal suite, not only in a corpus.
+
+use mcpsim::scenario::Plan;
+
+fn violated(toml: &str, server: &str) -> Vec<String> {
+    let plan = Plan::from_toml_str(toml, "fuzz-found.toml").unwrap();
+    let run = mcpsim::run(&plan, server, None).unwrap();
+    let verdicts = mcpsim::check::judge(&run.trace);
+    verdicts.iter().filter(|v| v.violations().iter().any(|x| !x.inherent)).map(|v| v.check.to_string()).collect()
+}
+
+/// `plan_run` found: a server request issued "on bob's session" after bob
+/// stole alice's token goes on alice's session; alice answering it is the
+/// owner answering, not a leak. `confidentiality` took the step's client
+/// for the session's owner and flagged guarded.
+#[test]
+fn a_request_issued_on_a_stolen_session_answered_by_its_owner_is_no_leak() {
+    let toml = r#"
+[scenario]
+name = "stolen-session-request"
+duration = "40s"
+[server]
+first_event_id = 1000
+request_timeout = "20s"
+[[client]]
+name = "alice"
+[[step]]
+at = "0s"
+do = "connect"
+client = "alice"
+[[client]]
+name = "bob"
+[[step]]
+at = "0s"
+do = "connect"
+client = "bob"
+[[step]]
+at = "1200ms"
+do = "steal-token"
+from = "alice"
+to = "bob"
+credential = false
+[[step]]
+at = "6980ms"
+do = "server-request"
+client = "bob"
+method = "elicitation/create"
+label = "r2"
+"#;
+    assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
+    // That the judgement still fires where a thief's answer is applied is
+    // proven in tests/trust.rs (call-1 and req-1 answered by mallory).
+}
