@@ -52,3 +52,84 @@ label = "r2"
     // That the judgement still fires where a thief's answer is applied is
     // proven in tests/trust.rs (call-1 and req-1 answered by mallory).
 }
+
+/// `plan_run` found (its plan as it found it): a client that starts a new
+/// session (`connect` at 13.46 s) while a tool call of its old session waits
+/// for its answer leaves that call; the server timing the request out is
+/// right. `liveness` still counted the
+/// call's stream as usable and flagged guarded.
+#[test]
+fn a_call_left_behind_by_a_new_session_is_not_the_servers_liveness_fault() {
+    let toml = r#"
+[scenario]
+name = "connect-during-call"
+dialect = "streamable-http"
+duration = "40s"
+[server]
+first_event_id = 1000
+retention = 4
+request_timeout = "20s"
+heartbeat = "5s"
+[[client]]
+name = "alice"
+[[step]]
+at = "0s"
+do = "connect"
+client = "alice"
+[[step]]
+at = "1880ms"
+do = "reset"
+client = "alice"
+[[step]]
+at = "8860ms"
+do = "resume"
+client = "alice"
+last_event_id = 1001
+[[step]]
+at = "13280ms"
+do = "call-tool"
+client = "alice"
+method = "roots/list"
+label = "r1"
+[[step]]
+at = "13460ms"
+do = "connect"
+client = "alice"
+[[step]]
+at = "13840ms"
+do = "resume"
+client = "alice"
+last_event_id = 1003
+[[step]]
+at = "14220ms"
+do = "resume"
+client = "alice"
+last_event_id = 1003
+[[step]]
+at = "14600ms"
+do = "resume"
+client = "alice"
+last_event_id = 1003
+[[step]]
+at = "14980ms"
+do = "resume"
+client = "alice"
+last_event_id = 1003
+[[step]]
+at = "15360ms"
+do = "resume"
+client = "alice"
+last_event_id = 1003
+[[step]]
+at = "16840ms"
+do = "resume"
+client = "alice"
+last_event_id = 1011
+[[step]]
+at = "21940ms"
+do = "resume"
+client = "alice"
+last_event_id = "last-seen"
+"#;
+    assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
+}

@@ -108,10 +108,10 @@ impl Observed<'_> {
             }
             // A client runs one uplink at a time: a newer one replaces this one,
             // and so does a new session (streamable-http: an initialize POST
-            // without a session id, sent when the client drops its uplink).
-            let replaces = |n: &Conn| {
-                carries(n) || (stream.is_none() && n.purpose == Purpose::Post && n.presented_token.is_none())
-            };
+            // without a session id). A new session also ends the client's use
+            // of the old one's call streams: it left that session (found by
+            // fuzzing: a `connect` during a tool call).
+            let replaces = |n: &Conn| carries(n) || (n.purpose == Purpose::Post && n.presented_token.is_none());
             if let Some(next) = self
                 .conns
                 .values()
