@@ -133,3 +133,92 @@ last_event_id = "last-seen"
 "#;
     assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
 }
+
+/// `plan_run` found (its plan as it found it): alice takes over mallory's
+/// session token at 8.8 s while a request of her own session waits for her
+/// answer; her answer then goes to the stolen session (403) and the request
+/// times out. She left her session; `liveness` still counted her old uplink
+/// as usable and flagged guarded.
+#[test]
+fn a_client_that_takes_over_another_session_leaves_its_own() {
+    let toml = r#"
+[scenario]
+name = "adopt-leaves-own-session"
+dialect = "legacy-sse"
+duration = "40s"
+[server]
+first_event_id = 1000
+retention = 4
+request_timeout = "20s"
+heartbeat = "5s"
+[[client]]
+name = "alice"
+[[step]]
+at = "0s"
+do = "connect"
+client = "alice"
+[[client]]
+name = "bob"
+[[step]]
+at = "0s"
+do = "connect"
+client = "bob"
+[[client]]
+name = "mallory"
+[[step]]
+at = "0s"
+do = "connect"
+client = "mallory"
+[[step]]
+at = "280ms"
+do = "crash-client"
+client = "mallory"
+[[step]]
+at = "2120ms"
+do = "crash-client"
+client = "alice"
+[[step]]
+at = "2120ms"
+do = "connect"
+client = "alice"
+[[step]]
+at = "3120ms"
+do = "notify"
+client = "bob"
+count = 3
+[[step]]
+at = "3340ms"
+do = "resume"
+client = "alice"
+last_event_id = "last-seen"
+[[step]]
+at = "7240ms"
+do = "server-request"
+client = "bob"
+method = "roots/list"
+label = "r1"
+[[step]]
+at = "8620ms"
+do = "server-request"
+client = "alice"
+method = "sampling/createMessage"
+label = "r2"
+[[step]]
+at = "8800ms"
+do = "steal-token"
+from = "mallory"
+to = "alice"
+credential = false
+[[step]]
+at = "9200ms"
+do = "resume"
+client = "bob"
+last_event_id = 1010
+[[step]]
+at = "13500ms"
+do = "notify"
+client = "mallory"
+count = 3
+"#;
+    assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
+}

@@ -106,6 +106,12 @@ impl Observed<'_> {
             if let Some((_, t)) = self.crashes.iter().find(|(k, t)| k == client && *t >= t_acc) {
                 end = end.min(*t);
             }
+            // A client that takes over another's session token leaves its own
+            // session: it answers on the stolen one from then on (found by
+            // fuzzing: guarded flagged for a request its client had left).
+            if let Some((t, ..)) = self.thefts.iter().find(|(t, _, to, _)| to == client && *t >= t_acc) {
+                end = end.min(*t);
+            }
             // A client runs one uplink at a time: a newer one replaces this one,
             // and so does a new session (streamable-http: an initialize POST
             // without a session id). A new session also ends the client's use
