@@ -222,3 +222,72 @@ count = 3
 "#;
     assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
 }
+
+/// `plan_run` found (its plan as it found it): mallory steals bob's token
+/// without his credential; guarded refuses her with 403 every time she
+/// retries, as it must. `liveness` said she had no live uplink at the end, as
+/// if a thief were owed one.
+#[test]
+fn a_refused_thief_is_owed_no_live_uplink() {
+    let toml = r#"
+[scenario]
+name = "refused-thief"
+dialect = "streamable-http"
+duration = "40s"
+[server]
+first_event_id = 1000
+retention = 4
+request_timeout = "20s"
+heartbeat = "5s"
+[[client]]
+name = "alice"
+[[step]]
+at = "0s"
+do = "connect"
+client = "alice"
+[[client]]
+name = "bob"
+[[step]]
+at = "0s"
+do = "connect"
+client = "bob"
+[[client]]
+name = "mallory"
+[[step]]
+at = "0s"
+do = "connect"
+client = "mallory"
+[[step]]
+at = "1880ms"
+do = "reset"
+client = "mallory"
+[[step]]
+at = "2580ms"
+do = "steal-token"
+from = "bob"
+to = "mallory"
+credential = false
+[[step]]
+at = "3000ms"
+do = "server-request"
+client = "alice"
+method = "sampling/createMessage"
+label = "r1"
+[[step]]
+at = "3000ms"
+do = "notify"
+client = "alice"
+count = 1
+[[step]]
+at = "3180ms"
+do = "connect"
+client = "bob"
+[[step]]
+at = "3540ms"
+do = "call-tool"
+client = "mallory"
+method = "roots/list"
+label = "r2"
+"#;
+    assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
+}

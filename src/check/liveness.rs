@@ -94,6 +94,15 @@ pub fn judge(o: &Observed) -> Status {
         else {
             continue; // never connected
         };
+        // A thief presenting another principal's session is kept out by a
+        // correct server: no convergence is owed to it (found by fuzzing).
+        if last
+            .token()
+            .and_then(|t| o.token_owner.get(t))
+            .is_some_and(|owner| owner != client && o.foreign(client, owner, last.opened))
+        {
+            continue;
+        }
         let dropped =
             o.mapping_of(last).and_then(|m| m.dropped.clone().or(m.reset.map(|(t, s)| (t, s, "reset".into()))));
         let problem = if let Some((_, _, how)) = &last.rejected {
