@@ -20,29 +20,40 @@ pub enum ErrorKind {
 /// Where in a file an error is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Location {
+    /// The file the error is in.
     pub path: PathBuf,
+    /// The line, from 1; 0 when the error is about the whole file.
     pub line: usize,
+    /// The column in characters, from 1; 0 when the error is about the whole file.
     pub column: usize,
     /// The source line and how many characters the caret underlines.
     pub excerpt: Option<(String, usize)>,
 }
 
+/// A user error: its kind, its message and, for a scenario file, where.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Error {
+    /// What went wrong; decides the exit code.
     pub kind: ErrorKind,
+    /// What went wrong, in words.
     pub message: String,
+    /// Where in a scenario file, if the error is in one.
     pub location: Option<Location>,
 }
 
+/// A result whose error is an [`Error`] unless told otherwise.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// An error of `kind` with no location.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
         Self { kind, message: message.into(), location: None }
     }
+    /// A usage error (exit 2).
     pub fn usage(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Usage, message)
     }
+    /// An I/O or harness error (exit 4).
     pub fn io(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Io, message)
     }

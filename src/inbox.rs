@@ -17,6 +17,7 @@ use tokio::sync::Notify;
 /// Queued commands with their optional due times, and the wake-up.
 type Queue<T> = Rc<(RefCell<VecDeque<(Option<Duration>, T)>>, Notify)>;
 
+/// A queue of commands for one actor; clones share the queue.
 pub struct Inbox<T> {
     inner: Queue<T>,
 }
@@ -34,6 +35,7 @@ impl<T> Default for Inbox<T> {
 }
 
 impl<T> Inbox<T> {
+    /// An empty inbox.
     pub fn new() -> Self {
         Self::default()
     }

@@ -47,6 +47,8 @@
 //! clock, no OS randomness, no hash-ordered iteration on any path to the
 //! trace; every random stream derives from [`seed::Seed`].
 
+#![deny(missing_docs)]
+
 pub mod check;
 pub mod client;
 pub mod clock;

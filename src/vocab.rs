@@ -117,18 +117,31 @@ named_enum! {
 named_enum! {
     /// What a scenario step does (`do = "..."`).
     StepKind {
+        /// A client opens a fresh session.
         Connect = "connect",
+        /// The server's application issues a server request on a client's session.
         ServerRequest = "server-request",
+        /// streamable-http: a client calls the `ask` tool; the server issues a request on the call's stream.
         CallTool = "call-tool",
+        /// streamable-http: a client ends its session with DELETE.
         EndSession = "end-session",
+        /// The server's application emits notifications on a client's session.
         Notify = "notify",
+        /// A client answers a labelled server request.
         Answer = "answer",
+        /// A client's NAT drops every live mapping silently.
         Rebind = "rebind",
+        /// A client's NAT drops the mapping of its latest stream silently.
         Sever = "sever",
+        /// A client's NAT resets the mapping of its latest stream.
         Reset = "reset",
+        /// A client resumes its session's stream with a chosen `Last-Event-ID`.
         Resume = "resume",
+        /// One client takes another's session token (and credential, if asked).
         StealToken = "steal-token",
+        /// A client host crashes and forgets everything.
         CrashClient = "crash-client",
+        /// Does nothing.
         Wait = "wait",
     }
 }

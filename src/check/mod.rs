@@ -32,6 +32,7 @@ use serde::Serialize;
 /// A broken property, with the evidence that proves it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Violation {
+    /// The check that found it.
     pub check: CheckId,
     /// One line a person can read without the code.
     pub headline: String,
@@ -50,20 +51,32 @@ pub struct Violation {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "status", rename_all = "kebab-case")]
 pub enum Status {
+    /// The run had something to judge, and nothing broke the property.
     Passed,
-    Violated { violations: Vec<Violation> },
-    NotApplicable { why: String },
+    /// The property broke.
+    Violated {
+        /// Every violation found, each with its evidence (never empty).
+        violations: Vec<Violation>,
+    },
+    /// Nothing in the run to judge; not a pass.
+    NotApplicable {
+        /// Why there was nothing to judge.
+        why: String,
+    },
 }
 
 /// One check's verdict on a run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Verdict {
+    /// The check that judged.
     pub check: CheckId,
+    /// What it concluded; its fields sit beside `check` in the JSON.
     #[serde(flatten)]
     pub status: Status,
 }
 
 impl Verdict {
+    /// Its violations; empty unless the status is `Violated`.
     pub fn violations(&self) -> &[Violation] {
         match &self.status {
             Status::Violated { violations } => violations,
@@ -74,18 +87,25 @@ impl Verdict {
 
 /// What `mcpsim explain CHECK` says.
 pub struct Explain {
+    /// What the property means.
     pub meaning: &'static str,
+    /// What in the trace the check reads to judge it.
     pub evidence: &'static str,
     /// The condition of the seed analysis it encodes.
     pub condition: &'static str,
+    /// What a server must do to pass.
     pub to_pass: &'static str,
 }
 
 /// A check: an id, a one-line meaning, its explanation and the judging function.
 pub struct Check {
+    /// Its property id.
     pub id: CheckId,
+    /// What it checks, in one line (`mcpsim list checks` lists it).
     pub about: &'static str,
+    /// The longer explanation `mcpsim explain` prints.
     pub explain: Explain,
+    /// Judges a run from its observable record.
     pub judge: fn(&Observed) -> Status,
 }
 
@@ -173,8 +193,11 @@ fn secs_between(a: SimTime, b: SimTime) -> String {
 /// Whether a scenario's expectation for a server was met.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Expectation {
+    /// The checks `[expect]` says this server must violate, as the file lists them.
     pub expected: Vec<String>,
+    /// The checks the run violated, in check order.
     pub violated: Vec<String>,
+    /// Whether both name the same checks (in any order).
     pub met: bool,
 }
 

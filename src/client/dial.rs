@@ -10,7 +10,9 @@ use std::pin::Pin;
 
 /// A connection just opened, and its local port (which links it to a NAT mapping).
 pub struct Dialed {
+    /// The connection.
     pub stream: Box<dyn Connection>,
+    /// Its local port: the NAT records it as the mapping's `down_port`.
     pub local_port: u16,
 }
 
@@ -28,7 +30,9 @@ pub trait Dialer {
 
 /// turmoil's simulated TCP, to `host:port` (the client's NAT host).
 pub struct SimDialer {
+    /// The host to connect to: the client's NAT.
     pub host: String,
+    /// The port it listens on.
     pub port: u16,
 }
 

@@ -42,23 +42,31 @@ use tokio::task::JoinHandle;
 /// Commands the step loop sends a client.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ClientCmd {
+    /// Open a fresh session (a fresh uplink).
     Connect,
+    /// Resume the held session's stream from this id (re-initialize if it holds none).
     Resume(ResumeFrom),
     /// Answer these request ids now, if seen and not answered yet.
     Answer(Vec<RpcId>),
     /// Take over a (stolen) session token, and the owner's credential if given.
     Adopt {
+        /// The session token to hold from now on.
         token: String,
+        /// The credential to present from now on, if the owner's was stolen too.
         credential: Option<String>,
     },
     /// The uplink of generation `gen` ended; reconnect if it is still current.
     Retry {
+        /// The uplink generation that ended.
         gen: u64,
+        /// Open a fresh session instead of resuming the held one.
         fresh: bool,
     },
     /// streamable-http: call the `ask` tool, asking for `method` labelled `label`.
     CallTool {
+        /// The label of the request the server issues during the call.
         label: String,
+        /// The method of that request.
         method: String,
     },
     /// streamable-http: end the session with DELETE.
@@ -68,7 +76,9 @@ pub enum ClientCmd {
 /// Which id a resumption presents.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ResumeFrom {
+    /// The last event id the client saw on its uplink.
     LastSeen,
+    /// This id, sent as it is.
     Id(String),
     /// No `Last-Event-ID`: a plain GET on the session.
     Nothing,
@@ -79,7 +89,9 @@ pub enum ResumeFrom {
 /// What the step loop may read and change from outside the host.
 #[derive(Debug, Default)]
 pub struct ClientShared {
+    /// The session token the client holds, if any (the step loop reads it for thefts and server requests).
     pub token: RefCell<Option<String>>,
+    /// The credential the client presents: its principal, or one it stole.
     pub credential: RefCell<String>,
     /// Connection numbers stay unique across restarts, so a trace never
     /// names two connections of one client alike.
@@ -102,6 +114,7 @@ pub struct Client {
     dialect: Dialect,
     dialer: Rc<dyn Dialer>,
     rec: Recorder,
+    /// What the step loop shares with this client.
     pub shared: Rc<ClientShared>,
     inbox: Inbox<ClientCmd>,
     st: RefCell<State>,
@@ -162,6 +175,8 @@ enum Mode {
 }
 
 impl Client {
+    /// A client for `spec`, dialing through `dialer`, recording to `rec` and
+    /// taking commands from `inbox`; its credential starts as its principal.
     pub fn new(
         spec: ClientSpec,
         dialect: Dialect,

@@ -18,19 +18,31 @@ use std::time::Duration;
 /// Fault kinds a seed may enable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum FaultKind {
+    /// The NAT drops every live mapping of an owner silently.
     Rebind,
+    /// The NAT drops the mapping of an owner's latest stream silently.
     Sever,
+    /// The NAT resets the mapping of an owner's latest stream.
     Reset,
+    /// A new client steals an owner's session token and resumes with an id the owner saw.
     Theft,
+    /// Like `Theft`, with the owner's credential too.
     TheftWithCredential,
+    /// A small retention window and a notification burst that evicts events from it.
     Eviction,
+    /// An owner crashes; most of the time it connects again later.
     Crash,
+    /// An owner resumes with an old id (one of the first few), often with a
+    /// request in the window behind it that it has answered meanwhile.
     ResumeStale,
+    /// An owner resumes with an id far ahead of any the server minted (the first id + 500).
     ResumeFuture,
+    /// An owner resumes from its last seen id, often right after a silent fault.
     ResumeValid,
 }
 
 impl FaultKind {
+    /// Every fault kind, in the order a seed draws them.
     pub const ALL: [FaultKind; 10] = [
         FaultKind::Rebind,
         FaultKind::Sever,
@@ -67,6 +79,7 @@ pub enum ReachKind {
 }
 
 impl ReachKind {
+    /// Every situation, in the order a seed draws them.
     pub const ALL: [ReachKind; 5] = [
         ReachKind::WindowEdge,
         ReachKind::PendingResumes,

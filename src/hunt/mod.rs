@@ -48,6 +48,7 @@ pub fn dialect_flag(server: &str, dialect: Dialect) -> String {
 /// What one seed did.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SeedOutcome {
+    /// The seed that generated the plan and ran it.
     pub seed: u64,
     /// Checks with at least one violation a server could have prevented.
     pub violated: Vec<String>,
@@ -63,6 +64,7 @@ pub struct SeedOutcome {
 }
 
 impl SeedOutcome {
+    /// Whether the seed found something: a violation, or two runs that differed.
     pub fn is_finding(&self) -> bool {
         !self.violated.is_empty() || self.nondeterminism.is_some()
     }
@@ -125,21 +127,28 @@ pub fn run_seed_in(server: &str, seed: u64, check_determinism: bool, dialect: Di
 /// How long a hunt goes on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Limit {
+    /// Run this many seeds.
     Seeds(u64),
+    /// Start new seeds until this much wall-clock time has passed.
     Time(Duration),
 }
 
 /// A hunt's settings.
 #[derive(Clone, Debug)]
 pub struct HuntOptions {
+    /// The server to hunt, by its `--server` name.
     pub server: String,
+    /// The first seed: shards and threads take seeds from here on.
     pub base_seed: u64,
+    /// When to stop.
     pub limit: Limit,
+    /// How many worker threads run seeds (at least one).
     pub jobs: usize,
     /// `(k, n)`: this job takes the k-th of n disjoint slices of the seed space (1-based).
     pub shard: (u64, u64),
     /// Where shrunk regressions go; `None`: do not shrink.
     pub out: Option<PathBuf>,
+    /// Run every seed twice and report traces that differ.
     pub check_determinism: bool,
     /// Shrinking budget, in runs per finding.
     pub shrink_budget: usize,
@@ -189,14 +198,21 @@ impl HuntOptions {
 /// A finding, with its repro and shrunk scenario.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding {
+    /// The seed that found it.
     pub seed: u64,
+    /// The checks it violated (`protocol` too when the run stopped early).
     pub violated: Vec<String>,
+    /// The first violation in words (or why the two runs differed).
     pub headline: String,
+    /// The command that replays the seed.
     pub repro: String,
+    /// The shrunk regression file for the first violated check, once written.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub regression: Option<String>,
+    /// How many steps that regression kept.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub shrunk_steps: Option<usize>,
+    /// Where two runs of the seed differed (with `--check-determinism`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub nondeterminism: Option<String>,
     /// Regressions for the other checks the seed violated, each shrunk for
@@ -208,19 +224,26 @@ pub struct Finding {
 /// A shrunk regression written for one violated check.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Regression {
+    /// The check it was shrunk for.
     pub check: String,
+    /// The path of the scenario file written.
     pub file: String,
+    /// How many steps it kept.
     pub steps: usize,
 }
 
 /// The result of a hunt (or of several merged).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HuntReport {
+    /// The server hunted.
     pub server: String,
+    /// The hunt's base seed.
     pub base_seed: u64,
     /// `"k/n"` for each shard merged in.
     pub shards: Vec<String>,
+    /// How many seeds ran (summed over the merged shards).
     pub seeds_run: u64,
+    /// Every finding, sorted by seed.
     pub findings: Vec<Finding>,
     /// How many seeds reached each hard situation ([`reach::SITUATIONS`]).
     #[serde(default)]
@@ -229,7 +252,12 @@ pub struct HuntReport {
 
 /// What the caller hears while a hunt runs.
 pub enum Progress<'a> {
-    SeedDone { findings: u64 },
+    /// A seed finished.
+    SeedDone {
+        /// How many findings the hunt has so far.
+        findings: u64,
+    },
+    /// A seed found something (reported before its `SeedDone`).
     Finding(&'a Finding),
 }
 

@@ -25,12 +25,19 @@ pub const SITUATIONS: [&str; 7] = [
     FOREIGN_DELETE,
 ];
 
+/// A resume from the oldest retained id minus one or two, or from the next id to be minted.
 pub const WINDOW_EDGE: &str = "resume at the window's edge";
+/// Two resume attempts on a session while one of its requests was still unsettled.
 pub const PENDING_RESUMES: &str = "two resumes while a request is pending";
+/// The owner answered a request under an id the server had already re-issued under a newer one.
 pub const ANSWER_AFTER_REISSUE: &str = "owner's answer under an id already re-issued";
+/// The owner answered a request after the server had timed it out.
 pub const ANSWER_AFTER_TIMEOUT: &str = "owner's answer after the request timed out";
+/// A client other than the owner resumed a tool call's stream.
 pub const CALL_STREAM_THEFT: &str = "a tool call's stream resumed by a non-owner";
+/// The session's owner sent a DELETE for it.
 pub const OWNER_DELETE: &str = "DELETE by the session's owner";
+/// A client other than the owner sent a DELETE presenting the session's token.
 pub const FOREIGN_DELETE: &str = "DELETE by a non-owner";
 
 /// The situations the run reached, in [`SITUATIONS`] order. `retention` is

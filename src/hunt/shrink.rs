@@ -12,6 +12,7 @@ use std::time::Duration;
 /// The result of shrinking.
 #[derive(Clone, Debug)]
 pub struct Shrunk {
+    /// The smallest plan found that still fails the same check.
     pub plan: Plan,
     /// How many candidate runs it took.
     pub runs: usize,

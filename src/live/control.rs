@@ -32,10 +32,15 @@ pub enum FromServer {
     },
     /// It issued the server request `label` as JSON-RPC id `id`.
     Issued {
+        /// The session it went out on (legacy `sessionId`, or `Mcp-Session-Id`).
         session: String,
+        /// The scenario client the session belongs to, as the command named it.
         client: String,
+        /// The scenario's label for the request.
         label: String,
+        /// `sampling/createMessage`, `roots/list` or `elicitation/create`.
         method: String,
+        /// Its JSON-RPC id.
         id: RpcId,
         /// The SSE event id that carried it, if the server knows.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -46,21 +51,42 @@ pub enum FromServer {
     },
     /// What became of request `label`.
     Outcome {
+        /// The scenario's label for the request.
         label: String,
+        /// The JSON-RPC id the outcome concerns.
         id: RpcId,
+        /// Answered, failed, re-issued or timed out.
         outcome: Outcome,
         /// The id a re-issue went out under (`outcome = "reissued"`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         new_id: Option<RpcId>,
+        /// Free text for the report.
         #[serde(default)]
         detail: String,
     },
     /// It emitted notifications on a session, with these SSE event ids.
-    Notified { session: String, client: String, event_ids: Vec<String> },
+    Notified {
+        /// The session they went out on.
+        session: String,
+        /// The scenario client the session belongs to.
+        client: String,
+        /// Their SSE event ids, in order.
+        event_ids: Vec<String>,
+    },
     /// It could not do what it was asked (no such session, say).
-    Error { client: String, message: String },
+    Error {
+        /// The scenario client the command named.
+        client: String,
+        /// What went wrong, for the report.
+        message: String,
+    },
     /// An explanation of an internal decision; never decides a verdict.
-    Note { session: String, note: String },
+    Note {
+        /// The session it concerns.
+        session: String,
+        /// The explanation, for the timeline.
+        note: String,
+    },
 }
 
 fn yes() -> bool {
@@ -77,9 +103,27 @@ fn is_true(b: &bool) -> bool {
 pub enum ToServer {
     /// Issue a server request (`sampling/createMessage`, `roots/list`,
     /// `elicitation/create`) on the session `session`, labelled `label`.
-    Request { session: String, client: String, method: String, label: String, reissuable: bool },
+    Request {
+        /// The session to issue it on.
+        session: String,
+        /// The scenario client the session belongs to (echo it in reports).
+        client: String,
+        /// `sampling/createMessage`, `roots/list` or `elicitation/create`.
+        method: String,
+        /// The scenario's label for it (echo it in reports).
+        label: String,
+        /// False when it must never be re-issued under a new id.
+        reissuable: bool,
+    },
     /// Emit `count` notifications on the session `session`.
-    Notify { session: String, client: String, count: u64 },
+    Notify {
+        /// The session to notify on.
+        session: String,
+        /// The scenario client the session belongs to (echo it in reports).
+        client: String,
+        /// How many notifications.
+        count: u64,
+    },
 }
 
 impl From<AppCommand> for ToServer {

@@ -22,9 +22,11 @@ pub struct ServeOptions {
     pub port: u16,
     /// Where a live run listens for the control connection, if one started us.
     pub control_port: Option<u16>,
+    /// The dialect it speaks.
     pub dialect: Dialect,
     /// The server settings, in real time.
     pub config: ServerConfig,
+    /// Seeds its session tokens.
     pub seed: Seed,
 }
 

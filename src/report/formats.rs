@@ -32,8 +32,11 @@ use serde::Serialize;
 
 /// One judged run, as the reports carry it.
 pub struct Judged<'a> {
+    /// The run: its trace, and what it was a run of.
     pub run: &'a Run,
+    /// Every check's verdict on it.
     pub verdicts: &'a [Verdict],
+    /// Whether the scenario's `[expect]` for this server was met, if it has one.
     pub expectation: Option<&'a Expectation>,
 }
 

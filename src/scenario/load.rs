@@ -109,6 +109,7 @@ impl Plan {
         Ok(plan)
     }
 
+    /// The client called `name`, if the plan has one.
     pub fn client(&self, name: &str) -> Option<&ClientSpec> {
         self.clients.iter().find(|c| c.name == name)
     }

@@ -93,6 +93,8 @@ pub struct ServerConfig {
     pub first_event_id: u64,
     /// Events retained per session for replay.
     pub retention: usize,
+    /// How often the server writes a keep-alive comment on an open stream.
+    /// A client's default `heartbeat_timeout` is 2.5 times it.
     pub heartbeat: Dur,
     /// How long a resumption may wait for the prior writer to be fenced.
     pub fence_grace: Dur,
@@ -135,14 +137,18 @@ pub enum SeenOn {
 pub struct NetworkConfig {
     /// The simulation tick: network hops are rounded up to it.
     pub tick: Duration,
+    /// The shortest latency of a network message.
     pub latency_min: Duration,
+    /// The longest latency of a network message (equal to `latency_min` for a fixed latency).
     pub latency_max: Duration,
+    /// How long a NAT keeps a dropped mapping half-open before it resets it.
     pub half_open_lifetime: Duration,
 }
 
 /// One simulated client.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ClientSpec {
+    /// Its name, which steps use: ASCII letters, digits, `-` or `_`.
     pub name: String,
     /// The credential it presents (`Authorization: Bearer <principal>`).
     pub principal: String,
@@ -150,6 +156,8 @@ pub struct ClientSpec {
     pub think_time: Duration,
     /// Silence after which it gives up on its uplink and resumes.
     pub heartbeat_timeout: Duration,
+    /// Whether it answers server requests by itself (after `think_time`);
+    /// when false, only `answer` steps make it answer.
     pub auto_answer: bool,
 }
 
@@ -161,6 +169,7 @@ pub enum LastEventId {
     LastSeen,
     /// No `Last-Event-ID` at all: a plain GET on the session the client holds.
     None,
+    /// This numeric id.
     Id(u64),
     /// Any header value, sent as it is (a guessed or malformed id).
     Raw(String),
@@ -171,8 +180,11 @@ pub enum LastEventId {
     /// The `nth` (from 1) id of an event carrying a message that `client`
     /// received: an id in any server's own format (a thief replaying an old id).
     Seen {
+        /// The client that received it (`seen_by`).
         client: String,
+        /// Which message event, counted from 1.
         nth: usize,
+        /// Which of that client's streams it came on.
         #[serde(skip_serializing_if = "is_uplink")]
         stream: SeenOn,
     },
@@ -193,6 +205,7 @@ pub enum ResumeExpect {
 }
 
 impl ResumeExpect {
+    /// Its word in scenario files and traces: `accepted` or `refused`.
     pub fn word(self) -> &'static str {
         match self {
             ResumeExpect::Accepted => "accepted",
@@ -205,12 +218,18 @@ impl ResumeExpect {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "do", rename_all = "kebab-case")]
 pub enum Action {
+    /// The client opens a fresh session (a crashed client restarts first).
     Connect {
+        /// The client that connects.
         client: String,
     },
+    /// The server's application issues a server request on the client's session.
     ServerRequest {
+        /// The client whose session it goes to.
         client: String,
+        /// The JSON-RPC method (one of `SERVER_REQUEST_METHODS`).
         method: String,
+        /// The scenario's name for the request; later steps and triggers refer to it.
         label: String,
         /// Whether the server may re-issue it under a fresh id at a
         /// resumption (the analysis's condition 4); when not, it must fail it
@@ -221,51 +240,78 @@ pub enum Action {
     /// streamable-http: the client calls the `ask` tool; the server issues
     /// `method` (labelled `label`) on the call's response stream.
     CallTool {
+        /// The client that calls the tool.
         client: String,
+        /// The JSON-RPC method the server issues on the call's stream.
         method: String,
+        /// The scenario's name for that request.
         label: String,
     },
     /// streamable-http: the client ends its session with DELETE.
     EndSession {
+        /// The client that ends its session.
         client: String,
     },
+    /// The server's application emits notifications on the client's session.
     Notify {
+        /// The client whose session they go to.
         client: String,
+        /// How many notifications.
         count: u64,
     },
+    /// The client answers the labelled request (every id it had: original and re-issued).
     Answer {
+        /// The client that answers.
         client: String,
+        /// The request's label.
         label: String,
     },
+    /// The client's NAT drops every live mapping silently.
     Rebind {
+        /// The client whose NAT rebinds.
         client: String,
     },
+    /// The client's NAT drops the mapping of its latest stream silently.
     Sever {
+        /// The client whose stream is half-opened.
         client: String,
     },
+    /// The client's NAT resets the mapping of its latest stream.
     Reset {
+        /// The client whose stream is reset.
         client: String,
     },
+    /// The client resumes its session's stream, presenting `last_event_id`.
     Resume {
+        /// The client that resumes.
         client: String,
+        /// Which id it presents.
         last_event_id: LastEventId,
         /// What the server must do with this resumption (opt-in): the
         /// scenario's author knows whether every condition holds.
         #[serde(skip_serializing_if = "Option::is_none")]
         expect: Option<ResumeExpect>,
     },
+    /// `to` takes `from`'s session token (and its credential, if `credential`).
     StealToken {
+        /// The victim.
         from: String,
+        /// The thief.
         to: String,
+        /// Whether the thief also presents the victim's credential.
         credential: bool,
     },
+    /// The client host crashes and forgets everything; a later `connect` restarts it.
     CrashClient {
+        /// The client that crashes.
         client: String,
     },
+    /// Does nothing.
     Wait,
 }
 
 impl Action {
+    /// Its `do` name in scenario files.
     pub fn name(&self) -> &'static str {
         self.kind().as_str()
     }
@@ -353,6 +399,7 @@ impl Action {
     }
 }
 
+/// One scenario step: when it fires, and what it does.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Step {
     /// When an `at` step fires (zero for triggered steps).
@@ -361,8 +408,10 @@ pub struct Step {
     /// (a triggered step is armed when every step before it in the file has fired).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub after: Option<After>,
+    /// Its `id`, which a triggered step's `after = { event = "step", step = ... }` names.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// What it does (the `do` key and its fields).
     #[serde(flatten)]
     pub action: Action,
 }
@@ -370,7 +419,9 @@ pub struct Step {
 /// A protocol-aware trigger and its delay.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct After {
+    /// The event it waits for.
     pub trigger: Trigger,
+    /// How long after that event the step fires.
     pub delay: Duration,
 }
 
@@ -378,26 +429,54 @@ pub struct After {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "event", rename_all = "kebab-case")]
 pub enum Trigger {
-    Delivered { label: String, client: Option<String> },
-    Answered { label: String },
-    Accepted { client: String },
-    Step { step: String },
+    /// A labelled server request reached a client.
+    Delivered {
+        /// The request's label.
+        label: String,
+        /// The client it must reach; any client when `None`.
+        client: Option<String>,
+    },
+    /// The application saw the labelled request answered.
+    Answered {
+        /// The request's label.
+        label: String,
+    },
+    /// A client got an HTTP 200 with an event stream: a stream it asked for was accepted.
+    Accepted {
+        /// The client whose stream was accepted.
+        client: String,
+    },
+    /// A step fired.
+    Step {
+        /// The step's `id`.
+        step: String,
+    },
 }
 
 /// A validated scenario: everything a run needs, nothing left to check.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Plan {
+    /// The scenario's name (`[scenario] name`).
     pub name: String,
+    /// What the scenario is about, in words (may be empty).
     pub description: String,
+    /// The wire dialect the clients speak.
     pub dialect: Dialect,
+    /// The seed a run uses unless one is given.
     pub seed: Seed,
+    /// How long a run lasts, in simulated time.
     pub duration: Duration,
+    /// `[server]`: how the reference engine is configured.
     pub server: ServerConfig,
+    /// `[network]`: latency, tick and NAT lifetimes.
     pub network: NetworkConfig,
+    /// The clients, in file order.
     pub clients: Vec<ClientSpec>,
+    /// The steps, in file order.
     pub steps: Vec<Step>,
     /// server name → the checks it must violate (empty: must pass all).
     pub expect: BTreeMap<String, Vec<String>>,
+    /// The file the plan was loaded from (set by [`Plan::load`]; none for a plan built in code).
     #[serde(skip)]
     pub source: Option<PathBuf>,
 }

@@ -10,7 +10,9 @@ use std::time::Duration;
 /// What is wrong with a plan, and at which step (`None`: the plan as a whole).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlanProblem {
+    /// The index in `steps` of the step at fault; `None` when the plan as a whole is.
     pub step: Option<usize>,
+    /// What is wrong, in words.
     pub message: String,
 }
 

@@ -25,6 +25,7 @@ pub fn streamable_only(name: &str) -> bool {
     name == "rmcp"
 }
 
+/// Whether `--server` accepts `name`.
 pub fn is_known_server(name: &str) -> bool {
     known_servers().contains(&name)
 }

@@ -19,9 +19,27 @@ pub enum AppCommand {
     /// Issue a server request on the session behind `token`. When
     /// `reissuable` is false, its effect is not idempotent: a resumption must
     /// fail it explicitly or be refused, never re-issue it.
-    ServerRequest { client: String, token: String, method: String, label: String, reissuable: bool },
+    ServerRequest {
+        /// The client whose session it goes to (for reports).
+        client: String,
+        /// The session token the client holds.
+        token: String,
+        /// The JSON-RPC method to issue.
+        method: String,
+        /// The scenario's label for it; reports name the request by it.
+        label: String,
+        /// Whether it may be re-issued under a fresh id.
+        reissuable: bool,
+    },
     /// Emit `count` notifications on the session behind `token`.
-    Notify { client: String, token: String, count: u64 },
+    Notify {
+        /// The client whose session they go to (for reports).
+        client: String,
+        /// The session token the client holds.
+        token: String,
+        /// How many notifications.
+        count: u64,
+    },
 }
 
 /// A reissuable request's `RequestIssued` event.
@@ -77,6 +95,8 @@ impl AppReporter {
         Self::new(Recorder::new())
     }
 
+    /// Reports a server request issued on `client`'s session under JSON-RPC id
+    /// `id`, sent as SSE event `event_id` if the server exposes it.
     pub fn issued(&self, client: &str, label: &str, method: &str, id: &RpcId, event_id: Option<String>) {
         self.recorder.record(issued(None, client, label, method, id, event_id));
     }
@@ -115,6 +135,8 @@ impl AppReporter {
         self.recorder.record(what);
     }
 
+    /// Reports what became of the request `label` (under id `id`); `new_id`
+    /// is the fresh id of a re-issue, `detail` the words for the report.
     pub fn outcome(&self, label: &str, id: &RpcId, outcome: Outcome, new_id: Option<RpcId>, detail: impl Into<String>) {
         self.recorder.record(What::RequestOutcome {
             label: label.into(),
@@ -138,6 +160,7 @@ impl AppReporter {
         self.recorder.record(What::Notified { client: client.into(), event_ids, session: Some(token.into()) });
     }
 
+    /// Reports that the application could not act for `client` (no such session, say).
     pub fn error(&self, client: &str, error: impl Into<String>) {
         self.recorder.record(What::AppError { client: client.into(), error: error.into() });
     }
@@ -151,7 +174,9 @@ impl AppReporter {
 /// The hook a plug-in's application receives.
 #[derive(Clone)]
 pub struct AppHook {
+    /// The commands the harness pushes, at their due times.
     pub commands: Inbox<AppCommand>,
+    /// Where the application reports what it did.
     pub report: AppReporter,
 }
 

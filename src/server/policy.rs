@@ -11,20 +11,28 @@ use crate::wire::jsonrpc::RpcId;
 /// The state of one server request, as the session knows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RequestState {
+    /// Issued and not settled yet.
     Pending,
+    /// The client answered it (late answers to a retired id count too).
     Answered,
+    /// The client answered with an error, or the engine failed it explicitly.
     Failed,
+    /// No answer came within the request timeout.
     TimedOut,
 }
 
 /// A server request of the session.
 #[derive(Clone, Debug)]
 pub struct RequestView {
+    /// Its current JSON-RPC id (a re-issue changes it).
     pub id: RpcId,
+    /// The scenario's label for it.
     pub label: String,
+    /// Its JSON-RPC method.
     pub method: String,
     /// The event id that carried it.
     pub event_id: u64,
+    /// Where it stands.
     pub state: RequestState,
     /// False when it must not be re-issued under a fresh id (its effect is
     /// not idempotent): a resumption must then fail it or be refused.
@@ -80,15 +88,20 @@ pub enum Refusal {
 /// A policy's decision.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Decision {
+    /// Accept the resumption: the GET becomes the stream's writer, with a replay.
     Accept {
         /// Fence every prior uplink (bounded by `fence_grace`) before attaching.
         fence_prior: bool,
         /// The first event id to replay.
         replay_from: u64,
+        /// What to do with the unanswered requests issued on the resumed stream.
         inflight: Inflight,
     },
+    /// Refuse the resumption.
     Reject {
+        /// Why, in words (the engine's note and an explicit refusal's message carry it).
         reason: String,
+        /// How the refusal reaches the client.
         how: Refusal,
         /// Kill the session token (the owner must re-initialize).
         invalidate: bool,
@@ -103,6 +116,7 @@ pub trait ResumptionPolicy {
     fn description(&self) -> &'static str;
     /// Whether POSTs and GETs must present the session owner's credential.
     fn binds_principal(&self) -> bool;
+    /// Decides one resumption from what the session looks like now.
     fn decide(&self, view: &ResumeView<'_>) -> Decision;
 }
 
@@ -146,6 +160,7 @@ pub enum Mutation {
 }
 
 impl Mutation {
+    /// Every mutation, in the order `mcpsim list servers` shows the mutants.
     pub const ALL: [Mutation; 7] = [
         Mutation::NoFence,
         Mutation::TruncatingReplay,
@@ -156,6 +171,7 @@ impl Mutation {
         Mutation::EmptyOk,
     ];
 
+    /// The mutant's server name, for `--server`.
     pub fn name(self) -> &'static str {
         match self {
             Mutation::NoFence => "no-fence",
@@ -168,6 +184,7 @@ impl Mutation {
         }
     }
 
+    /// One line for `mcpsim list servers`.
     pub fn description(self) -> &'static str {
         match self {
             Mutation::NoFence => "guarded, but attaches the new uplink without fencing the prior one",

@@ -66,6 +66,7 @@ pub struct Rmcp {
 }
 
 impl Rmcp {
+    /// rmcp configured by `cfg`; its session ids are drawn from `seed`.
     pub fn new(cfg: ServerConfig, seed: Seed) -> Self {
         Self { cfg, seed }
     }

@@ -37,12 +37,15 @@ pub use recorder::{Clock, Recorder};
 pub struct SimTime(pub u64);
 
 impl SimTime {
+    /// A duration since the start, cut to whole microseconds.
     pub fn from_duration(d: Duration) -> Self {
         SimTime(d.as_micros() as u64)
     }
+    /// The time as a duration since the start of the run.
     pub fn as_duration(self) -> Duration {
         Duration::from_micros(self.0)
     }
+    /// The time in seconds, with fractions.
     pub fn secs_f64(self) -> f64 {
         self.0 as f64 / 1e6
     }
@@ -57,8 +60,11 @@ impl fmt::Display for SimTime {
 /// One trace event.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Event {
+    /// Its position in the finished trace (`events[i].seq == i`).
     pub seq: u64,
+    /// When the actor observed or did it, in simulated time.
     pub t_us: SimTime,
+    /// What happened; its fields sit beside `seq` and `t_us` in the JSON.
     #[serde(flatten)]
     pub what: What,
 }
@@ -67,7 +73,9 @@ pub struct Event {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Purpose {
+    /// A GET for an SSE stream: the legacy-sse uplink, or the standalone stream of streamable-http.
     Uplink,
+    /// A POST carrying a message to the server (`initialize`, an answer), or the DELETE that ends a session.
     Post,
     /// streamable-http: a tool call's POST and the GETs that resume its stream.
     Call,
@@ -76,9 +84,12 @@ pub enum Purpose {
 /// An SSE event as the NAT saw it in a dropped mapping.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SseSeen {
+    /// The event's `id:` field, if it set one.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub id: Option<String>,
+    /// The event type (`message` when the block named none).
     pub event: String,
+    /// The JSON-RPC message in its data, if the data parsed as one.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub rpc: Option<RpcSummary>,
 }
@@ -86,6 +97,7 @@ pub struct SseSeen {
 /// What a scenario step says the server must do with a client's resumption.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepExpect {
+    /// The client that resumes (the step's `client`).
     pub client: String,
     /// `accepted` or `refused`.
     pub resumption: String,
@@ -95,9 +107,14 @@ pub struct StepExpect {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Outcome {
+    /// The client's answer reached the application.
     Answered,
+    /// It failed explicitly: the client answered with an error, or the server
+    /// failed it (at a resumption, or when its session ended).
     Failed,
+    /// The server re-sent it under a fresh id (`new_id`); the old id is dead.
     Reissued,
+    /// No answer came within the server's request timeout.
     TimedOut,
 }
 
@@ -107,16 +124,24 @@ pub enum Outcome {
 pub enum What {
     /// The run's header: what ran, and the bound liveness is judged against.
     RunStarted {
+        /// The scenario's name.
         scenario: String,
+        /// The server under test, by name.
         server: String,
+        /// The seed of the run.
         seed: u64,
+        /// The scenario's duration, in microseconds of simulated time.
         duration_us: u64,
+        /// The server's `request_timeout`, in microseconds: `liveness` judges against it.
         liveness_bound_us: u64,
     },
     /// A client of the scenario and the principal it is.
     ClientJoined {
+        /// The client's name.
         client: String,
+        /// The credential it presents (`Authorization: Bearer <principal>`).
         principal: String,
+        /// Silence on a stream after which it gives up and resumes, in microseconds.
         heartbeat_timeout_us: u64,
         /// How long it takes to answer a server request.
         think_time_us: u64,
@@ -126,9 +151,12 @@ pub enum What {
     },
     /// The step loop applied a scenario step.
     Step {
+        /// The step's index in the plan's `steps`.
         index: usize,
+        /// The step's kind (`do = "..."`).
         #[serde(rename = "do")]
         action: StepKind,
+        /// What the step does, in words.
         detail: String,
         /// A resume step's expectation (`expect = "accepted"` or `"refused"`).
         #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -138,41 +166,65 @@ pub enum What {
     // ---- observed by clients ----
     /// A client opened a TCP connection (its local port links it to a NAT mapping).
     Connect {
+        /// The client that connected.
         client: String,
+        /// Its number for the connection: unique per client for the whole run, from 1.
         conn: u32,
+        /// The connection's local port: a NAT mapping's `down_port`.
         port: u16,
+        /// What the connection is for.
         purpose: Purpose,
     },
+    /// A client could not open a TCP connection (an error, or no answer within 10 s).
     ConnectFailed {
+        /// The client that tried.
         client: String,
+        /// The number the connection would have had.
         conn: u32,
+        /// Why it failed.
         error: String,
     },
+    /// A client sent an HTTP request on one of its connections.
     HttpRequest {
+        /// The client that sent it.
         client: String,
+        /// The connection it went out on.
         conn: u32,
+        /// The HTTP method (`GET`, `POST`, `DELETE`).
         method: String,
+        /// The request path (legacy-sse carries the session token in its `sessionId` query).
         path: String,
+        /// The `Last-Event-ID` header, if the request carried one: a resumption.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         last_event_id: Option<String>,
         /// The `Mcp-Session-Id` presented (streamable-http).
         #[serde(skip_serializing_if = "Option::is_none", default)]
         session: Option<String>,
     },
+    /// A client got the head of an HTTP response.
     HttpResponse {
+        /// The client that got it.
         client: String,
+        /// The connection it came on.
         conn: u32,
+        /// The HTTP status code.
         status: u16,
+        /// The `Content-Type` header, if any.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         content_type: Option<String>,
     },
     /// An SSE event delivered to a client.
     SseEvent {
+        /// The client that received it.
         client: String,
+        /// The connection whose stream carried it.
         conn: u32,
+        /// The event's `id:` field, if it set one.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         id: Option<String>,
+        /// The event type (`message` when the block named none).
         event: String,
+        /// The JSON-RPC message in its data, if the data parsed as one.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         rpc: Option<RpcSummary>,
         /// The data, cut to 256 characters: enough to show leaked content.
@@ -180,39 +232,55 @@ pub enum What {
     },
     /// A client's uplink stream ended or failed.
     UplinkEnded {
+        /// The client whose connection ended.
         client: String,
+        /// The connection (a stream, or a POST that failed).
         conn: u32,
+        /// Why it ended, in words.
         reason: String,
     },
     /// A client saw the server break HTTP or SSE: `problem` is `garbage`,
     /// `no-headers`, `mid-event`, `too-large`, `drip` or `unsendable` (a session or event id from the server that no URL or header can carry).
     ProtocolError {
+        /// The client that saw it.
         client: String,
+        /// The connection it happened on.
         conn: u32,
+        /// The kind of breakage (one of the words above).
         problem: String,
+        /// What exactly was wrong, in words.
         what: String,
     },
     /// A client gave up on a silent uplink (missed heartbeats).
     UplinkSilent {
+        /// The client that gave up.
         client: String,
+        /// The silent connection.
         conn: u32,
+        /// How long it stayed silent, in milliseconds: the client's heartbeat timeout.
         silent_ms: u64,
     },
     /// A client learned a session token: from the `endpoint` event of its
     /// uplink (legacy-sse), or from the `Mcp-Session-Id` header of the
     /// response to its `initialize` POST (streamable-http).
     SessionToken {
+        /// The client that learned it.
         client: String,
         /// The connection that carried it.
         conn: u32,
+        /// The session token.
         token: String,
     },
     /// A client POSTed its answer to a server request; `status` is the
     /// server's HTTP status for it (none if the POST got no response).
     Answer {
+        /// The client that answered.
         client: String,
+        /// The id of the server request it answered.
         id: RpcId,
+        /// The method of that request.
         method: String,
+        /// The HTTP status of the POST, if it got a response.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         status: Option<u16>,
         /// The session token the POST presented (JSON-RPC ids are unique
@@ -225,69 +293,107 @@ pub enum What {
     },
     /// A client dropped a request it will not answer (it waits for a re-issue).
     Abandoned {
+        /// The client that dropped it.
         client: String,
+        /// The id of the server request.
         id: RpcId,
+        /// Why it will not answer, in words.
         why: String,
     },
     /// A client saw its resumption refused.
     Rejected {
+        /// The client whose resumption was refused.
         client: String,
+        /// The connection that carried the resumption.
         conn: u32,
+        /// How the server refused it.
         how: Refused,
     },
     /// The client dropped its session and starts a fresh one.
     Reinitialize {
+        /// The client that starts over.
         client: String,
+        /// Why it dropped its session, in words.
         why: String,
     },
+    /// A `steal-token` step: one client now holds another's session token.
     TokenStolen {
+        /// The client whose token was taken.
         from: String,
+        /// The client that holds it now.
         to: String,
+        /// Whether the thief took the victim's credential too.
         credential: bool,
     },
+    /// A `crash-client` step stopped a client host: it forgets everything.
     ClientCrashed {
+        /// The client that crashed.
         client: String,
     },
 
     // ---- observed by the NAT ----
+    /// The NAT opened a mapping for a new client connection.
     MappingOpened {
+        /// The client whose NAT it is.
         client: String,
+        /// The mapping's number: unique per NAT, from 1.
         mapping: u32,
+        /// The client's port on the downstream side: a `connect` event's `port`.
         down_port: u16,
+        /// The NAT's source port on the upstream connection to the server.
         up_port: u16,
     },
     /// The NAT silently stopped forwarding a mapping (both sockets stay open).
     MappingDropped {
+        /// The client whose NAT it is.
         client: String,
+        /// The mapping's number.
         mapping: u32,
+        /// The fault that dropped it (`rebind` or `sever`).
         fault: String,
     },
     /// Bytes the server wrote into a dropped mapping, and the SSE events in them.
     DroppedWrite {
+        /// The client whose NAT it is.
         client: String,
+        /// The dropped mapping's number.
         mapping: u32,
+        /// How many bytes arrived from the server in one read.
         bytes: usize,
+        /// The complete SSE events in those bytes (none when they held only heartbeats).
         events: Vec<SseSeen>,
     },
     /// The NAT reset a mapping (a fault, or keepalive expiry of a half-open one).
     MappingReset {
+        /// The client whose NAT it is.
         client: String,
+        /// The mapping's number.
         mapping: u32,
+        /// Why: the reset fault, or the keepalive expiry.
         why: String,
     },
     /// One side closed a live mapping (`client` or `server`).
     MappingClosed {
+        /// The client whose NAT it is.
         client: String,
+        /// The mapping's number.
         mapping: u32,
+        /// The side that closed it: `client` or `server`.
         by: String,
     },
 
     // ---- reported by the server's application ----
+    /// The application issued a server request on a client's session.
     RequestIssued {
+        /// The client whose session it went to.
         client: String,
+        /// The scenario's label for the request.
         label: String,
+        /// The JSON-RPC method (e.g. `sampling/createMessage`).
         method: String,
+        /// The JSON-RPC id the server gave it.
         id: RpcId,
+        /// The SSE event id it was sent as, if the server exposes it.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         event_id: Option<String>,
         /// The session token it was issued on, when the application says.
@@ -297,21 +403,30 @@ pub enum What {
         #[serde(skip_serializing_if = "is_true", default = "yes")]
         reissuable: bool,
     },
+    /// What became of a server request, as the application saw it.
     RequestOutcome {
+        /// The scenario's label for the request.
         label: String,
+        /// The request's id (for a re-issue, the old one).
         id: RpcId,
+        /// What became of it.
         outcome: Outcome,
+        /// The fresh id of a re-issue.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         new_id: Option<RpcId>,
+        /// The application's words on it.
         detail: String,
     },
     /// The server host's software stopped (its `serve` returned or panicked).
     ServerStopped {
+        /// What stopped, in words.
         why: String,
     },
     /// The application emitted notifications on a client's session, as these event ids.
     Notified {
+        /// The client whose session they went to.
         client: String,
+        /// Their SSE event ids, in order (empty if the server does not expose them).
         event_ids: Vec<String>,
         /// The session token they were emitted on, when the application says.
         #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -319,7 +434,9 @@ pub enum What {
     },
     /// The application could not act (no such session, server down).
     AppError {
+        /// The client the command was for.
         client: String,
+        /// What went wrong, in words.
         error: String,
     },
 
@@ -327,8 +444,11 @@ pub enum What {
     /// The reference engine's internal decision; never decides a verdict.
     /// Serialized with `"explanation": true` so a reader of the JSONL sees it.
     ServerNote {
+        /// The session it is about (the engine names them `S1`, `S2`, ...).
         session: String,
+        /// The decision, in words.
         note: String,
+        /// Always true: marks the event as an explanation.
         explanation: bool,
     },
 }
@@ -343,6 +463,7 @@ impl What {
 /// A finished trace.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Trace {
+    /// The events in time order (`events[i].seq == i`).
     pub events: Vec<Event>,
 }
 
@@ -357,6 +478,7 @@ impl Trace {
         s
     }
 
+    /// The events, in order.
     pub fn iter(&self) -> impl Iterator<Item = &Event> {
         self.events.iter()
     }
@@ -435,14 +557,20 @@ pub fn outcome_word(o: Outcome) -> &'static str {
 /// The record of one run: its trace and what it was a run of.
 #[derive(Clone, Debug)]
 pub struct Run {
+    /// The scenario's name.
     pub scenario: String,
+    /// The server under test, by name.
     pub server: String,
     /// Whether the server was chosen by its `--server` name (its repro is a
     /// command line), not handed in as a plug.
     pub by_name: bool,
+    /// The seed it ran with.
     pub seed: Seed,
+    /// The scenario file it was loaded from (none for a plan built in code).
     pub source: Option<PathBuf>,
+    /// The scenario's duration in simulated time.
     pub duration: Duration,
+    /// Everything the run recorded.
     pub trace: Trace,
     /// Set when the run had to stop early (a host panicked); the trace holds
     /// everything up to that point.

@@ -43,6 +43,7 @@ impl Recorder {
         self.inner.loop_now.set(d);
     }
 
+    /// Records an event at the current time (see [`Recorder::now`]).
     pub fn record(&self, what: What) {
         self.record_at(self.now(), what);
     }
@@ -74,6 +75,7 @@ impl Recorder {
         self.inner.events.borrow().len()
     }
 
+    /// Whether it holds no events (none recorded yet, or all taken).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -124,6 +126,8 @@ impl Recorder {
         ids.nth(nth.checked_sub(1)?)
     }
 
+    /// Every JSON-RPC id the application reported for `label` (issued with
+    /// it, or given to it by a re-issue), in recording order.
     pub fn ids_for_label(&self, label: &str) -> Vec<RpcId> {
         let mut ids = Vec::new();
         for e in self.inner.events.borrow().iter() {

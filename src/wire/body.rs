@@ -18,6 +18,7 @@ impl ChannelBody {
     /// Send this to end the body while senders remain.
     pub const END: Bytes = Bytes::new();
 
+    /// A sender and the body it feeds.
     pub fn new() -> (mpsc::UnboundedSender<Bytes>, ChannelBody) {
         let (tx, rx) = mpsc::unbounded_channel();
         (tx, ChannelBody { rx })

@@ -9,7 +9,12 @@
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Sniffed {
     /// A response head.
-    Head { status: u16, content_type: Option<String> },
+    Head {
+        /// The status code.
+        status: u16,
+        /// The `Content-Type` header, if any.
+        content_type: Option<String>,
+    },
     /// Body bytes, framing removed.
     Body(Vec<u8>),
     /// The current response's body ended.
@@ -44,6 +49,7 @@ impl Default for ResponseSniffer {
 const MAX_HEAD: usize = 64 * 1024;
 
 impl ResponseSniffer {
+    /// A sniffer expecting a response head.
     pub fn new() -> Self {
         Self::default()
     }
@@ -53,6 +59,8 @@ impl ResponseSniffer {
         matches!(self.state, State::Opaque)
     }
 
+    /// Feeds the next bytes the server wrote; yields each head, body piece and
+    /// body end they complete, in order (nothing once opaque).
     pub fn feed(&mut self, bytes: &[u8]) -> Vec<Sniffed> {
         let mut out = Vec::new();
         if self.is_opaque() {

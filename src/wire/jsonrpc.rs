@@ -8,7 +8,9 @@ use std::fmt;
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum RpcId {
+    /// An integer id.
     Num(i64),
+    /// A string id.
     Str(String),
 }
 
@@ -24,27 +26,60 @@ impl fmt::Display for RpcId {
 /// A parsed JSON-RPC 2.0 message.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Message {
-    Request { id: RpcId, method: String, params: Value },
-    Notification { method: String, params: Value },
-    Response { id: RpcId, result: Value },
-    Error { id: Option<RpcId>, code: i64, message: String },
+    /// A request: it has a method and an id, and expects a response.
+    Request {
+        /// Its id, which the response repeats.
+        id: RpcId,
+        /// The method it calls.
+        method: String,
+        /// Its `params` (`null` when absent).
+        params: Value,
+    },
+    /// A notification: a method without an id; nothing answers it.
+    Notification {
+        /// The method it calls.
+        method: String,
+        /// Its `params` (`null` when absent).
+        params: Value,
+    },
+    /// A successful response.
+    Response {
+        /// The id of the request it answers.
+        id: RpcId,
+        /// Its `result`.
+        result: Value,
+    },
+    /// An error response.
+    Error {
+        /// The id of the request it answers; `None` when the error names none.
+        id: Option<RpcId>,
+        /// The error's `code` (0 when absent).
+        code: i64,
+        /// The error's `message` (empty when absent).
+        message: String,
+    },
 }
 
 /// Why a text is not a JSON-RPC 2.0 message.
 #[derive(Debug, thiserror::Error)]
 pub enum ParseError {
+    /// The text is not JSON.
     #[error("not JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// The text is JSON, but not a JSON-RPC 2.0 message; says what is wrong.
     #[error("not a JSON-RPC 2.0 message: {0}")]
     Shape(&'static str),
 }
 
 impl Message {
+    /// Parses a message from JSON text.
     pub fn parse(text: &str) -> Result<Message, ParseError> {
         let v: Value = serde_json::from_str(text)?;
         Self::from_value(v)
     }
 
+    /// Reads a message from a JSON value: a `method` makes a request (with an
+    /// id) or a notification; else a `result` or an `error` makes a response.
     pub fn from_value(v: Value) -> Result<Message, ParseError> {
         let Value::Object(mut o) = v else { return Err(ParseError::Shape("not an object")) };
         if o.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
@@ -76,6 +111,7 @@ impl Message {
         Err(ParseError::Shape("neither request, notification nor response"))
     }
 
+    /// The message as a JSON value, with `"jsonrpc": "2.0"`.
     pub fn to_value(&self) -> Value {
         match self {
             Message::Request { id, method, params } => {
@@ -89,10 +125,12 @@ impl Message {
         }
     }
 
+    /// The message as compact JSON text.
     pub fn to_json(&self) -> String {
         self.to_value().to_string()
     }
 
+    /// What the trace keeps of it: kind, method and id.
     pub fn summary(&self) -> RpcSummary {
         match self {
             Message::Request { id, method, .. } => {
@@ -110,19 +148,27 @@ impl Message {
 /// What the trace keeps of a message: its kind, method and id.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RpcSummary {
+    /// Which kind of message it is.
     pub kind: RpcKind,
+    /// The method, for a request or a notification.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub method: Option<String>,
+    /// The id, for a request or a response (an error's, if it names one).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub id: Option<RpcId>,
 }
 
+/// The kind of a JSON-RPC message, as [`RpcSummary`] records it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RpcKind {
+    /// A request ([`Message::Request`]).
     Request,
+    /// A notification ([`Message::Notification`]).
     Notification,
+    /// A successful response ([`Message::Response`]).
     Response,
+    /// An error response ([`Message::Error`]).
     Error,
 }
 
@@ -130,15 +176,19 @@ pub enum RpcKind {
 pub mod mcp {
     use super::*;
 
+    /// The version the `legacy-sse` dialect negotiates.
     pub const PROTOCOL_VERSION_LEGACY: &str = "2024-11-05";
     /// The version the `streamable-http` dialect negotiates.
     pub const PROTOCOL_VERSION_STREAMABLE: &str = "2025-11-25";
+    /// The server-to-client request methods a scenario may issue.
     pub const SERVER_REQUEST_METHODS: [&str; 3] = ["sampling/createMessage", "roots/list", "elicitation/create"];
 
+    /// The client's `initialize` request, at the `legacy-sse` protocol version.
     pub fn initialize(id: RpcId, client_name: &str) -> Message {
         initialize_at(id, client_name, PROTOCOL_VERSION_LEGACY)
     }
 
+    /// The client's `initialize` request at protocol `version`, named `client_name`.
     pub fn initialize_at(id: RpcId, client_name: &str, version: &str) -> Message {
         Message::Request {
             id,
@@ -151,10 +201,12 @@ pub mod mcp {
         }
     }
 
+    /// The reference server's `initialize` result, at the `legacy-sse` protocol version.
     pub fn initialize_result(id: RpcId) -> Message {
         initialize_result_at(id, PROTOCOL_VERSION_LEGACY)
     }
 
+    /// The reference server's `initialize` result at protocol `version`.
     pub fn initialize_result_at(id: RpcId, version: &str) -> Message {
         Message::Response {
             id,
@@ -166,6 +218,7 @@ pub mod mcp {
         }
     }
 
+    /// The client's `notifications/initialized`, sent once the handshake completes.
     pub fn initialized() -> Message {
         Message::Notification { method: "notifications/initialized".into(), params: json!({}) }
     }
@@ -218,6 +271,8 @@ pub mod mcp {
         Message::Response { id, result: json!({"content": [{"type": "text", "text": text}], "isError": is_error}) }
     }
 
+    /// A `notifications/message` log notification saying `note {n}` (the
+    /// reference engine's `notify` passes the event id it will carry).
     pub fn progress(n: u64) -> Message {
         Message::Notification {
             method: "notifications/message".into(),

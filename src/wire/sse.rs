@@ -33,6 +33,7 @@ pub struct Event {
 /// What the decoder yields.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Item {
+    /// A complete event, dispatched at its blank line.
     Event(Event),
     /// A comment line (heartbeats are comments); the text after `:`.
     Comment(String),
@@ -54,6 +55,7 @@ pub struct Decoder {
 }
 
 impl Decoder {
+    /// A decoder at the start of a stream.
     pub fn new() -> Self {
         Self::default()
     }

@@ -29,8 +29,11 @@ use tokio::sync::watch;
 /// Faults the step loop applies to a NAT.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NatCmd {
+    /// Drop every live mapping silently.
     Rebind,
+    /// Drop the mapping of the client's latest stream silently.
     Sever,
+    /// Reset the mapping of the client's latest stream.
     Reset,
 }
 

@@ -15,10 +15,15 @@ mod query;
 /// One SSE event delivered to a client.
 #[derive(Clone, Debug)]
 pub struct Delivered {
+    /// When the client received it.
     pub t: SimTime,
+    /// The `sse-event` event's place in the trace.
     pub seq: u64,
+    /// Its `id:` field, if it set one.
     pub id: Option<String>,
+    /// Its event type (`message` when the block named none).
     pub event: String,
+    /// The JSON-RPC message it carried, if any.
     pub rpc: Option<RpcSummary>,
     /// A hash of the event's data (as the trace keeps it): tells two events
     /// that look alike in summary apart.
@@ -32,9 +37,11 @@ impl Delivered {
         self.event == other.event && self.rpc == other.rpc && self.data_hash == other.data_hash
     }
 
+    /// Its id as a number, when it is one.
     pub fn numeric_id(&self) -> Option<u64> {
         self.id.as_deref()?.parse().ok()
     }
+    /// The JSON-RPC id of the server request it carried, if it carried one.
     pub fn request_id(&self) -> Option<&RpcId> {
         self.rpc.as_ref().filter(|r| r.kind == RpcKind::Request)?.id.as_ref()
     }
@@ -43,10 +50,15 @@ impl Delivered {
 /// One client TCP connection, as its client saw it.
 #[derive(Clone, Debug)]
 pub struct Conn {
+    /// The client that opened it.
     pub client: String,
+    /// The client's number for it.
     pub conn: u32,
+    /// What it was opened for.
     pub purpose: Purpose,
+    /// Its local port: a [`Mapping`]'s `down_port`.
     pub port: u16,
+    /// When it was opened.
     pub opened: SimTime,
     /// The token the request presented (a resumption or a POST), if any.
     pub presented_token: Option<String>,
@@ -54,16 +66,21 @@ pub struct Conn {
     pub session_header: bool,
     /// The token the server handed out on this uplink (`endpoint` event).
     pub learned_token: Option<String>,
+    /// The `Last-Event-ID` its request presented, if any.
     pub last_event_id: Option<String>,
     /// The HTTP method of its request (`GET`, `POST`, `DELETE`).
     pub method: String,
+    /// The trace `seq` of its request, once sent.
     pub request_seq: Option<u64>,
     /// When its request went out.
     pub request_t: Option<SimTime>,
     /// `(status, is an event stream, time, seq)`.
     pub response: Option<(u16, bool, SimTime, u64)>,
+    /// The SSE events delivered on it, in order.
     pub delivered: Vec<Delivered>,
+    /// `(time, seq, reason)` of its end as the client saw it: ended, failed or given up as silent.
     pub ended: Option<(SimTime, u64, String)>,
+    /// `(time, seq, how)` when the client saw the resumption on it refused.
     pub rejected: Option<(SimTime, u64, Refused)>,
     /// The server→client stream this connection carried (a GET with
     /// `Last-Event-ID` carries the stream that id was seen on).
@@ -80,16 +97,24 @@ pub enum StreamKey {
     /// streamable-http standalone stream. Holds the session token.
     Get(String),
     /// A tool call's POST stream, named by the client and the connection of its POST.
-    Call { client: String, conn: u32 },
+    Call {
+        /// The client that made the call.
+        client: String,
+        /// The connection its POST went out on.
+        conn: u32,
+    },
 }
 
 impl StreamKey {
+    /// Whether it is no stream at all.
     pub fn is_none(&self) -> bool {
         *self == StreamKey::None
     }
+    /// Whether it is a session's GET stream.
     pub fn is_get(&self) -> bool {
         matches!(self, StreamKey::Get(_))
     }
+    /// Whether it is a tool call's stream.
     pub fn is_call(&self) -> bool {
         matches!(self, StreamKey::Call { .. })
     }
@@ -104,6 +129,7 @@ impl Conn {
     pub fn token(&self) -> Option<&str> {
         self.presented_token.as_deref().or(self.learned_token.as_deref())
     }
+    /// Whether it was opened for an uplink (a GET for a session's stream).
     pub fn is_uplink(&self) -> bool {
         self.purpose == Purpose::Uplink
     }
@@ -121,6 +147,7 @@ impl Conn {
             _ => None,
         }
     }
+    /// Its `Last-Event-ID` as a number, when it is one.
     pub fn last_event_id_number(&self) -> Option<u64> {
         self.last_event_id.as_deref()?.parse().ok()
     }
@@ -129,10 +156,15 @@ impl Conn {
 /// A NAT mapping.
 #[derive(Clone, Debug)]
 pub struct Mapping {
+    /// The client whose NAT it is.
     pub client: String,
+    /// The NAT's number for it.
     pub mapping: u32,
+    /// The client's port: a [`Conn`]'s `port`.
     pub down_port: u16,
+    /// `(time, seq, fault)` when it was dropped silently.
     pub dropped: Option<(SimTime, u64, String)>,
+    /// `(time, seq)` when the NAT reset it.
     pub reset: Option<(SimTime, u64)>,
     /// `(time, seq, bytes, events)` the server wrote after the drop.
     pub dropped_writes: Vec<(SimTime, u64, usize, Vec<SseSeen>)>,
@@ -141,11 +173,17 @@ pub struct Mapping {
 /// A server request, as the application reported it.
 #[derive(Clone, Debug)]
 pub struct Request {
+    /// The scenario's label for it (the key in [`Observed::requests`]).
     pub label: String,
+    /// The client on whose session it was issued.
     pub owner: String,
+    /// Its JSON-RPC method.
     pub method: String,
+    /// Every JSON-RPC id it took: the first, then each re-issue's.
     pub ids: Vec<RpcId>,
+    /// The SSE event id it was issued as, if the application said.
     pub event_id: Option<String>,
+    /// `(time, seq)` of its issue.
     pub issued: (SimTime, u64),
     /// The session (token) the owner held when it was issued, and since when.
     pub session: Option<(String, SimTime)>,
@@ -178,10 +216,15 @@ impl Request {
 /// An acknowledged or unacknowledged answer a client POSTed.
 #[derive(Clone, Debug)]
 pub struct Answer {
+    /// The client that answered.
     pub client: String,
+    /// The id of the server request it answered.
     pub id: RpcId,
+    /// When the client recorded it (once its POST completed or failed).
     pub t: SimTime,
+    /// The `answer` event's place in the trace.
     pub seq: u64,
+    /// The server's HTTP status for the POST; `None` when no response came.
     pub status: Option<u16>,
     /// The session the answer's POST presented.
     pub session: Option<String>,
@@ -210,23 +253,35 @@ impl Answer {
 /// The observable record of a run, indexed.
 #[derive(Clone, Debug, Default)]
 pub struct Observed<'a> {
+    /// The observable events, in trace order (server notes left out).
     pub events: Vec<&'a Event>,
+    /// The end of the run: its scenario duration, or its last event if later.
     pub end: SimTime,
+    /// The server's request timeout, the bound `liveness` judges against.
     pub liveness_bound: SimTime,
+    /// Each client's principal.
     pub principals: BTreeMap<String, String>,
+    /// Each client's heartbeat timeout.
     pub heartbeat_timeouts: BTreeMap<String, SimTime>,
     /// Each client's longest wait between reconnection attempts.
     pub max_backoffs: BTreeMap<String, SimTime>,
+    /// How long each client takes to answer a server request.
     pub think_times: BTreeMap<String, SimTime>,
+    /// Every client connection, by client and conn number.
     pub conns: BTreeMap<(String, u32), Conn>,
+    /// Session token → the client that first learned it: the session's owner.
     pub token_owner: BTreeMap<String, String>,
+    /// Every NAT mapping, by client and mapping number.
     pub mappings: BTreeMap<(String, u32), Mapping>,
+    /// Every server request, by label.
     pub requests: BTreeMap<String, Request>,
+    /// Every answer the clients POSTed, in trace order.
     pub answers: Vec<Answer>,
     /// `(time, seq, step kind)` of every scenario step.
     pub steps: Vec<(SimTime, u64, StepKind)>,
     /// `(time, seq, client, "accepted" | "refused")` of every resume step with an expectation.
     pub expected_resumptions: Vec<(SimTime, u64, String, String)>,
+    /// Each crashed client and the time of its latest crash.
     pub crashed: BTreeMap<String, SimTime>,
     /// Event ids the application reported emitting: `(session token, time, id, seq)`.
     pub notified: Vec<(String, SimTime, u64, u64)>,

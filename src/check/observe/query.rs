@@ -194,6 +194,7 @@ impl Observed<'_> {
             && !self.thefts.iter().any(|(t, from, to, cred)| *cred && from == owner && to == client && *t <= at)
     }
 
+    /// The principal `client` presents (its own name when the trace does not say).
     pub fn principal<'s>(&'s self, client: &'s str) -> &'s str {
         self.principals.get(client).map_or(client, |p| p.as_str())
     }

@@ -53,6 +53,8 @@ pub struct Engine {
 }
 
 impl Engine {
+    /// The engine configured by `cfg`, speaking `dialect`, deciding resumptions
+    /// with `policy`; its session tokens are drawn from `seed`.
     pub fn new(cfg: ServerConfig, dialect: Dialect, policy: Rc<dyn ResumptionPolicy>, seed: Seed) -> Self {
         Self { cfg, dialect, policy, seed }
     }
