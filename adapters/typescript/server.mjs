@@ -1,0 +1,300 @@
+// The official MCP TypeScript SDK (@modelcontextprotocol/sdk, pinned in
+// package.json) as a server under test for `mcpsim run --live`.
+//
+//   npm ci --prefix adapters/typescript
+//   mcpsim run --live 'node adapters/typescript/server.mjs' FILE --time-scale 0.1
+//
+// Adapt it: keep the "SDK" parts as your server already has them (or replace
+// them with yours), and keep the "harness" parts, which only tell mcpsim what
+// the application did (docs/live-protocol.md). The harness never changes what
+// the SDK puts on the wire.
+//
+// SDK part: the stateful Streamable HTTP server of the SDK's example
+// src/examples/server/simpleStreamableHttp.ts: createMcpExpressApp, one
+// StreamableHTTPServerTransport + McpServer per session, resumability through
+// the example InMemoryEventStore (copied in ./inMemoryEventStore.mjs), SSE
+// responses (enableJsonResponse left false).
+// Harness part: the `ask` tool, the control connection, and an event store
+// subclass that observes (never alters) what the SDK stores, to learn the
+// JSON-RPC id and SSE event id the SDK gave each request and notification.
+
+import { randomUUID } from 'node:crypto';
+import { AsyncLocalStorage } from 'node:async_hooks';
+import net from 'node:net';
+import readline from 'node:readline';
+import * as z from 'zod/v4';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { createMcpExpressApp } from '@modelcontextprotocol/sdk/server/express.js';
+import {
+    CreateMessageResultSchema,
+    ElicitResultSchema,
+    ErrorCode,
+    isInitializeRequest,
+    ListRootsResultSchema
+} from '@modelcontextprotocol/sdk/types.js';
+import { InMemoryEventStore } from './inMemoryEventStore.mjs';
+
+const NAME = 'typescript-sdk';
+const env = (k, d) => (process.env[k] === undefined || process.env[k] === '' ? d : Number(process.env[k]));
+const PORT = env('MCPSIM_PORT', 3000);
+const CONTROL_PORT = env('MCPSIM_CONTROL_PORT', undefined);
+const HEARTBEAT_MS = env('MCPSIM_HEARTBEAT_MS', 15000); // SDK default keepAliveMs is 15000
+const REQUEST_TIMEOUT_MS = env('MCPSIM_REQUEST_TIMEOUT_MS', 60000); // SDK default request timeout is 60000
+const log = (...a) => console.error(`[${NAME}]`, ...a);
+
+if ((process.env.MCPSIM_DIALECT ?? 'streamable-http') !== 'streamable-http') {
+    log(`only streamable-http is served; MCPSIM_DIALECT=${process.env.MCPSIM_DIALECT} ignored`);
+}
+// Settings this SDK has no equivalent for (see README.md).
+for (const k of ['MCPSIM_RETENTION', 'MCPSIM_FIRST_EVENT_ID', 'MCPSIM_FENCE_GRACE_MS', 'MCPSIM_FENCE_DELAY_MS']) {
+    if (process.env[k] !== undefined) log(`${k}=${process.env[k]} ignored: the SDK (and its example event store) has no such setting`);
+}
+
+// ---------------------------------------------------------------- harness: reports
+let control; // the control connection, when a live run started us
+const report = msg => control?.write(JSON.stringify(msg) + '\n');
+
+// What the application is doing when the SDK stores an event: set around each
+// SDK call below, read in the store. The SDK calls storeEvent synchronously
+// from request()/notification(), so the store sees the message the call made.
+const issuing = new AsyncLocalStorage();
+
+/** The example store, observed: every stored message goes to whoever is issuing. */
+class ObservedEventStore extends InMemoryEventStore {
+    async storeEvent(streamId, message) {
+        const eventId = await super.storeEvent(streamId, message);
+        issuing.getStore()?.stored(message, eventId);
+        return eventId;
+    }
+}
+
+// ---------------------------------------------------------------- application
+/** The server request `method`, with content naming `label` and its owner (mcpsim's wire/jsonrpc.rs). */
+function serverRequest(method, label, owner) {
+    switch (method) {
+        case 'sampling/createMessage':
+            return {
+                method,
+                params: {
+                    messages: [{ role: 'user', content: { type: 'text', text: `${label}: continue ${owner}'s conversation` } }],
+                    maxTokens: 256
+                }
+            };
+        case 'elicitation/create':
+            return {
+                method,
+                params: { mode: 'form', message: `${label}: ${owner}, please confirm`, requestedSchema: { type: 'object', properties: {} } }
+            };
+        case 'roots/list':
+            return { method };
+        default:
+            throw new Error(`unknown server request method ${method}`);
+    }
+}
+const RESULT_SCHEMA = {
+    'sampling/createMessage': CreateMessageResultSchema,
+    'elicitation/create': ElicitResultSchema,
+    'roots/list': ListRootsResultSchema
+};
+
+/**
+ * Sends server request `method` with `send` (the SDK's request function:
+ * related to a call or not), reports it issued and then its outcome.
+ * Resolves to whether it was answered.
+ */
+async function issue(send, { session, client, label, method, reissuable = true }) {
+    const ctx = {
+        id: undefined,
+        stored(message, eventId) {
+            if (this.id !== undefined || message.method !== method || message.id === undefined) return;
+            this.id = message.id;
+            report({ type: 'issued', session, client, label, method, id: message.id, event_id: eventId, reissuable });
+        }
+    };
+    try {
+        const req = serverRequest(method, label, client);
+        await issuing.run(ctx, () => send(req, RESULT_SCHEMA[method], { timeout: REQUEST_TIMEOUT_MS }));
+        report({ type: 'outcome', label, id: ctx.id, outcome: 'answered', detail: 'the SDK received the answer' });
+        return true;
+    } catch (e) {
+        if (ctx.id === undefined) {
+            // It never went out.
+            report({ type: 'error', client, message: `the SDK did not send ${label}: ${e?.message ?? e}` });
+            return false;
+        }
+        const outcome = e?.code === ErrorCode.RequestTimeout ? 'timed-out' : 'failed';
+        report({ type: 'outcome', label, id: ctx.id, outcome, detail: `SDK: ${e?.message ?? e}` });
+        return false;
+    }
+}
+
+/** One McpServer per session, as in the SDK example. */
+function getServer() {
+    const server = new McpServer({ name: 'mcpsim-typescript-sdk-app', version: '1.0.0' }, { capabilities: { logging: {} } });
+    server.registerTool(
+        'ask',
+        {
+            description: 'issues the named server request related to this call',
+            inputSchema: { client: z.string(), label: z.string(), method: z.string() }
+        },
+        async ({ client, label, method }, extra) => {
+            // extra.sendRequest relates the request to this call: the SDK sends it on the call's POST stream.
+            const ok = await issue(extra.sendRequest, { session: extra.sessionId, client, label, method });
+            return { content: [{ type: 'text', text: ok ? `${label} answered` : `${label} was not answered` }], isError: !ok };
+        }
+    );
+    return server;
+}
+
+// ---------------------------------------------------------------- SDK: HTTP (the example's routing)
+const sessions = new Map(); // Mcp-Session-Id -> { transport, server }
+const app = createMcpExpressApp(); // host 127.0.0.1: DNS-rebinding protection on
+
+app.post('/mcp', async (req, res) => {
+    const sessionId = req.headers['mcp-session-id'];
+    try {
+        const session = sessionId ? sessions.get(sessionId) : undefined;
+        if (session) {
+            await session.transport.handleRequest(req, res, req.body);
+        } else if (!sessionId && isInitializeRequest(req.body)) {
+            const server = getServer();
+            const transport = new StreamableHTTPServerTransport({
+                sessionIdGenerator: () => randomUUID(),
+                eventStore: new ObservedEventStore(), // enables resumability
+                keepAliveMs: HEARTBEAT_MS,
+                onsessioninitialized: sid => sessions.set(sid, { transport, server })
+            });
+            transport.onclose = () => {
+                if (transport.sessionId) sessions.delete(transport.sessionId);
+            };
+            await server.connect(transport);
+            await transport.handleRequest(req, res, req.body);
+        } else if (sessionId) {
+            res.status(404).json({ jsonrpc: '2.0', error: { code: -32001, message: 'Session not found' }, id: null });
+        } else {
+            res.status(400).json({ jsonrpc: '2.0', error: { code: -32000, message: 'Bad Request: No valid session ID provided' }, id: null });
+        }
+    } catch (error) {
+        log('error handling MCP request:', error);
+        if (!res.headersSent) res.status(500).json({ jsonrpc: '2.0', error: { code: -32603, message: 'Internal server error' }, id: null });
+    }
+});
+
+// GET (standalone stream, or resumption with Last-Event-ID) and DELETE.
+const existing = async (req, res) => {
+    const sessionId = req.headers['mcp-session-id'];
+    if (!sessionId) return void res.status(400).send('Missing session ID');
+    const session = sessions.get(sessionId);
+    if (!session) return void res.status(404).json({ jsonrpc: '2.0', error: { code: -32001, message: 'Session not found' }, id: null });
+    try {
+        await session.transport.handleRequest(req, res);
+    } catch (error) {
+        log(`error handling ${req.method}:`, error);
+        if (!res.headersSent) res.status(500).send('Internal server error');
+    }
+};
+app.get('/mcp', existing);
+app.delete('/mcp', existing);
+
+// ---------------------------------------------------------------- harness: control protocol
+/** Carries out one command of mcpsim-control/1. */
+function command(cmd) {
+    const session = sessions.get(cmd.session);
+    if (!session) {
+        report({ type: 'error', client: cmd.client, message: `no session ${cmd.session}` });
+        return;
+    }
+    const { server } = session;
+    if (cmd.type === 'request') {
+        // Not related to any call: the SDK sends it on the session's standalone GET stream.
+        const s = server.server;
+        const send = (req, _schema, options) =>
+            req.method === 'sampling/createMessage' ? s.createMessage(req.params, options)
+            : req.method === 'elicitation/create' ? s.elicitInput(req.params, options)
+            : s.listRoots(undefined, options);
+        issue(send, { session: cmd.session, client: cmd.client, label: cmd.label, method: cmd.method, reissuable: cmd.reissuable !== false });
+    } else if (cmd.type === 'notify') {
+        (async () => {
+            const eventIds = [];
+            const ctx = { stored: (m, eventId) => m.method === 'notifications/message' && eventIds.push(eventId) };
+            for (let n = 0; n < cmd.count; n++) {
+                try {
+                    await issuing.run(ctx, () => server.sendLoggingMessage({ level: 'info', data: `note ${n}` }));
+                } catch (e) {
+                    report({ type: 'error', client: cmd.client, message: `the SDK could not notify: ${e?.message ?? e}` });
+                }
+            }
+            report({ type: 'notified', session: cmd.session, client: cmd.client, event_ids: eventIds });
+        })();
+    } else {
+        log('ignoring a control message of unknown type:', JSON.stringify(cmd));
+    }
+}
+
+app.listen(PORT, '127.0.0.1', error => {
+    if (error) {
+        log('cannot serve:', error);
+        process.exit(1);
+    }
+    log(`Streamable HTTP on http://127.0.0.1:${PORT}/mcp (keepAliveMs=${HEARTBEAT_MS}, request timeout ${REQUEST_TIMEOUT_MS} ms)`);
+    if (CONTROL_PORT === undefined) return; // no live run: just serve
+    const t0 = Date.now();
+    const limit = new Promise((_, fail) => setTimeout(() => fail(new Error('no end within 3 s')), 3000).unref());
+    Promise.race([warmUp(), limit])
+        .then(() => log(`warm-up done in ${Date.now() - t0} ms`))
+        .catch(e => log('warm-up failed (continuing):', e?.message ?? e))
+        .then(() => {
+            control = net.connect(CONTROL_PORT, '127.0.0.1', () => {
+                report({ type: 'ready', protocol: 'mcpsim-control/1', server: NAME });
+            });
+            control.on('error', e => {
+                log('control connection:', e.message);
+                process.exit(1);
+            });
+            control.on('close', () => process.exit(0));
+            readline.createInterface({ input: control }).on('line', line => {
+                let cmd;
+                try {
+                    cmd = JSON.parse(line);
+                } catch {
+                    return log('ignoring a control line that is not JSON:', line);
+                }
+                command(cmd);
+            });
+        });
+});
+
+// Harness: one throw-away session before `ready` (initialize, a call of `ask`
+// whose roots/list it answers, DELETE), so that the first scenario requests do
+// not pay for Node's lazy loading and JIT (tens of ms: whole scenario seconds
+// at --time-scale 0.1). Nothing is reported and nothing is left behind.
+async function warmUp() {
+    const url = `http://127.0.0.1:${PORT}/mcp`;
+    const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+    const post = (body, extra = {}) => fetch(url, { method: 'POST', headers: { ...headers, ...extra }, body: JSON.stringify(body) });
+    const init = await post({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'warm-up', version: '0' } }
+    });
+    await init.text();
+    const sid = init.headers.get('mcp-session-id');
+    const h = { 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25' };
+    await (await post({ jsonrpc: '2.0', method: 'notifications/initialized' }, h)).text();
+    await (await post({ jsonrpc: '2.0', id: 2, method: 'tools/list' }, h)).text();
+    const args = { client: 'warm-up', label: 'warm-up', method: 'roots/list' };
+    const call = await post({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'ask', arguments: args } }, h);
+    const decoder = new TextDecoder();
+    let buf = '';
+    for await (const chunk of call.body) {
+        buf += decoder.decode(chunk, { stream: true });
+        for (let i; (i = buf.indexOf('\n\n')) >= 0; buf = buf.slice(i + 2)) {
+            const data = buf.slice(0, i).split('\n').filter(l => l.startsWith('data:')).map(l => l.slice(5)).join('').trim();
+            const m = data ? JSON.parse(data) : {};
+            if (m.method === 'roots/list') await (await post({ jsonrpc: '2.0', id: m.id, result: { roots: [] } }, h)).text();
+        }
+    }
+    await (await fetch(url, { method: 'DELETE', headers: h })).text();
+}
