@@ -869,3 +869,46 @@ fn a_fence_that_cannot_be_confirmed_within_grace_refuses_the_resumption() {
         assert!(check::violated(&judge(&quick, "guarded")).is_empty(), "{rel}");
     }
 }
+
+/// The trace of `plan` on `server` as a server whose event ids are strings
+/// would make it (the TypeScript SDK's example store mints
+/// `<stream>_<ms>_<random>`, the Python SDK's a uuid): every id the server
+/// minted below 5000 becomes `ev-<n>-x`, wherever it shows.
+fn with_string_ids(plan: &Plan, server: &str) -> Vec<Verdict> {
+    use mcpsim::trace::What;
+    let s = |id: &mut String| {
+        if id.parse::<u64>().is_ok_and(|n| n < 5000) {
+            *id = format!("ev-{id}-x");
+        }
+    };
+    let mut trace = mcpsim::run(plan, server, None).unwrap().trace;
+    for e in &mut trace.events {
+        match &mut e.what {
+            What::SseEvent { id: Some(id), .. } | What::RequestIssued { event_id: Some(id), .. } => s(id),
+            What::HttpRequest { last_event_id: Some(id), .. } => s(id),
+            What::DroppedWrite { events, .. } => events.iter_mut().filter_map(|e| e.id.as_mut()).for_each(s),
+            What::Notified { event_ids, .. } => event_ids.iter_mut().for_each(s),
+            _ => {}
+        }
+    }
+    check::judge(&trace)
+}
+
+#[test]
+fn a_number_lies_in_no_window_of_a_session_whose_ids_are_strings() {
+    // The TypeScript SDK accepted `Last-Event-ID: 5000` on a session whose
+    // ids all had the form `_GET_stream_<ms>_<random>`, and replay-integrity
+    // passed it: a number was left to the numeric rules, which judge only
+    // sessions that show numbered ids.
+    for rel in ["scenarios/future-id.toml", "scenarios/streamable-http/future-id.toml"] {
+        let plan = load(rel);
+        fires(
+            &with_string_ids(&plan, "naive"),
+            "replay-integrity",
+            &["resumption from \"5000\" was accepted", "no event of the session ever carried that id"],
+        );
+        quiet(&with_string_ids(&plan, "guarded"), "replay-integrity");
+        // Numbered ids keep their own rule (a future id, not a stranger).
+        fires(&judge(&plan, "naive"), "replay-integrity", &["resumption from 5000 was accepted"]);
+    }
+}

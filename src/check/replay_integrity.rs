@@ -213,7 +213,8 @@ fn numeric(
     Some(Violation { check: ID, headline, t: t_acc, evidence: vec![request_seq, acc_seq, first.1], inherent: false })
 }
 
-/// A non-numeric `Last-Event-ID` that no event of the session ever carried.
+/// A `Last-Event-ID` that no event of the session ever carried: any id where
+/// the session's ids are not numbers, a non-numeric one where they are.
 fn never_shown(
     o: &Observed,
     c: &Conn,
@@ -221,15 +222,21 @@ fn never_shown(
     token: &str,
     (t_acc, acc_seq, request_seq): (SimTime, u64, u64),
 ) -> Option<Violation> {
-    if last.parse::<u64>().is_ok() {
+    let carried = |id: &dyn Fn(&str) -> bool| {
+        o.conns.values().filter(|d| d.token() == Some(token)).any(|d| {
+            d.delivered.iter().any(|e| e.id.as_deref().is_some_and(id))
+                || o.mapping_of(d).is_some_and(|m| {
+                    m.dropped_writes.iter().any(|w| w.3.iter().any(|e| e.id.as_deref().is_some_and(id)))
+                })
+        })
+    };
+    // A number is judged by `numeric` where the session numbers its events.
+    // Where it showed ids, none of them numbers (uuids, `stream_time_random`
+    // and the like), a number it never carried lies in no window either.
+    if last.parse::<u64>().is_ok() && (o.max_id_seen(token, t_acc).is_some() || !carried(&|_| true)) {
         return None;
     }
-    let shown = o.conns.values().filter(|d| d.token() == Some(token)).any(|d| {
-        d.delivered.iter().any(|e| e.id.as_deref() == Some(last))
-            || o.mapping_of(d)
-                .is_some_and(|m| m.dropped_writes.iter().any(|w| w.3.iter().any(|e| e.id.as_deref() == Some(last))))
-    });
-    if shown {
+    if carried(&|id| id == last) {
         return None;
     }
     Some(Violation {
