@@ -912,3 +912,38 @@ fn a_number_lies_in_no_window_of_a_session_whose_ids_are_strings() {
         fires(&judge(&plan, "naive"), "replay-integrity", &["resumption from 5000 was accepted"]);
     }
 }
+
+#[test]
+fn notifications_lost_on_a_live_resumed_uplink_are_a_liveness_failure() {
+    // The TypeScript SDK with its example event store accepts a resumption
+    // of the standalone stream and registers the new stream under the wrong
+    // stream id: what it emits afterwards is stored, never written. The
+    // trace of such a server is guarded's with every event written on the
+    // resumed uplink after the resumption left out.
+    let plan = load("scenarios/streamable-http/clean-resume.toml");
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
+    quiet(&check::judge(&run.trace), "liveness");
+    let resumed = run
+        .trace
+        .events
+        .iter()
+        .find_map(|e| match &e.what {
+            mcpsim::trace::What::HttpRequest { client, conn, last_event_id: Some(_), .. } if client == "alice" => {
+                Some(*conn)
+            }
+            _ => None,
+        })
+        .unwrap();
+    let mut trace = run.trace.clone();
+    trace.events.retain(|e| {
+        !matches!(&e.what, mcpsim::trace::What::SseEvent { client, conn, .. } if client == "alice" && *conn == resumed && e.t_us.0 >= 15_000_000)
+    });
+    for (i, e) in trace.events.iter_mut().enumerate() {
+        e.seq = i as u64;
+    }
+    fires(
+        &check::judge(&trace),
+        "liveness",
+        &["2 notification(s) emitted on alice's session at 15.000 s never reached it", "live from"],
+    );
+}

@@ -77,6 +77,7 @@ pub fn judge(o: &Observed) -> Status {
             _ => {}
         }
     }
+    out.extend(lost_notifications(o));
     let last_fault = o.steps.iter().filter(|s| s.2.is_fault()).map(|s| s.0).max().unwrap_or(SimTime(0));
     for (client, timeout) in &o.heartbeat_timeouts {
         if o.crashed.get(client).is_some_and(|t| !o.conns.values().any(|c| &c.client == client && c.opened > *t)) {
@@ -133,4 +134,59 @@ pub fn judge(o: &Observed) -> Status {
         }
     }
     status(out)
+}
+
+/// Notifications the application emitted while their client held a usable
+/// uplink of the session, for a round trip at least, that never reached the
+/// client: not on that uplink, nor in any replay later. A stream the server
+/// accepted but no longer writes to (say, a resumed stream registered under
+/// the wrong stream id) loses them silently, and no replay owes them: they
+/// came after the resumption. Judged only where the application reports the
+/// ids, and not on sessions a theft touched (confidentiality judges those).
+fn lost_notifications(o: &Observed) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for n in o.notifications.iter().filter(|n| !n.ids.is_empty()) {
+        if o.thefts.iter().any(|(_, from, to, _)| from == &n.client || to == &n.client) {
+            continue;
+        }
+        let covers = |(a, b): &(SimTime, SimTime)| *a <= n.t && b.0 >= n.t.0 + ROUND_TRIP_ALLOWANCE_US;
+        let Some((since, until)) = o.usable_uplinks(&n.client, &n.token).into_iter().find(covers) else {
+            continue;
+        };
+        let received: std::collections::BTreeSet<&str> = o
+            .conns
+            .values()
+            .filter(|c| c.client == n.client)
+            .flat_map(|c| c.delivered.iter().filter_map(|d| d.id.as_deref()))
+            .collect();
+        let lost: Vec<&str> = n.ids.iter().map(String::as_str).filter(|i| !received.contains(i)).collect();
+        let Some(first) = lost.first() else { continue };
+        let uplink = o
+            .conns
+            .values()
+            .filter(|c| c.client == n.client && c.is_uplink() && c.token() == Some(n.token.as_str()))
+            .find(|c| matches!(c.response, Some((200, true, t, _)) if t == since));
+        let on = uplink.map_or(String::new(), |c| format!(" (conn {})", c.conn));
+        let what = if lost.len() == 1 { format!("event {first}") } else { format!("events {first} on") };
+        let count = if lost.len() == n.ids.len() {
+            format!("{} notification(s)", n.ids.len())
+        } else {
+            format!("{} of {} notifications", lost.len(), n.ids.len())
+        };
+        let mut evidence = vec![n.seq];
+        evidence.extend(uplink.and_then(|c| c.response.map(|r| r.3)));
+        evidence.sort();
+        out.push(Violation {
+            check: ID,
+            headline: format!(
+                "{count} emitted on {}'s session at {} never reached it ({what}), though its uplink{on} was live from {since} to {until}",
+                n.client,
+                n.t
+            ),
+            t: n.t,
+            evidence,
+            inherent: false,
+        });
+    }
+    out
 }

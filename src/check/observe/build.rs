@@ -127,6 +127,13 @@ impl<'a> Observed<'a> {
                         for id in event_ids.iter().filter_map(|i| i.parse().ok()) {
                             o.notified.push((token.clone(), t, id, seq));
                         }
+                        o.notifications.push(super::Notification {
+                            client: client.clone(),
+                            token: token.clone(),
+                            t,
+                            seq,
+                            ids: event_ids.clone(),
+                        });
                     }
                 }
                 What::TokenStolen { from, to, credential } => o.thefts.push((t, from.clone(), to.clone(), *credential)),

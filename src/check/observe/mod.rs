@@ -250,6 +250,22 @@ impl Answer {
     }
 }
 
+/// Notifications the application reported emitting on a session, with
+/// their SSE event ids of any shape.
+#[derive(Clone, Debug)]
+pub struct Notification {
+    /// The client whose session they went to.
+    pub client: String,
+    /// That session's token.
+    pub token: String,
+    /// When the application emitted them.
+    pub t: SimTime,
+    /// The `notified` event's place in the trace.
+    pub seq: u64,
+    /// Their SSE event ids, in order (empty when the server exposes none).
+    pub ids: Vec<String>,
+}
+
 /// The observable record of a run, indexed.
 #[derive(Clone, Debug, Default)]
 pub struct Observed<'a> {
@@ -285,6 +301,8 @@ pub struct Observed<'a> {
     pub crashed: BTreeMap<String, SimTime>,
     /// Event ids the application reported emitting: `(session token, time, id, seq)`.
     pub notified: Vec<(String, SimTime, u64, u64)>,
+    /// Every report of notifications emitted, whatever their ids look like.
+    pub notifications: Vec<Notification>,
     /// Every crash: `(client, time)`.
     pub crashes: Vec<(String, SimTime)>,
     /// `(time, from, to, with credential)` of every token theft.
