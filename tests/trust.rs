@@ -9,6 +9,8 @@ use mcpsim::server::Engine;
 use std::path::Path;
 use std::rc::Rc;
 
+mod common;
+
 fn load(rel: &str) -> Plan {
     Plan::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)).unwrap()
 }
@@ -870,18 +872,17 @@ fn a_fence_that_cannot_be_confirmed_within_grace_refuses_the_resumption() {
     }
 }
 
-/// The trace of `plan` on `server` as a server whose event ids are strings
-/// would make it (the TypeScript SDK's example store mints
-/// `<stream>_<ms>_<random>`, the Python SDK's a uuid): every id the server
-/// minted below 5000 becomes `ev-<n>-x`, wherever it shows.
-fn with_string_ids(plan: &Plan, server: &str) -> Vec<Verdict> {
+/// Rewrites `trace` as a server whose event ids are strings would make it
+/// (the TypeScript SDK's example store mints `<stream>_<ms>_<random>`, the
+/// Python SDK's a uuid): every id the server minted below 5000 becomes
+/// `ev-<n>-x`, wherever it shows.
+fn string_ids(trace: &mut mcpsim::trace::Trace) {
     use mcpsim::trace::What;
     let s = |id: &mut String| {
         if id.parse::<u64>().is_ok_and(|n| n < 5000) {
             *id = format!("ev-{id}-x");
         }
     };
-    let mut trace = mcpsim::run(plan, server, None).unwrap().trace;
     for e in &mut trace.events {
         match &mut e.what {
             What::SseEvent { id: Some(id), .. } | What::RequestIssued { event_id: Some(id), .. } => s(id),
@@ -891,7 +892,36 @@ fn with_string_ids(plan: &Plan, server: &str) -> Vec<Verdict> {
             _ => {}
         }
     }
+}
+
+/// The verdicts of `plan` on `server`, its ids made strings.
+fn with_string_ids(plan: &Plan, server: &str) -> Vec<Verdict> {
+    let mut trace = mcpsim::run(plan, server, None).unwrap().trace;
+    string_ids(&mut trace);
     check::judge(&trace)
+}
+
+#[test]
+fn every_verdict_stands_when_the_event_ids_are_strings() {
+    // Real servers mint uuids and `stream_time_random` ids; the checks must
+    // judge them as they judge numbers. Every cell of the verdict matrix
+    // (every bundled scenario on every built-in server) is judged twice.
+    let mut cells = 0;
+    for path in common::bundled_scenarios() {
+        let plan = Plan::load(&path).unwrap();
+        for server in mcpsim::server::known_servers() {
+            if mcpsim::server::streamable_only(server) && plan.dialect != Dialect::StreamableHttp {
+                continue;
+            }
+            let mut trace = mcpsim::run(&plan, server, None).unwrap().trace;
+            let numbers = check::violated(&check::judge(&trace));
+            string_ids(&mut trace);
+            let strings = check::violated(&check::judge(&trace));
+            assert_eq!(numbers, strings, "{} on {server}: the verdicts change when the ids are strings", plan.name);
+            cells += 1;
+        }
+    }
+    assert!(cells > 300, "only {cells} cells judged");
 }
 
 #[test]

@@ -309,6 +309,35 @@ fn by_order(
         if !unwritten.is_empty() && owed.iter().all(|i| i.parse::<u64>().is_ok()) {
             owed.sort_by_key(|i| i.parse::<u64>().unwrap_or(u64::MAX));
         }
+    } else if c.stream.is_get() {
+        // Ids that are no numbers are ordered by when the application
+        // reported minting them: those after `last` (after it in the reports,
+        // or reported after a socket showed it) and before the client asked.
+        let t_req = c.request_t.unwrap_or(t_acc);
+        let reported: Vec<(SimTime, &str)> = o
+            .notifications
+            .iter()
+            .filter(|x| x.token == token)
+            .flat_map(|x| x.ids.iter().map(move |i| (x.t, i.as_str())))
+            .collect();
+        let after = match reported.iter().position(|(_, i)| *i == last) {
+            Some(p) => p + 1,
+            None => o
+                .conns
+                .values()
+                .filter(|d| d.token() == Some(token))
+                .flat_map(|d| d.delivered.iter())
+                .filter(|e| e.id.as_deref() == Some(last))
+                .map(|e| e.t)
+                .min()
+                .map_or(reported.len(), |seen| reported.iter().position(|(t, _)| *t > seen).unwrap_or(reported.len())),
+        };
+        for (_, id) in reported[after..].iter().filter(|(t, _)| *t < t_req) {
+            if !received.contains(id) && !owed.iter().any(|o| o == id) {
+                unwritten.push(id.to_string());
+                owed.push(id.to_string());
+            }
+        }
     }
     let owed: Vec<&str> = owed.iter().map(String::as_str).collect();
     let replayed: Vec<(&str, u64)> =
@@ -333,8 +362,13 @@ fn by_order(
     // Say which evidence showed each skipped event.
     let (never, carried): (Vec<&str>, Vec<&str>) = skipped.iter().partition(|i| unwritten.iter().any(|u| u == *i));
     // The application's report of minting the first of them is the evidence for those.
-    let first_never = never.first().and_then(|i| i.parse::<u64>().ok());
-    evidence.extend(o.notified.iter().find(|x| x.0 == token && Some(x.2) == first_never).map(|x| x.3));
+    let first_never = never.first().copied();
+    evidence.extend(
+        o.notifications
+            .iter()
+            .find(|x| x.token == token && first_never.is_some_and(|f| x.ids.iter().any(|i| i == f)))
+            .map(|x| x.seq),
+    );
     let what = match (carried.is_empty(), never.is_empty()) {
         (_, true) => format!("the stream had carried after it and the client never received ({})", carried.join(", ")),
         (true, false) => format!(
