@@ -977,3 +977,20 @@ fn notifications_lost_on_a_live_resumed_uplink_are_a_liveness_failure() {
         &["2 notification(s) emitted on alice's session at 15.000 s never reached it", "live from"],
     );
 }
+
+#[test]
+fn no_replay_is_owed_to_a_thief() {
+    // rmcp answers a thief's resumption (the session id, not the
+    // credential) 200 and sends it nothing: that was called a replay gap.
+    // A thief is owed nothing; with the owner's credential no server can
+    // tell it from the owner, and the gap counts again.
+    let mut plan = load("scenarios/streamable-http/theft-without-credential.toml");
+    quiet(&judge(&plan, "rmcp"), "replay-integrity");
+    quiet(&judge(&plan, "guarded"), "replay-integrity");
+    for s in plan.steps.iter_mut() {
+        if let mcpsim::scenario::Action::StealToken { credential, .. } = &mut s.action {
+            *credential = true;
+        }
+    }
+    fires(&judge(&plan, "rmcp"), "replay-integrity", &["mallory's resumption from 0 on conn 1 skipped 5 event(s)"]);
+}

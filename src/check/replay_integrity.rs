@@ -17,6 +17,10 @@
 //! server plug's `AppReporter` lets it do the same). Numeric ids
 //! are ordered, so the reported ids after N are owed; a server that reports
 //! nothing is judged only on what the sockets carried.
+//!
+//! Not judged: resumptions by a thief (a client presenting another
+//! principal's session without that principal's credential), who is owed no
+//! replay; what a thief is given is `confidentiality`'s evidence.
 
 use super::observe::{Conn, Observed};
 use super::{not_applicable, status, Status, Violation};
@@ -36,11 +40,20 @@ pub const EXPLAIN: super::Explain = super::Explain {
 
 pub fn judge(o: &Observed) -> Status {
     let mut judged = false;
+    let mut thief = false;
     let mut out = Vec::new();
     for c in o.conns.values() {
         let Some((t_acc, acc_seq)) = c.accepted_resumption() else { continue };
         let Some(last) = c.last_event_id.as_deref() else { continue };
         let Some(token) = c.token() else { continue };
+        // No replay is owed to a client presenting another principal's
+        // session without its credential: a thief. What it was given is
+        // confidentiality's to judge (rmcp and the TypeScript SDK answered
+        // such a thief 200 and sent it nothing: that was called a gap).
+        if o.token_owner.get(token).is_some_and(|owner| o.foreign(&c.client, owner, t_acc)) {
+            thief = true;
+            continue;
+        }
         let request_seq = c.request_seq.unwrap_or(acc_seq);
         let found = match c.last_event_id_number() {
             Some(n) => numeric(o, c, n, token, (t_acc, acc_seq, request_seq)),
@@ -56,6 +69,11 @@ pub fn judge(o: &Observed) -> Status {
             || o.stream_ids(&c.stream, t_acc).iter().any(|(_, i, _)| i == last)
             || found.is_some();
         out.extend(found);
+    }
+    if !judged && thief {
+        return not_applicable(
+            "only a thief's resumption was accepted: no replay is owed to a client presenting another principal's session",
+        );
     }
     if !judged {
         return not_applicable("no resumption from an id the stream had shown was accepted");
