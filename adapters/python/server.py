@@ -1,0 +1,377 @@
+"""The official MCP Python SDK (`mcp`, pinned in requirements.txt) as a server under test for `mcpsim run --live`.
+
+    python3 -m venv adapters/python/.venv
+    adapters/python/.venv/bin/pip install -r adapters/python/requirements.txt
+    mcpsim run --live 'adapters/python/.venv/bin/python adapters/python/server.py' FILE --time-scale 0.1
+
+Adapt it: keep the "SDK" parts as your server already has them (or replace them
+with yours), and keep the "harness" parts, which only tell mcpsim what the
+application did (docs/live-protocol.md). The harness never changes what the SDK
+puts on the wire.
+
+SDK part: the SDK's example examples/servers/simple-streamablehttp (mcp 2.3.0):
+a low-level `Server`, `server.streamable_http_app(event_store=...)` (which builds
+the `StreamableHTTPSessionManager`: stateful sessions, SSE responses, and
+DNS-rebinding protection for 127.0.0.1 because `host` defaults to 127.0.0.1),
+one example `InMemoryEventStore` (copied in ./event_store.py) shared by every
+session, served by uvicorn on 127.0.0.1.
+Harness part: the `ask` tool, the control connection, and an event store
+subclass that observes (never alters) what the SDK stores, to learn the JSON-RPC
+id and SSE event id the SDK gave each request and notification.
+"""
+
+import asyncio
+import contextvars
+import json
+import logging
+import os
+import sys
+from typing import Any
+
+import httpx2
+import mcp.types as types
+import uvicorn
+from mcp.server import Server, ServerRequestContext
+from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
+from pydantic import ValidationError
+from sse_starlette import EventSourceResponse
+
+from event_store import InMemoryEventStore
+
+NAME = "python-sdk"
+
+
+def env_int(key: str, default: int | None) -> int | None:
+    value = os.environ.get(key, "")
+    return int(value) if value else default
+
+
+PORT = env_int("MCPSIM_PORT", 3000)
+CONTROL_PORT = env_int("MCPSIM_CONTROL_PORT", None)
+HEARTBEAT_MS = env_int("MCPSIM_HEARTBEAT_MS", 15000)  # sse-starlette's default ping interval is 15 s
+REQUEST_TIMEOUT_MS = env_int("MCPSIM_REQUEST_TIMEOUT_MS", None)  # the SDK's default: no timeout at all
+RETENTION = env_int("MCPSIM_RETENTION", 100)  # the example store's default max_events_per_stream is 100
+
+logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format=f"[{NAME}] %(levelname)s %(name)s: %(message)s")
+log = logging.getLogger(NAME)
+log.setLevel(logging.INFO)
+
+if os.environ.get("MCPSIM_DIALECT", "streamable-http") != "streamable-http":
+    log.warning("only streamable-http is served; MCPSIM_DIALECT=%s ignored", os.environ["MCPSIM_DIALECT"])
+# Settings the SDK has no equivalent for (see README.md).
+for key in ("MCPSIM_FIRST_EVENT_ID", "MCPSIM_FENCE_GRACE_MS", "MCPSIM_FENCE_DELAY_MS"):
+    if key in os.environ:
+        log.info("%s=%s ignored: the SDK (and its example event store) has no such setting", key, os.environ[key])
+
+# SSE keep-alive: the SDK does not expose it. Its transport builds sse-starlette
+# EventSourceResponses without `ping`, so they take sse-starlette's class default
+# (15 s): set that process-wide.
+EventSourceResponse.DEFAULT_PING_INTERVAL = HEARTBEAT_MS / 1000
+
+
+# ---------------------------------------------------------------- harness: reports
+control: asyncio.StreamWriter | None = None  # the control connection, when a live run started us
+
+
+def report(msg: dict[str, Any]) -> None:
+    if control is not None and not control.is_closing():
+        control.write((json.dumps(msg) + "\n").encode())
+
+
+# What the application is issuing when the SDK stores an event. The SDK stores
+# events in the session's message router task, not in the task that sent the
+# message, but the message travels there with a snapshot of the sender's
+# contextvars (the SDK's own ContextSendStream), which the store reads.
+ISSUING: contextvars.ContextVar["Issuing | None"] = contextvars.ContextVar("issuing", default=None)
+
+
+class Issuing:
+    """Collects what the SDK stored while the application issued one request or a run of notifications."""
+
+    def __init__(self, method: str, on_request=None) -> None:
+        self.method = method
+        self.on_request = on_request  # called once with (JSON-RPC id, event id)
+        self.id: Any = None
+        self.event_ids: list[str] = []
+        self.changed = asyncio.Event()
+
+    def stored(self, message: Any, event_id: str) -> None:
+        if isinstance(message, types.JSONRPCRequest) and message.method == self.method and self.id is None:
+            self.id = message.id
+            if self.on_request is not None:
+                self.on_request(message.id, event_id)
+        elif isinstance(message, types.JSONRPCNotification) and message.method == self.method:
+            self.event_ids.append(event_id)
+            self.changed.set()
+
+    async def stored_notifications(self, n: int) -> None:
+        """Waits until the SDK has stored `n` notifications (it stores each just after the send returns).
+
+        Gives up after 0.25 s without progress: a notification the SDK dropped
+        (a closed session) is never stored.
+        """
+        while len(self.event_ids) < n:
+            self.changed.clear()
+            try:
+                await asyncio.wait_for(self.changed.wait(), 0.25)
+            except TimeoutError:
+                return
+
+
+def sender_context() -> contextvars.Context | None:
+    """The contextvars of the task whose message the SDK is storing now (None if this SDK version hides it).
+
+    store_event is awaited by the transport's message router
+    (StreamableHTTPServerTransport.connect), which reads the message from
+    `write_stream_reader`; that stream keeps the sender's context in `last_context`.
+    """
+    frame = sys._getframe(2)  # 0: here, 1: ObservedEventStore.store_event, 2: the SDK's caller
+    reader = frame.f_locals.get("write_stream_reader")
+    return getattr(reader, "last_context", None)
+
+
+class ObservedEventStore(InMemoryEventStore):
+    """The example store, observed: every stored message goes to whoever was issuing it."""
+
+    blind = False  # warned that this SDK version hides the sender
+
+    async def store_event(self, stream_id, message):
+        sender = sender_context() if message is not None else None
+        if message is not None and sender is None and not self.blind:
+            self.blind = True
+            log.warning("cannot see who sent the messages the SDK stores: issued/notified ids will be missing")
+        event_id = await super().store_event(stream_id, message)
+        issuing = sender.get(ISSUING) if sender is not None else None
+        if issuing is not None:
+            issuing.stored(message, event_id)
+        return event_id
+
+
+# ---------------------------------------------------------------- application
+def server_request(method: str, label: str, owner: str) -> tuple[types.ServerRequest, type]:
+    """The server request `method`, with content naming `label` and its owner (mcpsim's wire/jsonrpc.rs)."""
+    if method == "sampling/createMessage":
+        text = types.TextContent(type="text", text=f"{label}: continue {owner}'s conversation")
+        params = types.CreateMessageRequestParams(messages=[types.SamplingMessage(role="user", content=text)], max_tokens=256)
+        return types.CreateMessageRequest(params=params), types.CreateMessageResult
+    if method == "elicitation/create":
+        params = types.ElicitRequestFormParams(
+            message=f"{label}: {owner}, please confirm", requested_schema={"type": "object", "properties": {}}
+        )
+        return types.ElicitRequest(params=params), types.ElicitResult
+    if method == "roots/list":
+        return types.ListRootsRequest(), types.ListRootsResult
+    raise ValueError(f"unknown server request method {method}")
+
+
+async def issue(
+    session: ServerSession, *, sid: str, client: str, label: str, method: str, related_request_id=None, reissuable=True
+) -> bool:
+    """Sends server request `method` through `session`, reports it issued and then its outcome.
+
+    With `related_request_id` the SDK relates it to that call (its POST stream);
+    without, it goes on the session's standalone GET stream. Returns whether it was answered.
+    """
+
+    def issued(rpc_id, event_id):
+        report(
+            {
+                "type": "issued",
+                "session": sid,
+                "client": client,
+                "label": label,
+                "method": method,
+                "id": rpc_id,
+                "event_id": event_id,
+                "reissuable": reissuable,
+            }
+        )
+
+    issuing = Issuing(method, issued)
+    token = ISSUING.set(issuing)
+    try:
+        request, result_type = server_request(method, label, client)
+        metadata = ServerMessageMetadata(related_request_id=related_request_id) if related_request_id is not None else None
+        timeout = REQUEST_TIMEOUT_MS / 1000 if REQUEST_TIMEOUT_MS is not None else None
+        await session.send_request(request, result_type, request_read_timeout_seconds=timeout, metadata=metadata)
+        outcome, detail = "answered", "the SDK received the answer"
+    except MCPError as e:
+        timed_out = e.code == types.REQUEST_TIMEOUT and "timed out" in e.message
+        outcome, detail = ("timed-out" if timed_out else "failed"), f"SDK: {e.message} ({e.code})"
+    except ValidationError as e:
+        outcome, detail = "answered", f"answered, but the SDK rejected the result: {e.error_count()} errors"
+    except Exception as e:  # noqa: BLE001 - reported, never hidden
+        outcome, detail = "failed", f"SDK: {type(e).__name__}: {e}"
+    finally:
+        ISSUING.reset(token)
+    if issuing.id is None:  # it never went out
+        report({"type": "error", "client": client, "message": f"the SDK did not send {label}: {detail}"})
+        return False
+    report({"type": "outcome", "label": label, "id": issuing.id, "outcome": outcome, "detail": detail})
+    return outcome == "answered"
+
+
+async def handle_list_tools(ctx: ServerRequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    schema = {
+        "type": "object",
+        "properties": {"client": {"type": "string"}, "label": {"type": "string"}, "method": {"type": "string"}},
+    }
+    return types.ListToolsResult(
+        tools=[types.Tool(name="ask", description="issues the named server request related to this call", input_schema=schema)]
+    )
+
+
+async def handle_call_tool(ctx: ServerRequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
+    if params.name != "ask":
+        raise MCPError(code=types.INVALID_PARAMS, message=f"unknown tool {params.name}")
+    args = params.arguments or {}
+    client, label, method = (str(args.get(k, "")) for k in ("client", "label", "method"))
+    sid = ctx.request.headers.get("mcp-session-id", "") if ctx.request is not None else ""
+    # related_request_id: the SDK sends it on this call's POST stream.
+    ok = await issue(ctx.session, sid=sid, client=client, label=label, method=method, related_request_id=ctx.request_id)
+    text = f"{label} answered" if ok else f"{label} was not answered"
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=not ok)
+
+
+# ---------------------------------------------------------------- SDK: the example's server
+app = Server("mcpsim-python-sdk-app", on_list_tools=handle_list_tools, on_call_tool=handle_call_tool)
+event_store = ObservedEventStore(max_events_per_stream=RETENTION)  # resumability, as in the example
+starlette_app = app.streamable_http_app(event_store=event_store)  # host 127.0.0.1: DNS-rebinding protection on
+
+# Harness: each session's ServerSession, to issue standalone requests and
+# notifications when mcpsim asks. The low-level Server has no "session
+# initialized" hook, so a server middleware notes it from any message that
+# carries an Mcp-Session-Id (notifications/initialized is the first).
+sessions: dict[str, ServerSession] = {}
+
+
+async def remember_session(ctx: ServerRequestContext, call_next):
+    sid = ctx.request.headers.get("mcp-session-id") if ctx.request is not None else None
+    if sid and sid not in sessions:
+        sessions[sid] = ctx.session
+    return await call_next(ctx)
+
+
+app.middleware.append(remember_session)
+
+
+# ---------------------------------------------------------------- harness: control protocol
+async def notify(session: ServerSession, sid: str, client: str, count: int) -> None:
+    issuing = Issuing("notifications/message")
+    token = ISSUING.set(issuing)
+    try:
+        for n in range(count):
+            note = types.LoggingMessageNotificationParams(level="info", data=f"note {n}")
+            # No related request: the SDK sends it on the session's standalone GET stream.
+            stored = len(issuing.event_ids)
+            await session.send_notification(types.LoggingMessageNotification(params=note))
+            await issuing.stored_notifications(stored + 1)
+    finally:
+        ISSUING.reset(token)
+    report({"type": "notified", "session": sid, "client": client, "event_ids": issuing.event_ids})
+
+
+def command(cmd: dict[str, Any]) -> None:
+    """Carries out one command of mcpsim-control/1."""
+    sid, client = cmd.get("session", ""), cmd.get("client", "")
+    session = sessions.get(sid)
+    if session is None:
+        report({"type": "error", "client": client, "message": f"no session {sid}"})
+        return
+    if cmd.get("type") == "request":
+        asyncio.create_task(
+            issue(
+                session,
+                sid=sid,
+                client=client,
+                label=cmd.get("label", ""),
+                method=cmd.get("method", ""),
+                reissuable=cmd.get("reissuable", True) is not False,
+            )
+        )
+    elif cmd.get("type") == "notify":
+        asyncio.create_task(notify(session, sid, client, int(cmd.get("count", 1))))
+    else:
+        log.warning("ignoring a control message of unknown type: %s", json.dumps(cmd))
+
+
+async def control_loop() -> None:
+    global control
+    reader, control = await asyncio.open_connection("127.0.0.1", CONTROL_PORT)
+    report({"type": "ready", "protocol": "mcpsim-control/1", "server": NAME})
+    while line := await reader.readline():
+        try:
+            cmd = json.loads(line)
+        except ValueError:
+            log.warning("ignoring a control line that is not JSON: %r", line)
+            continue
+        command(cmd)
+    os._exit(0)  # mcpsim closed the control connection: the run is over
+
+
+async def warm_up() -> None:
+    """One throw-away session before `ready`, so the first scenario requests do not pay for lazy imports.
+
+    initialize, tools/list, a call of `ask` whose roots/list it answers, DELETE.
+    Nothing is reported. Its request ids are strings no client uses, so it adds
+    no event to any stream a scenario's session shares in the example store.
+    """
+    url = f"http://127.0.0.1:{PORT}/mcp"
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    async with httpx2.AsyncClient(timeout=3) as http:
+        init = {
+            "jsonrpc": "2.0",
+            "id": "warm-up-1",
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {"roots": {}}, "clientInfo": {"name": "warm-up", "version": "0"}},
+        }
+        r = await http.post(url, headers=headers, json=init)
+        h = {**headers, "mcp-session-id": r.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+        await http.post(url, headers=h, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        await http.post(url, headers=h, json={"jsonrpc": "2.0", "id": "warm-up-2", "method": "tools/list"})
+        args = {"client": "warm-up", "label": "warm-up", "method": "roots/list"}
+        call = {"jsonrpc": "2.0", "id": "warm-up-3", "method": "tools/call", "params": {"name": "ask", "arguments": args}}
+        async with http.stream("POST", url, headers=h, json=call) as resp:
+            async for line in resp.aiter_lines():
+                if not line.startswith("data:") or not line[5:].strip():
+                    continue
+                m = json.loads(line[5:])
+                if m.get("method") == "roots/list":
+                    await http.post(url, headers=h, json={"jsonrpc": "2.0", "id": m["id"], "result": {"roots": []}})
+                elif m.get("id") == "warm-up-3":
+                    break
+        await http.delete(url, headers=h)
+    sessions.clear()
+
+
+async def main() -> None:
+    config = uvicorn.Config(starlette_app, host="127.0.0.1", port=PORT, log_level="warning", access_log=False)
+    server = uvicorn.Server(config)
+    serving = asyncio.create_task(server.serve())
+    while not server.started:
+        if serving.done():
+            log.error("cannot serve on 127.0.0.1:%s", PORT)
+            sys.exit(1)
+        await asyncio.sleep(0.005)
+    log.info(
+        "Streamable HTTP on http://127.0.0.1:%s/mcp (SSE ping %s ms, request timeout %s, example store keeps %s events per stream)",
+        PORT,
+        HEARTBEAT_MS,
+        f"{REQUEST_TIMEOUT_MS} ms" if REQUEST_TIMEOUT_MS is not None else "none",
+        RETENTION,
+    )
+    if CONTROL_PORT is not None:
+        t0 = asyncio.get_running_loop().time()
+        try:
+            await asyncio.wait_for(warm_up(), 3)
+            log.info("warm-up done in %.0f ms", (asyncio.get_running_loop().time() - t0) * 1000)
+        except Exception as e:  # noqa: BLE001
+            log.warning("warm-up failed (continuing): %r", e)
+        asyncio.create_task(control_loop())
+    await serving
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
