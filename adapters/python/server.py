@@ -13,7 +13,7 @@ SDK part: the SDK's example examples/servers/simple-streamablehttp (mcp 2.3.0):
 a low-level `Server`, `server.streamable_http_app(event_store=...)` (which builds
 the `StreamableHTTPSessionManager`: stateful sessions, SSE responses, and
 DNS-rebinding protection for 127.0.0.1 because `host` defaults to 127.0.0.1),
-one example `InMemoryEventStore` (copied in ./event_store.py) shared by every
+one example `InMemoryEventStore` (from the SDK's sdist, see install.sh) shared by every
 session, served by uvicorn on 127.0.0.1.
 Harness part: the `ask` tool, the control connection, and an event store
 subclass that observes (never alters) what the SDK stores, to learn the JSON-RPC
@@ -38,7 +38,10 @@ from mcp.shared.message import ServerMessageMetadata
 from pydantic import ValidationError
 from sse_starlette import EventSourceResponse
 
-from event_store import InMemoryEventStore
+# The SDK's own example store, as its sdist ships it; install.sh puts it in
+# the venv (it is not part of the installed package, and not copied here).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".venv", "sdk_example"))
+from event_store import InMemoryEventStore  # noqa: E402
 
 NAME = "python-sdk"
 

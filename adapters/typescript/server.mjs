@@ -12,7 +12,7 @@
 // SDK part: the stateful Streamable HTTP server of the SDK's example
 // src/examples/server/simpleStreamableHttp.ts: createMcpExpressApp, one
 // StreamableHTTPServerTransport + McpServer per session, resumability through
-// the example InMemoryEventStore (copied in ./inMemoryEventStore.mjs), SSE
+// the example InMemoryEventStore (imported from the package's examples), SSE
 // responses (enableJsonResponse left false).
 // Harness part: the `ask` tool, the control connection, and an event store
 // subclass that observes (never alters) what the SDK stores, to learn the
@@ -33,7 +33,9 @@ import {
     isInitializeRequest,
     ListRootsResultSchema
 } from '@modelcontextprotocol/sdk/types.js';
-import { InMemoryEventStore } from './inMemoryEventStore.mjs';
+// The SDK's own example store, imported from the package (not copied): the
+// store its README and examples point users to for resumability.
+import { InMemoryEventStore } from '@modelcontextprotocol/sdk/examples/shared/inMemoryEventStore.js';
 
 const NAME = 'typescript-sdk';
 const env = (k, d) => (process.env[k] === undefined || process.env[k] === '' ? d : Number(process.env[k]));
