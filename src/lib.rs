@@ -32,7 +32,8 @@
 //! trace                     the record of a run (Run, events, Recorder)
 //! scenario                  TOML → Plan, with located errors
 //! vocab inbox seed error wire   leaves: names, command queues, seeds, errors,
-//!                               the pure protocol pieces (SSE, JSON-RPC, HTTP/1)
+//! watchdog                      the pure protocol pieces (SSE, JSON-RPC, HTTP/1),
+//!                               the wall-clock bound on a run
 //! clock net                 scenario time (simulated, or a live run's scaled wall clock);
 //!                           byte streams and listeners (simulated or real)
 //! ```
@@ -63,6 +64,7 @@ pub mod seed;
 pub mod server;
 pub mod trace;
 pub mod vocab;
+pub mod watchdog;
 pub mod wire;
 pub mod world;
 

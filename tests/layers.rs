@@ -7,7 +7,7 @@ use std::path::Path;
 /// Rows from the bottom up; a module may import modules of lower rows only.
 const ROWS: &[&[&str]] = &[
     &["clock", "net"],
-    &["vocab", "inbox", "seed", "error", "wire"],
+    &["vocab", "inbox", "seed", "error", "wire", "watchdog"],
     &["scenario"],
     &["trace"],
     &["server", "client"],

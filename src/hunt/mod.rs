@@ -24,7 +24,10 @@ use std::time::{Duration, Instant};
 
 pub use generate::{generate, generate_in};
 
-use crate::scenario::Dialect;
+use crate::scenario::{Dialect, Plan};
+use crate::seed::Seed;
+use crate::server::ServerPlug;
+use std::rc::Rc;
 
 /// The dialect a hunt of `server` speaks unless told otherwise: the only one
 /// a streamable-http-only server (rmcp) speaks, else legacy-sse.
@@ -61,6 +64,9 @@ pub struct SeedOutcome {
     /// The hard situations the run reached ([`reach::SITUATIONS`]).
     #[serde(default)]
     pub reached: Vec<String>,
+    /// Set when the watchdog stopped the run: not a verdict on the server.
+    #[serde(default)]
+    pub harness: Option<String>,
 }
 
 impl SeedOutcome {
@@ -87,8 +93,33 @@ pub fn run_seed(server: &str, seed: u64, check_determinism: bool) -> Result<Seed
 
 /// Generates, runs and judges one seed in `dialect`.
 pub fn run_seed_in(server: &str, seed: u64, check_determinism: bool, dialect: Dialect) -> Result<SeedOutcome> {
+    run_seed_with(server, None, seed, check_determinism, dialect)
+}
+
+/// Builds the server under test for a generated plan: a way to hunt a
+/// plug-in that is not built in ([`HuntOptions::plug`]).
+#[derive(Clone)]
+pub struct PlugFactory(pub std::sync::Arc<dyn Fn(&Plan, Seed) -> Rc<dyn ServerPlug> + Send + Sync>);
+
+impl std::fmt::Debug for PlugFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PlugFactory(..)")
+    }
+}
+
+fn run_seed_with(
+    server: &str,
+    plug: Option<&PlugFactory>,
+    seed: u64,
+    check_determinism: bool,
+    dialect: Dialect,
+) -> Result<SeedOutcome> {
     let plan = generate_in(seed, dialect);
-    let run = crate::run(&plan, server, None)?;
+    let run_once = || match plug {
+        Some(f) => crate::run_with(&plan, (f.0)(&plan, plan.seed), plan.seed),
+        None => crate::run(&plan, server, None),
+    };
+    let run = run_once()?;
     let jsonl = run.trace.to_jsonl();
     let trace_hash = fnv1a(jsonl.as_bytes());
     let observed = check::observe::Observed::new(&run.trace);
@@ -102,13 +133,26 @@ pub fn run_seed_in(server: &str, seed: u64, check_determinism: bool, dialect: Di
             headline.get_or_insert_with(|| format!("{}: {}", v.check, x.headline));
         }
     }
+    let watchdog_fired = crate::watchdog::deadline().is_some_and(|d| std::time::Instant::now() >= d);
+    if let Some(why) = run.aborted.as_ref().filter(|_| watchdog_fired) {
+        let harness = Some(why.clone());
+        return Ok(SeedOutcome {
+            seed,
+            violated,
+            headline,
+            trace_hash,
+            nondeterminism: None,
+            reached: Vec::new(),
+            harness,
+        });
+    }
     if let Some(why) = &run.aborted {
         headline = Some(format!("run stopped early: {why}"));
         violated.push("protocol".into());
     }
     let mut nondeterminism = None;
     if check_determinism {
-        let again = crate::run(&plan, server, None)?.trace.to_jsonl();
+        let again = run_once()?.trace.to_jsonl();
         if fnv1a(again.as_bytes()) != trace_hash {
             let first = jsonl.lines().zip(again.lines()).position(|(a, b)| a != b);
             nondeterminism = Some(match first {
@@ -121,7 +165,7 @@ pub fn run_seed_in(server: &str, seed: u64, check_determinism: bool, dialect: Di
             });
         }
     }
-    Ok(SeedOutcome { seed, violated, headline, trace_hash, nondeterminism, reached })
+    Ok(SeedOutcome { seed, violated, headline, trace_hash, nondeterminism, reached, harness: None })
 }
 
 /// How long a hunt goes on.
@@ -154,6 +198,13 @@ pub struct HuntOptions {
     pub shrink_budget: usize,
     /// The dialect of the generated plans.
     pub dialect: Dialect,
+    /// The wall-clock bound on one seed ([`crate::watchdog`]): a seed that
+    /// outlives it is a harness failure, and the hunt goes on.
+    pub watchdog: Duration,
+    /// Hunt this plug-in instead of the built-in server `server` names
+    /// (`server` is then only its name in reports). Findings are not shrunk:
+    /// shrinking runs servers by name.
+    pub plug: Option<PlugFactory>,
 }
 
 impl HuntOptions {
@@ -169,6 +220,8 @@ impl HuntOptions {
             check_determinism: false,
             shrink_budget: 300,
             dialect: default_dialect(server),
+            watchdog: crate::watchdog::DEFAULT,
+            plug: None,
         }
     }
 
@@ -248,6 +301,20 @@ pub struct HuntReport {
     /// How many seeds reached each hard situation ([`reach::SITUATIONS`]).
     #[serde(default)]
     pub reach: BTreeMap<String, u64>,
+    /// Seeds the harness could not judge (the watchdog stopped them), sorted by seed.
+    #[serde(default)]
+    pub harness_failures: Vec<HarnessFailure>,
+}
+
+/// A seed the harness could not judge: the watchdog stopped it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HarnessFailure {
+    /// The seed.
+    pub seed: u64,
+    /// What stopped it.
+    pub why: String,
+    /// The command that runs it again.
+    pub repro: String,
 }
 
 /// What the caller hears while a hunt runs.
@@ -259,11 +326,13 @@ pub enum Progress<'a> {
     },
     /// A seed found something (reported before its `SeedDone`).
     Finding(&'a Finding),
+    /// The watchdog stopped a seed (reported before its `SeedDone`).
+    HarnessFailure(&'a HarnessFailure),
 }
 
 /// Runs a hunt. `on` is called on the calling thread as seeds complete.
 pub fn hunt(opts: &HuntOptions, mut on: impl FnMut(Progress)) -> Result<HuntReport> {
-    if !crate::server::is_known_server(&opts.server) {
+    if opts.plug.is_none() && !crate::server::is_known_server(&opts.server) {
         return Err(Error::usage(format!(
             "unknown server {:?} (known: {})",
             opts.server,
@@ -284,7 +353,7 @@ pub fn hunt(opts: &HuntOptions, mut on: impl FnMut(Progress)) -> Result<HuntRepo
     // first N) nor in what order results land (findings are sorted by seed,
     // reach counts are sums). The report is a function of N.
     let started = Instant::now();
-    let (tx, rx) = mpsc::channel::<Result<(SeedOutcome, Option<Finding>)>>();
+    let (tx, rx) = mpsc::channel::<Result<Seeded>>();
     let mut report = HuntReport {
         server: opts.server.clone(),
         base_seed: opts.base_seed,
@@ -292,6 +361,7 @@ pub fn hunt(opts: &HuntOptions, mut on: impl FnMut(Progress)) -> Result<HuntRepo
         seeds_run: 0,
         findings: Vec::new(),
         reach: reach::SITUATIONS.iter().map(|s| (s.to_string(), 0)).collect(),
+        harness_failures: Vec::new(),
     };
     let mut first_error = None;
     std::thread::scope(|scope| {
@@ -314,10 +384,20 @@ pub fn hunt(opts: &HuntOptions, mut on: impl FnMut(Progress)) -> Result<HuntRepo
                     }
                 }
                 let seed = opts.seed_at(i);
-                let result = run_seed_in(&opts.server, seed, opts.check_determinism, opts.dialect).map(|o| {
-                    let finding = o.is_finding().then(|| finding(opts, &o));
-                    (o, finding)
+                let (server, check_determinism, dialect) = (opts.server.clone(), opts.check_determinism, opts.dialect);
+                let plug = opts.plug.clone();
+                let guarded = crate::watchdog::guard(opts.watchdog, move || {
+                    run_seed_with(&server, plug.as_ref(), seed, check_determinism, dialect)
                 });
+                let result = match guarded {
+                    Ok(Ok(o)) if o.harness.is_none() => {
+                        let finding = o.is_finding().then(|| finding(opts, &o, opts.plug.is_none()));
+                        Ok(Seeded::Judged(o, finding))
+                    }
+                    Ok(Ok(o)) => Ok(Seeded::Harness(harness_failure(opts, seed, o.harness.unwrap_or_default()))),
+                    Ok(Err(e)) => Err(e),
+                    Err(stopped) => Ok(Seeded::Harness(harness_failure(opts, seed, stopped.to_string()))),
+                };
                 if tx.send(result).is_err() {
                     break;
                 }
@@ -326,7 +406,13 @@ pub fn hunt(opts: &HuntOptions, mut on: impl FnMut(Progress)) -> Result<HuntRepo
         drop(tx);
         for result in rx {
             match result {
-                Ok((outcome, finding)) => {
+                Ok(Seeded::Harness(h)) => {
+                    report.seeds_run += 1;
+                    on(Progress::HarnessFailure(&h));
+                    report.harness_failures.push(h);
+                    on(Progress::SeedDone { findings: report.findings.len() as u64 });
+                }
+                Ok(Seeded::Judged(outcome, finding)) => {
                     report.seeds_run += 1;
                     for s in outcome.reached {
                         *report.reach.entry(s).or_default() += 1;
@@ -348,11 +434,26 @@ pub fn hunt(opts: &HuntOptions, mut on: impl FnMut(Progress)) -> Result<HuntRepo
         return Err(e);
     }
     report.findings.sort_by_key(|f| f.seed);
+    report.harness_failures.sort_by_key(|h| h.seed);
     Ok(report)
 }
 
+/// What a hunt worker hands back for one seed.
+enum Seeded {
+    /// Run and judged, with its finding if it is one.
+    Judged(SeedOutcome, Option<Finding>),
+    /// Stopped by the watchdog.
+    Harness(HarnessFailure),
+}
+
+fn harness_failure(opts: &HuntOptions, seed: u64, why: String) -> HarnessFailure {
+    let repro =
+        format!("mcpsim replay --server {}{} --seed {seed}", opts.server, dialect_flag(&opts.server, opts.dialect));
+    HarnessFailure { seed, why, repro }
+}
+
 /// Turns a failing seed into a finding; shrinks it when an output directory is set.
-fn finding(opts: &HuntOptions, o: &SeedOutcome) -> Finding {
+fn finding(opts: &HuntOptions, o: &SeedOutcome, shrinkable: bool) -> Finding {
     let mut f = Finding {
         seed: o.seed,
         violated: o.violated.clone(),
@@ -368,7 +469,7 @@ fn finding(opts: &HuntOptions, o: &SeedOutcome) -> Finding {
         nondeterminism: o.nondeterminism.clone(),
         more_regressions: Vec::new(),
     };
-    let Some(out) = &opts.out else { return f };
+    let Some(out) = opts.out.as_ref().filter(|_| shrinkable) else { return f };
     // One regression per violated check, each shrunk while its own check
     // still fails: shrinking for the headline check alone would drop a
     // second, rarer defect the seed also hit.
@@ -447,8 +548,10 @@ pub fn merge(reports: Vec<HuntReport>) -> Result<HuntReport> {
             *merged.reach.entry(s).or_default() += n;
         }
         merged.findings.extend(r.findings);
+        merged.harness_failures.extend(r.harness_failures);
     }
     merged.shards.sort();
     merged.findings.sort_by_key(|f| f.seed);
+    merged.harness_failures.sort_by_key(|h| h.seed);
     Ok(merged)
 }

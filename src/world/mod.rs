@@ -53,8 +53,20 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
     let mut aborted = None;
     panics::install();
     let tick = plan.network.tick;
+    let deadline = crate::watchdog::deadline();
     while world.sim.elapsed() < plan.duration {
         let now = world.sim.elapsed();
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            // The one wall-clock read on the path to the trace: it only ever
+            // cuts a run that outlived the watchdog (see crate::watchdog).
+            let why = format!(
+                "the watchdog stopped the run at {} of simulated time: it outlived its wall-clock bound",
+                SimTime::from_duration(now)
+            );
+            world.rec.record(What::ServerStopped { why: why.clone() });
+            aborted = Some(why);
+            break;
+        }
         world.rec.set_loop_now(now);
         // Hand over every step due before the end of the coming tick; actors
         // wait for the exact due time themselves.

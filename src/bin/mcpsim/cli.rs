@@ -47,6 +47,10 @@ pub(crate) enum Command {
         /// JSON (schema mcpsim.run-report/1) or JUnit XML.
         #[arg(long, value_enum, default_value = "text")]
         format: RunFormat,
+        /// Stop a simulated run that takes longer than this much wall-clock time
+        /// (e.g. 60s, 5m): a server that hangs its host is reported, not waited for.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg, default_value = "60s")]
+        watchdog: std::time::Duration,
         #[command(flatten)]
         live: LiveArgs,
     },
@@ -223,6 +227,10 @@ pub(crate) struct HuntArgs {
     /// Run each seed twice and compare the traces.
     #[arg(long)]
     pub(crate) check_determinism: bool,
+    /// Stop a seed that takes longer than this much wall-clock time (e.g. 60s):
+    /// it is printed with its repro, counted as a harness failure, and the hunt goes on.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg, default_value = "60s")]
+    pub(crate) watchdog: std::time::Duration,
     /// Output: human text, or the JSON report (merge it with `mcpsim hunt merge`).
     #[arg(long, value_enum, default_value = "text")]
     pub(crate) format: Format,

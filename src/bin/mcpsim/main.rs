@@ -35,18 +35,18 @@ pub(crate) mod exit {
     pub const OK: u8 = 0;
     /// A check failed, an expectation was not met, or a hunt found something.
     pub const FINDING: u8 = 1;
-    /// An I/O error, or a run that stopped early.
+    /// An I/O error, a run that stopped early, or a hunt seed the watchdog stopped.
     pub const IO: u8 = 4;
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run { files, servers, seed, trace, timeline, quiet, format, live } => match live.options() {
+        Command::Run { files, servers, seed, trace, timeline, quiet, format, watchdog, live } => match live.options() {
             Err(e) => Err(e),
             Ok(live) => {
                 let target = live.map_or(Target::Servers(servers), Target::Live);
-                run(files, target, seed.map(Seed), trace, timeline, quiet, format)
+                run(files, target, seed.map(Seed), trace, timeline, quiet, format, watchdog)
             }
         },
         Command::Serve { server, port, dialect } => serve(server, port, dialect),

@@ -38,6 +38,8 @@ pub(crate) fn hunt(a: HuntArgs) -> Result<u8, Error> {
         check_determinism: a.check_determinism,
         shrink_budget: 300,
         dialect: DialectArg::resolve(a.dialect, &server),
+        watchdog: a.watchdog,
+        plug: None,
     };
     let text = a.format == Format::Text;
     eprintln!(
@@ -82,6 +84,14 @@ pub(crate) fn hunt(a: HuntArgs) -> Result<u8, Error> {
             // Results on stdout (stderr when stdout carries the JSON report).
             bar.suspend(|| if text { out!("{lines}") } else { eprintln!("{lines}") });
         }
+        Progress::HarnessFailure(h) => {
+            let lines = format!(
+                "harness failure: seed {}: {}
+  repro: {}",
+                h.seed, h.why, h.repro
+            );
+            bar.suspend(|| if text { out!("{lines}") } else { eprintln!("{lines}") });
+        }
     });
     bar.finish_and_clear();
     let report = report?;
@@ -89,6 +99,13 @@ pub(crate) fn hunt(a: HuntArgs) -> Result<u8, Error> {
     let wall = started.elapsed().as_secs_f64();
     eprintln!("{} seeds in {wall:.1} s ({:.0} seeds/s)", report.seeds_run, report.seeds_run as f64 / wall.max(1e-9));
     let mut summary = format!("hunted {} seeds: {} finding(s)", report.seeds_run, report.findings.len());
+    if !report.harness_failures.is_empty() {
+        summary.push_str(&format!(
+            ", {} harness failure(s) (the watchdog stopped them; no verdict): seeds {}",
+            report.harness_failures.len(),
+            report.harness_failures.iter().map(|h| h.seed.to_string()).collect::<Vec<_>>().join(", ")
+        ));
+    }
     if let Limit::Time(_) = limit {
         // How many seeds a time budget covers depends on the machine; the
         // seeds it covered do not (they are contiguous from the base seed).
@@ -128,7 +145,13 @@ pub(crate) fn hunt(a: HuntArgs) -> Result<u8, Error> {
     if !text {
         out!("{}", serde_json::to_string_pretty(&report).expect("report serializes"));
     }
-    Ok(if report.findings.is_empty() { exit::OK } else { exit::FINDING })
+    Ok(if !report.harness_failures.is_empty() {
+        exit::IO
+    } else if report.findings.is_empty() {
+        exit::OK
+    } else {
+        exit::FINDING
+    })
 }
 
 pub(crate) fn merge(files: Vec<PathBuf>) -> Result<u8, Error> {

@@ -68,6 +68,7 @@ pub(crate) fn run(
     timeline: Option<PathBuf>,
     quiet: bool,
     format: RunFormat,
+    watchdog: std::time::Duration,
 ) -> Result<u8, Error> {
     use std::io::IsTerminal;
     let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
@@ -139,7 +140,16 @@ pub(crate) fn run(
             }
             let result = match &live {
                 Some(opts) => mcpsim::live::run(plan, opts),
-                None => mcpsim::run(plan, server, seed),
+                None => {
+                    let (p, s) = (plan.clone(), server.clone());
+                    mcpsim::watchdog::guard(watchdog, move || mcpsim::run(&p, &s, seed)).unwrap_or_else(|stopped| {
+                        Err(mcpsim::Error::io(format!(
+                            "{stopped}; repro: mcpsim run {} --server {server}{}",
+                            plan.source.as_deref().map_or(plan.name.clone(), |p| p.display().to_string()),
+                            seed.map_or(String::new(), |s| format!(" --seed {}", s.0))
+                        )))
+                    })
+                }
             };
             let run = match result {
                 Ok(r) => r,
