@@ -994,3 +994,15 @@ fn no_replay_is_owed_to_a_thief() {
     }
     fires(&judge(&plan, "rmcp"), "replay-integrity", &["mallory's resumption from 0 on conn 1 skipped 5 event(s)"]);
 }
+
+#[test]
+fn a_numbered_session_is_numbered_even_before_it_shows_a_number() {
+    // Found by a hunt right after the string-id rule came in: guarded
+    // accepted a resumption from 1000 (minted, not yet seen) before the
+    // session had shown any numbered id, and the rule for sessions whose
+    // ids are strings called it an id no event carried.
+    for seed in [23, 65] {
+        let o = mcpsim::hunt::run_seed("guarded", seed, false).unwrap();
+        assert!(o.violated.is_empty(), "seed {seed}: {:?}", o.headline);
+    }
+}
