@@ -1006,3 +1006,24 @@ fn a_numbered_session_is_numbered_even_before_it_shows_a_number() {
         assert!(o.violated.is_empty(), "seed {seed}: {:?}", o.headline);
     }
 }
+
+#[test]
+fn a_new_session_may_number_its_requests_from_the_start_again() {
+    // The client once took the new session's request 0 for the old
+    // session's, already answered, and let it time out (the Python SDK's
+    // req-43 in nat-rebind, live; rmcp in the simulation).
+    let plan = load("tests/data/new-session-reuses-request-ids.toml");
+    let run = mcpsim::run(&plan, "rmcp", None).unwrap();
+    let answered: Vec<&str> = run
+        .trace
+        .iter()
+        .filter_map(|e| match &e.what {
+            mcpsim::trace::What::RequestOutcome { label, outcome: mcpsim::trace::Outcome::Answered, .. } => {
+                Some(label.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answered, ["req-1", "req-2"]);
+    quiet(&check::judge(&run.trace), "liveness");
+}

@@ -130,7 +130,12 @@ struct State {
     init_id: Option<RpcId>,
     /// Requests seen, with their method and the uplink generation that carried them.
     seen: BTreeMap<RpcId, (String, u64)>,
-    answered: BTreeSet<RpcId>,
+    /// `(session, id)` of every request answered. Request ids are the
+    /// session's: a new session may number its requests from the start again
+    /// (rmcp and the Python SDK do), and its request 1 is not the old
+    /// session's request 1 (the Python SDK's req-43 once went unanswered, its
+    /// id taken for one answered in the session before).
+    answered: BTreeSet<(Option<String>, RpcId)>,
     /// streamable-http: the session each request came from (answers go there).
     request_token: BTreeMap<RpcId, String>,
     /// The reconnection delay the server announced (`retry`), in ms.

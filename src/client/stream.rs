@@ -360,7 +360,8 @@ impl Client {
                 // (a replay): answer it there.
                 let fresh = {
                     let mut st = self.st.borrow_mut();
-                    let answered = st.answered.contains(&id);
+                    let session = st.request_token.get(&id).cloned().or_else(|| self.shared.token.borrow().clone());
+                    let answered = st.answered.contains(&(session, id.clone()));
                     let before = st.seen.insert(id.clone(), (method.clone(), gen));
                     before.is_none_or(|(_, g)| g != gen && !answered)
                 };
@@ -389,12 +390,12 @@ impl Client {
 
     /// POSTs the answer to a server request once; records it with the status the server gave.
     pub(super) async fn answer(self: Rc<Self>, id: RpcId, method: String) {
-        if !self.st.borrow_mut().answered.insert(id.clone()) {
+        // The session whose stream carried the request, else the current one.
+        let token = self.st.borrow().request_token.get(&id).cloned().or_else(|| self.shared.token.borrow().clone());
+        if !self.st.borrow_mut().answered.insert((token.clone(), id.clone())) {
             return;
         }
         let msg = mcp::answer(id.clone(), &method, &self.spec.name);
-        // The session whose stream carried the request, else the current one.
-        let token = self.st.borrow().request_token.get(&id).cloned().or_else(|| self.shared.token.borrow().clone());
         let (status, conn) = match &token {
             Some(token) => match self.send_post(&msg, Some(token), Purpose::Post, POST_TIMEOUT).await {
                 Some(posted) => {
