@@ -25,8 +25,9 @@ fn first_finding_in(server: &str, check: CheckId, dialect: Dialect) -> Option<u6
 #[test]
 fn every_buggy_server_is_found_by_its_own_check_in_streamable_http_too() {
     for m in Mutation::ALL {
-        let found = first_finding_in(m.name(), m.caught_by(), Dialect::StreamableHttp);
-        assert!(found.is_some(), "{} not caught by {} within {BOUND} streamable-http seeds", m.name(), m.caught_by());
+        let by = m.caught_by_in(Dialect::StreamableHttp);
+        let found = first_finding_in(m.name(), by, Dialect::StreamableHttp);
+        assert!(found.is_some(), "{} not caught by {by} within {BOUND} streamable-http seeds", m.name());
     }
 }
 

@@ -1027,3 +1027,27 @@ fn a_new_session_may_number_its_requests_from_the_start_again() {
     assert_eq!(answered, ["req-1", "req-2"]);
     quiet(&check::judge(&run.trace), "liveness");
 }
+
+#[test]
+fn an_empty_stream_in_streamable_http_is_polling_not_a_refusal() {
+    // MCP 2025-11-25 (SEP-1699) lets a server end any stream, also right
+    // after an empty replay; the client polls again. The Python SDK does
+    // exactly that while a half-open stream of the session is still
+    // registered, and was called a silent refuser for it.
+    let plan = load("scenarios/streamable-http/answered-window.toml");
+    let run = mcpsim::run(&plan, "empty-ok", None).unwrap();
+    let v = check::judge(&run.trace);
+    quiet(&v, "rejection-protocol");
+    let polled = run.trace.iter().any(|e| {
+        matches!(&e.what, mcpsim::trace::What::Reinitialize { why, .. } if why.contains("HTTP 404"))
+    });
+    assert!(polled, "the client polled again and learned of the refusal from a 404");
+    // A 200 to an id the session never minted is still no valid resumption.
+    fires(
+        &judge(&load("scenarios/streamable-http/future-id.toml"), "rmcp"),
+        "replay-integrity",
+        &["resumption from 5000 was accepted"],
+    );
+    // In legacy-sse the seed analysis's refusal model stands.
+    fires(&judge(&load("scenarios/future-id.toml"), "empty-ok"), "rejection-protocol", &["a silent refusal"]);
+}

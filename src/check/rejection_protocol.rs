@@ -2,7 +2,9 @@
 //! an HTTP error, never an empty 200), the refused owner's token is dead
 //! afterwards, and the owner re-initializes.
 //!
-//! Evidence: a resumption answered 200 whose stream ended with no event; a
+//! Evidence: a resumption answered 200 whose stream ended with no event (in
+//! legacy-sse: in streamable-http a server may end any stream, and an empty
+//! one is SSE polling, MCP 2025-11-25; the client polls again); a
 //! request that still succeeded with a token after its owner was refused
 //! (the seed analysis requires the refusal to invalidate the token); an
 //! owner that never obtained a new session after a refusal; an owner whose

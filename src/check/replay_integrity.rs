@@ -278,7 +278,18 @@ const REPLAY_WAIT_US: u64 = 2_000_000;
 
 fn stayed_open(o: &Observed, c: &Conn, t_acc: SimTime) -> bool {
     let end = c.ended.as_ref().map_or(o.end, |e| e.0);
-    end.0 >= t_acc.0 + REPLAY_WAIT_US
+    // A stream closed at once is SSE polling (MCP 2025-11-25): the server
+    // may send the rest on the next poll. If the client polls again from
+    // the same id and that is accepted too, this poll's replay was all the
+    // server had to give from there.
+    let polled_again = o.conns.values().any(|d| {
+        d.client == c.client
+            && d.stream == c.stream
+            && d.opened > c.opened
+            && d.last_event_id == c.last_event_id
+            && d.accepted_resumption().is_some()
+    });
+    end.0 >= t_acc.0 + REPLAY_WAIT_US || polled_again
 }
 
 /// Any ids: the events the stream carried after `last` (delivered elsewhere

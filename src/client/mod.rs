@@ -105,6 +105,11 @@ const POST_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest SSE event a client accepts.
 pub const MAX_EVENT_BYTES: usize = 1 << 20;
 
+/// Streams in a row that may end with nothing (SSE polling, MCP 2025-11-25)
+/// before the client polls with its growing backoff (the standalone stream)
+/// or gives up (a tool call's stream).
+pub(crate) const EMPTY_POLLS: u32 = 3;
+
 /// The longest a client waits between two reconnection attempts.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
@@ -136,6 +141,8 @@ struct State {
     /// session's request 1 (the Python SDK's req-43 once went unanswered, its
     /// id taken for one answered in the session before).
     answered: BTreeSet<(Option<String>, RpcId)>,
+    /// Streams in a row that ended with nothing in them (SSE polling).
+    empty_polls: u32,
     /// streamable-http: the session each request came from (answers go there).
     request_token: BTreeMap<RpcId, String>,
     /// The reconnection delay the server announced (`retry`), in ms.

@@ -138,14 +138,25 @@ impl Client {
                 self.rec.record(What::Rejected { client: self.name(), conn, how: Refused::ErrorEvent });
                 self.reinitialize("resumption refused with an error event")
             }
-            StreamEnd::Ended if resuming && !any_item => {
+            StreamEnd::Ended if resuming && !any_item && self.dialect != Dialect::StreamableHttp => {
                 self.rec.record(What::Rejected { client: self.name(), conn, how: Refused::EmptyStream });
                 self.reinitialize("resumption answered with an empty stream")
             }
             StreamEnd::Ended if self.dialect == Dialect::StreamableHttp => {
-                // A server may close a stream at any time; come back after its `retry`.
-                let delay = self.st.borrow().retry_ms.map_or(Duration::from_secs(1), Duration::from_millis);
-                self.reconnect_after(gen, delay)
+                // A server may close a stream at any time, also right after a
+                // replay with nothing in it: that is SSE polling (MCP
+                // 2025-11-25, SEP-1699), not a refusal. Come back after its
+                // `retry` from the same id; after a few empty polls in a row,
+                // with the growing backoff. (Whether the id deserved a replay
+                // is replay-integrity's to judge.)
+                let empty = {
+                    let mut st = self.st.borrow_mut();
+                    st.empty_polls = if any_item { 0 } else { st.empty_polls + 1 };
+                    st.empty_polls
+                };
+                let retry = self.st.borrow().retry_ms.map_or(Duration::from_secs(1), Duration::from_millis);
+                let doubled = empty.saturating_sub(super::EMPTY_POLLS - 1).min(8);
+                self.reconnect_after(gen, (retry * 2u32.pow(doubled)).min(super::MAX_BACKOFF.max(retry)))
             }
             _ => self.retry_later(gen, false),
         }

@@ -129,7 +129,7 @@ impl Client {
         }
         let (mut conn, mut body) = (posted.conn, posted.resp.into_body());
         let mut _driver = posted._driver;
-        let mut resumed = false;
+        let mut empty_polls = 0;
         loop {
             let (end, any_item) = self.read_stream(conn, body, gen, Some(&label), Some(&token)).await;
             match end {
@@ -138,14 +138,23 @@ impl Client {
                     self.rec.record(What::Rejected { client: self.name(), conn, how: Refused::ErrorEvent });
                     return self.end_call(&label);
                 }
-                StreamEnd::Ended if resumed && !any_item => {
-                    // Accepted, then nothing at all: the call's stream is gone.
-                    self.rec.record(What::Rejected { client: self.name(), conn, how: Refused::EmptyStream });
+                // Ended with nothing, even on a resumption, is SSE polling
+                // (MCP 2025-11-25, SEP-1699): resume again after `retry`, a
+                // few times; a call's stream that stays empty is gone.
+                StreamEnd::Ended if !any_item && empty_polls + 1 >= super::EMPTY_POLLS => {
+                    self.rec.record(What::UplinkEnded {
+                        client: self.name(),
+                        conn,
+                        reason: format!(
+                            "tool call {label}: {} polls in a row returned nothing; giving up",
+                            super::EMPTY_POLLS
+                        ),
+                    });
                     return self.end_call(&label);
                 }
                 StreamEnd::Silent | StreamEnd::Ended | StreamEnd::Broken => {}
             }
-            resumed = true;
+            empty_polls = if any_item { 0 } else { empty_polls + 1 };
             // The stream was lost before the result: resume it.
             let last = self.st.borrow().calls.get(&label).and_then(|c| c.last_seen.clone());
             let Some(last) = last else {
