@@ -99,7 +99,10 @@ pub fn run_seed_in(server: &str, seed: u64, check_determinism: bool, dialect: Di
 /// Builds the server under test for a generated plan: a way to hunt a
 /// plug-in that is not built in ([`HuntOptions::plug`]).
 #[derive(Clone)]
-pub struct PlugFactory(pub std::sync::Arc<dyn Fn(&Plan, Seed) -> Rc<dyn ServerPlug> + Send + Sync>);
+pub struct PlugFactory(pub std::sync::Arc<MakePlug>);
+
+/// What a [`PlugFactory`] calls: the plan and seed in, the server out.
+pub type MakePlug = dyn Fn(&Plan, Seed) -> Rc<dyn ServerPlug> + Send + Sync;
 
 impl std::fmt::Debug for PlugFactory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -391,7 +394,7 @@ pub fn hunt(opts: &HuntOptions, mut on: impl FnMut(Progress)) -> Result<HuntRepo
                 });
                 let result = match guarded {
                     Ok(Ok(o)) if o.harness.is_none() => {
-                        let finding = o.is_finding().then(|| finding(opts, &o, opts.plug.is_none()));
+                        let finding = o.is_finding().then(|| Box::new(finding(opts, &o, opts.plug.is_none())));
                         Ok(Seeded::Judged(o, finding))
                     }
                     Ok(Ok(o)) => Ok(Seeded::Harness(harness_failure(opts, seed, o.harness.unwrap_or_default()))),
@@ -419,7 +422,7 @@ pub fn hunt(opts: &HuntOptions, mut on: impl FnMut(Progress)) -> Result<HuntRepo
                     }
                     if let Some(f) = finding {
                         on(Progress::Finding(&f));
-                        report.findings.push(f);
+                        report.findings.push(*f);
                     }
                     on(Progress::SeedDone { findings: report.findings.len() as u64 });
                 }
@@ -441,7 +444,7 @@ pub fn hunt(opts: &HuntOptions, mut on: impl FnMut(Progress)) -> Result<HuntRepo
 /// What a hunt worker hands back for one seed.
 enum Seeded {
     /// Run and judged, with its finding if it is one.
-    Judged(SeedOutcome, Option<Finding>),
+    Judged(SeedOutcome, Option<Box<Finding>>),
     /// Stopped by the watchdog.
     Harness(HarnessFailure),
 }

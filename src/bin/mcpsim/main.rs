@@ -45,8 +45,8 @@ fn main() -> ExitCode {
         Command::Run { files, servers, seed, trace, timeline, quiet, format, watchdog, live } => match live.options() {
             Err(e) => Err(e),
             Ok(live) => {
-                let target = live.map_or(Target::Servers(servers), Target::Live);
-                run(files, target, seed.map(Seed), trace, timeline, quiet, format, watchdog)
+                let target = live.map_or(Target::Servers(servers, watchdog), Target::Live);
+                run(files, target, seed.map(Seed), trace, timeline, quiet, format)
             }
         },
         Command::Serve { server, port, dialect } => serve(server, port, dialect),

@@ -54,8 +54,9 @@ pub(crate) fn find_toml(dir: &Path, found: &mut Vec<PathBuf>) -> Result<(), Erro
 
 /// What the scenarios run against.
 pub(crate) enum Target {
-    /// Built-in servers by name (none: all of them).
-    Servers(Vec<String>),
+    /// Built-in servers by name (none: all of them), each run under the
+    /// watchdog's wall-clock bound.
+    Servers(Vec<String>, std::time::Duration),
     /// A real server process (`--live`).
     Live(mcpsim::live::LiveOptions),
 }
@@ -68,13 +69,16 @@ pub(crate) fn run(
     timeline: Option<PathBuf>,
     quiet: bool,
     format: RunFormat,
-    watchdog: std::time::Duration,
 ) -> Result<u8, Error> {
     use std::io::IsTerminal;
     let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let bundled = files.is_empty();
+    let mut watchdog = mcpsim::watchdog::DEFAULT;
     let (servers, live) = match target {
-        Target::Servers(s) => (s, None),
+        Target::Servers(s, w) => {
+            watchdog = w;
+            (s, None)
+        }
         Target::Live(_) if bundled => {
             return Err(Error::usage(
                 "a live run takes real time: name the scenario files to play, e.g. \
