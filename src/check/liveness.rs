@@ -109,7 +109,12 @@ pub fn judge(o: &Observed) -> Status {
         let problem = if let Some((_, _, how)) = &last.rejected {
             Some(format!("refused ({how})"))
         } else if let Some((_, _, why)) = &last.ended {
-            Some(format!("ended: {why}"))
+            // In streamable-http a server may end any stream in good order:
+            // the client polls again (MCP 2025-11-25, SEP-1699).
+            let polling = last.session_header
+                && why == crate::trace::SERVER_ENDED
+                && matches!(last.response, Some((200, true, _, _)));
+            (!polling).then(|| format!("ended: {why}"))
         } else if let Some((_, _, fault)) = &dropped {
             Some(format!("its NAT mapping was dropped ({fault})"))
         } else if !matches!(last.response, Some((200, true, _, _))) {

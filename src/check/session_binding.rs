@@ -28,6 +28,10 @@ pub const EXPLAIN: super::Explain = super::Explain {
 pub fn judge(o: &Observed) -> Status {
     let mut judged = false;
     let mut out = Vec::new();
+    // One violation per dropped mapping: the first resumption accepted after
+    // it sees every later write (a client that polls, MCP 2025-11-25, is
+    // accepted many times while the old writer goes on).
+    let mut reported = std::collections::BTreeSet::new();
     for new in o.conns.values() {
         let Some((t_acc, acc_seq)) = new.accepted_resumption() else { continue };
         // The connections that carried the same stream before it (a session's
@@ -59,6 +63,9 @@ pub fn judge(o: &Observed) -> Status {
             };
             let late: Vec<_> = m.dropped_writes.iter().filter(after_attach).collect();
             let Some(first) = late.first() else { continue };
+            if !reported.insert((m.client.clone(), m.mapping)) {
+                continue;
+            }
             let bytes: usize = late.iter().map(|w| w.2).sum();
             let mut evidence = vec![*drop_seq, acc_seq];
             evidence.extend(late.iter().map(|w| w.1));

@@ -265,7 +265,7 @@ impl Client {
                 self.rec.record(What::UplinkEnded {
                     client: self.name(),
                     conn,
-                    reason: "server ended the stream".into(),
+                    reason: crate::trace::SERVER_ENDED.into(),
                 });
                 StreamEnd::Ended
             }

@@ -119,7 +119,7 @@ fn run_seed_with(
 ) -> Result<SeedOutcome> {
     let plan = generate_in(seed, dialect);
     let run_once = || match plug {
-        Some(f) => crate::run_with(&plan, (f.0)(&plan, plan.seed), plan.seed),
+        Some(f) => crate::world::run_with(&plan, (f.0)(&plan, plan.seed), plan.seed),
         None => crate::run(&plan, server, None),
     };
     let run = run_once()?;

@@ -118,6 +118,10 @@ pub enum Outcome {
     TimedOut,
 }
 
+/// The `reason` of an [`What::UplinkEnded`] when the server ended the stream
+/// in good order (in streamable-http, SSE polling: the client comes back).
+pub const SERVER_ENDED: &str = "server ended the stream";
+
 /// The event kinds.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
