@@ -73,6 +73,18 @@ pub fn judge(o: &Observed) -> Status {
             let request = late.iter().find_map(|w| {
                 w.3.iter().find(|e| e.rpc.as_ref().is_some_and(|r| r.kind == RpcKind::Request)).map(|e| (w.0, e))
             });
+            // With no request among them: the first message they carried, or
+            // that they were heartbeats only.
+            let carried = late.iter().flat_map(|w| w.3.iter()).find(|e| e.rpc.is_some()).map_or(
+                " (heartbeats only)".to_string(),
+                |e| {
+                    format!(
+                        ", among them {} (event {})",
+                        describe_rpc(&e.rpc, &e.event),
+                        e.id.as_deref().unwrap_or("-")
+                    )
+                },
+            );
             let headline = match request {
                 Some((t, ev)) => {
                     let rpc = ev.rpc.as_ref().expect("filtered on rpc");
@@ -101,11 +113,11 @@ pub fn judge(o: &Observed) -> Status {
                     )
                 }
                 None if first.0 <= t_acc => format!(
-                    "{bytes} bytes written to {}'s dropped uplink (mapping {}) from {}, events newer than conn {}'s replay, before its acceptance reached the client: a second writer",
+                    "{bytes} bytes written to {}'s dropped uplink (mapping {}) from {}, events newer than conn {}'s replay, before its acceptance reached the client: a second writer{carried}",
                     new.client, m.mapping, first.0, new.conn
                 ),
                 None => format!(
-                    "{bytes} bytes written to {}'s dropped uplink (mapping {}) from {}, {} after conn {} was accepted: a second writer",
+                    "{bytes} bytes written to {}'s dropped uplink (mapping {}) from {}, {} after conn {} was accepted: a second writer{carried}",
                     new.client,
                     m.mapping,
                     first.0,
