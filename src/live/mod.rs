@@ -224,17 +224,39 @@ async fn ports(port: Option<u16>) -> Result<(u16, TcpListener)> {
                 .map_err(|e| Error::io(format!("port {p} on 127.0.0.1 is not free for the server: {e}")))?;
             p
         }
-        None => {
-            let l = TcpListener::bind(("127.0.0.1", 0))
-                .await
-                .map_err(|e| Error::io(format!("cannot find a free port on 127.0.0.1: {e}")))?;
-            l.local_addr().map_err(|e| Error::io(e.to_string()))?.port()
-        }
+        None => free_port().await?,
     };
     let control = TcpListener::bind(("127.0.0.1", 0))
         .await
         .map_err(|e| Error::io(format!("cannot listen for the control connection: {e}")))?;
     Ok((port, control))
+}
+
+/// A free port for the server, below Linux's ephemeral range (32768 on):
+/// a port the kernel handed out for `:0` may be handed out again, to an
+/// outgoing connection of a parallel run, before the server process binds it
+/// (a possible cause of one failed start in 240 parallel live runs). Ports are tried
+/// from a spread starting point, each checked free by binding it.
+async fn free_port() -> Result<u16> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const FIRST: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    // Wall clock and pid only spread the start over processes: ports are no
+    // part of any trace.
+    let spread = std::process::id().wrapping_mul(7_919)
+        ^ std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    for _ in 0..200 {
+        let k = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (FIRST + spread.wrapping_add(k.wrapping_mul(613)) % SPAN) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).await.is_ok() {
+            return Ok(port);
+        }
+    }
+    let l = TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .map_err(|e| Error::io(format!("cannot find a free port on 127.0.0.1: {e}")))?;
+    Ok(l.local_addr().map_err(|e| Error::io(e.to_string()))?.port())
 }
 
 type Lines = tokio::io::Lines<BufReader<tokio::net::tcp::OwnedReadHalf>>;

@@ -63,6 +63,9 @@ pub fn live_runs(jobs: &[(String, String)], times: usize) -> Vec<Vec<LiveVerdict
                         let _slot = Slot::take();
                         let mut opts = LiveOptions::new(command.clone());
                         opts.time_scale = SCALE;
+                        // A dozen interpreters starting at once on two loaded
+                        // cores may take longer than the default 10 s to be ready.
+                        opts.ready_timeout = std::time::Duration::from_secs(60);
                         let run = mcpsim::live::run(&plan(&file), &opts)
                             .unwrap_or_else(|e| panic!("{file} on `{command}`: {e}"));
                         assert_eq!(run.aborted, None, "{file} on `{command}` stopped early");

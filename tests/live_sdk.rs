@@ -1,0 +1,120 @@
+//! The TypeScript and Python SDKs under test, live: their adapters
+//! (`adapters/typescript`, `adapters/python`) play every bundled
+//! streamable-http scenario five times, and every run must meet the
+//! scenario's `[expect]` for `typescript-sdk` and `python-sdk`. The verdict
+//! sets (stable over the five runs, or the test fails) are snapshotted as the
+//! SDKs' columns of the verdict matrix.
+//!
+//! `.ci/run` installs both (`npm ci`; `adapters/python/install.sh`, a venv from
+//! the pinned requirements). Elsewhere, a missing toolchain or install skips this test
+//! with the reason printed; with `CI=true` it fails instead.
+
+mod common;
+use common::live::{live_runs, plan};
+use std::path::Path;
+use std::process::Command;
+
+const RUNS: usize = 5;
+
+/// A live SDK server: its name in `[expect]` and the command that starts it.
+struct Sdk {
+    name: &'static str,
+    command: &'static str,
+}
+
+const TYPESCRIPT: Sdk = Sdk { name: "typescript-sdk", command: "node adapters/typescript/server.mjs" };
+const PYTHON: Sdk = Sdk { name: "python-sdk", command: "adapters/python/.venv/bin/python adapters/python/server.py" };
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Why `program args` cannot run, if it cannot.
+fn fails(program: &str, args: &[&str]) -> Option<String> {
+    match Command::new(program).args(args).current_dir(root()).output() {
+        Err(e) => Some(format!("`{program}` cannot run: {e}")),
+        Ok(o) if !o.status.success() => {
+            let err = String::from_utf8_lossy(&o.stderr).into_owned();
+            let line =
+                err.lines().find(|l| l.contains("Error")).or(err.lines().next()).unwrap_or("").trim().to_string();
+            Some(format!("`{program} {}` failed: {line}", args.join(" ")))
+        }
+        Ok(_) => None,
+    }
+}
+
+/// Why the SDK adapters cannot run here, if they cannot.
+fn missing() -> Option<String> {
+    fails("node", &["-e", "require('./adapters/typescript/node_modules/@modelcontextprotocol/sdk/package.json')"])
+        .map(|w| format!("{w} (install: npm ci --prefix adapters/typescript)"))
+        .or_else(|| {
+            fails("adapters/python/.venv/bin/python", &["-c", "import mcp, uvicorn, os; assert os.path.exists('adapters/python/.venv/sdk_example/event_store.py')"]).map(|w| {
+format!("{w} (install: adapters/python/install.sh)")
+            })
+        })
+}
+
+fn streamable_scenarios() -> Vec<String> {
+    let mut files: Vec<String> = std::fs::read_dir(root().join("scenarios/streamable-http"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|f| f.ends_with(".toml"))
+        .map(|f| format!("streamable-http/{f}"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn both_sdks_meet_every_streamable_http_expectation_five_times() {
+    if let Some(why) = missing() {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("CI=true and the SDK adapters cannot run: {why}");
+        }
+        eprintln!("SKIPPED: the SDK adapters cannot run here: {why}");
+        return;
+    }
+    let files = streamable_scenarios();
+    let sdks = [TYPESCRIPT, PYTHON];
+    let jobs: Vec<(String, String)> =
+        files.iter().flat_map(|f| sdks.iter().map(move |s| (f.clone(), s.command.to_string()))).collect();
+    let results = live_runs(&jobs, RUNS);
+    let mut matrix = format!("{:<46} {:<40} {}\n", "scenario", TYPESCRIPT.name, PYTHON.name);
+    let mut problems = Vec::new();
+    for (file, per_sdk) in files.iter().zip(results.chunks(sdks.len())) {
+        let plan = plan(file);
+        let mut cells = Vec::new();
+        for (sdk, runs) in sdks.iter().zip(per_sdk) {
+            let Some(expected) = plan.expect.get(sdk.name) else {
+                problems.push(format!("{file}: no [expect] entry for {}", sdk.name));
+                continue;
+            };
+            for (i, r) in runs.iter().enumerate() {
+                assert_eq!(r.server, sdk.name, "{file}: the adapter names itself");
+                let mut got = r.violated.clone();
+                got.sort();
+                if &got != expected {
+                    problems.push(format!(
+                        "{file} on {}, run {}: expected {expected:?}, violated {got:?}\n{}",
+                        sdk.name,
+                        i + 1,
+                        r.report
+                    ));
+                }
+            }
+            let cell = if runs[0].violated.is_empty() { "-".to_string() } else { runs[0].violated.join(",") };
+            cells.push(cell);
+        }
+        if cells.len() == sdks.len() {
+            matrix.push_str(&format!("{:<46} {:<40} {}\n", file, cells[0], cells[1]));
+        }
+    }
+    assert!(problems.is_empty(), "{} problem(s):\n{}", problems.len(), problems.join("\n"));
+    insta::with_settings!({
+        snapshot_path => concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots"),
+        prepend_module_to_snapshot => false,
+        omit_expression => true,
+    }, {
+        insta::assert_snapshot!("live_sdk_matrix", matrix);
+    });
+}
