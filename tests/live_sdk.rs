@@ -109,6 +109,45 @@ fn both_sdks_meet_every_streamable_http_expectation_five_times() {
             matrix.push_str(&format!("{:<46} {:<40} {}\n", file, cells[0], cells[1]));
         }
     }
+    // What the README's findings section says of the runs beyond their
+    // verdicts, in every run: (scenario, server, words of the report, or of
+    // the trace for `trace:`).
+    let claims: &[(&str, &str, &str)] = &[
+        ("clean-resume", TYPESCRIPT.name, "notification(s) emitted on alice's session at"),
+        ("clean-resume", TYPESCRIPT.name, "never reached it"),
+        ("nat-rebind", TYPESCRIPT.name, "never delivered to alice; timed out at"),
+        ("nat-rebind", TYPESCRIPT.name, "skipped 1 event(s) the stream had carried after it"),
+        ("evicted-id", TYPESCRIPT.name, "trace:\"status\":409"),
+        ("call-stream-takeover", TYPESCRIPT.name, "call-1 (sampling/createMessage) issued at"),
+        ("nat-rebind", PYTHON.name, "written to alice's dropped uplink (mapping 3)"),
+        ("nat-rebind", PYTHON.name, "delivered to alice elsewhere; answered at"),
+        ("answered-window", PYTHON.name, "alice was handed req-42 (sampling/createMessage, event"),
+        (
+            "theft-without-credential",
+            PYTHON.name,
+            "mallory (principal mallory) received 5 message(s) of alice's session",
+        ),
+        ("foreign-delete", TYPESCRIPT.name, "only the session's owner may end it"),
+        ("foreign-delete", PYTHON.name, "only the session's owner may end it"),
+        ("future-id", TYPESCRIPT.name, "no event of the session ever carried that id"),
+        ("future-id", PYTHON.name, "no event of the session ever carried that id"),
+        ("call-stream-reset", TYPESCRIPT.name, "never re-issued or failed"),
+        ("call-stream-reset", PYTHON.name, "never re-issued or failed"),
+    ];
+    for (scenario, sdk, words) in claims {
+        let file = format!("streamable-http/{scenario}.toml");
+        let k = files.iter().position(|f| *f == file).unwrap_or_else(|| panic!("no scenario {file}"));
+        let s = sdks.iter().position(|x| x.name == *sdk).unwrap();
+        for (i, r) in results[k * sdks.len() + s].iter().enumerate() {
+            let (text, words) = match words.strip_prefix("trace:") {
+                Some(w) => (&r.trace, w),
+                None => (&r.report, *words),
+            };
+            if !text.contains(words) {
+                problems.push(format!("{file} on {sdk}, run {}: the README says {words:?}; the run does not", i + 1));
+            }
+        }
+    }
     assert!(problems.is_empty(), "{} problem(s):\n{}", problems.len(), problems.join("\n"));
     insta::with_settings!({
         snapshot_path => concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots"),

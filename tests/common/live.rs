@@ -47,6 +47,8 @@ pub struct LiveVerdict {
     pub server: String,
     pub violated: Vec<String>,
     pub report: String,
+    /// The trace, as JSON Lines.
+    pub trace: String,
 }
 
 /// Runs each `(scenario file, server command)` live `times` times, side by
@@ -74,6 +76,7 @@ pub fn live_runs(jobs: &[(String, String)], times: usize) -> Vec<Vec<LiveVerdict
                             server: run.server.clone(),
                             violated: mcpsim::check::violated(&verdicts).iter().map(|c| c.to_string()).collect(),
                             report: mcpsim::report::text(&run, &verdicts, None),
+                            trace: run.trace.to_jsonl(),
                         }
                     })
                 })
