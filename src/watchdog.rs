@@ -22,6 +22,11 @@ use std::time::{Duration, Instant};
 /// bundled scenario simulates in well under a second.
 pub const DEFAULT: Duration = Duration::from_secs(60);
 
+/// How a run the step loop stopped says so: [`crate::trace::Run::aborted`]
+/// starts with these words (a hunt tells a harness failure from a finding by
+/// them, not by reading the clock again).
+pub const STOPPED: &str = "the watchdog stopped the run";
+
 /// How long [`guard`] waits beyond the bound for the step loop's own guard
 /// to stop the run and the verdicts to be judged.
 const GRACE: Duration = Duration::from_secs(5);

@@ -136,8 +136,7 @@ fn run_seed_with(
             headline.get_or_insert_with(|| format!("{}: {}", v.check, x.headline));
         }
     }
-    let watchdog_fired = crate::watchdog::deadline().is_some_and(|d| std::time::Instant::now() >= d);
-    if let Some(why) = run.aborted.as_ref().filter(|_| watchdog_fired) {
+    if let Some(why) = run.aborted.as_ref().filter(|w| w.starts_with(crate::watchdog::STOPPED)) {
         let harness = Some(why.clone());
         return Ok(SeedOutcome {
             seed,
