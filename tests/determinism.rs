@@ -23,6 +23,9 @@ fn every_bundled_scenario_gives_byte_identical_traces() {
             let b = mcpsim::run(&plan, server, None).unwrap().trace.to_jsonl();
             assert!(!a.is_empty());
             assert!(a == b, "{} on {server}: traces differ", plan.name);
+            // A hunt compares traces by this hash, computed without the text.
+            let run = mcpsim::run(&plan, server, None).unwrap();
+            assert_eq!(run.trace.jsonl_hash(), mcpsim::hunt::fnv1a(a.as_bytes()), "{} on {server}", plan.name);
         }
     }
 }

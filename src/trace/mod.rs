@@ -474,17 +474,54 @@ pub struct Trace {
 impl Trace {
     /// JSON Lines, one event per line.
     pub fn to_jsonl(&self) -> String {
-        let mut s = String::new();
+        let mut out = Vec::new();
+        self.write_jsonl(&mut out).expect("writing to memory cannot fail");
+        String::from_utf8(out).expect("JSON is UTF-8")
+    }
+
+    /// FNV-1a (64 bits) of [`Trace::to_jsonl`], without building the text: a
+    /// hunt hashes every seed's trace.
+    pub fn jsonl_hash(&self) -> u64 {
+        let mut h = Fnv1a::default();
+        self.write_jsonl(&mut h).expect("hashing cannot fail");
+        h.0
+    }
+
+    fn write_jsonl(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         for e in &self.events {
-            s.push_str(&serde_json::to_string(e).expect("trace events serialize"));
-            s.push('\n');
+            serde_json::to_writer(&mut *out, e).map_err(std::io::Error::other)?;
+            out.write_all(b"\n")?;
         }
-        s
+        Ok(())
     }
 
     /// The events, in order.
     pub fn iter(&self) -> impl Iterator<Item = &Event> {
         self.events.iter()
+    }
+}
+
+/// FNV-1a, 64 bits, as a writer: a stable hash (std's hashers may change
+/// between releases).
+pub struct Fnv1a(pub u64);
+
+impl Default for Fnv1a {
+    fn default() -> Self {
+        Fnv1a(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl std::io::Write for Fnv1a {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        for b in bytes {
+            self.0 ^= u64::from(*b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

@@ -24,6 +24,11 @@ macro_rules! out {
 mod cli;
 mod cmd;
 
+/// A hunt builds and drops a whole simulated world per seed: mimalloc keeps
+/// freed pages for the next one (`cargo bench --bench hunt` measures it).
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use cmd::hunt::{hunt, merge, replay};
 use cmd::info::{check_files, explain, list};
 use cmd::run::{run, Target};
