@@ -1,14 +1,58 @@
 //! Hunt throughput: seeds per second on 1 and 2 worker threads, and where a
-//! seed's time goes (generate, simulate, judge).
+//! seed's time goes (generate, simulate, judge); then peak memory of a
+//! 10,000-seed and a 100,000-seed hunt of guarded (it must stay flat: a hunt
+//! keeps counts and distinct bugs, not seeds).
 //!
-//! `cargo bench --bench hunt` (optionally `-- SEEDS`, default 400).
+//! `cargo bench --bench hunt` (optionally `-- SEEDS`, default 400; add
+//! `no-memory` to skip the two long hunts, about 3 minutes on 2 cores).
 
 use mcpsim::hunt::{self, HuntOptions, Limit};
+
+/// The allocator the `mcpsim` binary uses, so that these figures are the CLI's.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use mcpsim::scenario::Dialect;
 use std::time::{Duration, Instant};
 
+/// Peak resident memory of this process since the last [`reset_peak`], in MiB
+/// (Linux: `VmHWM`).
+fn peak_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: f64 =
+        status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+/// Starts a new peak (Linux: writing 5 to `clear_refs` resets `VmHWM`).
+fn reset_peak() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+fn memory() {
+    let mut peaks = Vec::new();
+    for seeds in [10_000u64, 100_000] {
+        reset_peak();
+        let opts = HuntOptions { jobs: 2, ..HuntOptions::new("guarded", Limit::Seeds(seeds)) };
+        let t = Instant::now();
+        let report = hunt::hunt(&opts, |_| {}).expect("hunt");
+        let wall = t.elapsed().as_secs_f64();
+        let peak = peak_mib();
+        println!(
+            "memory: guarded (legacy-sse), 2 jobs, {} seeds in {wall:.1} s ({:.0} seeds/s): peak resident {}",
+            report.seeds_run,
+            report.seeds_run as f64 / wall,
+            peak.map_or("unknown (no /proc/self/status)".into(), |p| format!("{p:.1} MiB"))
+        );
+        peaks.push(peak);
+    }
+    if let [Some(small), Some(large)] = peaks[..] {
+        println!("memory: 100,000 seeds peak / 10,000 seeds peak = {:.3} (flat: within 1.10)", large / small);
+    }
+}
+
 fn main() {
     let seeds: u64 = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(400);
+    let with_memory = !std::env::args().any(|a| a == "no-memory");
     let runs = [
         ("guarded", Dialect::LegacySse),
         ("naive", Dialect::LegacySse),
@@ -47,12 +91,15 @@ fn main() {
             let report = hunt::hunt(&opts, |_| {}).expect("hunt");
             let wall = t.elapsed().as_secs_f64();
             println!(
-                "{name}: {jobs} job(s): {} seeds in {wall:.2} s = {:.0} seeds/s ({:.0} per core), {} finding(s)",
+                "{name}: {jobs} job(s): {} seeds in {wall:.2} s = {:.0} seeds/s ({:.0} per core), {} failing",
                 report.seeds_run,
                 report.seeds_run as f64 / wall,
                 report.seeds_run as f64 / wall / jobs as f64,
-                report.findings.len()
+                report.failing_seeds
             );
         }
+    }
+    if with_memory {
+        memory();
     }
 }

@@ -145,11 +145,25 @@ fn hunt_prints_base_seed_repeat_command_and_a_repro_per_finding() {
         "{stderr}"
     );
     let stdout = text(&out.stdout);
-    assert!(stdout.contains("finding: seed 1 violates session-binding"), "{stdout}");
+    assert!(stdout.contains("new bug a771fcd4 at seed 1: session-binding: "), "{stdout}");
+    assert!(stdout.contains("  violates session-binding in 2 step(s) (drop)"), "{stdout}");
     assert!(stdout.contains("reach (seeds that got into each hard situation"), "{stdout}");
     assert!(stdout.contains("two resumes while a request is pending"), "{stdout}");
     assert!(stdout.contains("repro: mcpsim replay --server no-fence --seed 1"), "{stdout}");
-    assert!(out_dir.join("no-fence-1-session-binding.toml").exists(), "{stderr}");
+    assert!(out_dir.join("no-fence-session-binding-a771fcd4.toml").exists(), "{stderr}");
+    // The summary: one row per distinct bug.
+    assert!(stdout.contains("hunted 4 seeds: "), "{stdout}");
+    let row = stdout.lines().find(|l| l.trim_start().starts_with("a771fcd4 ")).expect("a row for the bug");
+    assert!(row.contains("no-fence-session-binding-a771fcd4.toml"), "{row}");
+    // --stop-on-first ends at the seed that found it, and says how to hunt exactly those seeds again.
+    let out =
+        mcpsim(&["hunt", "--server", "no-fence", "--seeds", "50", "--seed", "0", "--stop-on-first", "--no-shrink"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("hunted 2 seeds: 1 failing"), "{stdout}");
+    assert!(stdout.contains("the same seeds again: mcpsim hunt --server no-fence --seed 0 --seeds 2"), "{stdout}");
+    let out = mcpsim(&["hunt", "--server", "no-fence", "--max-findings", "0"]);
+    assert_eq!(out.status.code(), Some(2), "--max-findings 0 is refused");
 
     let out = mcpsim(&["replay", "--server", "no-fence", "--seed", "1"]);
     assert_eq!(out.status.code(), Some(1));
@@ -281,8 +295,9 @@ fn hunt_results_go_to_stdout_into_a_findings_dir_outside_scenarios() {
     assert_eq!(out.status.code(), Some(1), "findings exit 1");
     let stdout = text(&out.stdout);
     let stderr = text(&out.stderr);
-    assert!(stdout.contains("finding: seed "), "{stdout}");
+    assert!(stdout.contains("new bug "), "{stdout}");
     assert!(stdout.contains("hunted 8 seeds: "), "{stdout}");
+    assert!(stdout.contains(" distinct bug(s)\n  bug        seeds  first seed  steps  checks"), "{stdout}");
     assert!(stderr.contains(" seeds/s)"), "throughput is wall-clock, on stderr: {stderr}");
     // The results (stdout) hold no wall clock: a second hunt prints the same bytes.
     let again = Command::new(env!("CARGO_BIN_EXE_mcpsim"))
@@ -293,10 +308,10 @@ fn hunt_results_go_to_stdout_into_a_findings_dir_outside_scenarios() {
     assert_eq!(text(&again.stdout), stdout, "same seeds, same results, whatever the timing");
     assert!(stdout.contains("determinism: all 8 seeds were run twice and gave byte-identical traces"), "{stdout}");
     assert!(stdout.contains(
-        "regression file(s) in mcpsim-findings: read one, then keep it by moving it into scenarios/regressions/"
+        "regression files (one per distinct bug) in mcpsim-findings: read one, then keep it by moving it into scenarios/regressions/"
     ));
     assert!(stderr.contains("repeat: mcpsim hunt --server no-fence"), "{stderr}");
-    assert!(!stderr.contains("finding: seed "), "findings are results: stdout only");
+    assert!(!stderr.contains("new bug "), "findings are results: stdout only");
     assert!(cwd.join("mcpsim-findings").read_dir().unwrap().count() > 0);
     assert!(!cwd.join("scenarios").exists(), "a hunt does not write into scenarios/ by default");
 }
@@ -351,4 +366,6 @@ fn the_readme_ci_workflow_uploads_and_merges_even_after_a_finding() {
     let merged = mcpsim(&merge_args);
     let report: serde_json::Value = serde_json::from_slice(&merged.stdout).expect("merged JSON");
     assert_eq!(report["seeds_run"], 12, "4 shards x 3 seeds");
+    assert!(report["bugs"].is_array(), "{report}");
+    assert!(text(&merged.stderr).starts_with("hunted 12 seeds: "), "the table, on stderr: {}", text(&merged.stderr));
 }

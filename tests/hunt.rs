@@ -36,12 +36,13 @@ fn guarded_has_no_findings_in_streamable_http_and_rmcp_has_many() {
     let opts = HuntOptions { dialect: Dialect::StreamableHttp, ..options("guarded", 150, 2) };
     assert!(opts.repeat_command().contains("--dialect streamable-http"), "{}", opts.repeat_command());
     let report = hunt::hunt(&opts, |_| {}).unwrap();
-    assert!(report.findings.is_empty(), "{:#?}", report.findings);
+    assert!(report.bugs.is_empty(), "{:#?}", report.bugs);
+    assert_eq!(report.failing_seeds, 0);
     // rmcp is hunted in its only dialect by default; its repro needs no flag.
     let report = hunt::hunt(&options("rmcp", 20, 2), |_| {}).unwrap();
-    assert!(report.findings.len() >= 15, "{} findings", report.findings.len());
-    let f = &report.findings[0];
-    assert_eq!(f.repro, format!("mcpsim replay --server rmcp --seed {}", f.seed));
+    assert!(report.failing_seeds >= 15, "{} failing seeds", report.failing_seeds);
+    let b = &report.bugs[0];
+    assert_eq!(b.repro, format!("mcpsim replay --server rmcp --seed {}", b.first_seed));
 }
 
 #[test]
@@ -61,7 +62,7 @@ fn options(server: &str, seeds: u64, jobs: usize) -> HuntOptions {
 fn guarded_has_no_findings() {
     let report = hunt::hunt(&options("guarded", 150, 2), |_| {}).unwrap();
     assert_eq!(report.seeds_run, 150);
-    assert!(report.findings.is_empty(), "{:#?}", report.findings);
+    assert!(report.bugs.is_empty(), "{:#?}", report.bugs);
 }
 
 #[test]
@@ -69,7 +70,7 @@ fn a_hunt_is_deterministic_whatever_the_parallelism() {
     let one = hunt::hunt(&options("naive", 24, 1), |_| {}).unwrap();
     let two = hunt::hunt(&options("naive", 24, 2), |_| {}).unwrap();
     assert_eq!(one, two);
-    assert!(!one.findings.is_empty());
+    assert!(!one.bugs.is_empty());
     for seed in 0..12 {
         let o = hunt::run_seed("no-fence", seed, true).unwrap();
         assert_eq!(o.nondeterminism, None, "seed {seed}");
@@ -89,22 +90,71 @@ fn shards_split_the_seed_space_disjointly() {
 }
 
 #[test]
-fn merge_joins_shards_and_refuses_mismatches() {
-    let mut a = hunt::hunt(&HuntOptions { shard: (1, 2), ..options("naive", 4, 1) }, |_| {}).unwrap();
-    let b = hunt::hunt(&HuntOptions { shard: (2, 2), ..options("naive", 4, 1) }, |_| {}).unwrap();
+fn merge_joins_shards_by_signature_and_refuses_mismatches() {
+    let mut a = hunt::hunt(&HuntOptions { shard: (1, 2), ..options("naive", 12, 1) }, |_| {}).unwrap();
+    let b = hunt::hunt(&HuntOptions { shard: (2, 2), ..options("naive", 12, 1) }, |_| {}).unwrap();
     let merged = hunt::merge(vec![a.clone(), b.clone()]).unwrap();
     assert_eq!(merged.shards, ["1/2", "2/2"]);
-    assert_eq!(merged.seeds_run, 8);
+    assert_eq!(merged.seeds_run, 24);
+    assert_eq!(merged.failing_seeds, a.failing_seeds + b.failing_seeds);
     for (situation, n) in &merged.reach {
         assert_eq!(*n, a.reach[situation] + b.reach[situation], "{situation}: reach counts add up");
     }
-    assert_eq!(merged.findings.len(), a.findings.len() + b.findings.len());
-    assert!(merged.findings.windows(2).all(|w| w[0].seed < w[1].seed));
+    // One row per signature; its count is the sum of the shards' counts,
+    // and its first seed the lower of theirs.
+    let mut signatures: Vec<&str> = a.bugs.iter().chain(&b.bugs).map(|x| x.signature.as_str()).collect();
+    signatures.sort();
+    signatures.dedup();
+    assert_eq!(merged.bugs.len(), signatures.len());
+    assert!(merged.bugs.len() < a.bugs.len() + b.bugs.len(), "the shards share bugs: {:#?}", merged.bugs);
+    for m in &merged.bugs {
+        let of = |r: &HuntReport| r.bugs.iter().find(|x| x.signature == m.signature).cloned();
+        let (x, y) = (of(&a), of(&b));
+        assert_eq!(m.seeds, x.as_ref().map_or(0, |x| x.seeds) + y.as_ref().map_or(0, |y| y.seeds), "{}", m.signature);
+        let first = x.iter().chain(y.iter()).map(|x| x.first_seed).min().unwrap();
+        assert_eq!(m.first_seed, first, "{}", m.signature);
+    }
+    // A hunt equals the merge of its shards, row for row.
+    let whole = hunt::hunt(&options("naive", 24, 1), |_| {}).unwrap();
+    assert_eq!(whole.bugs, merged.bugs);
     assert!(hunt::merge(vec![a.clone(), a.clone()]).is_err(), "a shard twice");
     a.server = "guarded".into();
     assert!(hunt::merge(vec![a, b]).is_err(), "different hunts");
     let json = serde_json::to_string(&merged).unwrap();
     assert_eq!(serde_json::from_str::<HuntReport>(&json).unwrap(), merged);
+}
+
+#[test]
+fn merge_keeps_the_smallest_reproducer_of_a_signature() {
+    let bug = |seed: u64, steps: usize, file: &str| hunt::Bug {
+        id: "00000001".into(),
+        signature: "session-binding | drop".into(),
+        checks: vec!["session-binding".into()],
+        seeds: 3,
+        first_seed: seed,
+        headline: format!("seen at {seed}"),
+        repro: format!("mcpsim replay --server naive --seed {seed}"),
+        shrunk_from: Some(seed),
+        steps: Some(steps),
+        file: Some(file.into()),
+        nondeterminism: None,
+    };
+    let report = |shard: &str, b: hunt::Bug| HuntReport {
+        server: "naive".into(),
+        base_seed: 0,
+        shards: vec![shard.into()],
+        seeds_run: 10,
+        failing_seeds: 3,
+        bugs: vec![b],
+        reach: Default::default(),
+        harness_failures: Vec::new(),
+    };
+    let merged =
+        hunt::merge(vec![report("1/2", bug(4, 5, "big.toml")), report("2/2", bug(7, 2, "small.toml"))]).unwrap();
+    assert_eq!(merged.bugs.len(), 1);
+    let m = &merged.bugs[0];
+    assert_eq!((m.seeds, m.first_seed, m.steps, m.file.as_deref()), (6, 4, Some(2), Some("small.toml")));
+    assert_eq!(m.repro, "mcpsim replay --server naive --seed 4", "the first seed's repro");
 }
 
 fn tmp_dir(name: &str) -> PathBuf {
@@ -150,35 +200,165 @@ fn a_hunt_finding_comes_back_as_a_regression_file() {
     let dir = tmp_dir("hunt-out");
     let opts = HuntOptions { out: Some(dir.clone()), shrink_budget: 60, ..options("no-fence", 2, 1) };
     let report = hunt::hunt(&opts, |_| {}).unwrap();
-    let f = report.findings.iter().find(|f| f.regression.is_some()).expect("a shrunk finding");
-    assert_eq!(f.repro, format!("mcpsim replay --server no-fence --seed {}", f.seed));
-    let plan = Plan::load(f.regression.as_ref().unwrap().as_ref()).unwrap();
-    assert_eq!(Some(plan.steps.len()), f.shrunk_steps);
+    let b = report.bugs.iter().find(|b| b.file.is_some()).expect("a shrunk bug");
+    assert_eq!(b.repro, format!("mcpsim replay --server no-fence --seed {}", b.first_seed));
+    let plan = Plan::load(b.file.as_ref().unwrap().as_ref()).unwrap();
+    assert_eq!(Some(plan.steps.len()), b.steps);
     let run = mcpsim::run(&plan, "no-fence", None).unwrap();
     let violated = mcpsim::check::violated(&mcpsim::check::judge(&run.trace));
-    assert!(violated.iter().any(|c| *c == f.violated[0]), "{violated:?} vs {:?}", f.violated);
+    for c in &b.checks {
+        assert!(violated.iter().any(|v| v == c), "{violated:?} vs {:?}", b.checks);
+    }
+    let text = std::fs::read_to_string(b.file.as_ref().unwrap()).unwrap();
+    assert!(text.contains(&format!("# signature: {}", b.signature)), "{text}");
 }
 
 #[test]
-fn every_violated_check_of_a_seed_gets_its_own_shrunk_regression() {
-    // no-fence seed 1 violates session-binding and liveness: two files, each
-    // shrunk while its own check still fails.
+fn each_violated_check_of_a_seed_is_shrunk_and_filed_under_the_bug_its_reproducer_shows() {
+    // no-fence seed 1 violates session-binding and liveness. Each is shrunk
+    // on its own; the liveness reproducer still shows the dead stream
+    // (session-binding) in the same situation, so it is the same bug, and
+    // the smaller reproducer (2 steps, session-binding alone) is kept.
     let dir = tmp_dir("hunt-per-check");
     let opts = HuntOptions { out: Some(dir.clone()), shrink_budget: 60, base_seed: 1, ..options("no-fence", 1, 1) };
+    let seed = hunt::run_seed("no-fence", 1, false).unwrap();
+    assert_eq!(seed.violated, ["session-binding", "liveness"]);
     let report = hunt::hunt(&opts, |_| {}).unwrap();
-    let f = &report.findings[0];
-    assert!(f.violated.len() >= 2, "{:?}", f.violated);
-    assert_eq!(f.more_regressions.len(), f.violated.len() - 1, "{f:?}");
-    for r in &f.more_regressions {
-        let plan = Plan::load(r.file.as_ref()).unwrap();
-        assert_eq!(plan.steps.len(), r.steps);
-        assert!(plan.name.ends_with(&r.check), "{}", plan.name);
-        let run = mcpsim::run(&plan, "no-fence", None).unwrap();
-        let violated = mcpsim::check::violated(&mcpsim::check::judge(&run.trace));
-        assert!(violated.iter().any(|c| *c == r.check), "{} reproduces {}: {violated:?}", r.file, r.check);
-    }
+    assert_eq!(report.bugs.len(), 1, "{:#?}", report.bugs);
+    let bug = &report.bugs[0];
+    let by_liveness = shrink::shrink(&hunt::generate(1), "no-fence", "liveness", 60);
+    let run = mcpsim::run(&by_liveness.plan, "no-fence", None).unwrap();
+    let violated: Vec<String> =
+        mcpsim::check::violated(&mcpsim::check::judge(&run.trace)).iter().map(|c| c.to_string()).collect();
+    assert!(violated.contains(&"liveness".to_string()) && violated.contains(&"session-binding".to_string()));
+    assert_eq!(hunt::signature::signature(&by_liveness.plan, &violated), bug.signature);
+    assert!(by_liveness.plan.steps.len() >= bug.steps.unwrap());
+    // The kept file reproduces what the table says.
+    let plan = Plan::load(bug.file.as_ref().unwrap().as_ref()).unwrap();
+    assert_eq!(Some(plan.steps.len()), bug.steps);
+    let run = mcpsim::run(&plan, "no-fence", None).unwrap();
+    let violated = mcpsim::check::violated(&mcpsim::check::judge(&run.trace));
+    assert_eq!(violated.iter().map(|c| c.to_string()).collect::<Vec<_>>(), bug.checks);
     let json = serde_json::to_string(&report).unwrap();
     assert_eq!(serde_json::from_str::<HuntReport>(&json).unwrap(), report);
+}
+
+/// How many distinct bugs of each mutant carry its own check, hunted over
+/// the first 300 legacy-sse seeds, and why where it is more than one.
+const MUTANT_BUGS: [(&str, usize, &str); 7] = [
+    ("no-fence", 1, ""),
+    ("truncating-replay", 1, ""),
+    (
+        "answered-replay",
+        2,
+        "one defect in two situations: a resume step, and a drop after which the client resumes by \
+         itself with a request still in flight (so inflight-disposition too): the shrinker cannot \
+         turn one into the other",
+    ),
+    ("orphaning", 1, ""),
+    ("unbound", 1, ""),
+    (
+        "inclusive-replay",
+        3,
+        "one defect with three faces: the Last-Event-ID event sent again is a duplicate \
+         (stream-order); when it is a request already answered, correlation-consistency names the \
+         bug; when it is a request in flight, inflight-disposition does",
+    ),
+    ("empty-ok", 1, ""),
+];
+
+#[test]
+fn a_hunt_against_each_mutant_finds_its_bug_once() {
+    for (server, expected, why) in MUTANT_BUGS {
+        let m = Mutation::ALL.into_iter().find(|m| m.name() == server).unwrap();
+        let dir = tmp_dir(&format!("mutant-{server}"));
+        let opts = HuntOptions { out: Some(dir), shrink_budget: 150, ..options(server, 300, 2) };
+        let report = hunt::hunt(&opts, |_| {}).unwrap();
+        let own: Vec<_> = report.bugs.iter().filter(|b| b.checks.iter().any(|c| m.caught_by() == **c)).collect();
+        let rows: Vec<String> =
+            own.iter().map(|b| format!("{} {} ({:?}, {} seeds)", b.id, b.signature, b.checks, b.seeds)).collect();
+        println!(
+            "{server}: {} failing seeds, {} bug(s); with {}: {rows:#?}",
+            report.failing_seeds,
+            report.bugs.len(),
+            m.caught_by()
+        );
+        assert_eq!(own.len(), expected, "{server}: {rows:#?} (expected {expected}: {why})");
+    }
+}
+
+#[test]
+fn a_hunt_against_naive_yields_a_small_set_of_bugs() {
+    let dir = tmp_dir("naive-bugs");
+    let opts = HuntOptions { out: Some(dir.clone()), shrink_budget: 150, ..options("naive", 300, 2) };
+    let report = hunt::hunt(&opts, |_| {}).unwrap();
+    for b in &report.bugs {
+        println!(
+            "{} {:>4} seeds  first {:>4}  {:?} steps  {}  {:?}",
+            b.id, b.seeds, b.first_seed, b.steps, b.signature, b.checks
+        );
+    }
+    assert!(report.failing_seeds > 200, "{}", report.failing_seeds);
+    assert!((4..=12).contains(&report.bugs.len()), "{} bugs", report.bugs.len());
+    // One file per bug, each named by its signature's id.
+    let files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(files.len(), report.bugs.len());
+    for b in &report.bugs {
+        assert!(b.file.as_ref().unwrap().ends_with(&format!("-{}.toml", b.id)), "{:?}", b.file);
+    }
+    // The counts are per seed and per bug: a seed counts once for each bug it hit.
+    assert!(report.bugs.iter().map(|b| b.seeds).sum::<u64>() >= report.failing_seeds);
+}
+
+#[test]
+fn hunting_again_into_the_same_directory_writes_no_duplicate() {
+    let dir = tmp_dir("idempotent");
+    let opts = HuntOptions { out: Some(dir.clone()), shrink_budget: 100, ..options("naive", 40, 2) };
+    let first = hunt::hunt(&opts, |_| {}).unwrap();
+    let listing = |d: &Path| {
+        let mut v: Vec<(String, String)> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| {
+                let p = e.unwrap().path();
+                (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read_to_string(&p).unwrap())
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let before = listing(&dir);
+    assert_eq!(before.len(), first.bugs.len());
+    let again = hunt::hunt(&opts, |_| {}).unwrap();
+    assert_eq!(listing(&dir), before, "the same files, byte for byte");
+    assert_eq!(
+        again.bugs.iter().map(|b| &b.file).collect::<Vec<_>>(),
+        first.bugs.iter().map(|b| &b.file).collect::<Vec<_>>()
+    );
+    // A longer hunt into the same directory adds files only for new signatures.
+    let longer = hunt::hunt(&HuntOptions { limit: Limit::Seeds(80), ..opts.clone() }, |_| {}).unwrap();
+    let after = listing(&dir);
+    assert_eq!(after.len(), longer.bugs.len(), "{after:#?}");
+    for (name, _) in &before {
+        assert!(after.iter().any(|(n, _)| n == name), "{name} is still there");
+    }
+}
+
+#[test]
+fn stopping_rules_end_the_hunt_at_the_seed_that_found_the_last_bug() {
+    // (One seed may find two new bugs at once: both are kept.)
+    let first = hunt::hunt(&HuntOptions { max_bugs: Some(1), ..options("no-fence", 300, 2) }, |_| {}).unwrap();
+    assert!(!first.bugs.is_empty());
+    let seed = first.bugs[0].first_seed;
+    assert!(first.bugs.iter().all(|b| b.first_seed == seed), "{:#?}", first.bugs);
+    assert_eq!(first.seeds_run, seed + 1, "the seeds judged are 0..={seed}, whatever ran beyond it");
+    let three = hunt::hunt(&HuntOptions { max_bugs: Some(3), ..options("naive", 300, 2) }, |_| {}).unwrap();
+    assert!(three.bugs.len() >= 3);
+    assert!(three.seeds_run < 300);
+    let last = three.bugs.iter().map(|b| b.first_seed).max().unwrap();
+    assert_eq!(three.seeds_run, last + 1);
+    // The same rule on one thread judges the same seeds.
+    let one = hunt::hunt(&HuntOptions { max_bugs: Some(3), ..options("naive", 300, 1) }, |_| {}).unwrap();
+    assert_eq!(one, three);
 }
 
 /// The situations a bundled scenario reaches, read from its trace on `server`.

@@ -98,7 +98,7 @@ fn a_hunt_counts_stopped_seeds_as_harness_failures_and_goes_on() {
     })
     .unwrap();
     assert_eq!(report.seeds_run, 3);
-    assert!(report.findings.is_empty(), "{:?}", report.findings);
+    assert!(report.bugs.is_empty(), "{:?}", report.bugs);
     let failed: Vec<u64> = report.harness_failures.iter().map(|h| h.seed).collect();
     assert_eq!(failed, [0, 1]);
     heard.sort();

@@ -1,23 +1,29 @@
 //! Seeded bug hunts: generated scenarios, parallel runs, shrinking.
 //!
 //! A hunt runs seed after seed on worker threads (one simulation per thread),
-//! judges each run with every check, and turns each finding into a seed, a
-//! one-line repro and, shrunk, a minimal TOML scenario that CI can keep.
+//! judges each run with every check, and sorts the failures into distinct
+//! bugs ([`signature`]): each new one gets a seed, a one-line repro and,
+//! shrunk once, a minimal TOML scenario that CI can keep; seeds that hit a
+//! known bug are counted.
 //!
 //! ```
 //! let outcome = mcpsim::hunt::run_seed("naive", 3, false).unwrap();
 //! assert_eq!(outcome.seed, 3);
 //! ```
 
+pub mod bugs;
 pub mod generate;
 pub mod reach;
 pub mod shrink;
+pub mod signature;
+
+pub use bugs::{write_regression, Bug, Failure};
 
 use crate::check;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -67,6 +73,10 @@ pub struct SeedOutcome {
     /// Set when the watchdog stopped the run: not a verdict on the server.
     #[serde(default)]
     pub harness: Option<String>,
+    /// One per violated check (and for a run stopped early, or two runs
+    /// that differed), with its bucket ([`signature`]).
+    #[serde(default)]
+    pub failures: Vec<Failure>,
 }
 
 impl SeedOutcome {
@@ -78,12 +88,10 @@ impl SeedOutcome {
 
 /// FNV-1a, 64 bits: a stable hash (std's hashers may change between releases).
 pub fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
+    use std::io::Write;
+    let mut h = crate::trace::Fnv1a::default();
+    h.write_all(bytes).expect("hashing cannot fail");
+    h.0
 }
 
 /// Generates, runs and judges one seed in `server`'s default dialect.
@@ -123,19 +131,19 @@ fn run_seed_with(
         None => crate::run(&plan, server, None),
     };
     let run = run_once()?;
-    let jsonl = run.trace.to_jsonl();
-    let trace_hash = fnv1a(jsonl.as_bytes());
+    let trace_hash = run.trace.jsonl_hash();
     let observed = check::observe::Observed::new(&run.trace);
     let verdicts = check::judge_observed(&observed);
     let reached = reach::reached(&observed, plan.server.retention).into_iter().map(String::from).collect();
     let mut violated = Vec::new();
-    let mut headline = None;
+    let mut firsts = Vec::new();
     for v in &verdicts {
         if let Some(x) = v.violations().iter().find(|x| !x.inherent) {
             violated.push(v.check.to_string());
-            headline.get_or_insert_with(|| format!("{}: {}", v.check, x.headline));
+            firsts.push((v.check.to_string(), x.headline.clone()));
         }
     }
+    let mut headline = firsts.first().map(|(c, h)| format!("{c}: {h}"));
     if let Some(why) = run.aborted.as_ref().filter(|w| w.starts_with(crate::watchdog::STOPPED)) {
         let harness = Some(why.clone());
         return Ok(SeedOutcome {
@@ -146,16 +154,19 @@ fn run_seed_with(
             nondeterminism: None,
             reached: Vec::new(),
             harness,
+            failures: Vec::new(),
         });
     }
     if let Some(why) = &run.aborted {
         headline = Some(format!("run stopped early: {why}"));
         violated.push("protocol".into());
+        firsts.push(("protocol".into(), format!("run stopped early: {why}")));
     }
     let mut nondeterminism = None;
     if check_determinism {
         let again = run_once()?.trace.to_jsonl();
         if fnv1a(again.as_bytes()) != trace_hash {
+            let jsonl = run.trace.to_jsonl();
             let first = jsonl.lines().zip(again.lines()).position(|(a, b)| a != b);
             nondeterminism = Some(match first {
                 Some(i) => format!(
@@ -167,7 +178,12 @@ fn run_seed_with(
             });
         }
     }
-    Ok(SeedOutcome { seed, violated, headline, trace_hash, nondeterminism, reached, harness: None })
+    let mut failures = bugs::failures(&plan, &firsts);
+    if nondeterminism.is_some() {
+        let headline = "traces differ between two runs of the same seed".to_string();
+        failures.push(Failure { check: "nondeterminism".into(), bucket: "nondeterminism".into(), headline });
+    }
+    Ok(SeedOutcome { seed, violated, headline, trace_hash, nondeterminism, reached, harness: None, failures })
 }
 
 /// How long a hunt goes on.
@@ -196,8 +212,12 @@ pub struct HuntOptions {
     pub out: Option<PathBuf>,
     /// Run every seed twice and report traces that differ.
     pub check_determinism: bool,
-    /// Shrinking budget, in runs per finding.
+    /// Shrinking budget, in runs per new bucket ([`signature`]).
     pub shrink_budget: usize,
+    /// Stop once this many distinct bugs are found (`--max-findings`;
+    /// `--stop-on-first` is 1). The seeds judged are then the first N up to
+    /// the one that found the last of them.
+    pub max_bugs: Option<usize>,
     /// The dialect of the generated plans.
     pub dialect: Dialect,
     /// The wall-clock bound on one seed ([`crate::watchdog`]): a seed that
@@ -221,6 +241,7 @@ impl HuntOptions {
             out: None,
             check_determinism: false,
             shrink_budget: 300,
+            max_bugs: None,
             dialect: default_dialect(server),
             watchdog: crate::watchdog::DEFAULT,
             plug: None,
@@ -231,6 +252,11 @@ impl HuntOptions {
     pub fn seed_at(&self, i: u64) -> u64 {
         let (k, n) = self.shard;
         self.base_seed.wrapping_add(i.wrapping_mul(n)).wrapping_add(k - 1)
+    }
+
+    /// The command that replays one seed of this hunt.
+    pub fn replay_command(&self, seed: u64) -> String {
+        format!("mcpsim replay --server {}{} --seed {seed}", self.server, dialect_flag(&self.server, self.dialect))
     }
 
     /// The command that repeats this hunt.
@@ -250,43 +276,6 @@ impl HuntOptions {
     }
 }
 
-/// A finding, with its repro and shrunk scenario.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Finding {
-    /// The seed that found it.
-    pub seed: u64,
-    /// The checks it violated (`protocol` too when the run stopped early).
-    pub violated: Vec<String>,
-    /// The first violation in words (or why the two runs differed).
-    pub headline: String,
-    /// The command that replays the seed.
-    pub repro: String,
-    /// The shrunk regression file for the first violated check, once written.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub regression: Option<String>,
-    /// How many steps that regression kept.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub shrunk_steps: Option<usize>,
-    /// Where two runs of the seed differed (with `--check-determinism`).
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub nondeterminism: Option<String>,
-    /// Regressions for the other checks the seed violated, each shrunk for
-    /// its own check (a rarer defect hit by the same seed gets its own).
-    #[serde(skip_serializing_if = "Vec::is_empty", default)]
-    pub more_regressions: Vec<Regression>,
-}
-
-/// A shrunk regression written for one violated check.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Regression {
-    /// The check it was shrunk for.
-    pub check: String,
-    /// The path of the scenario file written.
-    pub file: String,
-    /// How many steps it kept.
-    pub steps: usize,
-}
-
 /// The result of a hunt (or of several merged).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HuntReport {
@@ -298,8 +287,10 @@ pub struct HuntReport {
     pub shards: Vec<String>,
     /// How many seeds ran (summed over the merged shards).
     pub seeds_run: u64,
-    /// Every finding, sorted by seed.
-    pub findings: Vec<Finding>,
+    /// How many of them failed a check (or differed between two runs).
+    pub failing_seeds: u64,
+    /// The distinct bugs ([`signature`]), most often hit first.
+    pub bugs: Vec<Bug>,
     /// How many seeds reached each hard situation ([`reach::SITUATIONS`]).
     #[serde(default)]
     pub reach: BTreeMap<String, u64>,
@@ -319,20 +310,27 @@ pub struct HarnessFailure {
     pub repro: String,
 }
 
-/// What the caller hears while a hunt runs.
+/// What the caller hears while a hunt runs (in seed order).
 pub enum Progress<'a> {
-    /// A seed finished.
+    /// A seed was judged.
     SeedDone {
-        /// How many findings the hunt has so far.
-        findings: u64,
+        /// How many seeds failed so far.
+        failing: u64,
+        /// How many distinct bugs the hunt has so far.
+        bugs: u64,
     },
-    /// A seed found something (reported before its `SeedDone`).
-    Finding(&'a Finding),
+    /// A seed found a bug no earlier seed found (reported before its `SeedDone`).
+    NewBug(&'a Bug),
     /// The watchdog stopped a seed (reported before its `SeedDone`).
     HarnessFailure(&'a HarnessFailure),
 }
 
 /// Runs a hunt. `on` is called on the calling thread as seeds complete.
+///
+/// Workers run seeds in parallel; this thread takes their outcomes in seed
+/// order, so the report (and what `on` hears) depends on which seeds ran,
+/// never on thread timing. New buckets are shrunk here, while the workers
+/// go on.
 pub fn hunt(opts: &HuntOptions, mut on: impl FnMut(Progress)) -> Result<HuntReport> {
     if opts.plug.is_none() && !crate::server::is_known_server(&opts.server) {
         return Err(Error::usage(format!(
@@ -348,20 +346,22 @@ pub fn hunt(opts: &HuntOptions, mut on: impl FnMut(Progress)) -> Result<HuntRepo
     if let Some(out) = &opts.out {
         std::fs::create_dir_all(out).map_err(|e| Error::io(format!("{}: cannot create: {e}", out.display())))?;
     }
+    let mut table = bugs::Table::new(opts)?;
     let next = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
     // Wall clock only for the `--time` budget: it decides how many seeds run,
     // never which (indices are handed out in order, so the seeds run are the
-    // first N) nor in what order results land (findings are sorted by seed,
-    // reach counts are sums). The report is a function of N.
+    // first N) nor in what order results are taken (seed order). The report
+    // is a function of N.
     let started = Instant::now();
-    let (tx, rx) = mpsc::channel::<Result<Seeded>>();
+    let (tx, rx) = mpsc::channel::<(u64, Result<Seeded>)>();
     let mut report = HuntReport {
         server: opts.server.clone(),
         base_seed: opts.base_seed,
         shards: vec![format!("{k}/{n}")],
         seeds_run: 0,
-        findings: Vec::new(),
+        failing_seeds: 0,
+        bugs: Vec::new(),
         reach: reach::SITUATIONS.iter().map(|s| (s.to_string(), 0)).collect(),
         harness_failures: Vec::new(),
     };
@@ -370,6 +370,7 @@ pub fn hunt(opts: &HuntOptions, mut on: impl FnMut(Progress)) -> Result<HuntRepo
         for _ in 0..opts.jobs.max(1) {
             let tx = tx.clone();
             let (next, stop) = (&next, &stop);
+            let mut runner = crate::watchdog::Runner::new();
             scope.spawn(move || loop {
                 if stop.load(Ordering::Relaxed) {
                     break;
@@ -385,49 +386,38 @@ pub fn hunt(opts: &HuntOptions, mut on: impl FnMut(Progress)) -> Result<HuntRepo
                         break;
                     }
                 }
-                let seed = opts.seed_at(i);
-                let (server, check_determinism, dialect) = (opts.server.clone(), opts.check_determinism, opts.dialect);
-                let plug = opts.plug.clone();
-                let guarded = crate::watchdog::guard(opts.watchdog, move || {
-                    run_seed_with(&server, plug.as_ref(), seed, check_determinism, dialect)
-                });
-                let result = match guarded {
-                    Ok(Ok(o)) if o.harness.is_none() => {
-                        let finding = o.is_finding().then(|| Box::new(finding(opts, &o, opts.plug.is_none())));
-                        Ok(Seeded::Judged(o, finding))
-                    }
-                    Ok(Ok(o)) => Ok(Seeded::Harness(harness_failure(opts, seed, o.harness.unwrap_or_default()))),
-                    Ok(Err(e)) => Err(e),
-                    Err(stopped) => Ok(Seeded::Harness(harness_failure(opts, seed, stopped.to_string()))),
-                };
-                if tx.send(result).is_err() {
+                if tx.send((i, run_guarded(opts, &mut runner, opts.seed_at(i)))).is_err() {
                     break;
                 }
             });
         }
         drop(tx);
-        for result in rx {
-            match result {
-                Ok(Seeded::Harness(h)) => {
-                    report.seeds_run += 1;
-                    on(Progress::HarnessFailure(&h));
-                    report.harness_failures.push(h);
-                    on(Progress::SeedDone { findings: report.findings.len() as u64 });
-                }
-                Ok(Seeded::Judged(outcome, finding)) => {
-                    report.seeds_run += 1;
-                    for s in outcome.reached {
-                        *report.reach.entry(s).or_default() += 1;
+        // Outcomes arrive in any order; they are taken in seed order.
+        let mut pending: BTreeMap<u64, Result<Seeded>> = BTreeMap::new();
+        let mut due = 0u64;
+        let mut done = false;
+        for (i, result) in rx {
+            if done {
+                continue;
+            }
+            pending.insert(i, result);
+            while let Some(result) = pending.remove(&due) {
+                due += 1;
+                match result {
+                    Ok(seeded) => report.take(seeded, &mut table, &mut on),
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                        done = true;
                     }
-                    if let Some(f) = finding {
-                        on(Progress::Finding(&f));
-                        report.findings.push(*f);
-                    }
-                    on(Progress::SeedDone { findings: report.findings.len() as u64 });
                 }
-                Err(e) => {
+                if opts.max_bugs.is_some_and(|m| table.bugs.len() >= m) {
+                    done = true;
+                }
+                if done {
+                    // Seeds after this one are not judged: the report covers the first `due`.
                     stop.store(true, Ordering::Relaxed);
-                    first_error.get_or_insert(e);
+                    pending.clear();
+                    break;
                 }
             }
         }
@@ -435,100 +425,66 @@ pub fn hunt(opts: &HuntOptions, mut on: impl FnMut(Progress)) -> Result<HuntRepo
     if let Some(e) = first_error {
         return Err(e);
     }
-    report.findings.sort_by_key(|f| f.seed);
-    report.harness_failures.sort_by_key(|h| h.seed);
+    report.failing_seeds = table.failing;
+    report.bugs = table.bugs;
+    bugs::sort_bugs(&mut report.bugs);
     Ok(report)
+}
+
+impl HuntReport {
+    /// Files one seed's result, in seed order.
+    fn take(&mut self, seeded: Seeded, table: &mut bugs::Table, on: &mut impl FnMut(Progress)) {
+        self.seeds_run += 1;
+        match seeded {
+            Seeded::Harness(h) => {
+                on(Progress::HarnessFailure(&h));
+                self.harness_failures.push(h);
+            }
+            Seeded::Judged(outcome) => {
+                for s in &outcome.reached {
+                    *self.reach.entry(s.clone()).or_default() += 1;
+                }
+                for i in table.add(&outcome) {
+                    on(Progress::NewBug(&table.bugs[i]));
+                }
+            }
+        }
+        on(Progress::SeedDone { failing: table.failing, bugs: table.bugs.len() as u64 });
+    }
+}
+
+/// Runs one seed under the watchdog, as a hunt worker does.
+fn run_guarded(
+    opts: &HuntOptions,
+    runner: &mut crate::watchdog::Runner<Result<SeedOutcome>>,
+    seed: u64,
+) -> Result<Seeded> {
+    let (server, check_determinism, dialect) = (opts.server.clone(), opts.check_determinism, opts.dialect);
+    let plug = opts.plug.clone();
+    let guarded =
+        runner.run(opts.watchdog, move || run_seed_with(&server, plug.as_ref(), seed, check_determinism, dialect));
+    match guarded {
+        Ok(Ok(o)) if o.harness.is_none() => Ok(Seeded::Judged(Box::new(o))),
+        Ok(Ok(o)) => Ok(Seeded::Harness(harness_failure(opts, seed, o.harness.unwrap_or_default()))),
+        Ok(Err(e)) => Err(e),
+        Err(stopped) => Ok(Seeded::Harness(harness_failure(opts, seed, stopped.to_string()))),
+    }
 }
 
 /// What a hunt worker hands back for one seed.
 enum Seeded {
-    /// Run and judged, with its finding if it is one.
-    Judged(SeedOutcome, Option<Box<Finding>>),
+    /// Run and judged.
+    Judged(Box<SeedOutcome>),
     /// Stopped by the watchdog.
     Harness(HarnessFailure),
 }
 
 fn harness_failure(opts: &HuntOptions, seed: u64, why: String) -> HarnessFailure {
-    let repro =
-        format!("mcpsim replay --server {}{} --seed {seed}", opts.server, dialect_flag(&opts.server, opts.dialect));
-    HarnessFailure { seed, why, repro }
+    HarnessFailure { seed, why, repro: opts.replay_command(seed) }
 }
 
-/// Turns a failing seed into a finding; shrinks it when an output directory is set.
-fn finding(opts: &HuntOptions, o: &SeedOutcome, shrinkable: bool) -> Finding {
-    let mut f = Finding {
-        seed: o.seed,
-        violated: o.violated.clone(),
-        headline: o.headline.clone().unwrap_or_else(|| "traces differ between two runs of the same seed".into()),
-        repro: format!(
-            "mcpsim replay --server {}{} --seed {}",
-            opts.server,
-            dialect_flag(&opts.server, opts.dialect),
-            o.seed
-        ),
-        regression: None,
-        shrunk_steps: None,
-        nondeterminism: o.nondeterminism.clone(),
-        more_regressions: Vec::new(),
-    };
-    let Some(out) = opts.out.as_ref().filter(|_| shrinkable) else { return f };
-    // One regression per violated check, each shrunk while its own check
-    // still fails: shrinking for the headline check alone would drop a
-    // second, rarer defect the seed also hit.
-    let plan = generate_in(o.seed, opts.dialect);
-    for (k, target) in o.violated.iter().enumerate() {
-        if target == "protocol" {
-            continue;
-        }
-        let shrunk = shrink::shrink(&plan, &opts.server, target, opts.shrink_budget);
-        match write_regression(out, &opts.server, o.seed, target, &f.repro, &shrunk) {
-            Ok(path) if k == 0 => {
-                f.regression = Some(path.display().to_string());
-                f.shrunk_steps = Some(shrunk.plan.steps.len());
-            }
-            Ok(path) => f.more_regressions.push(Regression {
-                check: target.clone(),
-                file: path.display().to_string(),
-                steps: shrunk.plan.steps.len(),
-            }),
-            Err(e) => f.headline.push_str(&format!(" (could not write the {target} regression: {e})")),
-        }
-    }
-    f
-}
-
-/// Writes a shrunk plan as a regression scenario, with `[expect]` filled in
-/// for the hunted server and for `guarded`.
-/// `origin` says how to reproduce the unshrunk failure (a command or a file).
-pub fn write_regression(
-    dir: &Path,
-    server: &str,
-    seed: u64,
-    target: &str,
-    origin: &str,
-    shrunk: &shrink::Shrunk,
-) -> Result<PathBuf> {
-    let mut plan = shrunk.plan.clone();
-    plan.name = format!("{server}-{seed}-{target}");
-    plan.description = format!("shrunk from hunt seed {seed}: {server} violates {target}");
-    plan.expect.clear();
-    for s in [server, "guarded"] {
-        let run = crate::run(&plan, s, None)?;
-        let violated = check::violated(&check::judge(&run.trace)).into_iter().map(String::from).collect();
-        plan.expect.insert(s.to_string(), violated);
-    }
-    let header = vec![
-        format!("Found with server {server} at seed {seed} (mcpsim {}).", env!("CARGO_PKG_VERSION")),
-        format!("Shrunk in {} runs to {} steps while {target} still fails.", shrunk.runs, plan.steps.len()),
-        format!("The original: {origin}"),
-    ];
-    let path = dir.join(format!("{}.toml", plan.name));
-    std::fs::write(&path, plan.to_toml(&header))
-        .map_err(|e| Error::io(format!("{}: cannot write: {e}", path.display())))?;
-    Ok(path)
-}
-
-/// Merges the JSON reports of several shards of one hunt.
+/// Merges the JSON reports of several shards of one hunt: bugs by
+/// signature (counts add up; the smallest reproducer wins).
 pub fn merge(reports: Vec<HuntReport>) -> Result<HuntReport> {
     let mut it = reports.into_iter();
     let mut merged = it.next().ok_or_else(|| Error::usage("hunt merge: no reports given"))?;
@@ -546,14 +502,15 @@ pub fn merge(reports: Vec<HuntReport>) -> Result<HuntReport> {
         }
         merged.shards.extend(r.shards);
         merged.seeds_run += r.seeds_run;
+        merged.failing_seeds += r.failing_seeds;
         for (s, n) in r.reach {
             *merged.reach.entry(s).or_default() += n;
         }
-        merged.findings.extend(r.findings);
+        bugs::merge_bugs(&mut merged.bugs, r.bugs);
         merged.harness_failures.extend(r.harness_failures);
     }
     merged.shards.sort();
-    merged.findings.sort_by_key(|f| f.seed);
+    bugs::sort_bugs(&mut merged.bugs);
     merged.harness_failures.sort_by_key(|h| h.seed);
     Ok(merged)
 }

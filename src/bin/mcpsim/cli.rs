@@ -89,7 +89,7 @@ pub(crate) enum Command {
         #[arg(required = true)]
         paths: Vec<PathBuf>,
     },
-    /// Hunt for bugs: run generated scenarios seed after seed, shrink each finding.
+    /// Hunt for bugs: run generated scenarios seed after seed, shrink each distinct bug once.
     ///
     /// Findings and the final summary go to stdout; the progress bar and the
     /// header to stderr.
@@ -216,14 +216,23 @@ pub(crate) struct HuntArgs {
     /// The first seed (default: drawn from the clock and printed).
     #[arg(long)]
     pub(crate) seed: Option<u64>,
-    /// Where shrunk regression scenarios are written. The default is outside
-    /// `scenarios/` on purpose: read a finding, then promote it by moving it
-    /// into `scenarios/regressions/`, which `mcpsim run` runs.
+    /// Where shrunk regression scenarios are written: one file per distinct
+    /// bug. Hunting again into the same directory writes no duplicate. The
+    /// default is outside `scenarios/` on purpose: read a finding, then
+    /// promote it by moving it into `scenarios/regressions/`, which `mcpsim
+    /// run` runs.
     #[arg(long, value_name = "DIR", default_value = "mcpsim-findings")]
     pub(crate) out: PathBuf,
-    /// Report findings without shrinking them.
+    /// Report findings without shrinking them (failures are then grouped by
+    /// the shape of their first violation only).
     #[arg(long)]
     pub(crate) no_shrink: bool,
+    /// Stop once this many distinct bugs are found.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) max_findings: Option<u64>,
+    /// Stop at the first distinct bug (the same as --max-findings 1).
+    #[arg(long, conflicts_with = "max_findings")]
+    pub(crate) stop_on_first: bool,
     /// Run each seed twice and compare the traces.
     #[arg(long)]
     pub(crate) check_determinism: bool,

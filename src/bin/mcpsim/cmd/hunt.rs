@@ -37,6 +37,7 @@ pub(crate) fn hunt(a: HuntArgs) -> Result<u8, Error> {
         out: (!a.no_shrink).then_some(a.out),
         check_determinism: a.check_determinism,
         shrink_budget: 300,
+        max_bugs: if a.stop_on_first { Some(1) } else { a.max_findings.map(|n| n as usize) },
         dialect: DialectArg::resolve(a.dialect, &server),
         watchdog: a.watchdog,
         plug: None,
@@ -57,39 +58,17 @@ pub(crate) fn hunt(a: HuntArgs) -> Result<u8, Error> {
     // Wall clock only for the seeds/s line on stderr.
     let started = std::time::Instant::now();
     let report = mcpsim::hunt::hunt(&opts, |p| match p {
-        Progress::SeedDone { findings } => {
+        Progress::SeedDone { failing, bugs } => {
             bar.inc(1);
-            bar.set_message(format!("findings: {findings}"));
+            bar.set_message(format!("failing: {failing}, distinct bugs: {bugs}"));
         }
-        Progress::Finding(f) => {
-            let mut lines = format!(
-                "finding: seed {} violates {}: {}\n  repro: {}",
-                f.seed,
-                f.violated.join(", "),
-                f.headline,
-                f.repro
-            );
-            if let (Some(path), Some(steps)) = (&f.regression, f.shrunk_steps) {
-                lines.push_str(&format!("\n  regression: {path} ({steps} steps): mcpsim run {path}"));
-            }
-            for r in &f.more_regressions {
-                lines.push_str(&format!(
-                    "\n  regression for {}: {} ({} steps): mcpsim run {}",
-                    r.check, r.file, r.steps, r.file
-                ));
-            }
-            if let Some(nd) = &f.nondeterminism {
-                lines.push_str(&format!("\n  nondeterminism: {nd}"));
-            }
+        Progress::NewBug(b) => {
+            let lines = new_bug_lines(b);
             // Results on stdout (stderr when stdout carries the JSON report).
             bar.suspend(|| if text { out!("{lines}") } else { eprintln!("{lines}") });
         }
         Progress::HarnessFailure(h) => {
-            let lines = format!(
-                "harness failure: seed {}: {}
-  repro: {}",
-                h.seed, h.why, h.repro
-            );
+            let lines = format!("harness failure: seed {}: {}\n  repro: {}", h.seed, h.why, h.repro);
             bar.suspend(|| if text { out!("{lines}") } else { eprintln!("{lines}") });
         }
     });
@@ -98,18 +77,21 @@ pub(crate) fn hunt(a: HuntArgs) -> Result<u8, Error> {
     // Throughput is wall-clock: it goes to stderr with the progress, never into the results.
     let wall = started.elapsed().as_secs_f64();
     eprintln!("{} seeds in {wall:.1} s ({:.0} seeds/s)", report.seeds_run, report.seeds_run as f64 / wall.max(1e-9));
-    let mut summary = format!("hunted {} seeds: {} finding(s)", report.seeds_run, report.findings.len());
+    let mut summary = bug_table(&report);
     if !report.harness_failures.is_empty() {
         summary.push_str(&format!(
-            ", {} harness failure(s) (the watchdog stopped them; no verdict): seeds {}",
+            "\n{} harness failure(s) (the watchdog stopped them; no verdict): seeds {}",
             report.harness_failures.len(),
             report.harness_failures.iter().map(|h| h.seed.to_string()).collect::<Vec<_>>().join(", ")
         ));
     }
-    if let Limit::Time(_) = limit {
-        // How many seeds a time budget covers depends on the machine; the
-        // seeds it covered do not (they are contiguous from the base seed).
-        let exact = HuntOptions { limit: Limit::Seeds(report.seeds_run), ..opts.clone() };
+    let stopped_early = opts.max_bugs.is_some_and(|m| report.bugs.len() >= m)
+        && matches!(limit, Limit::Seeds(n) if report.seeds_run < n);
+    if stopped_early || matches!(limit, Limit::Time(_)) {
+        // How many seeds a time budget (or a stopping rule) covers depends on
+        // the machine or the server; the seeds it covered do not (they are
+        // contiguous from the base seed).
+        let exact = HuntOptions { limit: Limit::Seeds(report.seeds_run), max_bugs: None, ..opts.clone() };
         summary.push_str(&format!("\nthe same seeds again: {}", exact.repeat_command()));
     }
     if report.seeds_run > 0 {
@@ -120,19 +102,17 @@ pub(crate) fn hunt(a: HuntArgs) -> Result<u8, Error> {
         }
     }
     if a.check_determinism {
-        let differed = report.findings.iter().filter(|f| f.nondeterminism.is_some()).count();
+        let differed = report.bugs.iter().filter(|b| b.nondeterminism.is_some()).map(|b| b.seeds).sum::<u64>();
         summary.push_str(&if differed == 0 {
             format!("\ndeterminism: all {} seeds were run twice and gave byte-identical traces", report.seeds_run)
         } else {
             format!("\ndeterminism: {differed} of {} seeds run twice gave different traces", report.seeds_run)
         });
     }
-    let written: usize =
-        report.findings.iter().map(|f| usize::from(f.regression.is_some()) + f.more_regressions.len()).sum();
-    if written > 0 {
+    if report.bugs.iter().any(|b| b.file.is_some()) {
         if let Some(dir) = &opts.out {
             summary.push_str(&format!(
-                "\n{written} regression file(s) in {}: read one, then keep it by moving it into scenarios/regressions/ (mcpsim run runs it from there)",
+                "\nregression files (one per distinct bug) in {}: read one, then keep it by moving it into scenarios/regressions/ (mcpsim run runs it from there)",
                 dir.display()
             ));
         }
@@ -141,17 +121,66 @@ pub(crate) fn hunt(a: HuntArgs) -> Result<u8, Error> {
         out!("{summary}");
     } else {
         eprintln!("{summary}");
-    }
-    if !text {
         out!("{}", serde_json::to_string_pretty(&report).expect("report serializes"));
     }
     Ok(if !report.harness_failures.is_empty() {
         exit::IO
-    } else if report.findings.is_empty() {
+    } else if report.bugs.is_empty() {
         exit::OK
     } else {
         exit::FINDING
     })
+}
+
+/// How a new distinct bug is announced while the hunt runs.
+fn new_bug_lines(b: &mcpsim::hunt::Bug) -> String {
+    let mut lines = format!("new bug {} at seed {}: {}\n  repro: {}", b.id, b.first_seed, b.headline, b.repro);
+    if let (Some(path), Some(steps)) = (&b.file, b.steps) {
+        let shape = b.signature.split(" | ").nth(1).unwrap_or("");
+        lines.push_str(&format!(
+            "\n  violates {} in {steps} step(s) ({shape})\n  regression: {path}: mcpsim run {path}",
+            b.checks.join(", ")
+        ));
+    }
+    if let Some(nd) = &b.nondeterminism {
+        lines.push_str(&format!("\n  nondeterminism: {nd}"));
+    }
+    lines
+}
+
+/// The summary: one row per distinct bug, most often hit first.
+fn bug_table(report: &mcpsim::hunt::HuntReport) -> String {
+    let mut t = format!(
+        "hunted {} seeds: {} failing, {} distinct bug(s)",
+        report.seeds_run,
+        report.failing_seeds,
+        report.bugs.len()
+    );
+    if report.bugs.is_empty() {
+        return t;
+    }
+    t.push_str(&format!(
+        "\n  {:<8}  {:>6}  {:>10}  {:>5}  {:<40}  regression",
+        "bug", "seeds", "first seed", "steps", "checks"
+    ));
+    for b in &report.bugs {
+        let steps = b.steps.map_or("-".to_string(), |s| s.to_string());
+        let file = b.file.as_deref().unwrap_or("(not shrunk)");
+        t.push_str(&format!(
+            "\n  {:<8}  {:>6}  {:>10}  {:>5}  {:<40}  {file}",
+            b.id,
+            b.seeds,
+            b.first_seed,
+            steps,
+            b.checks.join(", ")
+        ));
+    }
+    t.push_str("\nwhat each bug's reproducer does:");
+    for b in &report.bugs {
+        let shape = b.signature.split(" | ").skip(1).collect::<Vec<_>>().join(" | ");
+        t.push_str(&format!("\n  {:<8}  {shape}", b.id));
+    }
+    t
 }
 
 pub(crate) fn merge(files: Vec<PathBuf>) -> Result<u8, Error> {
@@ -163,8 +192,10 @@ pub(crate) fn merge(files: Vec<PathBuf>) -> Result<u8, Error> {
         reports.push(r);
     }
     let merged = mcpsim::hunt::merge(reports)?;
+    // The table for the reader on stderr; the merged report, to merge again, on stdout.
+    eprintln!("{}", bug_table(&merged));
     out!("{}", serde_json::to_string_pretty(&merged).expect("report serializes"));
-    Ok(if merged.findings.is_empty() { exit::OK } else { exit::FINDING })
+    Ok(if merged.bugs.is_empty() { exit::OK } else { exit::FINDING })
 }
 
 pub(crate) fn replay(
