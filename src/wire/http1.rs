@@ -38,11 +38,15 @@ enum State {
 pub struct ResponseSniffer {
     state: State,
     buf: Vec<u8>,
+    /// How many buffered bytes were already searched for the line or head
+    /// end the state waits for: a head dripped a byte per read is searched
+    /// once, not once per read (fuzzing found that quadratic).
+    searched: usize,
 }
 
 impl Default for ResponseSniffer {
     fn default() -> Self {
-        Self { state: State::Head, buf: Vec::new() }
+        Self { state: State::Head, buf: Vec::new(), searched: 0 }
     }
 }
 
@@ -68,15 +72,19 @@ impl ResponseSniffer {
         }
         self.buf.extend_from_slice(bytes);
         let mut pos = 0;
+        // Only the first search of this feed resumes where the last one stopped.
+        let mut searched = std::mem::take(&mut self.searched);
         loop {
             let rest = &self.buf[pos..];
+            let from = std::mem::take(&mut searched);
             match self.state {
                 State::Opaque => break,
                 State::Head => {
-                    let Some(end) = find(rest, b"\r\n\r\n") else {
+                    let Some(end) = find_from(rest, b"\r\n\r\n", from) else {
                         if rest.len() > MAX_HEAD {
                             self.state = State::Opaque;
                         }
+                        self.searched = rest.len();
                         break;
                     };
                     let head = String::from_utf8_lossy(&rest[..end]).into_owned();
@@ -126,10 +134,11 @@ impl ResponseSniffer {
                     break;
                 }
                 State::ChunkSize => {
-                    let Some(end) = find(rest, b"\r\n") else {
+                    let Some(end) = find_from(rest, b"\r\n", from) else {
                         if rest.len() > 1024 {
                             self.state = State::Opaque;
                         }
+                        self.searched = rest.len();
                         break;
                     };
                     let line = String::from_utf8_lossy(&rest[..end]);
@@ -163,7 +172,10 @@ impl ResponseSniffer {
                     self.state = State::ChunkSize;
                 }
                 State::Trailers => {
-                    let Some(end) = find(rest, b"\r\n") else { break };
+                    let Some(end) = find_from(rest, b"\r\n", from) else {
+                        self.searched = rest.len();
+                        break;
+                    };
                     pos += end + 2;
                     if end == 0 {
                         out.push(Sniffed::End);
@@ -209,8 +221,11 @@ fn parse_head(head: &str) -> Option<(u16, Option<String>, Framing)> {
     Some((status, content_type, framing))
 }
 
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
+/// Where `needle` first occurs in `hay`, given that none ends in its first
+/// `searched` bytes.
+fn find_from(hay: &[u8], needle: &[u8], searched: usize) -> Option<usize> {
+    let start = searched.saturating_sub(needle.len() - 1).min(hay.len());
+    hay[start..].windows(needle.len()).position(|w| w == needle).map(|i| i + start)
 }
 
 #[cfg(test)]
@@ -237,6 +252,25 @@ mod tests {
             assert_eq!(body(&items), b"hello!!!", "split at {split}");
             assert_eq!(items.iter().filter(|i| **i == Sniffed::End).count(), 2, "split at {split}");
             assert_eq!(items[0], Sniffed::Head { status: 200, content_type: Some("text/event-stream".into()) });
+            assert!(!s.is_opaque());
+        }
+    }
+
+    #[test]
+    fn dripped_a_byte_at_a_time_gives_what_one_read_gives() {
+        // Each search resumes where the last stopped: a delimiter that
+        // straddles two reads must still be found.
+        let input = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\nx-pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n5;ext\r\nhello\r\n0\r\nx-trailer: 1\r\n\r\n";
+        let whole = ResponseSniffer::new().feed(input);
+        for step in 1..5 {
+            let mut s = ResponseSniffer::new();
+            let mut items = Vec::new();
+            for piece in input.chunks(step) {
+                items.extend(s.feed(piece));
+            }
+            assert_eq!(body(&items), body(&whole), "reads of {step}");
+            assert_eq!(items.iter().filter(|i| **i == Sniffed::End).count(), 1, "reads of {step}");
+            assert_eq!(items[0], whole[0], "reads of {step}");
             assert!(!s.is_opaque());
         }
     }
