@@ -133,6 +133,12 @@ fn both_sdks_meet_every_streamable_http_expectation_five_times() {
         ("future-id", PYTHON.name, "no event of the session ever carried that id"),
         ("call-stream-reset", TYPESCRIPT.name, "never re-issued or failed"),
         ("call-stream-reset", PYTHON.name, "never re-issued or failed"),
+        ("standalone-sever", TYPESCRIPT.name, "alice has no live uplink at the end (90.000 s)"),
+        ("standalone-sever", TYPESCRIPT.name, "ended: HTTP 409"),
+        ("standalone-sever", TYPESCRIPT.name, "req-1 timed out"),
+        ("standalone-sever", PYTHON.name, "alice has no live uplink at the end (90.000 s)"),
+        ("standalone-sever", PYTHON.name, "ended: HTTP 409"),
+        ("standalone-sever", PYTHON.name, "req-1 timed out"),
     ];
     for (scenario, sdk, words) in claims {
         let file = format!("streamable-http/{scenario}.toml");
