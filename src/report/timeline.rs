@@ -29,62 +29,128 @@ fn esc(s: &str) -> String {
 
 /// Writes the timeline of `run` as one HTML document.
 pub fn html(run: &Run, verdicts: &[Verdict]) -> String {
-    // Lanes: client, its NAT, ..., server.
-    let mut clients: Vec<String> = Vec::new();
+    let mut chart = Chart::new(run, verdicts);
     for e in run.trace.iter() {
-        if let What::ClientJoined { client, .. } = &e.what {
-            clients.push(client.clone());
-        }
+        chart.event(e);
     }
-    let mut lane_x: BTreeMap<String, f64> = BTreeMap::new();
-    let mut lanes: Vec<(String, f64)> = Vec::new();
-    for (i, c) in clients.iter().enumerate() {
-        let x = LEFT + (2 * i) as f64 * LANE;
-        lane_x.insert(c.clone(), x);
-        lane_x.insert(format!("nat-{c}"), x + LANE);
-        lanes.push((c.clone(), x));
-        lanes.push((format!("nat-{c}"), x + LANE));
-    }
-    let server_x = LEFT + (2 * clients.len()) as f64 * LANE;
-    lanes.push(("server".into(), server_x));
+    let end_y = chart.finish();
+    document(run, &chart, &violation_list(verdicts), end_y)
+}
 
-    // Evidence: seq -> headlines of the violations it proves.
-    let mut evidence: BTreeMap<u64, Vec<String>> = BTreeMap::new();
-    for v in verdicts {
-        for x in v.violations() {
-            for seq in &x.evidence {
-                evidence.entry(*seq).or_default().push(format!("{}: {}", v.check, x.headline));
+/// The chart being drawn, event by event: its lanes, the events that prove
+/// a violation, the SVG drawn so far (per layer), and the streams and
+/// mappings still open.
+struct Chart {
+    /// The x of each lane by name (a client, `nat-<client>`).
+    lane_x: BTreeMap<String, f64>,
+    /// The lanes in order, with their x: client, its NAT, ..., server.
+    lanes: Vec<(String, f64)>,
+    server_x: f64,
+    /// Evidence: seq -> headlines of the violations it proves.
+    evidence: BTreeMap<u64, Vec<String>>,
+    /// Layers, drawn in this order: stream bars, time labels, markers, arrows.
+    bars: String,
+    rows: String,
+    marks: String,
+    arrows: String,
+    /// The next row.
+    row: usize,
+    /// Streams open now: (client, conn) -> the y where they opened.
+    uplink_start: BTreeMap<(String, u32), f64>,
+    /// Each open stream of a client gets its own bar column (conn 1 and
+    /// conn 5 open at once are two bars side by side, not one).
+    bar_slot: BTreeMap<(String, u32), usize>,
+    purposes: BTreeMap<(String, u32), Purpose>,
+    /// Mappings half-open now: (client, mapping) -> the y where they were dropped.
+    dropped_at: BTreeMap<(String, u32), f64>,
+    /// Heartbeat-only writes into dead mappings (collapsed into a note).
+    heartbeats: usize,
+}
+
+fn y_of(row: usize) -> f64 {
+    TOP + row as f64 * ROW
+}
+
+fn slot_x(cx: f64, slot: usize) -> f64 {
+    cx - 4.0 - 10.0 * slot as f64
+}
+
+impl Chart {
+    fn new(run: &Run, verdicts: &[Verdict]) -> Self {
+        let mut clients: Vec<String> = Vec::new();
+        for e in run.trace.iter() {
+            if let What::ClientJoined { client, .. } = &e.what {
+                clients.push(client.clone());
             }
         }
+        let mut lane_x: BTreeMap<String, f64> = BTreeMap::new();
+        let mut lanes: Vec<(String, f64)> = Vec::new();
+        for (i, c) in clients.iter().enumerate() {
+            let x = LEFT + (2 * i) as f64 * LANE;
+            lane_x.insert(c.clone(), x);
+            lane_x.insert(format!("nat-{c}"), x + LANE);
+            lanes.push((c.clone(), x));
+            lanes.push((format!("nat-{c}"), x + LANE));
+        }
+        let server_x = LEFT + (2 * clients.len()) as f64 * LANE;
+        lanes.push(("server".into(), server_x));
+        let mut evidence: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+        for v in verdicts {
+            for x in v.violations() {
+                for seq in &x.evidence {
+                    evidence.entry(*seq).or_default().push(format!("{}: {}", v.check, x.headline));
+                }
+            }
+        }
+        Chart {
+            lane_x,
+            lanes,
+            server_x,
+            evidence,
+            bars: String::new(),
+            rows: String::new(),
+            marks: String::new(),
+            arrows: String::new(),
+            row: 0,
+            uplink_start: BTreeMap::new(),
+            bar_slot: BTreeMap::new(),
+            purposes: BTreeMap::new(),
+            dropped_at: BTreeMap::new(),
+            heartbeats: 0,
+        }
     }
 
-    let mut rows = String::new();
-    let mut arrows = String::new();
-    let mut marks = String::new();
-    let mut row = 0usize;
-    let mut uplink_start: BTreeMap<(String, u32), f64> = BTreeMap::new();
-    // Each open stream of a client gets its own bar column (conn 1 and conn 5
-    // open at once are two bars side by side, not one).
-    let mut bar_slot: BTreeMap<(String, u32), usize> = BTreeMap::new();
-    let slot_x = |cx: f64, slot: usize| cx - 4.0 - 10.0 * slot as f64;
-    let mut purposes: BTreeMap<(String, u32), Purpose> = BTreeMap::new();
-    let mut bars = String::new();
-    let mut dropped_at: BTreeMap<(String, u32), f64> = BTreeMap::new();
-    let mut heartbeats = 0usize;
-    let y_of = |row: usize| TOP + row as f64 * ROW;
+    /// The x of a client's lane and of its NAT's.
+    fn client_lanes(&self, client: &str) -> Option<(f64, f64)> {
+        Some((*self.lane_x.get(client)?, *self.lane_x.get(&format!("nat-{client}"))?))
+    }
 
-    let arrow = |row: usize, e: &Event, from: f64, to: f64, label: &str, class: &str, arrows: &mut String| {
-        let y = y_of(row);
+    fn nat_lane(&self, client: &str) -> Option<f64> {
+        self.lane_x.get(&format!("nat-{client}")).copied()
+    }
+
+    /// Starts a row at time `t`; the caller draws it and calls [`Chart::next_row`].
+    fn time_label(&mut self, t: SimTime) {
+        let _ = writeln!(self.rows, "<text class=\"time\" x=\"8\" y=\"{:.1}\">{}</text>", y_of(self.row) + 4.0, t);
+    }
+
+    fn next_row(&mut self) {
+        self.row += 1;
+    }
+
+    /// An arrow on the current row, highlighted when `e` is evidence of a violation.
+    fn arrow(&mut self, e: &Event, from: f64, to: f64, label: &str, class: &str) {
+        let y = y_of(self.row);
         let mut classes = format!("msg {class}");
         let mut title = describe(&e.what);
-        if let Some(h) = evidence.get(&e.seq) {
+        if let Some(h) = self.evidence.get(&e.seq) {
             classes.push_str(" violation");
             title = format!("{title}\n\n{}", h.join("\n"));
         }
         let detail = esc(&serde_json::to_string(e).unwrap_or_default());
         let mid = (from + to) / 2.0;
         let _ = writeln!(
-            arrows,
+            self.arrows,
             "<g class=\"{classes}\" data-seq=\"{}\" data-event=\"{detail}\"><title>{}</title>\
              <line x1=\"{from:.1}\" y1=\"{y:.1}\" x2=\"{to:.1}\" y2=\"{y:.1}\" marker-end=\"url(#head)\"/>\
              <text x=\"{mid:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text></g>",
@@ -93,236 +159,250 @@ pub fn html(run: &Run, verdicts: &[Verdict]) -> String {
             y - 4.0,
             esc(label)
         );
-    };
+    }
 
-    for e in run.trace.iter() {
+    /// A square marker with words on the current row, at lane `x`.
+    fn marker(&mut self, class: &str, e: &Event, x: f64) {
+        let y = y_of(self.row);
+        let _ = writeln!(
+            self.marks,
+            "<g class=\"{class}\" data-seq=\"{}\"><rect x=\"{:.1}\" y=\"{:.1}\" width=\"8\" height=\"8\"/><text x=\"{:.1}\" y=\"{:.1}\">{}</text></g>",
+            e.seq,
+            x - 4.0,
+            y - 4.0,
+            x + 8.0,
+            y + 4.0,
+            esc(&describe(&e.what))
+        );
+    }
+
+    /// Draws one trace event (most take a row; some only change state).
+    fn event(&mut self, e: &Event) {
         let t = e.t_us;
-        let time_label = |row: usize, rows: &mut String, t: SimTime| {
-            let _ = writeln!(rows, "<text class=\"time\" x=\"8\" y=\"{:.1}\">{}</text>", y_of(row) + 4.0, t);
-        };
         match &e.what {
-            What::Step { detail, .. } => {
-                time_label(row, &mut rows, t);
-                let _ = writeln!(
-                    marks,
-                    "<g class=\"step\"><line x1=\"{LEFT}\" x2=\"{server_x}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/><text x=\"{:.1}\" y=\"{:.1}\">{}</text></g>",
-                    LEFT + 4.0,
-                    y_of(row) - 4.0,
-                    esc(&format!("step: {detail}")),
-                    y = y_of(row)
-                );
-                row += 1;
-            }
+            What::Step { detail, .. } => self.step(t, detail),
             What::Connect { client, conn, purpose, .. } => {
-                purposes.insert((client.clone(), *conn), *purpose);
+                self.purposes.insert((client.clone(), *conn), *purpose);
             }
             What::HttpRequest { client, conn, method, path, last_event_id, .. } => {
-                let purpose = purposes.get(&(client.clone(), *conn));
-                if !matches!(purpose, Some(Purpose::Uplink | Purpose::Call)) {
-                    continue; // POST traffic shows as its answers
-                }
-                let (Some(&cx), Some(&nx)) = (lane_x.get(client), lane_x.get(&format!("nat-{client}"))) else {
-                    continue;
-                };
-                time_label(row, &mut rows, t);
-                let what = match last_event_id {
-                    Some(l) => format!("{method} resume, Last-Event-ID {l} (conn {conn})"),
-                    None if crate::wire::legacy::session_token(path).is_some() => {
-                        format!("{method} resume (conn {conn})")
-                    }
-                    None if purpose == Some(&Purpose::Call) => format!("{method} tools/call (conn {conn})"),
-                    None => format!("{method} {path} (conn {conn})"),
-                };
-                arrow(row, e, cx, nx, &what, "http", &mut arrows);
-                row += 1;
+                self.http_request(e, client, *conn, method, path, last_event_id.as_deref())
             }
             What::HttpResponse { client, conn, status, content_type } => {
-                let streams = matches!(purposes.get(&(client.clone(), *conn)), Some(Purpose::Uplink | Purpose::Call));
-                if !streams && *status < 300 {
-                    continue;
-                }
-                let (Some(&cx), Some(&nx)) = (lane_x.get(client), lane_x.get(&format!("nat-{client}"))) else {
-                    continue;
-                };
-                time_label(row, &mut rows, t);
-                let stream = content_type.as_deref().is_some_and(|c| c.starts_with("text/event-stream"));
-                arrow(
-                    row,
-                    e,
-                    nx,
-                    cx,
-                    &format!("{status}{}", if stream { " event-stream" } else { "" }),
-                    "http",
-                    &mut arrows,
-                );
-                if *status == 200 && stream {
-                    uplink_start.insert((client.clone(), *conn), y_of(row));
-                    let taken: Vec<usize> =
-                        bar_slot.iter().filter(|((c, _), _)| c == client).map(|(_, s)| *s).collect();
-                    let slot = (0..).find(|s| !taken.contains(s)).unwrap_or(0);
-                    bar_slot.insert((client.clone(), *conn), slot);
-                }
-                row += 1;
+                self.http_response(e, client, *conn, *status, content_type.as_deref())
             }
-            What::SseEvent { client, conn, id, event, rpc, .. } => {
-                let (Some(&cx), Some(&nx)) = (lane_x.get(client), lane_x.get(&format!("nat-{client}"))) else {
-                    continue;
-                };
-                time_label(row, &mut rows, t);
+            What::SseEvent { client, id, event, rpc, .. } => {
+                let Some((cx, nx)) = self.client_lanes(client) else { return };
+                self.time_label(t);
                 let label = format!("{} {}", id.as_deref().unwrap_or("-"), describe_rpc(rpc, event));
-                let _ = conn;
-                arrow(row, e, nx, cx, &label, "sse", &mut arrows);
-                row += 1;
+                self.arrow(e, nx, cx, &label, "sse");
+                self.next_row();
             }
             What::Answer { client, id, status, .. } => {
-                let (Some(&cx), Some(&nx)) = (lane_x.get(client), lane_x.get(&format!("nat-{client}"))) else {
-                    continue;
-                };
-                time_label(row, &mut rows, t);
+                let Some((cx, nx)) = self.client_lanes(client) else { return };
+                self.time_label(t);
                 let st = status.map_or("no response".into(), |s| s.to_string());
-                arrow(row, e, cx, nx, &format!("answer {id} ({st})"), "answer", &mut arrows);
-                row += 1;
+                self.arrow(e, cx, nx, &format!("answer {id} ({st})"), "answer");
+                self.next_row();
             }
-            What::DroppedWrite { client, mapping, events, .. } => {
-                let Some(&nx) = lane_x.get(&format!("nat-{client}")) else { continue };
-                if events.is_empty() && !evidence.contains_key(&e.seq) {
-                    heartbeats += 1;
-                    continue;
-                }
-                time_label(row, &mut rows, t);
-                let what: Vec<String> = events
-                    .iter()
-                    .map(|ev| format!("{} {}", ev.id.as_deref().unwrap_or("-"), describe_rpc(&ev.rpc, &ev.event)))
-                    .collect();
-                let label = if what.is_empty() { "heartbeat".to_string() } else { what.join(", ") };
-                arrow(
-                    row,
-                    e,
-                    server_x,
-                    nx + 8.0,
-                    &format!("{label} into dead mapping {mapping}"),
-                    "dropped",
-                    &mut arrows,
-                );
-                row += 1;
-            }
-            What::MappingDropped { client, mapping, fault } => {
-                let Some(&nx) = lane_x.get(&format!("nat-{client}")) else { continue };
-                time_label(row, &mut rows, t);
-                dropped_at.insert((client.clone(), *mapping), y_of(row));
-                let _ = writeln!(
-                    marks,
-                    "<g class=\"fault\" data-seq=\"{}\"><circle cx=\"{nx:.1}\" cy=\"{:.1}\" r=\"7\"/><text x=\"{:.1}\" y=\"{:.1}\">{} (mapping {mapping} silent)</text></g>",
-                    e.seq,
-                    y_of(row),
-                    nx + 12.0,
-                    y_of(row) + 4.0,
-                    esc(fault)
-                );
-                row += 1;
-            }
-            What::MappingReset { client, mapping, why } => {
-                let Some(&nx) = lane_x.get(&format!("nat-{client}")) else { continue };
-                time_label(row, &mut rows, t);
-                if let Some(y0) = dropped_at.remove(&(client.clone(), *mapping)) {
-                    let _ = writeln!(
-                        marks,
-                        "<rect class=\"halfopen\" x=\"{:.1}\" y=\"{y0:.1}\" width=\"10\" height=\"{:.1}\"><title>mapping {mapping} half-open</title></rect>",
-                        nx - 5.0,
-                        y_of(row) - y0
-                    );
-                }
-                let _ = writeln!(
-                    marks,
-                    "<g class=\"fault\"><text x=\"{:.1}\" y=\"{:.1}\">reset mapping {mapping}: {}</text></g>",
-                    nx + 12.0,
-                    y_of(row) + 4.0,
-                    esc(why)
-                );
-                row += 1;
-            }
+            What::DroppedWrite { client, mapping, events, .. } => self.dropped_write(e, client, *mapping, events),
+            What::MappingDropped { client, mapping, fault } => self.mapping_dropped(e, client, *mapping, fault),
+            What::MappingReset { client, mapping, why } => self.mapping_reset(t, client, *mapping, why),
             // The reference engine's fence of a prior writer (an explanation, drawn on the server lane).
             What::ServerNote { note, .. } if note.contains("fenced before the new writer") => {
-                time_label(row, &mut rows, t);
-                let _ = writeln!(
-                    marks,
-                    "<g class=\"fence\" data-seq=\"{}\"><rect x=\"{:.1}\" y=\"{:.1}\" width=\"8\" height=\"8\"/><text x=\"{:.1}\" y=\"{:.1}\">{}</text></g>",
-                    e.seq,
-                    server_x - 4.0,
-                    y_of(row) - 4.0,
-                    server_x + 8.0,
-                    y_of(row) + 4.0,
-                    esc(&describe(&e.what))
-                );
-                row += 1;
+                self.time_label(t);
+                self.marker("fence", e, self.server_x);
+                self.next_row();
             }
             What::TokenStolen { .. }
             | What::ClientCrashed { .. }
             | What::Rejected { .. }
             | What::RequestOutcome { .. }
             | What::ServerStopped { .. } => {
-                time_label(row, &mut rows, t);
+                self.time_label(t);
                 let x = match &e.what {
-                    What::TokenStolen { to, .. } => lane_x.get(to).copied().unwrap_or(server_x),
+                    What::TokenStolen { to, .. } => self.lane_x.get(to).copied().unwrap_or(self.server_x),
                     What::ClientCrashed { client } | What::Rejected { client, .. } => {
-                        lane_x.get(client).copied().unwrap_or(server_x)
+                        self.lane_x.get(client).copied().unwrap_or(self.server_x)
                     }
-                    _ => server_x,
+                    _ => self.server_x,
                 };
                 let class = if matches!(e.what, What::RequestOutcome { .. }) { "app" } else { "fault" };
-                let _ = writeln!(
-                    marks,
-                    "<g class=\"{class}\" data-seq=\"{}\"><rect x=\"{:.1}\" y=\"{:.1}\" width=\"8\" height=\"8\"/><text x=\"{:.1}\" y=\"{:.1}\">{}</text></g>",
-                    e.seq,
-                    x - 4.0,
-                    y_of(row) - 4.0,
-                    x + 8.0,
-                    y_of(row) + 4.0,
-                    esc(&describe(&e.what))
-                );
-                row += 1;
+                self.marker(class, e, x);
+                self.next_row();
             }
             What::UplinkEnded { client, conn, .. } | What::UplinkSilent { client, conn, .. } => {
-                if let (Some(y0), Some(&cx)) = (uplink_start.remove(&(client.clone(), *conn)), lane_x.get(client)) {
-                    let slot = bar_slot.remove(&(client.clone(), *conn)).unwrap_or(0);
-                    let _ = writeln!(bars, "<rect class=\"uplink\" data-conn=\"{conn}\" x=\"{:.1}\" y=\"{y0:.1}\" width=\"8\" height=\"{:.1}\"><title>{client} conn {conn}</title></rect>", slot_x(cx, slot), (y_of(row) - y0).max(2.0));
-                }
+                self.stream_ended(client, *conn)
             }
             _ => {}
         }
     }
-    let end_y = y_of(row);
-    for ((client, conn), y0) in uplink_start {
-        if let Some(&cx) = lane_x.get(&client) {
-            let slot = bar_slot.get(&(client.clone(), conn)).copied().unwrap_or(0);
-            let _ = writeln!(bars, "<rect class=\"uplink live\" data-conn=\"{conn}\" x=\"{:.1}\" y=\"{y0:.1}\" width=\"8\" height=\"{:.1}\"><title>{client} conn {conn} (open at the end)</title></rect>", slot_x(cx, slot), (end_y - y0).max(2.0));
-        }
+
+    fn step(&mut self, t: SimTime, detail: &str) {
+        self.time_label(t);
+        let _ = writeln!(
+            self.marks,
+            "<g class=\"step\"><line x1=\"{LEFT}\" x2=\"{}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/><text x=\"{:.1}\" y=\"{:.1}\">{}</text></g>",
+            self.server_x,
+            LEFT + 4.0,
+            y_of(self.row) - 4.0,
+            esc(&format!("step: {detail}")),
+            y = y_of(self.row)
+        );
+        self.next_row();
     }
-    // Mappings still half-open at the end: their band runs to the bottom.
-    for ((client, mapping), y0) in dropped_at {
-        if let Some(&nx) = lane_x.get(&format!("nat-{client}")) {
+
+    fn http_request(
+        &mut self,
+        e: &Event,
+        client: &str,
+        conn: u32,
+        method: &str,
+        path: &str,
+        last_event_id: Option<&str>,
+    ) {
+        let purpose = self.purposes.get(&(client.to_string(), conn)).copied();
+        if !matches!(purpose, Some(Purpose::Uplink | Purpose::Call)) {
+            return; // POST traffic shows as its answers
+        }
+        let Some((cx, nx)) = self.client_lanes(client) else { return };
+        self.time_label(e.t_us);
+        let what = match last_event_id {
+            Some(l) => format!("{method} resume, Last-Event-ID {l} (conn {conn})"),
+            None if crate::wire::legacy::session_token(path).is_some() => format!("{method} resume (conn {conn})"),
+            None if purpose == Some(Purpose::Call) => format!("{method} tools/call (conn {conn})"),
+            None => format!("{method} {path} (conn {conn})"),
+        };
+        self.arrow(e, cx, nx, &what, "http");
+        self.next_row();
+    }
+
+    fn http_response(&mut self, e: &Event, client: &str, conn: u32, status: u16, content_type: Option<&str>) {
+        let key = (client.to_string(), conn);
+        let streams = matches!(self.purposes.get(&key), Some(Purpose::Uplink | Purpose::Call));
+        if !streams && status < 300 {
+            return;
+        }
+        let Some((cx, nx)) = self.client_lanes(client) else { return };
+        self.time_label(e.t_us);
+        let stream = content_type.is_some_and(|c| c.starts_with("text/event-stream"));
+        self.arrow(e, nx, cx, &format!("{status}{}", if stream { " event-stream" } else { "" }), "http");
+        if status == 200 && stream {
+            self.uplink_start.insert(key.clone(), y_of(self.row));
+            let taken: Vec<usize> = self.bar_slot.iter().filter(|((c, _), _)| c == client).map(|(_, s)| *s).collect();
+            let slot = (0..).find(|s| !taken.contains(s)).unwrap_or(0);
+            self.bar_slot.insert(key, slot);
+        }
+        self.next_row();
+    }
+
+    fn dropped_write(&mut self, e: &Event, client: &str, mapping: u32, events: &[crate::trace::SseSeen]) {
+        let Some(nx) = self.nat_lane(client) else { return };
+        if events.is_empty() && !self.evidence.contains_key(&e.seq) {
+            self.heartbeats += 1;
+            return;
+        }
+        self.time_label(e.t_us);
+        let what: Vec<String> = events
+            .iter()
+            .map(|ev| format!("{} {}", ev.id.as_deref().unwrap_or("-"), describe_rpc(&ev.rpc, &ev.event)))
+            .collect();
+        let label = if what.is_empty() { "heartbeat".to_string() } else { what.join(", ") };
+        self.arrow(e, self.server_x, nx + 8.0, &format!("{label} into dead mapping {mapping}"), "dropped");
+        self.next_row();
+    }
+
+    fn mapping_dropped(&mut self, e: &Event, client: &str, mapping: u32, fault: &str) {
+        let Some(nx) = self.nat_lane(client) else { return };
+        self.time_label(e.t_us);
+        self.dropped_at.insert((client.to_string(), mapping), y_of(self.row));
+        let _ = writeln!(
+            self.marks,
+            "<g class=\"fault\" data-seq=\"{}\"><circle cx=\"{nx:.1}\" cy=\"{:.1}\" r=\"7\"/><text x=\"{:.1}\" y=\"{:.1}\">{} (mapping {mapping} silent)</text></g>",
+            e.seq,
+            y_of(self.row),
+            nx + 12.0,
+            y_of(self.row) + 4.0,
+            esc(fault)
+        );
+        self.next_row();
+    }
+
+    fn mapping_reset(&mut self, t: SimTime, client: &str, mapping: u32, why: &str) {
+        let Some(nx) = self.nat_lane(client) else { return };
+        self.time_label(t);
+        if let Some(y0) = self.dropped_at.remove(&(client.to_string(), mapping)) {
             let _ = writeln!(
-                marks,
+                self.marks,
                 "<rect class=\"halfopen\" x=\"{:.1}\" y=\"{y0:.1}\" width=\"10\" height=\"{:.1}\"><title>mapping {mapping} half-open</title></rect>",
                 nx - 5.0,
-                (end_y - y0).max(2.0)
+                y_of(self.row) - y0
             );
         }
-    }
-    if heartbeats > 0 {
-        let _ = writeln!(marks, "<text class=\"note\" x=\"{LEFT}\" y=\"{:.1}\">(+{heartbeats} heartbeat-only writes into dead mappings, collapsed)</text>", end_y + 10.0);
-    }
-    let mut lane_svg = String::new();
-    for (name, x) in &lanes {
         let _ = writeln!(
-            lane_svg,
-            "<g class=\"lane\"><text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text><line x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\"/></g>",
-            TOP - 40.0,
-            esc(name),
-            TOP - 30.0,
-            end_y + 20.0
+            self.marks,
+            "<g class=\"fault\"><text x=\"{:.1}\" y=\"{:.1}\">reset mapping {mapping}: {}</text></g>",
+            nx + 12.0,
+            y_of(self.row) + 4.0,
+            esc(why)
         );
+        self.next_row();
     }
+
+    /// A client's stream ended: its bar runs from where it opened to this row.
+    fn stream_ended(&mut self, client: &str, conn: u32) {
+        let key = (client.to_string(), conn);
+        if let (Some(y0), Some(&cx)) = (self.uplink_start.remove(&key), self.lane_x.get(client)) {
+            let slot = self.bar_slot.remove(&key).unwrap_or(0);
+            let _ = writeln!(self.bars, "<rect class=\"uplink\" data-conn=\"{conn}\" x=\"{:.1}\" y=\"{y0:.1}\" width=\"8\" height=\"{:.1}\"><title>{client} conn {conn}</title></rect>", slot_x(cx, slot), (y_of(self.row) - y0).max(2.0));
+        }
+    }
+
+    /// Closes what is still open at the end (stream bars, half-open bands)
+    /// and notes the collapsed heartbeats; returns the chart's bottom y.
+    fn finish(&mut self) -> f64 {
+        let end_y = y_of(self.row);
+        for ((client, conn), y0) in std::mem::take(&mut self.uplink_start) {
+            if let Some(&cx) = self.lane_x.get(&client) {
+                let slot = self.bar_slot.get(&(client.clone(), conn)).copied().unwrap_or(0);
+                let _ = writeln!(self.bars, "<rect class=\"uplink live\" data-conn=\"{conn}\" x=\"{:.1}\" y=\"{y0:.1}\" width=\"8\" height=\"{:.1}\"><title>{client} conn {conn} (open at the end)</title></rect>", slot_x(cx, slot), (end_y - y0).max(2.0));
+            }
+        }
+        // Mappings still half-open at the end: their band runs to the bottom.
+        for ((client, mapping), y0) in std::mem::take(&mut self.dropped_at) {
+            if let Some(nx) = self.nat_lane(&client) {
+                let _ = writeln!(
+                    self.marks,
+                    "<rect class=\"halfopen\" x=\"{:.1}\" y=\"{y0:.1}\" width=\"10\" height=\"{:.1}\"><title>mapping {mapping} half-open</title></rect>",
+                    nx - 5.0,
+                    (end_y - y0).max(2.0)
+                );
+            }
+        }
+        if self.heartbeats > 0 {
+            let _ = writeln!(self.marks, "<text class=\"note\" x=\"{LEFT}\" y=\"{:.1}\">(+{} heartbeat-only writes into dead mappings, collapsed)</text>", end_y + 10.0, self.heartbeats);
+        }
+        end_y
+    }
+
+    /// The lanes: a name on top and a dashed line down to the bottom.
+    fn lane_svg(&self, end_y: f64) -> String {
+        let mut lane_svg = String::new();
+        for (name, x) in &self.lanes {
+            let _ = writeln!(
+                lane_svg,
+                "<g class=\"lane\"><text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text><line x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\"/></g>",
+                TOP - 40.0,
+                esc(name),
+                TOP - 30.0,
+                end_y + 20.0
+            );
+        }
+        lane_svg
+    }
+}
+
+/// The violations above the chart, each clickable to its first evidence.
+fn violation_list(verdicts: &[Verdict]) -> String {
     let mut violations = String::new();
     for v in verdicts {
         for x in v.violations() {
@@ -340,8 +420,17 @@ pub fn html(run: &Run, verdicts: &[Verdict]) -> String {
     if violations.is_empty() {
         violations.push_str("<li>no violation</li>");
     }
-    let width = server_x + 420.0;
+    violations
+}
+
+// Over 80 lines on purpose: it is one literal, the page's template (style,
+// legend, script), kept whole so that it reads as the page it makes.
+/// The whole page: header, violations, legend, the chart's layers, script.
+fn document(run: &Run, chart: &Chart, violations: &str, end_y: f64) -> String {
+    let width = chart.server_x + 420.0;
     let height = end_y + 40.0;
+    let lane_svg = chart.lane_svg(end_y);
+    let (bars, rows, marks, arrows) = (&chart.bars, &chart.rows, &chart.marks, &chart.arrows);
     format!(
         r##"<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
