@@ -120,8 +120,12 @@ pub fn generate(seed: u64) -> Plan {
 /// requests come from tool calls (related requests on the call's POST
 /// stream), and replayed ids are ids a client really saw (any server's
 /// format); the legacy-sse draws are unchanged.
+///
+/// The draws happen in a fixed order (owners, fault kinds and rates,
+/// clients, traffic, faults, heal probes, then the reach situations from
+/// their own stream, then the network): changing that order changes every
+/// seed's plan, and so every hunt repro.
 pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
-    let streamable = dialect == Dialect::StreamableHttp;
     let mut rng = Seed(seed).stream("hunt.plan");
     let owners = rng.random_range(1..=3usize);
     let mut kinds: Vec<FaultKind> = FaultKind::ALL.iter().copied().filter(|_| rng.random_bool(0.4)).collect();
@@ -129,289 +133,289 @@ pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
         kinds.push(*FaultKind::ALL.choose(&mut rng).expect("non-empty"));
     }
     let rates: BTreeMap<FaultKind, u32> = kinds.iter().map(|k| (*k, rng.random_range(1..=3))).collect();
-
-    let names = ["alice", "bob", "carol"];
-    let mut clients: Vec<ClientSpec> = names[..owners]
-        .iter()
-        .map(|n| ClientSpec {
-            name: n.to_string(),
-            principal: n.to_string(),
-            think_time: ms(rng.random_range(100..3000)),
-            heartbeat_timeout: Duration::from_secs(5),
-            auto_answer: true,
-        })
-        .collect();
-    let owner_names: Vec<String> = clients.iter().map(|c| c.name.clone()).collect();
-    let mut steps: Vec<Step> = Vec::new();
-    let at_fault = |rng: &mut ChaCha8Rng| ms(rng.random_range(1_000..FAULTS_END.as_millis() as u64));
-
-    for (i, o) in owner_names.iter().enumerate() {
-        steps.push(Step {
-            after: None,
-            id: None,
-            at: ms(i as u64 * 100),
-            action: Action::Connect { client: o.clone() },
-        });
+    let mut d = Draft::new(rng, owners, dialect == Dialect::StreamableHttp);
+    d.traffic();
+    for (&kind, &rate) in &rates {
+        for _ in 0..rate {
+            d.fault(kind);
+        }
     }
-    let mut label = 0;
-    let mut request = |rng: &mut ChaCha8Rng, at: Duration, client: &str, steps: &mut Vec<Step>| {
-        label += 1;
-        let method = ["sampling/createMessage", "roots/list", "elicitation/create"].choose(rng).expect("non-empty");
-        let (client, method, label) = (client.to_string(), method.to_string(), format!("r{label}"));
-        let action = if streamable && rng.random_bool(0.5) {
+    d.heal();
+    // The later situations, from their own stream (see [`ReachKind`]).
+    let mut reach = Seed(seed).stream("hunt.reach");
+    let reach_kinds: Vec<ReachKind> =
+        ReachKind::ALL.into_iter().filter(|kind| kind.fits(dialect) && reach.random_bool(0.2)).collect();
+    for &kind in &reach_kinds {
+        d.reach(kind, &mut reach);
+    }
+    let faults = kinds.iter().map(|k| format!("{k:?}")).chain(reach_kinds.iter().map(|k| format!("{k:?}")));
+    d.into_plan(seed, dialect, faults.collect::<Vec<_>>().join(", "))
+}
+
+/// A plan being drawn: the main stream, the clients (owners first, then
+/// thieves), the steps so far, and what later draws depend on.
+struct Draft {
+    rng: ChaCha8Rng,
+    streamable: bool,
+    clients: Vec<ClientSpec>,
+    owners: Vec<String>,
+    steps: Vec<Step>,
+    /// The last request label drawn (`r<n>`).
+    label: u32,
+    retention: usize,
+    thieves: usize,
+}
+
+impl Draft {
+    /// `owners` owners (alice, bob, carol), each with a drawn think time,
+    /// connecting 100 ms apart.
+    fn new(mut rng: ChaCha8Rng, owners: usize, streamable: bool) -> Self {
+        let names = ["alice", "bob", "carol"];
+        let clients: Vec<ClientSpec> = names[..owners]
+            .iter()
+            .map(|n| ClientSpec {
+                name: n.to_string(),
+                principal: n.to_string(),
+                think_time: ms(rng.random_range(100..3000)),
+                heartbeat_timeout: Duration::from_secs(5),
+                auto_answer: true,
+            })
+            .collect();
+        let owners: Vec<String> = clients.iter().map(|c| c.name.clone()).collect();
+        let mut d = Draft { rng, streamable, clients, owners, steps: Vec::new(), label: 0, retention: 64, thieves: 0 };
+        for (i, o) in d.owners.clone().into_iter().enumerate() {
+            d.push(ms(i as u64 * 100), Action::Connect { client: o });
+        }
+        d
+    }
+
+    fn push(&mut self, at: Duration, action: Action) {
+        self.steps.push(Step { after: None, id: None, at, action });
+    }
+
+    fn owner(&mut self) -> String {
+        self.owners.choose(&mut self.rng).expect("owners").clone()
+    }
+
+    /// A server request to `client` at `at` (in streamable-http, half of
+    /// them come from a tool call).
+    fn request(&mut self, at: Duration, client: &str) {
+        self.label += 1;
+        let method = ["sampling/createMessage", "roots/list", "elicitation/create"].choose(&mut self.rng);
+        let (client, method, label) =
+            (client.to_string(), method.expect("non-empty").to_string(), format!("r{}", self.label));
+        let action = if self.streamable && self.rng.random_bool(0.5) {
             Action::CallTool { client, method, label }
         } else {
             Action::ServerRequest { client, method, label, reissuable: true }
         };
-        steps.push(Step { after: None, id: None, at, action });
-    };
-    for _ in 0..rng.random_range(1..=4) {
-        let at = ms(rng.random_range(500..14_000));
-        let o = owner_names.choose(&mut rng).expect("owners").clone();
-        request(&mut rng, at, &o, &mut steps);
-    }
-    for _ in 0..rng.random_range(0..=3) {
-        let at = ms(rng.random_range(500..14_000));
-        let o = owner_names.choose(&mut rng).expect("owners").clone();
-        steps.push(Step {
-            after: None,
-            id: None,
-            at,
-            action: Action::Notify { client: o, count: rng.random_range(1..=4) },
-        });
+        self.push(at, action);
     }
 
-    let mut retention = 64;
-    let mut thieves = 0;
-    for (&kind, &rate) in &rates {
-        for _ in 0..rate {
-            let at = at_fault(&mut rng);
-            let o = owner_names.choose(&mut rng).expect("owners").clone();
-            match kind {
-                FaultKind::Rebind => {
-                    steps.push(Step { after: None, id: None, at, action: Action::Rebind { client: o } })
+    /// 1-4 server requests and 0-3 notification bursts at random times.
+    fn traffic(&mut self) {
+        for _ in 0..self.rng.random_range(1..=4) {
+            let at = ms(self.rng.random_range(500..14_000));
+            let o = self.owner();
+            self.request(at, &o);
+        }
+        for _ in 0..self.rng.random_range(0..=3) {
+            let at = ms(self.rng.random_range(500..14_000));
+            let o = self.owner();
+            let count = self.rng.random_range(1..=4);
+            self.push(at, Action::Notify { client: o, count });
+        }
+    }
+
+    /// An id the owner saw on its standalone stream (streamable-http), or
+    /// the legacy id `nth` after the first.
+    fn seen(&self, o: String, nth: u64) -> LastEventId {
+        if self.streamable {
+            LastEventId::Seen { client: o, nth: nth as usize + 1, stream: Default::default() }
+        } else {
+            LastEventId::Id(FIRST_EVENT_ID + nth)
+        }
+    }
+
+    /// One fault of `kind` at a random time before [`FAULTS_END`].
+    fn fault(&mut self, kind: FaultKind) {
+        let at = ms(self.rng.random_range(1_000..FAULTS_END.as_millis() as u64));
+        let o = self.owner();
+        match kind {
+            FaultKind::Rebind => self.push(at, Action::Rebind { client: o }),
+            FaultKind::Sever => self.push(at, Action::Sever { client: o }),
+            FaultKind::Reset => self.push(at, Action::Reset { client: o }),
+            FaultKind::Theft | FaultKind::TheftWithCredential => {
+                let auto_answer = self.rng.random_bool(0.5);
+                let thief = new_thief(&mut self.thieves, &mut self.clients, auto_answer);
+                let credential = kind == FaultKind::TheftWithCredential;
+                self.push(at, Action::StealToken { from: o.clone(), to: thief.clone(), credential });
+                let nth = self.rng.random_range(0..4);
+                let from = self.seen(o, nth);
+                let later = at + ms(self.rng.random_range(100..2_000));
+                self.push(later, Action::Resume { client: thief, last_event_id: from, expect: None });
+            }
+            FaultKind::Eviction => {
+                self.retention = self.rng.random_range(2..=6);
+                let count = self.rng.random_range(4..=12);
+                self.push(at, Action::Notify { client: o, count });
+            }
+            FaultKind::Crash => {
+                self.push(at, Action::CrashClient { client: o.clone() });
+                if self.rng.random_bool(0.8) {
+                    let later = at + ms(self.rng.random_range(500..5_000));
+                    self.push(later, Action::Connect { client: o });
                 }
-                FaultKind::Sever => steps.push(Step { after: None, id: None, at, action: Action::Sever { client: o } }),
-                FaultKind::Reset => steps.push(Step { after: None, id: None, at, action: Action::Reset { client: o } }),
-                FaultKind::Theft | FaultKind::TheftWithCredential => {
-                    let auto_answer = rng.random_bool(0.5);
-                    let thief = new_thief(&mut thieves, &mut clients, auto_answer);
-                    let credential = kind == FaultKind::TheftWithCredential;
-                    steps.push(Step {
-                        after: None,
-                        id: None,
-                        at,
-                        action: Action::StealToken { from: o.clone(), to: thief.clone(), credential },
-                    });
-                    let nth = rng.random_range(0..4);
-                    let from = if streamable {
-                        LastEventId::Seen { client: o, nth: nth as usize + 1, stream: Default::default() }
+            }
+            FaultKind::ResumeStale => {
+                // A stale cursor is most telling when the window behind it holds
+                // a request the client has answered meanwhile.
+                let think = self.clients.iter().find(|c| c.name == o).map_or(ms(1000), |c| c.think_time);
+                if self.rng.random_bool(0.5) && at > think + ms(2_000) {
+                    self.request(at - think - ms(1_500), &o);
+                }
+                let nth = self.rng.random_range(0..3);
+                let last_event_id = self.seen(o.clone(), nth);
+                self.push(at, Action::Resume { client: o, last_event_id, expect: None })
+            }
+            FaultKind::ResumeFuture => self.push(
+                at,
+                Action::Resume { client: o, last_event_id: LastEventId::Id(FIRST_EVENT_ID + 500), expect: None },
+            ),
+            FaultKind::ResumeValid => {
+                // Most useful right after a silent fault: resume before heartbeats notice.
+                if self.rng.random_bool(0.5) {
+                    let fault = if self.rng.random_bool(0.5) {
+                        Action::Rebind { client: o.clone() }
                     } else {
-                        LastEventId::Id(FIRST_EVENT_ID + nth)
+                        Action::Sever { client: o.clone() }
                     };
-                    steps.push(Step {
-                        after: None,
-                        id: None,
-                        at: at + ms(rng.random_range(100..2_000)),
-                        action: Action::Resume { client: thief, last_event_id: from, expect: None },
-                    });
+                    self.push(at, fault);
                 }
-                FaultKind::Eviction => {
-                    retention = rng.random_range(2..=6);
-                    steps.push(Step {
-                        after: None,
-                        id: None,
-                        at,
-                        action: Action::Notify { client: o, count: rng.random_range(4..=12) },
-                    });
-                }
-                FaultKind::Crash => {
-                    steps.push(Step { after: None, id: None, at, action: Action::CrashClient { client: o.clone() } });
-                    if rng.random_bool(0.8) {
-                        steps.push(Step {
-                            after: None,
-                            id: None,
-                            at: at + ms(rng.random_range(500..5_000)),
-                            action: Action::Connect { client: o },
-                        });
-                    }
-                }
-                FaultKind::ResumeStale => {
-                    // A stale cursor is most telling when the window behind it holds
-                    // a request the client has answered meanwhile.
-                    let think = clients.iter().find(|c| c.name == o).map_or(ms(1000), |c| c.think_time);
-                    if rng.random_bool(0.5) && at > think + ms(2_000) {
-                        request(&mut rng, at - think - ms(1_500), &o, &mut steps);
-                    }
-                    let nth = rng.random_range(0..3);
-                    let last_event_id = if streamable {
-                        LastEventId::Seen { client: o.clone(), nth: nth as usize + 1, stream: Default::default() }
-                    } else {
-                        LastEventId::Id(FIRST_EVENT_ID + nth)
-                    };
-                    steps.push(Step {
-                        after: None,
-                        id: None,
-                        at,
-                        action: Action::Resume { client: o, last_event_id, expect: None },
-                    })
-                }
-                FaultKind::ResumeFuture => steps.push(Step {
-                    after: None,
-                    id: None,
-                    at,
-                    action: Action::Resume {
-                        client: o,
-                        last_event_id: LastEventId::Id(FIRST_EVENT_ID + 500),
-                        expect: None,
-                    },
-                }),
-                FaultKind::ResumeValid => {
-                    // Most useful right after a silent fault: resume before heartbeats notice.
-                    if rng.random_bool(0.5) {
-                        let fault = if rng.random_bool(0.5) {
-                            Action::Rebind { client: o.clone() }
-                        } else {
-                            Action::Sever { client: o.clone() }
-                        };
-                        steps.push(Step { after: None, id: None, at, action: fault });
-                    }
-                    steps.push(Step {
-                        after: None,
-                        id: None,
-                        at: at + ms(rng.random_range(200..3_000)),
-                        action: Action::Resume { client: o, last_event_id: LastEventId::LastSeen, expect: None },
-                    });
-                }
+                let later = at + ms(self.rng.random_range(200..3_000));
+                self.push(later, Action::Resume { client: o, last_event_id: LastEventId::LastSeen, expect: None });
             }
         }
     }
-    // The heal phase: one probe request per owner, well after the faults.
-    for o in &owner_names {
-        let at = ms(rng.random_range(12_000..15_000));
-        request(&mut rng, at, o, &mut steps);
-    }
-    // The later situations, from their own stream (see [`ReachKind`]).
-    let mut reach = Seed(seed).stream("hunt.reach");
-    let mut reach_kinds = Vec::new();
-    for kind in ReachKind::ALL {
-        if kind.fits(dialect) && reach.random_bool(0.2) {
-            reach_kinds.push(kind);
+
+    /// The heal phase: one probe request per owner, well after the faults.
+    fn heal(&mut self) {
+        for o in self.owners.clone() {
+            let at = ms(self.rng.random_range(12_000..15_000));
+            self.request(at, &o);
         }
     }
-    for &kind in &reach_kinds {
-        let o = owner_names.choose(&mut reach).expect("owners").clone();
+
+    /// Makes the client think long enough that a request is still pending at the resumes.
+    fn slow(&mut self, o: &str) {
+        if let Some(c) = self.clients.iter_mut().find(|c| c.name == o) {
+            c.think_time = c.think_time.max(ms(2_500));
+        }
+    }
+
+    /// One harder situation of `kind`, drawn from the `reach` stream.
+    fn reach(&mut self, kind: ReachKind, reach: &mut ChaCha8Rng) {
+        let o = self.owners.choose(reach).expect("owners").clone();
         let at = ms(reach.random_range(1_000..FAULTS_END.as_millis() as u64 - 2_000));
-        let mut push = |at: Duration, action: Action| steps.push(Step { after: None, id: None, at, action });
-        let slow = |clients: &mut Vec<ClientSpec>, o: &str| {
-            // Thinking long enough that the request is still pending at the resumes.
-            if let Some(c) = clients.iter_mut().find(|c| c.name == o) {
-                c.think_time = c.think_time.max(ms(2_500));
-            }
-        };
+        let resume_last_seen =
+            |client: String| Action::Resume { client, last_event_id: LastEventId::LastSeen, expect: None };
         match kind {
             ReachKind::WindowEdge => {
-                if retention == 64 {
-                    retention = reach.random_range(2..=6);
+                if self.retention == 64 {
+                    self.retention = reach.random_range(2..=6);
                 }
-                let r = retention as i64;
-                push(at, Action::Notify { client: o.clone(), count: retention as u64 + reach.random_range(2..=6) });
-                push(at + ms(1_500), Action::Sever { client: o.clone() });
-                let offset = *[-r, -r - 1, 1].choose(&mut reach).expect("non-empty");
-                push(
-                    at + ms(2_000),
-                    Action::Resume { client: o, last_event_id: LastEventId::LastSeenPlus(offset), expect: None },
-                );
+                let r = self.retention as i64;
+                let count = self.retention as u64 + reach.random_range(2..=6);
+                self.push(at, Action::Notify { client: o.clone(), count });
+                self.push(at + ms(1_500), Action::Sever { client: o.clone() });
+                let offset = *[-r, -r - 1, 1].choose(reach).expect("non-empty");
+                let last_event_id = LastEventId::LastSeenPlus(offset);
+                self.push(at + ms(2_000), Action::Resume { client: o, last_event_id, expect: None });
             }
             ReachKind::PendingResumes => {
-                slow(&mut clients, &o);
-                push(at, reach_request(&mut label, &o, "sampling/createMessage"));
+                self.slow(&o);
+                let request = reach_request(&mut self.label, &o, "sampling/createMessage");
+                self.push(at, request);
                 for d in [400, reach.random_range(600..1_500)] {
-                    push(
-                        at + ms(d),
-                        Action::Resume { client: o.clone(), last_event_id: LastEventId::LastSeen, expect: None },
-                    );
+                    self.push(at + ms(d), resume_last_seen(o.clone()));
                 }
             }
-            ReachKind::LateAnswer if !streamable => {
+            ReachKind::LateAnswer if !self.streamable => {
                 // The legacy client drops a request whose uplink ended (it
                 // waits for the re-issue), so its late answers are answers
                 // given after the server timed the request out.
                 let think = ms(reach.random_range(500..3_000)) + Duration::from_secs(8);
-                if let Some(c) = clients.iter_mut().find(|c| c.name == o) {
+                if let Some(c) = self.clients.iter_mut().find(|c| c.name == o) {
                     c.think_time = c.think_time.max(think);
                 }
-                push(at, reach_request(&mut label, &o, "roots/list"));
+                let request = reach_request(&mut self.label, &o, "roots/list");
+                self.push(at, request);
             }
             ReachKind::LateAnswer => {
-                slow(&mut clients, &o);
-                push(at, reach_request(&mut label, &o, "roots/list"));
-                push(at + ms(400), Action::Rebind { client: o.clone() });
+                self.slow(&o);
+                let request = reach_request(&mut self.label, &o, "roots/list");
+                self.push(at, request);
+                self.push(at + ms(400), Action::Rebind { client: o.clone() });
                 let d = reach.random_range(600..1_500);
-                push(at + ms(d), Action::Resume { client: o, last_event_id: LastEventId::LastSeen, expect: None });
+                self.push(at + ms(d), resume_last_seen(o));
             }
-            ReachKind::CallStreamTheft | ReachKind::EndSession => {
-                let owner_ends = kind == ReachKind::EndSession && reach.random_bool(0.5);
-                if owner_ends {
-                    // The owner ends its own session, then starts a new one.
-                    push(at, Action::EndSession { client: o.clone() });
-                    push(at + ms(1_000), Action::Connect { client: o });
-                    continue;
-                }
-                let auto_answer = reach.random_bool(0.5);
-                let thief = new_thief(&mut thieves, &mut clients, auto_answer);
-                let credential = reach.random_bool(0.5);
-                let mut push = |at: Duration, action: Action| steps.push(Step { after: None, id: None, at, action });
-                if kind == ReachKind::CallStreamTheft {
-                    label += 1;
-                    let method = "elicitation/create".to_string();
-                    push(at, Action::CallTool { client: o.clone(), method, label: format!("r{label}") });
-                    push(at + ms(600), Action::StealToken { from: o.clone(), to: thief.clone(), credential });
-                    let from = LastEventId::Seen { client: o, nth: 1, stream: SeenOn::Call };
-                    let d = reach.random_range(800..2_000);
-                    push(at + ms(d), Action::Resume { client: thief, last_event_id: from, expect: None });
-                } else {
-                    push(at, Action::StealToken { from: o, to: thief.clone(), credential });
-                    push(at + ms(reach.random_range(200..1_500)), Action::EndSession { client: thief });
-                }
-            }
+            ReachKind::CallStreamTheft | ReachKind::EndSession => self.theft_or_end(kind, reach, o, at),
         }
     }
-    // Stable sort: steps drawn for the same instant keep their drawing order.
-    steps.sort_by_key(|s| s.at);
 
-    Plan {
-        name: format!("hunt-{seed}"),
-        description: format!(
-            "generated from seed {seed}; faults: {}",
-            kinds
-                .iter()
-                .map(|k| format!("{k:?}"))
-                .chain(reach_kinds.iter().map(|k| format!("{k:?}")))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        dialect,
-        seed: Seed(seed),
-        duration: DURATION,
-        server: ServerConfig {
-            first_event_id: FIRST_EVENT_ID,
-            retention,
-            heartbeat: Dur(Duration::from_secs(2)),
-            fence_grace: Dur(Duration::from_secs(2)),
-            fence_delay: Dur(Duration::ZERO),
-            request_timeout: Dur(Duration::from_secs(8)),
-        },
-        network: NetworkConfig {
-            tick: TICK,
-            latency_min: ms(5),
-            latency_max: ms(rng.random_range(5..40)),
-            half_open_lifetime: Duration::from_secs(rng.random_range(5..20)),
-        },
-        clients,
-        steps,
-        expect: BTreeMap::new(),
-        source: None,
+    /// A thief takes a live tool call's stream, or a session is ended by
+    /// its owner (who then starts a new one) or by a thief.
+    fn theft_or_end(&mut self, kind: ReachKind, reach: &mut ChaCha8Rng, o: String, at: Duration) {
+        let owner_ends = kind == ReachKind::EndSession && reach.random_bool(0.5);
+        if owner_ends {
+            self.push(at, Action::EndSession { client: o.clone() });
+            self.push(at + ms(1_000), Action::Connect { client: o });
+            return;
+        }
+        let auto_answer = reach.random_bool(0.5);
+        let thief = new_thief(&mut self.thieves, &mut self.clients, auto_answer);
+        let credential = reach.random_bool(0.5);
+        if kind == ReachKind::CallStreamTheft {
+            self.label += 1;
+            let method = "elicitation/create".to_string();
+            self.push(at, Action::CallTool { client: o.clone(), method, label: format!("r{}", self.label) });
+            self.push(at + ms(600), Action::StealToken { from: o.clone(), to: thief.clone(), credential });
+            let from = LastEventId::Seen { client: o, nth: 1, stream: SeenOn::Call };
+            let d = reach.random_range(800..2_000);
+            self.push(at + ms(d), Action::Resume { client: thief, last_event_id: from, expect: None });
+        } else {
+            self.push(at, Action::StealToken { from: o, to: thief.clone(), credential });
+            let later = at + ms(reach.random_range(200..1_500));
+            self.push(later, Action::EndSession { client: thief });
+        }
+    }
+
+    /// The plan: steps in time order (steps drawn for the same instant keep
+    /// their drawing order), then the network's last two draws.
+    fn into_plan(mut self, seed: u64, dialect: Dialect, faults: String) -> Plan {
+        self.steps.sort_by_key(|s| s.at);
+        let latency_max = ms(self.rng.random_range(5..40));
+        let half_open_lifetime = Duration::from_secs(self.rng.random_range(5..20));
+        Plan {
+            name: format!("hunt-{seed}"),
+            description: format!("generated from seed {seed}; faults: {faults}"),
+            dialect,
+            seed: Seed(seed),
+            duration: DURATION,
+            server: ServerConfig {
+                first_event_id: FIRST_EVENT_ID,
+                retention: self.retention,
+                heartbeat: Dur(Duration::from_secs(2)),
+                fence_grace: Dur(Duration::from_secs(2)),
+                fence_delay: Dur(Duration::ZERO),
+                request_timeout: Dur(Duration::from_secs(8)),
+            },
+            network: NetworkConfig { tick: TICK, latency_min: ms(5), latency_max, half_open_lifetime },
+            clients: self.clients,
+            steps: self.steps,
+            expect: BTreeMap::new(),
+            source: None,
+        }
     }
 }
 
