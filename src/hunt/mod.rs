@@ -331,7 +331,7 @@ pub enum Progress<'a> {
 /// order, so the report (and what `on` hears) depends on which seeds ran,
 /// never on thread timing. New buckets are shrunk here, while the workers
 /// go on.
-pub fn hunt(opts: &HuntOptions, mut on: impl FnMut(Progress)) -> Result<HuntReport> {
+pub fn hunt(opts: &HuntOptions, on: impl FnMut(Progress)) -> Result<HuntReport> {
     if opts.plug.is_none() && !crate::server::is_known_server(&opts.server) {
         return Err(Error::usage(format!(
             "unknown server {:?} (known: {})",
@@ -366,6 +366,7 @@ pub fn hunt(opts: &HuntOptions, mut on: impl FnMut(Progress)) -> Result<HuntRepo
         harness_failures: Vec::new(),
     };
     let mut first_error = None;
+    let mut on = on;
     std::thread::scope(|scope| {
         for _ in 0..opts.jobs.max(1) {
             let tx = tx.clone();
@@ -392,35 +393,7 @@ pub fn hunt(opts: &HuntOptions, mut on: impl FnMut(Progress)) -> Result<HuntRepo
             });
         }
         drop(tx);
-        // Outcomes arrive in any order; they are taken in seed order.
-        let mut pending: BTreeMap<u64, Result<Seeded>> = BTreeMap::new();
-        let mut due = 0u64;
-        let mut done = false;
-        for (i, result) in rx {
-            if done {
-                continue;
-            }
-            pending.insert(i, result);
-            while let Some(result) = pending.remove(&due) {
-                due += 1;
-                match result {
-                    Ok(seeded) => report.take(seeded, &mut table, &mut on),
-                    Err(e) => {
-                        first_error.get_or_insert(e);
-                        done = true;
-                    }
-                }
-                if opts.max_bugs.is_some_and(|m| table.bugs.len() >= m) {
-                    done = true;
-                }
-                if done {
-                    // Seeds after this one are not judged: the report covers the first `due`.
-                    stop.store(true, Ordering::Relaxed);
-                    pending.clear();
-                    break;
-                }
-            }
-        }
+        first_error = report.take_in_seed_order(rx, opts, &stop, &mut table, &mut on);
     });
     if let Some(e) = first_error {
         return Err(e);
@@ -432,6 +405,44 @@ pub fn hunt(opts: &HuntOptions, mut on: impl FnMut(Progress)) -> Result<HuntRepo
 }
 
 impl HuntReport {
+    /// Takes the workers' outcomes as they arrive and files them in seed
+    /// order, until the workers are done or a stopping rule or an error ends
+    /// the hunt (then `stop` tells the workers, and seeds after the last one
+    /// filed are not judged). Returns the first error.
+    fn take_in_seed_order(
+        &mut self,
+        rx: mpsc::Receiver<(u64, Result<Seeded>)>,
+        opts: &HuntOptions,
+        stop: &AtomicBool,
+        table: &mut bugs::Table,
+        on: &mut impl FnMut(Progress),
+    ) -> Option<Error> {
+        let mut pending: BTreeMap<u64, Result<Seeded>> = BTreeMap::new();
+        let mut due = 0u64;
+        let mut first_error = None;
+        for (i, result) in rx {
+            if stop.load(Ordering::Relaxed) {
+                continue; // drain what the workers still send
+            }
+            pending.insert(i, result);
+            while let Some(result) = pending.remove(&due) {
+                due += 1;
+                match result {
+                    Ok(seeded) => self.take(seeded, table, on),
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                    }
+                }
+                if first_error.is_some() || opts.max_bugs.is_some_and(|m| table.bugs.len() >= m) {
+                    stop.store(true, Ordering::Relaxed);
+                    pending.clear();
+                    break;
+                }
+            }
+        }
+        first_error
+    }
+
     /// Files one seed's result, in seed order.
     fn take(&mut self, seeded: Seeded, table: &mut bugs::Table, on: &mut impl FnMut(Progress)) {
         self.seeds_run += 1;

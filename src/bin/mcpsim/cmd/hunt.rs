@@ -3,12 +3,48 @@
 use crate::cli::{DialectArg, Format, HuntArgs};
 use crate::cmd::run::write_trace;
 use crate::exit;
+use mcpsim::hunt::{HuntOptions, Limit, Progress};
 use mcpsim::Error;
 use std::path::PathBuf;
 
 pub(crate) fn hunt(a: HuntArgs) -> Result<u8, Error> {
-    use mcpsim::hunt::{HuntOptions, Limit, Progress};
-    let server = a.server.ok_or_else(|| Error::usage("mcpsim hunt needs --server NAME (see `mcpsim list servers`)"))?;
+    let opts = options(&a)?;
+    let text = a.format == Format::Text;
+    eprintln!(
+        "hunt: server {}, base seed {}, shard {}/{}, {} job(s)\nrepeat: {}",
+        opts.server,
+        opts.base_seed,
+        a.shard.0,
+        a.shard.1,
+        opts.jobs,
+        opts.repeat_command()
+    );
+    // Wall clock only for the seeds/s line on stderr.
+    let started = std::time::Instant::now();
+    let report = run_with_progress(&opts, text)?;
+    // Throughput is wall-clock: it goes to stderr with the progress, never into the results.
+    let wall = started.elapsed().as_secs_f64();
+    eprintln!("{} seeds in {wall:.1} s ({:.0} seeds/s)", report.seeds_run, report.seeds_run as f64 / wall.max(1e-9));
+    let summary = summary(&report, &opts);
+    if text {
+        out!("{summary}");
+    } else {
+        eprintln!("{summary}");
+        out!("{}", serde_json::to_string_pretty(&report).expect("report serializes"));
+    }
+    Ok(if !report.harness_failures.is_empty() {
+        exit::IO
+    } else if report.bugs.is_empty() {
+        exit::OK
+    } else {
+        exit::FINDING
+    })
+}
+
+/// The hunt the flags describe.
+fn options(a: &HuntArgs) -> Result<HuntOptions, Error> {
+    let server =
+        a.server.clone().ok_or_else(|| Error::usage("mcpsim hunt needs --server NAME (see `mcpsim list servers`)"))?;
     if !mcpsim::server::is_known_server(&server) {
         return Err(Error::usage(format!(
             "unknown server {server:?} (known: {})",
@@ -27,57 +63,50 @@ pub(crate) fn hunt(a: HuntArgs) -> Result<u8, Error> {
         (Some(n), None) => Limit::Seeds(n),
         (None, None) => Limit::Seeds(1000),
     };
-    let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let opts = HuntOptions {
+    Ok(HuntOptions {
         server: server.clone(),
         base_seed,
         limit,
-        jobs,
+        jobs: a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
         shard: a.shard,
-        out: (!a.no_shrink).then_some(a.out),
+        out: (!a.no_shrink).then(|| a.out.clone()),
         check_determinism: a.check_determinism,
         shrink_budget: 300,
         max_bugs: if a.stop_on_first { Some(1) } else { a.max_findings.map(|n| n as usize) },
         dialect: DialectArg::resolve(a.dialect, &server),
         watchdog: a.watchdog,
         plug: None,
-    };
-    let text = a.format == Format::Text;
-    eprintln!(
-        "hunt: server {server}, base seed {base_seed}, shard {}/{}, {jobs} job(s)\nrepeat: {}",
-        a.shard.0,
-        a.shard.1,
-        opts.repeat_command()
-    );
+    })
+}
+
+/// Runs the hunt behind a progress bar (stderr), printing each new bug and
+/// harness failure as it comes (stdout for text, stderr beside JSON).
+fn run_with_progress(opts: &HuntOptions, text: bool) -> Result<mcpsim::hunt::HuntReport, Error> {
     // A bar with an ETA for a seed count; a spinner for a time budget.
-    let (bar, template) = match limit {
+    let (bar, template) = match opts.limit {
         Limit::Seeds(n) => (indicatif::ProgressBar::new(n), "{bar:30} {pos}/{len} seeds  {per_sec}  eta {eta}  {msg}"),
         Limit::Time(_) => (indicatif::ProgressBar::new_spinner(), "{spinner} {pos} seeds  {per_sec}  {elapsed}  {msg}"),
     };
     bar.set_style(indicatif::ProgressStyle::with_template(template).expect("valid template"));
-    // Wall clock only for the seeds/s line on stderr.
-    let started = std::time::Instant::now();
-    let report = mcpsim::hunt::hunt(&opts, |p| match p {
+    let say = |lines: String| bar.suspend(|| if text { out!("{lines}") } else { eprintln!("{lines}") });
+    let report = mcpsim::hunt::hunt(opts, |p| match p {
         Progress::SeedDone { failing, bugs } => {
             bar.inc(1);
             bar.set_message(format!("failing: {failing}, distinct bugs: {bugs}"));
         }
-        Progress::NewBug(b) => {
-            let lines = new_bug_lines(b);
-            // Results on stdout (stderr when stdout carries the JSON report).
-            bar.suspend(|| if text { out!("{lines}") } else { eprintln!("{lines}") });
-        }
+        Progress::NewBug(b) => say(new_bug_lines(b)),
         Progress::HarnessFailure(h) => {
-            let lines = format!("harness failure: seed {}: {}\n  repro: {}", h.seed, h.why, h.repro);
-            bar.suspend(|| if text { out!("{lines}") } else { eprintln!("{lines}") });
+            say(format!("harness failure: seed {}: {}\n  repro: {}", h.seed, h.why, h.repro))
         }
     });
     bar.finish_and_clear();
-    let report = report?;
-    // Throughput is wall-clock: it goes to stderr with the progress, never into the results.
-    let wall = started.elapsed().as_secs_f64();
-    eprintln!("{} seeds in {wall:.1} s ({:.0} seeds/s)", report.seeds_run, report.seeds_run as f64 / wall.max(1e-9));
-    let mut summary = bug_table(&report);
+    report
+}
+
+/// The closing summary: the table of bugs, harness failures, how to hunt
+/// the same seeds again, reach, determinism, and where the files are.
+fn summary(report: &mcpsim::hunt::HuntReport, opts: &HuntOptions) -> String {
+    let mut summary = bug_table(report);
     if !report.harness_failures.is_empty() {
         summary.push_str(&format!(
             "\n{} harness failure(s) (the watchdog stopped them; no verdict): seeds {}",
@@ -86,8 +115,8 @@ pub(crate) fn hunt(a: HuntArgs) -> Result<u8, Error> {
         ));
     }
     let stopped_early = opts.max_bugs.is_some_and(|m| report.bugs.len() >= m)
-        && matches!(limit, Limit::Seeds(n) if report.seeds_run < n);
-    if stopped_early || matches!(limit, Limit::Time(_)) {
+        && matches!(opts.limit, Limit::Seeds(n) if report.seeds_run < n);
+    if stopped_early || matches!(opts.limit, Limit::Time(_)) {
         // How many seeds a time budget (or a stopping rule) covers depends on
         // the machine or the server; the seeds it covered do not (they are
         // contiguous from the base seed).
@@ -101,7 +130,7 @@ pub(crate) fn hunt(a: HuntArgs) -> Result<u8, Error> {
             summary.push_str(&format!("\n  {s:<48} {n:>7} ({:.1} %)", 100.0 * n as f64 / report.seeds_run as f64));
         }
     }
-    if a.check_determinism {
+    if opts.check_determinism {
         let differed = report.bugs.iter().filter(|b| b.nondeterminism.is_some()).map(|b| b.seeds).sum::<u64>();
         summary.push_str(&if differed == 0 {
             format!("\ndeterminism: all {} seeds were run twice and gave byte-identical traces", report.seeds_run)
@@ -117,19 +146,7 @@ pub(crate) fn hunt(a: HuntArgs) -> Result<u8, Error> {
             ));
         }
     }
-    if text {
-        out!("{summary}");
-    } else {
-        eprintln!("{summary}");
-        out!("{}", serde_json::to_string_pretty(&report).expect("report serializes"));
-    }
-    Ok(if !report.harness_failures.is_empty() {
-        exit::IO
-    } else if report.bugs.is_empty() {
-        exit::OK
-    } else {
-        exit::FINDING
-    })
+    summary
 }
 
 /// How a new distinct bug is announced while the hunt runs.
