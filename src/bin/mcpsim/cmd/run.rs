@@ -103,10 +103,55 @@ pub(crate) fn run(
             )));
         }
     }
-    // Validate everything before running anything.
+    let plans = load_all(&files)?;
+    let mut runs = Runs {
+        total: plans.len() * servers.len(),
+        trace,
+        timeline,
+        quiet,
+        format,
+        color,
+        code: exit::OK,
+        io_errors: Vec::new(),
+        failed: Vec::new(),
+        judged: Vec::new(),
+        counts: (0, 0, 0),
+        skipped: std::collections::BTreeMap::new(),
+    };
+    for plan in &plans {
+        for server in &servers {
+            // A server that speaks only streamable-http skips legacy-sse scenarios,
+            // unless both were asked for by name (then the run explains the mismatch).
+            if (!explicit || bundled)
+                && live.is_none()
+                && mcpsim::server::streamable_only(server)
+                && plan.dialect != mcpsim::scenario::Dialect::StreamableHttp
+            {
+                *runs.skipped.entry(server.clone()).or_default() += 1;
+                continue;
+            }
+            let result = match &live {
+                Some(opts) => mcpsim::live::run(plan, opts),
+                None => run_guarded(plan, server, seed, watchdog),
+            };
+            match result {
+                Ok(run) => runs.judge(plan, run),
+                Err(e) => {
+                    let on = if live.is_some() { "the live server".to_string() } else { server.clone() };
+                    eprintln!("error: {} on {on}: {e}", plan.name);
+                    runs.code = runs.code.max(e.exit_code() as u8);
+                }
+            }
+        }
+    }
+    Ok(runs.finish())
+}
+
+/// Loads every file, or reports every invalid one: nothing runs unless all load.
+fn load_all(files: &[PathBuf]) -> Result<Vec<Plan>, Error> {
     let mut plans = Vec::new();
     let mut invalid = Vec::new();
-    for f in &files {
+    for f in files {
         match Plan::load(f) {
             Ok(p) => plans.push(p),
             Err(e) => invalid.push(e),
@@ -120,153 +165,181 @@ pub(crate) fn run(
         let n = invalid.len();
         return Err(Error::new(kind, format!("{n} scenario file(s) invalid; nothing was run")));
     }
+    Ok(plans)
+}
 
-    let total = plans.len() * servers.len();
-    let mut code = exit::OK;
-    let mut io_errors = Vec::new();
-    let mut failed: Vec<String> = Vec::new();
-    let mut judged = Vec::new();
-    // (as expected, not met, without expectation)
-    let mut counts = (0usize, 0usize, 0usize);
-    // Runs skipped because the server does not speak the scenario's dialect, per server.
-    let mut skipped: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
-    for plan in &plans {
-        for server in &servers {
-            // A server that speaks only streamable-http skips legacy-sse scenarios,
-            // unless both were asked for by name (then the run explains the mismatch).
-            if (!explicit || bundled)
-                && live.is_none()
-                && mcpsim::server::streamable_only(server)
-                && plan.dialect != mcpsim::scenario::Dialect::StreamableHttp
-            {
-                *skipped.entry(server.as_str()).or_default() += 1;
-                continue;
+/// One simulated run under the watchdog; a stopped run names its repro.
+fn run_guarded(
+    plan: &Plan,
+    server: &str,
+    seed: Option<Seed>,
+    watchdog: std::time::Duration,
+) -> Result<mcpsim::Run, Error> {
+    let (p, s) = (plan.clone(), server.to_string());
+    mcpsim::watchdog::guard(watchdog, move || mcpsim::run(&p, &s, seed)).unwrap_or_else(|stopped| {
+        Err(mcpsim::Error::io(format!(
+            "{stopped}; repro: mcpsim run {} --server {server}{}",
+            plan.source.as_deref().map_or(plan.name.clone(), |p| p.display().to_string()),
+            seed.map_or(String::new(), |s| format!(" --seed {}", s.0))
+        )))
+    })
+}
+
+/// The runs of one `mcpsim run`: how each is printed and written, and the
+/// tally and exit code they add up to.
+struct Runs {
+    /// How many runs were asked for (one: `--trace`/`--timeline` name a file, not a directory).
+    total: usize,
+    trace: Option<PathBuf>,
+    timeline: Option<PathBuf>,
+    quiet: bool,
+    format: RunFormat,
+    color: bool,
+    code: u8,
+    io_errors: Vec<Error>,
+    /// "scenario on server" for each run that did not meet its expectation.
+    failed: Vec<String>,
+    /// For JSON and JUnit, printed together at the end.
+    judged: Vec<(mcpsim::Run, Vec<mcpsim::check::Verdict>, Option<mcpsim::check::Expectation>)>,
+    /// (as expected, not met, without expectation)
+    counts: (usize, usize, usize),
+    /// Runs skipped because the server does not speak the scenario's dialect, per server.
+    skipped: std::collections::BTreeMap<String, usize>,
+}
+
+impl Runs {
+    /// Judges one run, prints it (text) or keeps it (JSON, JUnit), writes
+    /// its trace and timeline, and counts it.
+    fn judge(&mut self, plan: &Plan, run: mcpsim::Run) {
+        let server = run.server.clone();
+        let verdicts = mcpsim::check::judge(&run.trace);
+        let expectation = mcpsim::check::expectation(plan, &server, &verdicts);
+        match &expectation {
+            Some(e) if e.met => self.counts.0 += 1,
+            Some(_) => self.counts.1 += 1,
+            None => self.counts.2 += 1,
+        }
+        let timeline_note = self.write_timeline(&run, &verdicts);
+        if self.format == RunFormat::Text {
+            self.print(&run, &verdicts, expectation.as_ref(), &timeline_note);
+        }
+        if expectation.as_ref().is_some_and(|e| !e.met) {
+            self.failed.push(format!("{} on {server}", run.scenario));
+            self.code = self.code.max(exit::FINDING);
+        }
+        if let Some(why) = &run.aborted {
+            eprintln!("error: {} on {server} stopped early (seed {}): {why}", run.scenario, run.seed);
+            self.code = self.code.max(exit::IO);
+        }
+        if let Some(t) = &self.trace {
+            let path =
+                if self.total == 1 { t.clone() } else { t.join(format!("{}.{}.jsonl", run.scenario, run.server)) };
+            if let Err(e) = write_trace(&path, &run.trace.to_jsonl()) {
+                self.io_errors.push(e);
             }
-            let result = match &live {
-                Some(opts) => mcpsim::live::run(plan, opts),
-                None => {
-                    let (p, s) = (plan.clone(), server.clone());
-                    mcpsim::watchdog::guard(watchdog, move || mcpsim::run(&p, &s, seed)).unwrap_or_else(|stopped| {
-                        Err(mcpsim::Error::io(format!(
-                            "{stopped}; repro: mcpsim run {} --server {server}{}",
-                            plan.source.as_deref().map_or(plan.name.clone(), |p| p.display().to_string()),
-                            seed.map_or(String::new(), |s| format!(" --seed {}", s.0))
-                        )))
-                    })
-                }
-            };
-            let run = match result {
-                Ok(r) => r,
-                Err(e) => {
-                    let on = if live.is_some() { "the live server".to_string() } else { server.clone() };
-                    eprintln!("error: {} on {on}: {e}", plan.name);
-                    code = code.max(e.exit_code() as u8);
-                    continue;
-                }
-            };
-            let server = &run.server;
-            let verdicts = mcpsim::check::judge(&run.trace);
-            let expectation = mcpsim::check::expectation(plan, server, &verdicts);
-            match &expectation {
-                Some(e) if e.met => counts.0 += 1,
-                Some(_) => counts.1 += 1,
-                None => counts.2 += 1,
-            }
-            let mut timeline_note = String::new();
-            if let Some(t) = &timeline {
-                let path = if total == 1 { t.clone() } else { t.join(format!("{}.{}.html", run.scenario, run.server)) };
-                match write_trace(&path, &mcpsim::report::timeline_html(&run, &verdicts)) {
-                    Ok(()) => timeline_note = format!("timeline: {}", path.display()),
-                    Err(e) => io_errors.push(e),
-                }
-            }
-            if format != RunFormat::Text {
-                // Printed together at the end.
-            } else if quiet {
-                let violated = mcpsim::check::violated(&verdicts);
-                let violated = if violated.is_empty() {
-                    "no violation".to_string()
-                } else {
-                    format!("violated: {}", violated.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", "))
-                };
-                let expect = match &expectation {
-                    Some(e) if e.met => " · as expected".to_string(),
-                    Some(e) => format!(" · {}", mcpsim::report::expectation_line(server, e)),
-                    None => " · no [expect] entry".to_string(),
-                };
-                out!("{} · {} · seed {} · {violated}{expect}", run.scenario, run.server, run.seed);
-                if expectation.as_ref().is_some_and(|e| !e.met) {
-                    out!("  repro: {}", run.repro());
-                }
-            } else {
-                let mut text = mcpsim::report::text(&run, &verdicts, expectation.as_ref());
-                if expectation.is_none() {
-                    text.push_str(&format!("no [expect] entry for {server}: nothing to compare the verdicts with\n"));
-                }
-                if !timeline_note.is_empty() {
-                    text.push_str(&timeline_note);
-                    text.push('\n');
-                }
-                out!("{}", if color { mcpsim::report::colorize(&text) } else { text });
-            }
-            if expectation.as_ref().is_some_and(|e| !e.met) {
-                failed.push(format!("{} on {server}", run.scenario));
-                code = code.max(exit::FINDING);
-            }
-            if let Some(why) = &run.aborted {
-                eprintln!("error: {} on {server} stopped early (seed {}): {why}", run.scenario, run.seed);
-                code = code.max(exit::IO);
-            }
-            if let Some(t) = &trace {
-                let path =
-                    if total == 1 { t.clone() } else { t.join(format!("{}.{}.jsonl", run.scenario, run.server)) };
-                if let Err(e) = write_trace(&path, &run.trace.to_jsonl()) {
-                    io_errors.push(e);
-                }
-            }
-            if format != RunFormat::Text {
-                judged.push((run, verdicts, expectation));
+        }
+        if self.format != RunFormat::Text {
+            self.judged.push((run, verdicts, expectation));
+        }
+    }
+
+    /// Writes the run's timeline if asked; returns the line that says where.
+    fn write_timeline(&mut self, run: &mcpsim::Run, verdicts: &[mcpsim::check::Verdict]) -> String {
+        let Some(t) = &self.timeline else { return String::new() };
+        let path = if self.total == 1 { t.clone() } else { t.join(format!("{}.{}.html", run.scenario, run.server)) };
+        match write_trace(&path, &mcpsim::report::timeline_html(run, verdicts)) {
+            Ok(()) => format!("timeline: {}", path.display()),
+            Err(e) => {
+                self.io_errors.push(e);
+                String::new()
             }
         }
     }
-    if format != RunFormat::Text {
-        let views: Vec<mcpsim::report::Judged> = judged
-            .iter()
-            .map(|(run, verdicts, expectation)| mcpsim::report::Judged {
-                run,
-                verdicts,
-                expectation: expectation.as_ref(),
-            })
-            .collect();
-        let text = if format == RunFormat::Json { mcpsim::report::json(&views) } else { mcpsim::report::junit(&views) };
-        out!("{text}");
+
+    /// Prints one run as text: a line with `--quiet`, else the whole report.
+    fn print(
+        &self,
+        run: &mcpsim::Run,
+        verdicts: &[mcpsim::check::Verdict],
+        expectation: Option<&mcpsim::check::Expectation>,
+        timeline_note: &str,
+    ) {
+        let server = &run.server;
+        if self.quiet {
+            let violated = mcpsim::check::violated(verdicts);
+            let violated = if violated.is_empty() {
+                "no violation".to_string()
+            } else {
+                format!("violated: {}", violated.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", "))
+            };
+            let expect = match expectation {
+                Some(e) if e.met => " · as expected".to_string(),
+                Some(e) => format!(" · {}", mcpsim::report::expectation_line(server, e)),
+                None => " · no [expect] entry".to_string(),
+            };
+            out!("{} · {} · seed {} · {violated}{expect}", run.scenario, run.server, run.seed);
+            if expectation.is_some_and(|e| !e.met) {
+                out!("  repro: {}", run.repro());
+            }
+        } else {
+            let mut text = mcpsim::report::text(run, verdicts, expectation);
+            if expectation.is_none() {
+                text.push_str(&format!("no [expect] entry for {server}: nothing to compare the verdicts with\n"));
+            }
+            if !timeline_note.is_empty() {
+                text.push_str(timeline_note);
+                text.push('\n');
+            }
+            out!("{}", if self.color { mcpsim::report::colorize(&text) } else { text });
+        }
     }
-    if !failed.is_empty() {
-        eprintln!("{} run(s) did not meet their expectation: {}", failed.len(), failed.join(", "));
+
+    /// Prints what is printed at the end (JSON or JUnit, the runs that did
+    /// not meet their expectation, the tally, I/O errors); returns the exit code.
+    fn finish(mut self) -> u8 {
+        if self.format != RunFormat::Text {
+            let views: Vec<mcpsim::report::Judged> = self
+                .judged
+                .iter()
+                .map(|(run, verdicts, expectation)| mcpsim::report::Judged {
+                    run,
+                    verdicts,
+                    expectation: expectation.as_ref(),
+                })
+                .collect();
+            let text = if self.format == RunFormat::Json {
+                mcpsim::report::json(&views)
+            } else {
+                mcpsim::report::junit(&views)
+            };
+            out!("{text}");
+        }
+        if !self.failed.is_empty() {
+            eprintln!("{} run(s) did not meet their expectation: {}", self.failed.len(), self.failed.join(", "));
+        }
+        let (met, not_met, without) = self.counts;
+        let mut tally = format!(
+            "{} run(s): {met} as expected, {not_met} not met, {without} without expectation",
+            met + not_met + without
+        );
+        for (server, n) in &self.skipped {
+            tally.push_str(&format!(
+                "; {n} legacy-sse scenario(s) skipped for {server}, which speaks only streamable-http"
+            ));
+        }
+        if self.format == RunFormat::Text {
+            out!("{tally}");
+        } else {
+            eprintln!("{tally}");
+        }
+        for e in &self.io_errors {
+            eprintln!("error: {e}");
+        }
+        if !self.io_errors.is_empty() {
+            self.code = self.code.max(exit::IO);
+        }
+        self.code
     }
-    let mut tally = format!(
-        "{} run(s): {} as expected, {} not met, {} without expectation",
-        counts.0 + counts.1 + counts.2,
-        counts.0,
-        counts.1,
-        counts.2
-    );
-    for (server, n) in &skipped {
-        tally
-            .push_str(&format!("; {n} legacy-sse scenario(s) skipped for {server}, which speaks only streamable-http"));
-    }
-    if format == RunFormat::Text {
-        out!("{tally}");
-    } else {
-        eprintln!("{tally}");
-    }
-    for e in &io_errors {
-        eprintln!("error: {e}");
-    }
-    if !io_errors.is_empty() {
-        code = code.max(exit::IO);
-    }
-    Ok(code)
 }
 
 pub(crate) fn write_trace(path: &Path, text: &str) -> Result<(), Error> {
