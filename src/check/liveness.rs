@@ -29,6 +29,16 @@ pub const EXPLAIN: super::Explain = super::Explain {
 };
 
 pub fn judge(o: &Observed) -> Status {
+    let mut out = unresolved_requests(o);
+    out.extend(lost_notifications(o));
+    out.extend(no_live_uplink(o));
+    status(out)
+}
+
+/// Server requests whose owner could have answered them (a usable uplink
+/// of the session for its think time and a round trip) that timed out, or
+/// were still unresolved at the end, longer than the bound after issue.
+fn unresolved_requests(o: &Observed) -> Vec<Violation> {
     let mut out = Vec::new();
     for r in o.requests.values() {
         let deadline = SimTime(r.issued.0 .0 + o.liveness_bound.0);
@@ -77,7 +87,13 @@ pub fn judge(o: &Observed) -> Status {
             _ => {}
         }
     }
-    out.extend(lost_notifications(o));
+    out
+}
+
+/// Clients that keep trying and still hold no live uplink at the end, once
+/// the faults stopped long enough ago for them to notice and reconnect.
+fn no_live_uplink(o: &Observed) -> Vec<Violation> {
+    let mut out = Vec::new();
     let last_fault = o.steps.iter().filter(|s| s.2.is_fault()).map(|s| s.0).max().unwrap_or(SimTime(0));
     for (client, timeout) in &o.heartbeat_timeouts {
         if o.crashed.get(client).is_some_and(|t| !o.conns.values().any(|c| &c.client == client && c.opened > *t)) {
@@ -104,24 +120,7 @@ pub fn judge(o: &Observed) -> Status {
         {
             continue;
         }
-        let dropped =
-            o.mapping_of(last).and_then(|m| m.dropped.clone().or(m.reset.map(|(t, s)| (t, s, "reset".into()))));
-        let problem = if let Some((_, _, how)) = &last.rejected {
-            Some(format!("refused ({how})"))
-        } else if let Some((_, _, why)) = &last.ended {
-            // In streamable-http a server may end any stream in good order:
-            // the client polls again (MCP 2025-11-25, SEP-1699).
-            let polling = last.session_header
-                && why == crate::trace::SERVER_ENDED
-                && matches!(last.response, Some((200, true, _, _)));
-            (!polling).then(|| format!("ended: {why}"))
-        } else if let Some((_, _, fault)) = &dropped {
-            Some(format!("its NAT mapping was dropped ({fault})"))
-        } else if !matches!(last.response, Some((200, true, _, _))) {
-            Some("never answered with an event stream".into())
-        } else {
-            None
-        };
+        let problem = uplink_problem(o, last);
         if let Some(problem) = problem {
             // Two holders of one credential fence each other in turn: no server can settle that.
             let inherent = o.thefts.iter().any(|(_, from, to, cred)| *cred && (from == client || to == client));
@@ -138,7 +137,28 @@ pub fn judge(o: &Observed) -> Status {
             });
         }
     }
-    status(out)
+    out
+}
+
+/// What keeps a client's latest uplink from being live at the end, if anything.
+fn uplink_problem(o: &Observed, last: &super::observe::Conn) -> Option<String> {
+    let dropped = o.mapping_of(last).and_then(|m| m.dropped.clone().or(m.reset.map(|(t, s)| (t, s, "reset".into()))));
+    if let Some((_, _, how)) = &last.rejected {
+        Some(format!("refused ({how})"))
+    } else if let Some((_, _, why)) = &last.ended {
+        // In streamable-http a server may end any stream in good order:
+        // the client polls again (MCP 2025-11-25, SEP-1699).
+        let polling = last.session_header
+            && why == crate::trace::SERVER_ENDED
+            && matches!(last.response, Some((200, true, _, _)));
+        (!polling).then(|| format!("ended: {why}"))
+    } else if let Some((_, _, fault)) = &dropped {
+        Some(format!("its NAT mapping was dropped ({fault})"))
+    } else if !matches!(last.response, Some((200, true, _, _))) {
+        Some("never answered with an event stream".into())
+    } else {
+        None
+    }
 }
 
 /// Notifications the application emitted while their client held a usable

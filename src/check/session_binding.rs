@@ -66,65 +66,9 @@ pub fn judge(o: &Observed) -> Status {
             if !reported.insert((m.client.clone(), m.mapping)) {
                 continue;
             }
-            let bytes: usize = late.iter().map(|w| w.2).sum();
             let mut evidence = vec![*drop_seq, acc_seq];
             evidence.extend(late.iter().map(|w| w.1));
-            // Name the worst thing written: a server request, else any event, else heartbeats.
-            let request = late.iter().find_map(|w| {
-                w.3.iter().find(|e| e.rpc.as_ref().is_some_and(|r| r.kind == RpcKind::Request)).map(|e| (w.0, e))
-            });
-            // With no request among them: the first message they carried, or
-            // that they were heartbeats only.
-            let carried = late.iter().flat_map(|w| w.3.iter()).find(|e| e.rpc.is_some()).map_or(
-                " (heartbeats only)".to_string(),
-                |e| {
-                    format!(
-                        ", among them {} (event {})",
-                        describe_rpc(&e.rpc, &e.event),
-                        e.id.as_deref().unwrap_or("-")
-                    )
-                },
-            );
-            let headline = match request {
-                Some((t, ev)) => {
-                    let rpc = ev.rpc.as_ref().expect("filtered on rpc");
-                    let id = rpc.id.clone();
-                    let req = id.as_ref().and_then(|i| o.request_at(new.token(), i, t));
-                    let label = req.map_or_else(|| describe_rpc(&ev.rpc, &ev.event), |r| r.label.clone());
-                    let method = rpc.method.clone().unwrap_or_default();
-                    let delivered = id.as_ref().is_some_and(|i| {
-                        o.conns.values().any(|c| c.client == new.client && c.token() == new.token() && c.delivered.iter().any(|d| d.request_id() == Some(i)))
-                    });
-                    let fate = match req.and_then(|r| r.resolution()) {
-                        Some((t_o, _, outcome, _, _)) => format!("; {} at {t_o}", crate::trace::outcome_word(*outcome)),
-                        None => String::new(),
-                    };
-                    format!(
-                        "{label} ({method}, event {}) written to {}'s dropped uplink (mapping {}) at {t}, {}; {}{fate}",
-                        ev.id.as_deref().unwrap_or("-"),
-                        new.client,
-                        m.mapping,
-                        if t > t_acc {
-                            format!("{} after conn {} was accepted", secs_between(t_acc, t), new.conn)
-                        } else {
-                            format!("newer than conn {}'s replay, before its acceptance reached the client", new.conn)
-                        },
-                        if delivered { format!("delivered to {} elsewhere", new.client) } else { format!("never delivered to {}", new.client) },
-                    )
-                }
-                None if first.0 <= t_acc => format!(
-                    "{bytes} bytes written to {}'s dropped uplink (mapping {}) from {}, events newer than conn {}'s replay, before its acceptance reached the client: a second writer{carried}",
-                    new.client, m.mapping, first.0, new.conn
-                ),
-                None => format!(
-                    "{bytes} bytes written to {}'s dropped uplink (mapping {}) from {}, {} after conn {} was accepted: a second writer{carried}",
-                    new.client,
-                    m.mapping,
-                    first.0,
-                    secs_between(t_acc, first.0),
-                    new.conn
-                ),
-            };
+            let headline = late_writes_headline(o, new, m.mapping, &late, t_acc);
             out.push(Violation { check: ID, headline, t: first.0, evidence, inherent: false });
         }
     }
@@ -132,6 +76,72 @@ pub fn judge(o: &Observed) -> Status {
         return not_applicable("no resumption was accepted after an uplink of the same session was dropped");
     }
     status(out)
+}
+
+/// The words for the writes a dropped mapping received after a resumption
+/// was accepted: the worst thing among them (a server request, and what
+/// became of it; else the first message; else heartbeats only). `late` is
+/// not empty.
+fn late_writes_headline(
+    o: &Observed,
+    new: &super::observe::Conn,
+    mapping: u32,
+    late: &[&(SimTime, u64, usize, Vec<crate::trace::SseSeen>)],
+    t_acc: SimTime,
+) -> String {
+    let first = late[0];
+    let bytes: usize = late.iter().map(|w| w.2).sum();
+    // Name the worst thing written: a server request, else any event, else heartbeats.
+    let request = late.iter().find_map(|w| {
+        w.3.iter().find(|e| e.rpc.as_ref().is_some_and(|r| r.kind == RpcKind::Request)).map(|e| (w.0, e))
+    });
+    // With no request among them: the first message they carried, or
+    // that they were heartbeats only.
+    let carried =
+        late.iter().flat_map(|w| w.3.iter()).find(|e| e.rpc.is_some()).map_or(" (heartbeats only)".to_string(), |e| {
+            format!(", among them {} (event {})", describe_rpc(&e.rpc, &e.event), e.id.as_deref().unwrap_or("-"))
+        });
+    let headline = match request {
+        Some((t, ev)) => {
+            let rpc = ev.rpc.as_ref().expect("filtered on rpc");
+            let id = rpc.id.clone();
+            let req = id.as_ref().and_then(|i| o.request_at(new.token(), i, t));
+            let label = req.map_or_else(|| describe_rpc(&ev.rpc, &ev.event), |r| r.label.clone());
+            let method = rpc.method.clone().unwrap_or_default();
+            let delivered = id.as_ref().is_some_and(|i| {
+                o.conns.values().any(|c| c.client == new.client && c.token() == new.token() && c.delivered.iter().any(|d| d.request_id() == Some(i)))
+            });
+            let fate = match req.and_then(|r| r.resolution()) {
+                Some((t_o, _, outcome, _, _)) => format!("; {} at {t_o}", crate::trace::outcome_word(*outcome)),
+                None => String::new(),
+            };
+            format!(
+                "{label} ({method}, event {}) written to {}'s dropped uplink (mapping {}) at {t}, {}; {}{fate}",
+                ev.id.as_deref().unwrap_or("-"),
+                new.client,
+                mapping,
+                if t > t_acc {
+                    format!("{} after conn {} was accepted", secs_between(t_acc, t), new.conn)
+                } else {
+                    format!("newer than conn {}'s replay, before its acceptance reached the client", new.conn)
+                },
+                if delivered { format!("delivered to {} elsewhere", new.client) } else { format!("never delivered to {}", new.client) },
+            )
+        }
+        None if first.0 <= t_acc => format!(
+            "{bytes} bytes written to {}'s dropped uplink (mapping {}) from {}, events newer than conn {}'s replay, before its acceptance reached the client: a second writer{carried}",
+            new.client, mapping, first.0, new.conn
+        ),
+        None => format!(
+            "{bytes} bytes written to {}'s dropped uplink (mapping {}) from {}, {} after conn {} was accepted: a second writer{carried}",
+            new.client,
+            mapping,
+            first.0,
+            secs_between(t_acc, first.0),
+            new.conn
+        ),
+    };
+    headline
 }
 
 /// A bound on the ids a session had minted when the new writer was
