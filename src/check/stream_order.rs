@@ -8,7 +8,7 @@
 //! which); an event a client already received handed to it again on a fresh
 //! stream of the same session (a GET without `Last-Event-ID`).
 
-use super::observe::{Delivered, Observed};
+use super::observe::{Conn, Delivered, Observed};
 use super::{not_applicable, status, Status, Violation};
 use crate::vocab::CheckId;
 
@@ -27,97 +27,99 @@ pub fn judge(o: &Observed) -> Status {
     let mut judged = false;
     let mut out = Vec::new();
     for c in o.conns.values().filter(|c| c.is_uplink() || !c.stream.is_none()) {
-        let floor = c.last_event_id_number();
-        // What the client already held for this session when this stream opened.
-        let held = c.token().map_or_else(Vec::new, |t| o.held_events(&c.client, t, c.opened));
-        let held_under = |id: &str| held.iter().rev().find(|(_, h)| h.id.as_deref() == Some(id)).copied();
-        // A plain GET on a session the client already holds asks for nothing old.
-        let fresh_stream = c.last_event_id.is_none() && c.presented_token.is_some();
-        let mut prev: Option<&Delivered> = None;
-        for (k, d) in c.delivered.iter().enumerate() {
-            let Some(id) = d.id.as_deref() else { continue };
-            judged = true;
-            let violation = |headline: String, mut evidence: Vec<u64>| {
-                evidence.sort();
-                Violation { check: ID, headline, t: d.t, evidence, inherent: false }
-            };
-            let asked_up_to = match (d.numeric_id(), floor) {
-                (Some(x), Some(n)) => x <= n,
-                // Ids of other shapes can only be compared for equality.
-                _ => c.last_event_id.as_deref() == Some(id),
-            };
-            let earlier_here = c.delivered[..k].iter().rev().find(|e| e.id.as_deref() == Some(id));
-            if let (true, Some((hc, h))) = (asked_up_to, held_under(id)) {
-                let last = c.last_event_id.as_deref().unwrap_or("-");
-                let headline = if h.same_event(d) {
-                    format!(
-                        "{} resumed from {last} on conn {} and was sent event {id} again at {}",
-                        c.client, c.conn, d.t
-                    )
-                } else {
-                    format!(
-                        "{} resumed from {last} on conn {} and at {} was sent {} under id {id}, an id it already held for {} (conn {}, {}): two events share one id",
-                        c.client,
-                        c.conn,
-                        d.t,
-                        what(d),
-                        what(h),
-                        hc.conn,
-                        h.t
-                    )
-                };
-                out.push(violation(headline, c.request_seq.into_iter().chain([h.seq, d.seq]).collect()));
-            } else if let Some(e) = earlier_here {
-                let headline = if e.same_event(d) {
-                    format!("{}'s conn {} delivered event {id} twice (again at {})", c.client, c.conn, d.t)
-                } else {
-                    format!(
-                        "{}'s conn {} delivered two events under id {id}: {} at {}, then {} at {}",
-                        c.client,
-                        c.conn,
-                        what(e),
-                        e.t,
-                        what(d),
-                        d.t
-                    )
-                };
-                out.push(violation(headline, vec![e.seq, d.seq]));
-            } else if let Some(p) =
-                prev.filter(|p| matches!((p.numeric_id(), d.numeric_id()), (Some(a), Some(b)) if b < a))
-            {
-                out.push(violation(
-                    format!(
-                        "{}'s conn {} delivered event {id} after event {} at {}",
-                        c.client,
-                        c.conn,
-                        p.id.as_deref().unwrap_or("-"),
-                        d.t
-                    ),
-                    vec![p.seq, d.seq],
-                ));
-            } else if let Some((hc, h)) =
-                held_under(id).filter(|(_, h)| fresh_stream && d.rpc.is_some() && h.same_event(d))
-            {
-                out.push(violation(
-                    format!(
-                        "{} opened a fresh stream on its session (conn {}, no Last-Event-ID) and was handed event {id} ({}) at {}, which it had already received on conn {} at {}",
-                        c.client,
-                        c.conn,
-                        what(d),
-                        d.t,
-                        hc.conn,
-                        h.t
-                    ),
-                    c.request_seq.into_iter().chain([h.seq, d.seq]).collect(),
-                ));
-            }
-            prev = Some(d);
-        }
+        judged |= judge_stream(o, c, &mut out);
     }
     if !judged {
         return not_applicable("no stream delivered an event with an id");
     }
     status(out)
+}
+
+/// Judges the events one stream connection delivered, in order; returns
+/// whether it delivered any event with an id.
+fn judge_stream(o: &Observed, c: &Conn, out: &mut Vec<Violation>) -> bool {
+    let mut judged = false;
+    // What the client already held for this session when this stream opened.
+    let held = c.token().map_or_else(Vec::new, |t| o.held_events(&c.client, t, c.opened));
+    let held_under = |id: &str| held.iter().rev().find(|(_, h)| h.id.as_deref() == Some(id)).copied();
+    // A plain GET on a session the client already holds asks for nothing old.
+    let fresh_stream = c.last_event_id.is_none() && c.presented_token.is_some();
+    let mut prev: Option<&Delivered> = None;
+    for (k, d) in c.delivered.iter().enumerate() {
+        let Some(id) = d.id.as_deref() else { continue };
+        judged = true;
+        let violation = |headline: String, mut evidence: Vec<u64>| {
+            evidence.sort();
+            Violation { check: ID, headline, t: d.t, evidence, inherent: false }
+        };
+        let asked_up_to = match (d.numeric_id(), c.last_event_id_number()) {
+            (Some(x), Some(n)) => x <= n,
+            // Ids of other shapes can only be compared for equality.
+            _ => c.last_event_id.as_deref() == Some(id),
+        };
+        let earlier_here = c.delivered[..k].iter().rev().find(|e| e.id.as_deref() == Some(id));
+        if let (true, Some((hc, h))) = (asked_up_to, held_under(id)) {
+            let headline = resent_held(c, d, id, hc, h);
+            out.push(violation(headline, c.request_seq.into_iter().chain([h.seq, d.seq]).collect()));
+        } else if let Some(e) = earlier_here {
+            let headline = if e.same_event(d) {
+                format!("{}'s conn {} delivered event {id} twice (again at {})", c.client, c.conn, d.t)
+            } else {
+                format!(
+                    "{}'s conn {} delivered two events under id {id}: {} at {}, then {} at {}",
+                    c.client,
+                    c.conn,
+                    what(e),
+                    e.t,
+                    what(d),
+                    d.t
+                )
+            };
+            out.push(violation(headline, vec![e.seq, d.seq]));
+        } else if let Some(p) = prev.filter(|p| matches!((p.numeric_id(), d.numeric_id()), (Some(a), Some(b)) if b < a))
+        {
+            let p_id = p.id.as_deref().unwrap_or("-");
+            let headline = format!("{}'s conn {} delivered event {id} after event {p_id} at {}", c.client, c.conn, d.t);
+            out.push(violation(headline, vec![p.seq, d.seq]));
+        } else if let Some((hc, h)) = held_under(id).filter(|(_, h)| fresh_stream && d.rpc.is_some() && h.same_event(d))
+        {
+            out.push(violation(
+                format!(
+                    "{} opened a fresh stream on its session (conn {}, no Last-Event-ID) and was handed event {id} ({}) at {}, which it had already received on conn {} at {}",
+                    c.client,
+                    c.conn,
+                    what(d),
+                    d.t,
+                    hc.conn,
+                    h.t
+                ),
+                c.request_seq.into_iter().chain([h.seq, d.seq]).collect(),
+            ));
+        }
+        prev = Some(d);
+    }
+    judged
+}
+
+/// A resumed stream sent `d` under an id at or below its Last-Event-ID that
+/// the client already held (`h`, first seen on `hc`): the same event again,
+/// or two events under one id.
+fn resent_held(c: &Conn, d: &Delivered, id: &str, hc: &Conn, h: &Delivered) -> String {
+    let last = c.last_event_id.as_deref().unwrap_or("-");
+    if h.same_event(d) {
+        format!("{} resumed from {last} on conn {} and was sent event {id} again at {}", c.client, c.conn, d.t)
+    } else {
+        format!(
+            "{} resumed from {last} on conn {} and at {} was sent {} under id {id}, an id it already held for {} (conn {}, {}): two events share one id",
+            c.client,
+            c.conn,
+            d.t,
+            what(d),
+            what(h),
+            hc.conn,
+            h.t
+        )
+    }
 }
 
 /// A delivered event in a few words: "a priming event", "req sampling/createMessage".
