@@ -10,7 +10,7 @@
 //! its old and its new id; a request the application marked not
 //! reissuable that was re-issued (it must be failed, or the resumption refused).
 
-use super::observe::Observed;
+use super::observe::{Observed, Request};
 use super::{not_applicable, status, Status, Violation};
 use crate::trace::{Outcome, SimTime};
 use crate::vocab::CheckId;
@@ -30,87 +30,8 @@ pub fn judge(o: &Observed) -> Status {
     let mut judged = false;
     let mut out = Vec::new();
     for r in o.requests.values() {
-        // Tombstoned ids: the old id of each re-issue.
-        let tombstones: Vec<_> = r.outcomes.iter().filter(|x| x.2 == Outcome::Reissued).map(|x| (&x.3, x.0)).collect();
-        if !tombstones.is_empty() {
-            judged = true;
-        }
-        // A request the application marked not reissuable must be failed
-        // or the resumption refused (condition 4): re-issuing it may have
-        // the client do its non-idempotent work twice.
-        if !r.reissuable {
-            judged = true;
-            if let Some((t, seq, _, old, new)) = r.outcomes.iter().find(|x| x.2 == Outcome::Reissued) {
-                let new = new.as_ref().map_or(String::new(), |n| format!(" as {n}"));
-                out.push(Violation {
-                    check: ID,
-                    headline: format!(
-                        "{} ({}) was marked not reissuable, yet the server re-issued it{new} at {t} (old id {old}): a request that cannot be re-issued must be failed explicitly, or the resumption refused",
-                        r.label, r.method
-                    ),
-                    t: *t,
-                    evidence: vec![r.issued.1, *seq],
-                    inherent: false,
-                });
-            }
-        }
-        for (t, seq, outcome, id, _) in &r.outcomes {
-            if *outcome == Outcome::Answered {
-                if let Some((_, t_tomb)) = tombstones.iter().find(|(old, tt)| *old == id && tt <= t) {
-                    out.push(Violation {
-                        check: ID,
-                        headline: format!(
-                            "the application applied an answer to {} ({id}) at {t}, an id tombstoned at {t_tomb}",
-                            r.label
-                        ),
-                        t: *t,
-                        evidence: vec![r.issued.1, *seq],
-                        inherent: false,
-                    });
-                }
-            }
-        }
-        // Was it in flight when a resumption of its owner's session was accepted?
-        let resolved_at = r.resolution().map(|x| x.0);
-        let Some((token, since)) = &r.session else { continue };
-        let deadline = SimTime(r.issued.0 .0 + o.liveness_bound.0);
-        if o.crashed_between(&r.owner, *since, deadline) {
-            continue; // the client lost the session: nobody is left to re-issue to
-        }
-        // In flight for sure: issued before the resumption was even sent, and
-        // not resolved before it was accepted.
-        // Only a resumption of the stream that carries it (unseen: the uplink / standalone stream).
-        let stream = o.stream_of_request(r);
-        let same_stream = |c: &&crate::check::observe::Conn| stream.map_or(c.stream.is_get(), |s| c.stream == *s);
-        let in_flight_at =
-            o.conns.values().filter(|c| c.client == r.owner && c.token() == Some(token)).filter(same_stream).find_map(
-                |c| {
-                    let (t_acc, seq) = c.accepted_resumption()?;
-                    let sent = c.request_seq.and_then(|s| o.events.iter().find(|e| e.seq == s)).map(|e| e.t_us)?;
-                    (r.issued.0 < sent && resolved_at.is_none_or(|t| t > t_acc)).then_some((t_acc, seq, c.conn))
-                },
-            );
-        let Some((t_acc, acc_seq, conn)) = in_flight_at else { continue };
-        judged = true;
-        let disposed =
-            r.outcomes.iter().any(|x| matches!(x.2, Outcome::Reissued | Outcome::Failed | Outcome::Answered));
-        let overdue = resolved_at.is_none() && o.end.0 >= r.issued.0 .0 + o.liveness_bound.0;
-        let timed_out = r.resolution().filter(|x| x.2 == Outcome::TimedOut);
-        if !disposed && (timed_out.is_some() || overdue) {
-            let (t, mut evidence, fate) = match timed_out {
-                Some(x) => (x.0, vec![r.issued.1, acc_seq, x.1], format!("timed out at {}", x.0)),
-                None => (o.end, vec![r.issued.1, acc_seq], "still open at the end".to_string()),
-            };
-            evidence.sort();
-            out.push(Violation {
-                check: ID,
-                headline: format!(
-                    "{} ({}) was in flight when {}'s resumption was accepted on conn {conn} at {t_acc}; never re-issued or failed, {fate}",
-                    r.label, r.method, r.owner
-                ),
-                t,
-                evidence, inherent: false });
-        }
+        judged |= reissues(r, &mut out);
+        judged |= left_in_flight(o, r, &mut out);
     }
     judged |= answers_applied(o, &mut out);
     judged |= delivered_twice(o, &mut out);
@@ -118,6 +39,99 @@ pub fn judge(o: &Observed) -> Status {
         return not_applicable("no server request was in flight at an accepted resumption");
     }
     status(out)
+}
+
+/// A re-issue of a request marked not reissuable, and answers applied to
+/// a tombstoned id. Returns whether `r` was re-issued or not reissuable.
+fn reissues(r: &Request, out: &mut Vec<Violation>) -> bool {
+    let mut judged = false;
+    // Tombstoned ids: the old id of each re-issue.
+    let tombstones: Vec<_> = r.outcomes.iter().filter(|x| x.2 == Outcome::Reissued).map(|x| (&x.3, x.0)).collect();
+    if !tombstones.is_empty() {
+        judged = true;
+    }
+    // A request the application marked not reissuable must be failed
+    // or the resumption refused (condition 4): re-issuing it may have
+    // the client do its non-idempotent work twice.
+    if !r.reissuable {
+        judged = true;
+        if let Some((t, seq, _, old, new)) = r.outcomes.iter().find(|x| x.2 == Outcome::Reissued) {
+            let new = new.as_ref().map_or(String::new(), |n| format!(" as {n}"));
+            out.push(Violation {
+                check: ID,
+                headline: format!(
+                    "{} ({}) was marked not reissuable, yet the server re-issued it{new} at {t} (old id {old}): a request that cannot be re-issued must be failed explicitly, or the resumption refused",
+                    r.label, r.method
+                ),
+                t: *t,
+                evidence: vec![r.issued.1, *seq],
+                inherent: false,
+            });
+        }
+    }
+    for (t, seq, outcome, id, _) in &r.outcomes {
+        if *outcome == Outcome::Answered {
+            if let Some((_, t_tomb)) = tombstones.iter().find(|(old, tt)| *old == id && tt <= t) {
+                out.push(Violation {
+                    check: ID,
+                    headline: format!(
+                        "the application applied an answer to {} ({id}) at {t}, an id tombstoned at {t_tomb}",
+                        r.label
+                    ),
+                    t: *t,
+                    evidence: vec![r.issued.1, *seq],
+                    inherent: false,
+                });
+            }
+        }
+    }
+    judged
+}
+
+/// A request in flight when its owner's resumption was accepted that was
+/// never re-issued, answered or failed (it timed out, or was still open at
+/// the end). Returns whether `r` was in flight at an accepted resumption.
+fn left_in_flight(o: &Observed, r: &Request, out: &mut Vec<Violation>) -> bool {
+    // Was it in flight when a resumption of its owner's session was accepted?
+    let resolved_at = r.resolution().map(|x| x.0);
+    let Some((token, since)) = &r.session else { return false };
+    let deadline = SimTime(r.issued.0 .0 + o.liveness_bound.0);
+    if o.crashed_between(&r.owner, *since, deadline) {
+        return false; // the client lost the session: nobody is left to re-issue to
+    }
+    // In flight for sure: issued before the resumption was even sent, and
+    // not resolved before it was accepted.
+    // Only a resumption of the stream that carries it (unseen: the uplink / standalone stream).
+    let stream = o.stream_of_request(r);
+    let same_stream = |c: &&crate::check::observe::Conn| stream.map_or(c.stream.is_get(), |s| c.stream == *s);
+    let in_flight_at =
+        o.conns.values().filter(|c| c.client == r.owner && c.token() == Some(token)).filter(same_stream).find_map(
+            |c| {
+                let (t_acc, seq) = c.accepted_resumption()?;
+                let sent = c.request_seq.and_then(|s| o.events.iter().find(|e| e.seq == s)).map(|e| e.t_us)?;
+                (r.issued.0 < sent && resolved_at.is_none_or(|t| t > t_acc)).then_some((t_acc, seq, c.conn))
+            },
+        );
+    let Some((t_acc, acc_seq, conn)) = in_flight_at else { return false };
+    let disposed = r.outcomes.iter().any(|x| matches!(x.2, Outcome::Reissued | Outcome::Failed | Outcome::Answered));
+    let overdue = resolved_at.is_none() && o.end.0 >= r.issued.0 .0 + o.liveness_bound.0;
+    let timed_out = r.resolution().filter(|x| x.2 == Outcome::TimedOut);
+    if !disposed && (timed_out.is_some() || overdue) {
+        let (t, mut evidence, fate) = match timed_out {
+            Some(x) => (x.0, vec![r.issued.1, acc_seq, x.1], format!("timed out at {}", x.0)),
+            None => (o.end, vec![r.issued.1, acc_seq], "still open at the end".to_string()),
+        };
+        evidence.sort();
+        out.push(Violation {
+            check: ID,
+            headline: format!(
+                "{} ({}) was in flight when {}'s resumption was accepted on conn {conn} at {t_acc}; never re-issued or failed, {fate}",
+                r.label, r.method, r.owner
+            ),
+            t,
+            evidence, inherent: false });
+    }
+    true
 }
 
 /// What the application did with answers: a request settled twice (a
