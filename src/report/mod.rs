@@ -135,6 +135,69 @@ impl Burst {
     }
 }
 
+/// How a response reads in the timeline, given what its connection was
+/// for and the Last-Event-ID its GET presented (POST answers are not shown).
+fn response_line(
+    conn_info: Option<&(Purpose, Option<String>)>,
+    client: &str,
+    conn: u32,
+    status: u16,
+    what: &What,
+) -> Option<String> {
+    match conn_info {
+        Some((Purpose::Uplink, Some(lei))) if status == 200 => {
+            Some(format!("{client}'s resumption from {lei} answered 200 on conn {conn}"))
+        }
+        Some((Purpose::Uplink, None)) if status == 200 => Some(format!("{client} opened an uplink on conn {conn}")),
+        Some((Purpose::Call, Some(lei))) if status == 200 => {
+            Some(format!("{client}'s resumption of a tool call's stream from {lei} answered 200 on conn {conn}"))
+        }
+        Some((Purpose::Call, None)) if status == 200 => {
+            Some(format!("{client}'s tool call got its stream on conn {conn}"))
+        }
+        Some((Purpose::Post, _)) if status < 300 => None,
+        _ => Some(describe(what)),
+    }
+}
+
+impl Burst {
+    /// Adds one SSE event to the burst in progress if it is on the same
+    /// connection; else starts a new burst and returns the finished one.
+    fn extend_or_start(
+        burst: &mut Option<Burst>,
+        t: SimTime,
+        client: &str,
+        conn: u32,
+        id: &Option<String>,
+        event: &str,
+        rpc: &Option<RpcSummary>,
+    ) -> Option<Burst> {
+        let notable = match rpc {
+            Some(RpcSummary { kind: RpcKind::Notification, .. }) => None,
+            _ => Some(describe_rpc(rpc, event)),
+        };
+        if let Some(b) = burst.as_mut().filter(|b| b.client == client && b.conn == conn) {
+            b.count += 1;
+            if id.is_some() {
+                b.last = id.clone();
+            }
+            b.notable.extend(notable);
+            return None;
+        }
+        let done = burst.take();
+        *burst = Some(Burst {
+            t,
+            client: client.to_string(),
+            conn,
+            first: id.clone(),
+            last: id.clone(),
+            count: 1,
+            notable: notable.into_iter().collect(),
+        });
+        done
+    }
+}
+
 fn timeline(run: &Run) -> Vec<(SimTime, String)> {
     let mut lines: Vec<(SimTime, String)> = Vec::new();
     let mut burst: Option<Burst> = None;
@@ -145,32 +208,8 @@ fn timeline(run: &Run) -> Vec<(SimTime, String)> {
         let Event { t_us: t, what, .. } = e;
         let t = *t;
         if let What::SseEvent { client, conn, id, event, rpc, .. } = what {
-            let notable = match rpc {
-                Some(RpcSummary { kind: RpcKind::Notification, .. }) => None,
-                _ => Some(describe_rpc(rpc, event)),
-            };
-            match &mut burst {
-                Some(b) if b.client == *client && b.conn == *conn => {
-                    b.count += 1;
-                    if id.is_some() {
-                        b.last = id.clone();
-                    }
-                    b.notable.extend(notable);
-                }
-                _ => {
-                    if let Some(b) = burst.take() {
-                        lines.push((b.t, b.line()));
-                    }
-                    burst = Some(Burst {
-                        t,
-                        client: client.clone(),
-                        conn: *conn,
-                        first: id.clone(),
-                        last: id.clone(),
-                        count: 1,
-                        notable: notable.into_iter().collect(),
-                    });
-                }
+            if let Some(done) = Burst::extend_or_start(&mut burst, t, client, *conn, id, event, rpc) {
+                lines.push((done.t, done.line()));
             }
             continue;
         }
@@ -188,22 +227,9 @@ fn timeline(run: &Run) -> Vec<(SimTime, String)> {
                 }
                 None
             }
-            What::HttpResponse { client, conn, status, .. } => match conns.get(&(client.clone(), *conn)) {
-                Some((Purpose::Uplink, Some(lei))) if *status == 200 => {
-                    Some(format!("{client}'s resumption from {lei} answered 200 on conn {conn}"))
-                }
-                Some((Purpose::Uplink, None)) if *status == 200 => {
-                    Some(format!("{client} opened an uplink on conn {conn}"))
-                }
-                Some((Purpose::Call, Some(lei))) if *status == 200 => Some(format!(
-                    "{client}'s resumption of a tool call's stream from {lei} answered 200 on conn {conn}"
-                )),
-                Some((Purpose::Call, None)) if *status == 200 => {
-                    Some(format!("{client}'s tool call got its stream on conn {conn}"))
-                }
-                Some((Purpose::Post, _)) if *status < 300 => None,
-                _ => Some(describe(what)),
-            },
+            What::HttpResponse { client, conn, status, .. } => {
+                response_line(conns.get(&(client.clone(), *conn)), client, *conn, *status, what)
+            }
             What::DroppedWrite { events, .. } if events.is_empty() => {
                 heartbeat_only += 1;
                 None
