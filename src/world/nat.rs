@@ -223,28 +223,7 @@ impl<N: NatNet> Nat<N> {
                 break;
             }
             let bytes = &buf[..n];
-            let mut events = Vec::new();
-            if from_server {
-                for s in sniffer.feed(bytes) {
-                    match s {
-                        Sniffed::Head { content_type, .. } => {
-                            sse = Decoder::new();
-                            if content_type.is_some_and(|c| c.starts_with("text/event-stream")) {
-                                m.is_uplink.set(true);
-                            }
-                        }
-                        Sniffed::Body(b) => {
-                            for item in sse.feed(&b) {
-                                if let Item::Event(ev) = item {
-                                    let rpc = Message::parse(&ev.data).ok().map(|m| m.summary());
-                                    events.push(SseSeen { id: ev.id, event: ev.event, rpc });
-                                }
-                            }
-                        }
-                        Sniffed::End => {}
-                    }
-                }
-            }
+            let events = if from_server { sniff(&m, &mut sniffer, &mut sse, bytes) } else { Vec::new() };
             match m.status.get() {
                 Status::Live => {
                     if to.write_all(bytes).await.is_err() {
@@ -309,4 +288,31 @@ impl<N: NatNet> Nat<N> {
         self.mappings.borrow_mut().remove(&m.id);
         self.rec.record(What::MappingReset { client: self.client.clone(), mapping: m.id, why: why.into() });
     }
+}
+
+/// Reads one chunk the server wrote into mapping `m`: marks the mapping as
+/// an event stream when a response says so, and returns the complete SSE
+/// events the chunk finished.
+fn sniff(m: &Mapping, sniffer: &mut ResponseSniffer, sse: &mut Decoder, bytes: &[u8]) -> Vec<SseSeen> {
+    let mut events = Vec::new();
+    for s in sniffer.feed(bytes) {
+        match s {
+            Sniffed::Head { content_type, .. } => {
+                *sse = Decoder::new();
+                if content_type.is_some_and(|c| c.starts_with("text/event-stream")) {
+                    m.is_uplink.set(true);
+                }
+            }
+            Sniffed::Body(b) => {
+                for item in sse.feed(&b) {
+                    if let Item::Event(ev) = item {
+                        let rpc = Message::parse(&ev.data).ok().map(|m| m.summary());
+                        events.push(SseSeen { id: ev.id, event: ev.event, rpc });
+                    }
+                }
+            }
+            Sniffed::End => {}
+        }
+    }
+    events
 }
