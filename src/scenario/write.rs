@@ -1,14 +1,22 @@
 //! Writing: a [`Plan`] back to scenario TOML that loads to the same plan.
 
 use super::*;
+use std::fmt::Write;
+
+/// A TOML string.
+fn q(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+/// A duration as a TOML string ("1500ms", "2s").
+fn d(d: Duration) -> String {
+    q(&format_duration(d))
+}
 
 impl Plan {
     /// Writes the plan as a scenario file that loads back to the same plan.
     /// `header` lines become `#` comments at the top.
     pub fn to_toml(&self, header: &[String]) -> String {
-        use std::fmt::Write;
-        let q = |s: &str| toml::Value::String(s.to_string()).to_string();
-        let d = |d: Duration| q(&format_duration(d));
         let mut out = String::new();
         for h in header {
             let _ = writeln!(out, "# {h}");
@@ -16,6 +24,33 @@ impl Plan {
         if !header.is_empty() {
             out.push('\n');
         }
+        self.write_tables(&mut out);
+        for c in &self.clients {
+            let _ = writeln!(
+                out,
+                "[[client]]\nname = {}\nprincipal = {}\nthink_time = {}\nheartbeat_timeout = {}\nauto_answer = {}\n",
+                q(&c.name),
+                q(&c.principal),
+                d(c.think_time),
+                d(c.heartbeat_timeout),
+                c.auto_answer
+            );
+        }
+        for step in &self.steps {
+            write_step(&mut out, step);
+        }
+        if !self.expect.is_empty() {
+            out.push_str("[expect]\n");
+            for (server, checks) in &self.expect {
+                let list: Vec<String> = checks.iter().map(|c| q(c)).collect();
+                let _ = writeln!(out, "{server} = [{}]", list.join(", "));
+            }
+        }
+        out
+    }
+
+    /// `[scenario]`, `[server]` and `[network]`.
+    fn write_tables(&self, out: &mut String) {
         let _ = writeln!(out, "[scenario]\nname = {}", q(&self.name));
         if !self.description.is_empty() {
             let _ = writeln!(out, "description = {}", q(&self.description));
@@ -49,100 +84,89 @@ impl Plan {
             d(n.half_open_lifetime),
             d(n.tick)
         );
-        for c in &self.clients {
-            let _ = writeln!(
-                out,
-                "[[client]]\nname = {}\nprincipal = {}\nthink_time = {}\nheartbeat_timeout = {}\nauto_answer = {}\n",
-                q(&c.name),
-                q(&c.principal),
-                d(c.think_time),
-                d(c.heartbeat_timeout),
-                c.auto_answer
-            );
+    }
+}
+
+/// One `[[step]]` table: when (`at`, or `after` a trigger), then what.
+fn write_step(out: &mut String, step: &Step) {
+    out.push_str("[[step]]\n");
+    if let Some(id) = &step.id {
+        let _ = writeln!(out, "id = {}", q(id));
+    }
+    match &step.after {
+        None => {
+            let _ = writeln!(out, "at = {}", d(step.at));
         }
-        for step in &self.steps {
-            out.push_str("[[step]]\n");
-            if let Some(id) = &step.id {
-                let _ = writeln!(out, "id = {}", q(id));
-            }
-            match &step.after {
-                None => {
-                    let _ = writeln!(out, "at = {}", d(step.at));
-                }
-                Some(after) => {
-                    let trigger = match &after.trigger {
-                        Trigger::Delivered { label, client: Some(c) } => {
-                            format!("{{ event = \"delivered\", label = {}, client = {} }}", q(label), q(c))
-                        }
-                        Trigger::Delivered { label, client: None } => {
-                            format!("{{ event = \"delivered\", label = {} }}", q(label))
-                        }
-                        Trigger::Answered { label } => format!("{{ event = \"answered\", label = {} }}", q(label)),
-                        Trigger::Accepted { client } => format!("{{ event = \"accepted\", client = {} }}", q(client)),
-                        Trigger::Step { step } => format!("{{ event = \"step\", step = {} }}", q(step)),
-                    };
-                    let _ = writeln!(out, "after = {trigger}");
-                    if !after.delay.is_zero() {
-                        let _ = writeln!(out, "delay = {}", d(after.delay));
-                    }
-                }
-            }
-            let _ = writeln!(out, "do = {}", q(step.action.name()));
-            match &step.action {
-                Action::Connect { client }
-                | Action::Rebind { client }
-                | Action::Sever { client }
-                | Action::Reset { client }
-                | Action::EndSession { client }
-                | Action::CrashClient { client } => {
-                    let _ = writeln!(out, "client = {}", q(client));
-                }
-                Action::ServerRequest { client, method, label, .. } | Action::CallTool { client, method, label } => {
-                    let _ = writeln!(out, "client = {}\nmethod = {}\nlabel = {}", q(client), q(method), q(label));
-                    if let Action::ServerRequest { reissuable: false, .. } = &step.action {
-                        let _ = writeln!(out, "reissuable = false");
-                    }
-                }
-                Action::Notify { client, count } => {
-                    let _ = writeln!(out, "client = {}\ncount = {count}", q(client));
-                }
-                Action::Answer { client, label } => {
-                    let _ = writeln!(out, "client = {}\nlabel = {}", q(client), q(label));
-                }
-                Action::Resume { client, last_event_id, expect } => {
-                    let id = match last_event_id {
-                        LastEventId::LastSeen => q("last-seen"),
-                        LastEventId::None => q("none"),
-                        LastEventId::Id(n) => n.to_string(),
-                        LastEventId::Raw(s) => format!("{{ raw = {} }}", q(s)),
-                        LastEventId::LastSeenPlus(k) => format!("{{ last_seen_plus = {k} }}"),
-                        LastEventId::Seen { client: by, nth, stream: SeenOn::Uplink } => {
-                            format!("{{ seen_by = {}, nth = {nth} }}", q(by))
-                        }
-                        LastEventId::Seen { client: by, nth, stream: SeenOn::Call } => {
-                            format!("{{ seen_by = {}, nth = {nth}, stream = \"call\" }}", q(by))
-                        }
-                    };
-                    let _ = writeln!(out, "client = {}\nlast_event_id = {id}", q(client));
-                    if let Some(e) = expect {
-                        let _ = writeln!(out, "expect = {}", q(e.word()));
-                    }
-                }
-                Action::StealToken { from, to, credential } => {
-                    let _ = writeln!(out, "from = {}\nto = {}\ncredential = {credential}", q(from), q(to));
-                }
-                Action::Wait => {}
-            }
-            out.push('\n');
-        }
-        if !self.expect.is_empty() {
-            out.push_str("[expect]\n");
-            for (server, checks) in &self.expect {
-                let list: Vec<String> = checks.iter().map(|c| q(c)).collect();
-                let _ = writeln!(out, "{server} = [{}]", list.join(", "));
+        Some(after) => {
+            let _ = writeln!(out, "after = {}", trigger_toml(&after.trigger));
+            if !after.delay.is_zero() {
+                let _ = writeln!(out, "delay = {}", d(after.delay));
             }
         }
-        out
+    }
+    let _ = writeln!(out, "do = {}", q(step.action.name()));
+    match &step.action {
+        Action::Connect { client }
+        | Action::Rebind { client }
+        | Action::Sever { client }
+        | Action::Reset { client }
+        | Action::EndSession { client }
+        | Action::CrashClient { client } => {
+            let _ = writeln!(out, "client = {}", q(client));
+        }
+        Action::ServerRequest { client, method, label, .. } | Action::CallTool { client, method, label } => {
+            let _ = writeln!(out, "client = {}\nmethod = {}\nlabel = {}", q(client), q(method), q(label));
+            if let Action::ServerRequest { reissuable: false, .. } = &step.action {
+                let _ = writeln!(out, "reissuable = false");
+            }
+        }
+        Action::Notify { client, count } => {
+            let _ = writeln!(out, "client = {}\ncount = {count}", q(client));
+        }
+        Action::Answer { client, label } => {
+            let _ = writeln!(out, "client = {}\nlabel = {}", q(client), q(label));
+        }
+        Action::Resume { client, last_event_id, expect } => {
+            let _ = writeln!(out, "client = {}\nlast_event_id = {}", q(client), last_event_id_toml(last_event_id));
+            if let Some(e) = expect {
+                let _ = writeln!(out, "expect = {}", q(e.word()));
+            }
+        }
+        Action::StealToken { from, to, credential } => {
+            let _ = writeln!(out, "from = {}\nto = {}\ncredential = {credential}", q(from), q(to));
+        }
+        Action::Wait => {}
+    }
+    out.push('\n');
+}
+
+/// A step's `after` trigger as an inline table.
+fn trigger_toml(trigger: &Trigger) -> String {
+    match trigger {
+        Trigger::Delivered { label, client: Some(c) } => {
+            format!("{{ event = \"delivered\", label = {}, client = {} }}", q(label), q(c))
+        }
+        Trigger::Delivered { label, client: None } => format!("{{ event = \"delivered\", label = {} }}", q(label)),
+        Trigger::Answered { label } => format!("{{ event = \"answered\", label = {} }}", q(label)),
+        Trigger::Accepted { client } => format!("{{ event = \"accepted\", client = {} }}", q(client)),
+        Trigger::Step { step } => format!("{{ event = \"step\", step = {} }}", q(step)),
+    }
+}
+
+/// A resume's `last_event_id` as TOML.
+fn last_event_id_toml(id: &LastEventId) -> String {
+    match id {
+        LastEventId::LastSeen => q("last-seen"),
+        LastEventId::None => q("none"),
+        LastEventId::Id(n) => n.to_string(),
+        LastEventId::Raw(s) => format!("{{ raw = {} }}", q(s)),
+        LastEventId::LastSeenPlus(k) => format!("{{ last_seen_plus = {k} }}"),
+        LastEventId::Seen { client: by, nth, stream: SeenOn::Uplink } => {
+            format!("{{ seen_by = {}, nth = {nth} }}", q(by))
+        }
+        LastEventId::Seen { client: by, nth, stream: SeenOn::Call } => {
+            format!("{{ seen_by = {}, nth = {nth}, stream = \"call\" }}", q(by))
+        }
     }
 }
 
