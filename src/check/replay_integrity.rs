@@ -83,16 +83,45 @@ pub fn judge(o: &Observed) -> Status {
 
 /// Numeric ids: a future id, or ids of the replay window the replay left out
 /// (at its start, in its middle or at its end).
-fn numeric(
+fn numeric(o: &Observed, c: &Conn, n: u64, token: &str, acc: (SimTime, u64, u64)) -> Option<Violation> {
+    let t_acc = acc.0;
+    // Ids the server may have minted without anyone seeing them: one per
+    // POST (a response) and one per re-issue on the session.
+    let unseen = o.possible_unseen_ids(token, t_acc);
+    if let Some(v) = future_id(o, c, n, token, acc, unseen) {
+        return Some(v);
+    }
+    // A gap in the numbering proves a loss only where every id is a message
+    // (legacy-sse). In streamable-http a stream may open with a priming event
+    // no one ever saw; there only events the run showed are owed (`by_order`).
+    if c.session_header {
+        return None;
+    }
+    let first = c.delivered.iter().find_map(|d| d.numeric_id().map(|id| (id, d.seq)))?;
+    let mut held = o.ids_held(&c.client, token, t_acc);
+    // Only ids the session is known to have had can be lost: those from its
+    // lowest shown id on. An `n` below that (by more than the ids that could
+    // have been minted unseen) lies outside any window the server kept.
+    let lowest = o.ids_seen(token, t_acc).into_iter().min();
+    if let Some(v) = older_than_retained(c, n, acc, unseen, first, &held, lowest) {
+        return Some(v);
+    }
+    // Ids that went out on the session's other streams, or carried no message, are not owed.
+    held.extend(o.ids_not_owed(token, &c.stream));
+    window_gap(o, c, n, token, acc, first, &held, lowest)
+}
+
+/// A resumption from an id above the session's newest when it was accepted:
+/// proven by an id minted as new later, at or below it, or by a gap wider
+/// than the ids that could have been minted unseen.
+fn future_id(
     o: &Observed,
     c: &Conn,
     n: u64,
     token: &str,
     (t_acc, acc_seq, request_seq): (SimTime, u64, u64),
+    unseen: u64,
 ) -> Option<Violation> {
-    // Ids the server may have minted without anyone seeing them: one per
-    // POST (a response) and one per re-issue on the session.
-    let unseen = o.possible_unseen_ids(token, t_acc);
     let max = o.max_id_seen(token, t_acc);
     if let Some(max) = max.filter(|m| n > *m) {
         // An id the session later minted as new, at or below `n`, proves `n`
@@ -149,18 +178,20 @@ fn numeric(
             });
         }
     }
-    // A gap in the numbering proves a loss only where every id is a message
-    // (legacy-sse). In streamable-http a stream may open with a priming event
-    // no one ever saw; there only events the run showed are owed (`by_order`).
-    if c.session_header {
-        return None;
-    }
-    let first = c.delivered.iter().find_map(|d| d.numeric_id().map(|id| (id, d.seq)))?;
-    let mut held = o.ids_held(&c.client, token, t_acc);
-    // Only ids the session is known to have had can be lost: those from its
-    // lowest shown id on. An `n` below that (by more than the ids that could
-    // have been minted unseen) lies outside any window the server kept.
-    let lowest = o.ids_seen(token, t_acc).into_iter().min();
+    None
+}
+
+/// A resumption from an id older than anything the session retained (or
+/// never minted), accepted with a replay that starts later.
+fn older_than_retained(
+    c: &Conn,
+    n: u64,
+    (t_acc, acc_seq, request_seq): (SimTime, u64, u64),
+    unseen: u64,
+    first: (u64, u64),
+    held: &[u64],
+    lowest: Option<u64>,
+) -> Option<Violation> {
     if let Some(lowest) = lowest.filter(|l| n.saturating_add(1).saturating_add(unseen) < *l && first.0 > n + 1) {
         let resent: Vec<u64> = c.delivered.iter().filter_map(|d| d.numeric_id()).filter(|i| held.contains(i)).collect();
         let resent = match (resent.first(), resent.last()) {
@@ -179,8 +210,22 @@ fn numeric(
             inherent: false,
         });
     }
-    // Ids that went out on the session's other streams, or carried no message, are not owed.
-    held.extend(o.ids_not_owed(token, &c.stream));
+    None
+}
+
+/// Ids of the replay window (minted before the client asked, after `n`,
+/// not held) that the replay left out: at its start, middle or end.
+#[allow(clippy::too_many_arguments)]
+fn window_gap(
+    o: &Observed,
+    c: &Conn,
+    n: u64,
+    token: &str,
+    (t_acc, acc_seq, request_seq): (SimTime, u64, u64),
+    first: (u64, u64),
+    held: &[u64],
+    lowest: Option<u64>,
+) -> Option<Violation> {
     // The replay window: every id after `n` the session is known to have
     // minted before the client even asked (so before the server accepted),
     // from its lowest shown id on, that the client did not hold. Each must

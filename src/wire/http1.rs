@@ -64,7 +64,10 @@ impl ResponseSniffer {
     }
 
     /// Feeds the next bytes the server wrote; yields each head, body piece and
-    /// body end they complete, in order (nothing once opaque).
+    /// body end they complete, in order (nothing once opaque). Long, for a
+    /// reason: one state machine over one buffer, each arm a few lines that
+    /// consume from the same position; split apart, the arms would have to
+    /// hand the buffer and the position back and forth.
     pub fn feed(&mut self, bytes: &[u8]) -> Vec<Sniffed> {
         let mut out = Vec::new();
         if self.is_opaque() {
