@@ -276,6 +276,84 @@ fn window_gap(
     Some(Violation { check: ID, headline, t: t_acc, evidence: vec![request_seq, acc_seq, first.1], inherent: false })
 }
 
+/// Events that reached no socket at all (logged for replay while the
+/// stream had no writer) show only in what the application reports
+/// minting: notifications, which go on the session's standalone GET
+/// stream. Where ids are numbers they are ordered, so the ones after
+/// `last`, minted before the client asked, are owed too.
+/// Adds them to `owed` and returns them.
+fn unwritten_owed(
+    o: &Observed,
+    c: &Conn,
+    last: &str,
+    token: &str,
+    t_acc: SimTime,
+    received: &std::collections::BTreeSet<&str>,
+    owed: &mut Vec<String>,
+) -> Vec<String> {
+    let mut unwritten = Vec::new();
+    if let (Ok(n), true) = (last.parse::<u64>(), c.stream.is_get()) {
+        let t_req = c.request_t.unwrap_or(t_acc);
+        for (_, _, id, _) in o.notified.iter().filter(|x| x.0 == token && x.1 < t_req && x.2 > n) {
+            let id = id.to_string();
+            if !received.contains(id.as_str()) && !owed.contains(&id) {
+                unwritten.push(id.clone());
+                owed.push(id);
+            }
+        }
+        if !unwritten.is_empty() && owed.iter().all(|i| i.parse::<u64>().is_ok()) {
+            owed.sort_by_key(|i| i.parse::<u64>().unwrap_or(u64::MAX));
+        }
+    } else if c.stream.is_get() {
+        // Ids that are no numbers are ordered by when the application
+        // reported minting them: those after `last` (after it in the reports,
+        // or reported after a socket showed it) and before the client asked.
+        let t_req = c.request_t.unwrap_or(t_acc);
+        let reported: Vec<(SimTime, &str)> = o
+            .notifications
+            .iter()
+            .filter(|x| x.token == token)
+            .flat_map(|x| x.ids.iter().map(move |i| (x.t, i.as_str())))
+            .collect();
+        let after = match reported.iter().position(|(_, i)| *i == last) {
+            Some(p) => p + 1,
+            None => o
+                .conns
+                .values()
+                .filter(|d| d.token() == Some(token))
+                .flat_map(|d| d.delivered.iter())
+                .filter(|e| e.id.as_deref() == Some(last))
+                .map(|e| e.t)
+                .min()
+                .map_or(reported.len(), |seen| reported.iter().position(|(t, _)| *t > seen).unwrap_or(reported.len())),
+        };
+        for (_, id) in reported[after..].iter().filter(|(t, _)| *t < t_req) {
+            if !received.contains(id) && !owed.iter().any(|o| o == id) {
+                unwritten.push(id.to_string());
+                owed.push(id.to_string());
+            }
+        }
+    }
+    unwritten
+}
+
+/// What the skipped events were: carried by the stream (and never received),
+/// reached no socket (the application reported minting them), or both.
+fn skipped_words(carried: &[&str], never: &[&str]) -> String {
+    match (carried.is_empty(), never.is_empty()) {
+        (_, true) => format!("the stream had carried after it and the client never received ({})", carried.join(", ")),
+        (true, false) => format!(
+            "minted after it that reached no socket (the application reported minting them): {}",
+            never.join(", ")
+        ),
+        (false, false) => format!(
+            "after it that the client never received: {} carried by the stream, {} reached no socket (the application reported minting them)",
+            carried.join(", "),
+            never.join(", ")
+        ),
+    }
+}
+
 /// A `Last-Event-ID` that no event of the session ever carried: any id where
 /// the session's ids are not numbers, a non-numeric one where they are.
 fn never_shown(
@@ -368,54 +446,7 @@ fn by_order(
         .map(|(_, i, _)| i.clone())
         .filter(|i| !received.contains(i.as_str()))
         .collect();
-    // Events that reached no socket at all (logged for replay while the
-    // stream had no writer) show only in what the application reports
-    // minting: notifications, which go on the session's standalone GET
-    // stream. Where ids are numbers they are ordered, so the ones after
-    // `last`, minted before the client asked, are owed too.
-    let mut unwritten = Vec::new();
-    if let (Ok(n), true) = (last.parse::<u64>(), c.stream.is_get()) {
-        let t_req = c.request_t.unwrap_or(t_acc);
-        for (_, _, id, _) in o.notified.iter().filter(|x| x.0 == token && x.1 < t_req && x.2 > n) {
-            let id = id.to_string();
-            if !received.contains(id.as_str()) && !owed.contains(&id) {
-                unwritten.push(id.clone());
-                owed.push(id);
-            }
-        }
-        if !unwritten.is_empty() && owed.iter().all(|i| i.parse::<u64>().is_ok()) {
-            owed.sort_by_key(|i| i.parse::<u64>().unwrap_or(u64::MAX));
-        }
-    } else if c.stream.is_get() {
-        // Ids that are no numbers are ordered by when the application
-        // reported minting them: those after `last` (after it in the reports,
-        // or reported after a socket showed it) and before the client asked.
-        let t_req = c.request_t.unwrap_or(t_acc);
-        let reported: Vec<(SimTime, &str)> = o
-            .notifications
-            .iter()
-            .filter(|x| x.token == token)
-            .flat_map(|x| x.ids.iter().map(move |i| (x.t, i.as_str())))
-            .collect();
-        let after = match reported.iter().position(|(_, i)| *i == last) {
-            Some(p) => p + 1,
-            None => o
-                .conns
-                .values()
-                .filter(|d| d.token() == Some(token))
-                .flat_map(|d| d.delivered.iter())
-                .filter(|e| e.id.as_deref() == Some(last))
-                .map(|e| e.t)
-                .min()
-                .map_or(reported.len(), |seen| reported.iter().position(|(t, _)| *t > seen).unwrap_or(reported.len())),
-        };
-        for (_, id) in reported[after..].iter().filter(|(t, _)| *t < t_req) {
-            if !received.contains(id) && !owed.iter().any(|o| o == id) {
-                unwritten.push(id.to_string());
-                owed.push(id.to_string());
-            }
-        }
-    }
+    let unwritten = unwritten_owed(o, c, last, token, t_acc, &received, &mut owed);
     let owed: Vec<&str> = owed.iter().map(String::as_str).collect();
     let replayed: Vec<(&str, u64)> =
         c.delivered.iter().filter(|d| d.rpc.is_some()).filter_map(|d| Some((d.id.as_deref()?, d.seq))).collect();
@@ -446,18 +477,7 @@ fn by_order(
             .find(|x| x.token == token && first_never.is_some_and(|f| x.ids.iter().any(|i| i == f)))
             .map(|x| x.seq),
     );
-    let what = match (carried.is_empty(), never.is_empty()) {
-        (_, true) => format!("the stream had carried after it and the client never received ({})", carried.join(", ")),
-        (true, false) => format!(
-            "minted after it that reached no socket (the application reported minting them): {}",
-            never.join(", ")
-        ),
-        (false, false) => format!(
-            "after it that the client never received: {} carried by the stream, {} reached no socket (the application reported minting them)",
-            carried.join(", "),
-            never.join(", ")
-        ),
-    };
+    let what = skipped_words(&carried, &never);
     Some(Violation {
         check: ID,
         headline: format!(
