@@ -1,0 +1,96 @@
+//! A run's record ([`Run`]: the trace and what it was a run of, with its
+//! repro line) and the stable hash a hunt compares traces by.
+
+use super::Trace;
+use crate::seed::Seed;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The record of one run: its trace and what it was a run of.
+#[derive(Clone, Debug)]
+pub struct Run {
+    /// The scenario's name.
+    pub scenario: String,
+    /// The server under test, by name.
+    pub server: String,
+    /// Whether the server was chosen by its `--server` name (its repro is a
+    /// command line), not handed in as a plug.
+    pub by_name: bool,
+    /// The seed it ran with.
+    pub seed: Seed,
+    /// The scenario file it was loaded from (none for a plan built in code).
+    pub source: Option<PathBuf>,
+    /// The scenario's duration in simulated time.
+    pub duration: Duration,
+    /// Everything the run recorded.
+    pub trace: Trace,
+    /// Set when the run had to stop early (a host panicked); the trace holds
+    /// everything up to that point.
+    pub aborted: Option<String>,
+    /// Set for a live run (`mcpsim run --live`): real sockets and the wall
+    /// clock, so not reproducible byte for byte.
+    pub live: Option<LiveInfo>,
+}
+
+/// How a live run was made, and what its checks could not know.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LiveInfo {
+    /// The server command it started.
+    pub command: String,
+    /// Real seconds per scenario second.
+    pub time_scale: f64,
+    /// What the server process did not tell (requests it never reported,
+    /// say), so verdicts that need it are not guessed.
+    pub notes: Vec<String>,
+}
+
+impl Run {
+    /// The command that replays this run (a plug-in server is not a
+    /// `--server` name: the line says to run it through `run_with`).
+    pub fn repro(&self) -> String {
+        let file = self.source.as_ref().map_or_else(|| format!("<{}>", self.scenario), |p| p.display().to_string());
+        if let Some(live) = &self.live {
+            let scale =
+                if live.time_scale == 1.0 { String::new() } else { format!(" --time-scale {}", live.time_scale) };
+            return format!("mcpsim run --live {} {file}{scale}", shell_quote(&live.command));
+        }
+        if self.by_name {
+            format!("mcpsim run {file} --server {} --seed {}", self.server, self.seed)
+        } else {
+            format!("mcpsim::run_with(&Plan::load({file:?}), <your {} plug>, Seed({}))", self.server, self.seed)
+        }
+    }
+}
+
+/// `s` quoted for a POSIX shell, unless it needs no quoting.
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+".contains(c)) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// FNV-1a, 64 bits, as a writer: a stable hash (std's hashers may change
+/// between releases).
+pub struct Fnv1a(pub u64);
+
+impl Default for Fnv1a {
+    fn default() -> Self {
+        Fnv1a(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl std::io::Write for Fnv1a {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        for b in bytes {
+            self.0 ^= u64::from(*b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
