@@ -291,3 +291,109 @@ label = "r2"
 "#;
     assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
 }
+
+/// `plan_run` found (CI's fuzz smoke, 43 executions): alice, restarted after
+/// a crash, takes mallory's token and credential while her own new session
+/// is being opened. Her client then answers r2, issued on her own session,
+/// with mallory's credential, and guarded rightly refuses it (403): the
+/// request times out. No server could do better, so liveness must not blame
+/// it (the violation is inherent, not a finding).
+#[test]
+fn a_client_answering_with_a_stolen_credential_is_not_the_servers_liveness_fault() {
+    let toml = r#"
+[scenario]
+name = "fuzz"
+dialect = "legacy-sse"
+duration = "40s"
+[server]
+first_event_id = 1000
+retention = 4
+request_timeout = "20s"
+heartbeat = "5s"
+[[client]]
+name = "alice"
+[[step]]
+at = "0s"
+do = "connect"
+client = "alice"
+[[client]]
+name = "bob"
+[[step]]
+at = "0s"
+do = "connect"
+client = "bob"
+[[client]]
+name = "mallory"
+[[step]]
+at = "0s"
+do = "connect"
+client = "mallory"
+[[step]]
+at = "3280ms"
+do = "crash-client"
+client = "alice"
+[[step]]
+at = "4020ms"
+do = "steal-token"
+from = "bob"
+to = "mallory"
+credential = false
+[[step]]
+at = "5300ms"
+do = "server-request"
+client = "alice"
+method = "sampling/createMessage"
+label = "r1"
+[[step]]
+at = "9160ms"
+do = "resume"
+client = "bob"
+last_event_id = "last-seen"
+[[step]]
+at = "9980ms"
+do = "rebind"
+client = "alice"
+[[step]]
+at = "13000ms"
+do = "sever"
+client = "alice"
+[[step]]
+at = "15820ms"
+do = "connect"
+client = "alice"
+[[step]]
+at = "15900ms"
+do = "steal-token"
+from = "mallory"
+to = "alice"
+credential = true
+[[step]]
+at = "15900ms"
+do = "notify"
+client = "alice"
+count = 1
+[[step]]
+at = "17860ms"
+do = "server-request"
+client = "alice"
+method = "sampling/createMessage"
+label = "r2"
+[[step]]
+at = "22160ms"
+do = "notify"
+client = "mallory"
+count = 3
+[[step]]
+at = "26760ms"
+do = "connect"
+client = "mallory"
+"#;
+    assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
+    // Still reported, as inherent, with the reason in its words.
+    let plan = Plan::from_toml_str(toml, "fuzz-found.toml").unwrap();
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
+    let verdicts = mcpsim::check::judge(&run.trace);
+    let liveness = verdicts.iter().find(|v| v.check == "liveness").unwrap();
+    let x = &liveness.violations()[0];
+    assert!(x.inherent && x.headline.contains("the owner took another principal's credential"), "{}", x.headline);
+}

@@ -61,8 +61,16 @@ fn unresolved_requests(o: &Observed) -> Vec<Violation> {
         if !reachable {
             continue;
         }
-        let inherent = o.credential_stolen(&r.owner, deadline);
-        let note = if inherent { " (a thief with the owner's credential competes for the session)" } else { "" };
+        let stolen = o.credential_stolen(&r.owner, deadline);
+        let foreign = o.holds_foreign_credential(&r.owner, deadline);
+        let inherent = stolen || foreign;
+        let note = if stolen {
+            " (a thief with the owner's credential competes for the session)"
+        } else if foreign {
+            " (the owner took another principal's credential: its answers speak as that principal)"
+        } else {
+            ""
+        };
         match r.resolution() {
             Some((t, seq, Outcome::TimedOut, _, _)) => out.push(Violation {
                 check: ID,

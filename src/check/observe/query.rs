@@ -71,6 +71,15 @@ impl Observed<'_> {
         self.thefts.iter().any(|(t, from, _, cred)| *cred && from == owner && *t <= until)
     }
 
+    /// Whether `client` took another principal's credential before `until`:
+    /// from then on it speaks as that principal, so a correct server refuses
+    /// its answers on its own sessions (found by fuzzing).
+    pub fn holds_foreign_credential(&self, client: &str, until: SimTime) -> bool {
+        self.thefts.iter().any(|(t, from, to, cred)| {
+            *cred && to == client && *t <= until && self.principals.get(from) != self.principals.get(client)
+        })
+    }
+
     /// When `client` had a usable uplink for session `token`: from its
     /// acceptance until it ended, its NAT mapping was dropped or reset, the
     /// client crashed, or the client opened another uplink.
