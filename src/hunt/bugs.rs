@@ -12,7 +12,7 @@ use super::{generate_in, shrink, HuntOptions, SeedOutcome};
 use crate::check;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// One distinct bug: a signature, how often it was hit, and its reproducer.
@@ -66,12 +66,12 @@ const SIGNATURE_LINE: &str = "signature: ";
 pub(crate) struct Table<'a> {
     opts: &'a HuntOptions,
     /// Bucket -> index into `bugs`.
-    buckets: HashMap<String, usize>,
+    buckets: BTreeMap<String, usize>,
     /// Signature -> index into `bugs`.
-    signatures: HashMap<String, usize>,
+    signatures: BTreeMap<String, usize>,
     pub(crate) bugs: Vec<Bug>,
     /// Regressions already in the output directory for this server: signature -> (file, steps).
-    existing: HashMap<String, (PathBuf, usize)>,
+    existing: BTreeMap<String, (PathBuf, usize)>,
     /// Seeds with at least one finding.
     pub(crate) failing: u64,
 }
@@ -80,9 +80,16 @@ impl<'a> Table<'a> {
     pub(crate) fn new(opts: &'a HuntOptions) -> Result<Self> {
         let existing = match &opts.out {
             Some(dir) => existing_regressions(dir, &opts.server)?,
-            None => HashMap::new(),
+            None => BTreeMap::new(),
         };
-        Ok(Table { opts, buckets: HashMap::new(), signatures: HashMap::new(), bugs: Vec::new(), existing, failing: 0 })
+        Ok(Table {
+            opts,
+            buckets: BTreeMap::new(),
+            signatures: BTreeMap::new(),
+            bugs: Vec::new(),
+            existing,
+            failing: 0,
+        })
     }
 
     fn shrinks(&self) -> bool {
@@ -221,12 +228,14 @@ pub(crate) fn failures(plan: &crate::scenario::Plan, firsts: &[(String, String)]
 }
 
 /// The regressions in `dir` that a hunt of `server` wrote: signature -> (file, steps).
-fn existing_regressions(dir: &Path, server: &str) -> Result<HashMap<String, (PathBuf, usize)>> {
-    let mut found = HashMap::new();
+fn existing_regressions(dir: &Path, server: &str) -> Result<BTreeMap<String, (PathBuf, usize)>> {
+    let mut found = BTreeMap::new();
     let Ok(entries) = std::fs::read_dir(dir) else { return Ok(found) };
     let found_with = format!("# Found with server {server} at seed ");
-    for e in entries.flatten() {
-        let path = e.path();
+    // Sorted: which of two equal files wins must not depend on directory order.
+    let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    paths.sort();
+    for path in paths {
         if path.extension().is_none_or(|x| x != "toml") {
             continue;
         }
