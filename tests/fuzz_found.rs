@@ -397,3 +397,106 @@ client = "mallory"
     let x = &liveness.violations()[0];
     assert!(x.inherent && x.headline.contains("the owner took another principal's credential"), "{}", x.headline);
 }
+
+/// `plan_run` found (its plan as it found it): alice takes bob's token and
+/// credential at 3.02 s; guarded refuses her resumption and she opens a new
+/// session, presenting bob's credential, so that session is bound to
+/// principal bob. Bob later takes its token (no credential needed) and is
+/// refused: he speaks as the session's principal, so killing the session is
+/// the seed's rule. `rejection-protocol` took him for a foreign thief and
+/// blamed guarded for killing alice's session.
+#[test]
+fn a_refused_client_speaking_as_the_sessions_principal_is_no_thief() {
+    let toml = r#"
+[scenario]
+name = "fuzz"
+dialect = "streamable-http"
+duration = "40s"
+[server]
+first_event_id = 1000
+retention = 4
+request_timeout = "20s"
+heartbeat = "5s"
+[[client]]
+name = "alice"
+[[step]]
+at = "0s"
+do = "connect"
+client = "alice"
+[[client]]
+name = "bob"
+[[step]]
+at = "0s"
+do = "connect"
+client = "bob"
+[[step]]
+at = "3020ms"
+do = "steal-token"
+from = "bob"
+to = "alice"
+credential = true
+[[step]]
+at = "3360ms"
+do = "resume"
+client = "alice"
+last_event_id = 1006
+[[step]]
+at = "3360ms"
+do = "server-request"
+client = "alice"
+method = "sampling/createMessage"
+label = "r1"
+[[step]]
+at = "3360ms"
+do = "notify"
+client = "alice"
+count = 1
+[[step]]
+at = "4280ms"
+do = "notify"
+client = "alice"
+count = 1
+[[step]]
+at = "8160ms"
+do = "sever"
+client = "bob"
+[[step]]
+at = "8440ms"
+do = "steal-token"
+from = "alice"
+to = "bob"
+credential = false
+[[step]]
+at = "8460ms"
+do = "resume"
+client = "bob"
+last_event_id = 1013
+[[step]]
+at = "10800ms"
+do = "notify"
+client = "alice"
+count = 2
+[[step]]
+at = "10800ms"
+do = "reset"
+client = "alice"
+[[step]]
+at = "10800ms"
+do = "notify"
+client = "bob"
+count = 3
+[[step]]
+at = "13200ms"
+do = "reset"
+client = "bob"
+"#;
+    assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
+    assert_eq!(violated(toml, "unbound"), Vec::<String>::new());
+    // The same plan with alice keeping her own credential: her new session is
+    // hers, bob is a foreign thief, and a server that lets his refusal kill
+    // her session is still caught (unbound), while guarded is not blamed.
+    let own = toml.replace("to = \"alice\"\ncredential = true", "to = \"alice\"\ncredential = false");
+    assert_ne!(own, toml);
+    assert_eq!(violated(&own, "guarded"), Vec::<String>::new());
+    assert_eq!(violated(&own, "unbound"), vec!["rejection-protocol".to_string()]);
+}

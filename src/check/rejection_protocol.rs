@@ -129,6 +129,12 @@ fn owner_session_killed(
     if o.thefts.iter().any(|(t, from, to, cred)| *cred && from == owner && *to == thief.client && *t <= t_rej) {
         return None;
     }
+    // So is a "thief" that speaks as the principal the session is bound to:
+    // the owner opened it with the thief's credential (found by fuzzing).
+    let bound_to = o.session_principal(token);
+    if bound_to.as_deref() == Some(o.speaks_as(&thief.client, t_rej).as_str()) {
+        return None;
+    }
     let next = o
         .conns
         .values()
@@ -145,6 +151,7 @@ fn owner_session_killed(
         client == owner
             || o.principal(client) == o.principal(owner)
             || o.thefts.iter().any(|(t, from, to, cred)| *cred && from == owner && to == client && *t <= at)
+            || bound_to.as_deref() == Some(o.speaks_as(client, at).as_str())
     };
     // (A refusal the owner never saw counts too: a resumption of its that
     // went out before the 404 and was not seen accepted.)

@@ -80,6 +80,39 @@ impl Observed<'_> {
         })
     }
 
+    /// The principal `client` speaks as at `at`: that of the credential it
+    /// took last (a thief takes whatever its victim presented then), or its
+    /// own when it took none or crashed since (a restarted client presents
+    /// its own credential again). Found by fuzzing: a client that took
+    /// another's credential opens its next sessions as that principal.
+    pub fn speaks_as(&self, client: &str, at: SimTime) -> String {
+        // client -> (since, principal), replayed in trace order.
+        let mut took: BTreeMap<&str, (SimTime, String)> = BTreeMap::new();
+        let current = |took: &BTreeMap<&str, (SimTime, String)>, who: &str, t: SimTime| match took.get(who) {
+            Some((since, p)) if !self.crashed_between(who, *since, t) => p.clone(),
+            _ => self.principal(who).to_string(),
+        };
+        for (t, from, to, _) in self.thefts.iter().filter(|th| th.3 && th.0 <= at) {
+            let p = current(&took, from, *t);
+            took.insert(to, (*t, p));
+        }
+        current(&took, client, at)
+    }
+
+    /// The principal session `token` is bound to: the one its owner spoke
+    /// as when it opened the session (its own name when the trace does not
+    /// say who opened it).
+    pub fn session_principal(&self, token: &str) -> Option<String> {
+        let owner = self.token_owner.get(token)?;
+        let opened = self
+            .conns
+            .values()
+            .filter(|c| c.client == *owner && c.learned_token.as_deref() == Some(token))
+            .map(|c| c.opened)
+            .min()?;
+        Some(self.speaks_as(owner, opened))
+    }
+
     /// When `client` had a usable uplink for session `token`: from its
     /// acceptance until it ended, its NAT mapping was dropped or reset, the
     /// client crashed, or the client opened another uplink.
