@@ -43,19 +43,38 @@
 //! ([`server::ServerPlug`]) and `server::rmcp`, the official Rust SDK as a
 //! server under test.
 //!
+//! # Public surface
+//!
+//! What a user needs is public; the machinery is private:
+//! - load a plan: [`scenario::Plan`] (`load`, `from_toml_str`; errors are
+//!   [`Error`]s located in the file);
+//! - run it: [`run`] (a built-in server by name) or [`run_with`] (your
+//!   [`server::ServerPlug`]), or live against a process: [`live`];
+//! - judge it: [`check::judge`] on the run's [`trace::Trace`];
+//! - report it: [`report`] (text, JSON, JUnit, the HTML timeline);
+//! - hunt: [`hunt`] (generated plans, shrinking, distinct bugs);
+//! - plug in: [`server`] (the engine's [`server::ResumptionPolicy`], or a
+//!   whole HTTP service over [`net`]'s byte streams).
+//!
+//! [`wire`] (the SSE decoder, the HTTP/1 sniffer, JSON-RPC) is public for
+//! the fuzz targets and for adapters that read what a server sent. The
+//! simulated world, the MCP client, the scenario clock and the command
+//! queues are private; [`server::Inbox`] is the one queue a plug sees.
+//!
 //! # Determinism contract
 //! Same scenario + same seed + same build ⇒ byte-identical trace. No wall
 //! clock, no OS randomness, no hash-ordered iteration on any path to the
 //! trace; every random stream derives from [`seed::Seed`].
 
 #![deny(missing_docs)]
+#![deny(unnameable_types)]
 
 pub mod check;
-pub mod client;
-pub mod clock;
+mod client;
+mod clock;
 pub mod error;
 pub mod hunt;
-pub mod inbox;
+mod inbox;
 pub mod live;
 pub mod net;
 pub mod report;
@@ -63,14 +82,14 @@ pub mod scenario;
 pub mod seed;
 pub mod server;
 pub mod trace;
-pub mod vocab;
+mod vocab;
 pub mod watchdog;
 pub mod wire;
-pub mod world;
+mod world;
 
 pub use error::{Error, ErrorKind, Result};
 pub use trace::Run;
-pub use world::run_with;
+pub use world::{run_with, NEEDS_TOKIO_UNSTABLE};
 
 /// Runs a plan against the built-in server `server` (`naive`, `guarded`,
 /// `rmcp`, ...; `mcpsim list servers`), with the plan's seed unless `seed`

@@ -87,6 +87,6 @@ fn the_test_build_has_tokio_unstable_and_the_refusal_names_the_fix() {
     // may differ between runs (see `world::NEEDS_TOKIO_UNSTABLE`). That
     // refusal itself needs a build without the flag, so it is not run here:
     // this pins the configuration and the words of the fix.
-    assert!(cfg!(tokio_unstable), "{}", mcpsim::world::NEEDS_TOKIO_UNSTABLE);
-    assert!(mcpsim::world::NEEDS_TOKIO_UNSTABLE.contains("RUSTFLAGS=\"--cfg tokio_unstable\""));
+    assert!(cfg!(tokio_unstable), "{}", mcpsim::NEEDS_TOKIO_UNSTABLE);
+    assert!(mcpsim::NEEDS_TOKIO_UNSTABLE.contains("RUSTFLAGS=\"--cfg tokio_unstable\""));
 }

@@ -365,8 +365,7 @@ fn stopping_rules_end_the_hunt_at_the_seed_that_found_the_last_bug() {
 fn reached_by(file: &str, server: &str) -> Vec<&'static str> {
     let plan = Plan::load(file.as_ref()).unwrap();
     let run = mcpsim::run(&plan, server, None).unwrap();
-    let observed = mcpsim::check::observe::Observed::new(&run.trace);
-    hunt::reach::reached(&observed, plan.server.retention)
+    hunt::reach::reached(&run.trace, plan.server.retention)
 }
 
 #[test]

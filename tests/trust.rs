@@ -103,16 +103,24 @@ fn session_binding_names_the_request_of_the_resuming_clients_session() {
     let plan = mcpsim::hunt::generate::generate_in(303, Dialect::StreamableHttp);
     let run = mcpsim::run(&plan, "rmcp", None).unwrap();
     let v = check::judge(&run.trace);
-    let obs = check::observe::Observed::new(&run.trace);
+    // Each request's owner: the client whose session the application issued it on.
+    let owners: std::collections::BTreeMap<&str, &str> = run
+        .trace
+        .events
+        .iter()
+        .filter_map(|e| match &e.what {
+            mcpsim::trace::What::RequestIssued { client, label, .. } => Some((label.as_str(), client.as_str())),
+            _ => None,
+        })
+        .collect();
     for x in verdict(&v, "session-binding").violations() {
         let client = x.headline.split(['\'', ' ']).find(|w| plan.client(w).is_some());
-        for (label, r) in &obs.requests {
+        for (label, owner) in &owners {
             if x.headline.starts_with(&format!("{label} (")) {
                 assert!(
-                    x.headline.contains(&format!("written to {}'s", r.owner)),
-                    "{} names {label}, a request of {} ({client:?})",
+                    x.headline.contains(&format!("written to {owner}'s")),
+                    "{} names {label}, a request of {owner} ({client:?})",
                     x.headline,
-                    r.owner
                 );
             }
         }

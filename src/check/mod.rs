@@ -17,7 +17,7 @@ mod confidentiality;
 mod correlation_consistency;
 mod inflight_disposition;
 mod liveness;
-pub mod observe;
+pub(crate) mod observe;
 mod protocol;
 mod rejection_protocol;
 mod replay_integrity;
@@ -106,7 +106,7 @@ pub struct Check {
     /// The longer explanation `mcpsim explain` prints.
     pub explain: Explain,
     /// Judges a run from its observable record.
-    pub judge: fn(&Observed) -> Status,
+    pub(crate) judge: fn(&Observed) -> Status,
 }
 
 /// Every check, in the order of DESIGN.md §1, then `protocol` (for servers under test).
@@ -163,7 +163,7 @@ pub fn judge(trace: &Trace) -> Vec<Verdict> {
 }
 
 /// Runs every check on a trace already indexed (for callers that read the index too).
-pub fn judge_observed(obs: &Observed) -> Vec<Verdict> {
+pub(crate) fn judge_observed(obs: &Observed) -> Vec<Verdict> {
     CHECKS.iter().map(|c| Verdict { check: c.id, status: (c.judge)(obs) }).collect()
 }
 

@@ -12,6 +12,7 @@
 //! socket carried has a newer edge than the one measured here.
 
 use crate::check::observe::Observed;
+use crate::trace::Trace;
 use crate::trace::{Outcome, Purpose};
 
 /// The situations a hunt measures, in the order the summary prints them.
@@ -40,9 +41,16 @@ pub const OWNER_DELETE: &str = "DELETE by the session's owner";
 /// A client other than the owner sent a DELETE presenting the session's token.
 pub const FOREIGN_DELETE: &str = "DELETE by a non-owner";
 
-/// The situations the run reached, in [`SITUATIONS`] order. `retention` is
-/// the server's replay window (the plan's `[server] retention`).
-pub fn reached(o: &Observed, retention: usize) -> Vec<&'static str> {
+/// The situations a run reached, read from its trace, in [`SITUATIONS`]
+/// order. `retention` is the server's replay window (the plan's
+/// `[server] retention`).
+pub fn reached(trace: &Trace, retention: usize) -> Vec<&'static str> {
+    reached_observed(&Observed::new(trace), retention)
+}
+
+/// [`reached`] on a trace already indexed (a hunt indexes it once for the
+/// checks and for this).
+pub(crate) fn reached_observed(o: &Observed, retention: usize) -> Vec<&'static str> {
     let found = [
         window_edge(o, retention),
         pending_resumes(o),

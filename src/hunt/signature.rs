@@ -86,7 +86,8 @@ const ROOT_ORDER: [&str; 9] = [
     "liveness",
 ];
 
-/// The check that names a reproducer's bug: the first of [`ROOT_ORDER`] it violates.
+/// The check that names a reproducer's bug: the first it violates of confidentiality,
+/// the four conditions, then what follows from them (`ROOT_ORDER`).
 pub fn root_check(violated: &[String]) -> &str {
     ROOT_ORDER.iter().find(|c| violated.iter().any(|v| v == *c)).copied().unwrap_or("none")
 }

@@ -7,7 +7,7 @@
 //! simulation's NAT code over real sockets, every fault included; a `reset`
 //! is a real RST), the simulation's client code dials it, and the step loop
 //! of the simulation hands out the steps on the wall clock, scaled by the
-//! time scale ([`crate::clock`]). The trace holds the same kinds of events as
+//! time scale (the crate's scenario clock). The trace holds the same kinds of events as
 //! a simulated one, in scenario time, so every check and report works
 //! unchanged; the server's application side (requests issued, outcomes,
 //! notifications) comes over the control connection.

@@ -6,6 +6,7 @@ pub mod plug;
 pub mod policy;
 pub mod rmcp;
 
+pub use crate::inbox::Inbox;
 pub use engine::Engine;
 pub use plug::{AppCommand, AppHook, AppReporter, ServerPlug};
 pub use policy::{Decision, ResumptionPolicy};

@@ -12,7 +12,7 @@
 //!   only `create_session`;
 //! - SSE keep-alive on the simulated clock: rmcp's own keep-alive re-arms with
 //!   the wall clock, which under virtual time floods a stream with pings and
-//!   breaks determinism, so it is off and [`KeepAlive`] pings after
+//!   breaks determinism, so it is off and `KeepAlive` pings after
 //!   `[server] heartbeat` of silence instead;
 //! - the Host allow-list opened to the simulated host name `server`, and to
 //!   `127.0.0.1` for live runs (`mcpsim serve --server rmcp`).

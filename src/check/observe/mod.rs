@@ -11,6 +11,8 @@ use std::collections::BTreeMap;
 
 mod build;
 mod query;
+#[cfg(test)]
+mod tests;
 
 /// One SSE event delivered to a client.
 #[derive(Clone, Debug)]

@@ -176,11 +176,6 @@ impl Observed<'_> {
         out
     }
 
-    /// The client connection a NAT mapping carried (its downstream port).
-    pub fn conn_of(&self, m: &Mapping) -> Option<&Conn> {
-        self.conns.values().find(|c| c.client == m.client && c.port == m.down_port)
-    }
-
     /// The mapping that carried a client connection.
     pub fn mapping_of(&self, c: &Conn) -> Option<&Mapping> {
         self.mappings.values().find(|m| m.client == c.client && m.down_port == c.port)
@@ -296,15 +291,6 @@ impl Observed<'_> {
             .collect();
         out.sort_by_key(|(_, d)| d.seq);
         out
-    }
-
-    /// Event ids (as sent) a client already held for a session before `before`.
-    pub fn ids_held_str(&self, client: &str, token: &str, before: SimTime) -> Vec<&str> {
-        self.conns
-            .values()
-            .filter(|c| c.client == client && c.token() == Some(token))
-            .flat_map(|c| c.delivered.iter().filter(|d| d.t < before).filter_map(|d| d.id.as_deref()))
-            .collect()
     }
 
     /// Event ids a client already held for a session before `before`.

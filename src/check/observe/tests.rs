@@ -1,10 +1,9 @@
-//! The index the checks read (`check::observe`), unit-tested on hand-built
-//! traces: no world runs here, so each test shows exactly which events lead
-//! to which fact.
+//! The index the checks read, unit-tested on hand-built traces: no world
+//! runs here, so each test shows exactly which events lead to which fact.
 
-use mcpsim::check::observe::{Observed, StreamKey};
-use mcpsim::trace::{Event, Purpose, Refused, SimTime, Trace, What};
-use mcpsim::wire::jsonrpc::{RpcId, RpcKind, RpcSummary};
+use super::{Observed, StreamKey};
+use crate::trace::{Event, Purpose, Refused, SimTime, Trace, What};
+use crate::wire::jsonrpc::{RpcId, RpcKind, RpcSummary};
 
 /// A trace from `(milliseconds, event)` pairs, in order.
 fn trace(events: Vec<(u64, What)>) -> Trace {
