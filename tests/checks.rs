@@ -1,6 +1,7 @@
 //! The verdict matrix: every bundled scenario (both dialects) against every
-//! built-in server that speaks its dialect, judged by every check. Snapshots
-//! live in the top-level `snapshots/`.
+//! built-in server that speaks its dialect, judged by every check. The matrix
+//! is `snapshots/matrix/matrix.snap`, each run's report
+//! `snapshots/report/<dialect>/<scenario>__<server>.snap`.
 
 use mcpsim::check::{self, Status, Verdict};
 use mcpsim::scenario::{Dialect, Plan};
@@ -22,6 +23,7 @@ fn applies(plan: &Plan, server: &str) -> bool {
 struct Cell {
     verdicts: Vec<Verdict>,
     report: String,
+    dialect: Dialect,
 }
 
 fn matrix() -> BTreeMap<(String, String), Cell> {
@@ -32,7 +34,7 @@ fn matrix() -> BTreeMap<(String, String), Cell> {
             let verdicts = check::judge(&run.trace);
             let e = check::expectation(&plan, server, &verdicts);
             let report = mcpsim::report::text(&run, &verdicts, e.as_ref());
-            m.insert((plan.name.clone(), server.to_string()), Cell { verdicts, report });
+            m.insert((plan.name.clone(), server.to_string()), Cell { verdicts, report, dialect: plan.dialect });
         }
     }
     m
@@ -40,16 +42,6 @@ fn matrix() -> BTreeMap<(String, String), Cell> {
 
 fn violated(cell: &Cell) -> Vec<check::CheckId> {
     check::violated(&cell.verdicts)
-}
-
-fn snapshot(name: &str, text: &str) {
-    insta::with_settings!({
-        snapshot_path => concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots"),
-        prepend_module_to_snapshot => false,
-        omit_expression => true,
-    }, {
-        insta::assert_snapshot!(name, text);
-    });
 }
 
 #[test]
@@ -85,9 +77,10 @@ fn verdict_matrix_and_reports_match_their_snapshots() {
          C confidentiality, L liveness, RP rejection-protocol, SO stream-order;\n\
          - the server does not speak the scenario's dialect\n",
     );
-    snapshot("matrix", &table);
+    common::snapshot("matrix", "matrix", &table, None);
     for ((scenario, server), cell) in &m {
-        snapshot(&format!("report__{scenario}__{server}"), &cell.report);
+        let area = format!("report/{}", cell.dialect.name());
+        common::snapshot(&area, &format!("{scenario}__{server}"), &cell.report, None);
     }
 }
 

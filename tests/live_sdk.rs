@@ -155,11 +155,5 @@ fn both_sdks_meet_every_streamable_http_expectation_five_times() {
         }
     }
     assert!(problems.is_empty(), "{} problem(s):\n{}", problems.len(), problems.join("\n"));
-    insta::with_settings!({
-        snapshot_path => concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots"),
-        prepend_module_to_snapshot => false,
-        omit_expression => true,
-    }, {
-        insta::assert_snapshot!("live_sdk_matrix", matrix);
-    });
+    common::snapshot("matrix", "live_sdk_matrix", &matrix, None);
 }

@@ -1,6 +1,8 @@
 //! Malformed scenario files: each error names the file, line and column, shows
 //! the line with a caret, and suggests the likely fix. Exact messages are
-//! snapshotted in `snapshots/malformed__*.snap`.
+//! snapshotted in `snapshots/malformed/`.
+
+mod common;
 
 use mcpsim::scenario::Plan;
 
@@ -101,13 +103,6 @@ fn malformed_scenarios_get_exact_located_errors() {
         assert_eq!(err.exit_code(), 3, "{name}");
         let msg = err.to_string();
         assert!(msg.starts_with(&format!("{name}.toml:")), "{name}: {msg}");
-        insta::with_settings!({
-            snapshot_path => concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots"),
-            prepend_module_to_snapshot => false,
-            omit_expression => true,
-            description => text.clone(),
-        }, {
-            insta::assert_snapshot!(format!("malformed__{name}"), msg);
-        });
+        common::snapshot("malformed", name, &msg, Some(&text));
     }
 }

@@ -8,6 +8,8 @@
 //! (rmcp 14, 136, 146, 230: correlation-consistency across sessions; 303:
 //! the wrong request named).
 
+mod common;
+
 use mcpsim::check;
 use mcpsim::scenario::Dialect;
 
@@ -31,24 +33,14 @@ fn listing(server: &str, dialect: Dialect, seeds: &[u64]) -> String {
     out
 }
 
-fn snapshot(name: &str, text: &str) {
-    insta::with_settings!({
-        snapshot_path => concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots"),
-        prepend_module_to_snapshot => false,
-        omit_expression => true,
-    }, {
-        insta::assert_snapshot!(name, text);
-    });
-}
-
 #[test]
 fn rmcp_hunt_seeds_read_by_a_person() {
     let seeds = [2, 3, 14, 44, 45, 136, 141, 146, 230, 302, 303, 369, 381, 465];
-    snapshot("precision__rmcp", &listing("rmcp", Dialect::StreamableHttp, &seeds));
+    common::snapshot("precision", "rmcp", &listing("rmcp", Dialect::StreamableHttp, &seeds), None);
 }
 
 #[test]
 fn naive_hunt_seeds_read_by_a_person() {
     let seeds = [9, 11, 25, 30, 171];
-    snapshot("precision__naive", &listing("naive", Dialect::LegacySse, &seeds));
+    common::snapshot("precision", "naive", &listing("naive", Dialect::LegacySse, &seeds), None);
 }

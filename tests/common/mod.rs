@@ -59,3 +59,17 @@ pub fn toml_files_under(dir: &str) -> Vec<PathBuf> {
     out.sort();
     out
 }
+
+/// Asserts `text` against the snapshot `snapshots/<area>/<name>.snap` (areas:
+/// `report/<dialect>`, `matrix`, `precision`, `malformed`), with
+/// `description` written above it when given.
+pub fn snapshot(area: &str, name: &str, text: &str, description: Option<&str>) {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path(Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots").join(area));
+    settings.set_prepend_module_to_snapshot(false);
+    settings.set_omit_expression(true);
+    if let Some(d) = description {
+        settings.set_description(d);
+    }
+    settings.bind(|| insta::assert_snapshot!(name, text));
+}
