@@ -499,4 +499,22 @@ client = "bob"
     assert_ne!(own, toml);
     assert_eq!(violated(&own, "guarded"), Vec::<String>::new());
     assert_eq!(violated(&own, "unbound"), vec!["rejection-protocol".to_string()]);
+    // And bob resuming from an id the session has: guarded serves him (the
+    // session is bound to his principal). confidentiality still reports the
+    // leak, as inherent, with the reason in its words.
+    let served = toml.replace("last_event_id = 1013", "last_event_id = 1000");
+    assert_ne!(served, toml);
+    assert_eq!(violated(&served, "guarded"), Vec::<String>::new());
+    let plan = Plan::from_toml_str(&served, "fuzz-found.toml").unwrap();
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
+    let verdicts = mcpsim::check::judge(&run.trace);
+    let leaks = verdicts.iter().find(|v| v.check == "confidentiality").unwrap().violations();
+    assert!(!leaks.is_empty());
+    for x in leaks {
+        assert!(
+            x.inherent && x.headline.contains("alice opened the session with principal bob's credential"),
+            "{}",
+            x.headline
+        );
+    }
 }

@@ -53,9 +53,8 @@ pub fn judge(o: &Observed) -> Status {
         let including =
             if requests.is_empty() { String::new() } else { format!(", including {}", requests.join(", ")) };
         // Did the thief also hold the owner's credential? Then no server could tell.
-        let inherent =
-            o.thefts.iter().any(|(t, from, to, cred)| *cred && from == owner && to == &c.client && *t <= c.opened);
-        let note = if inherent { " (it held the owner's credential: no server can tell them apart)" } else { "" };
+        let inherent = !o.foreign_to_session(&c.client, token, owner, c.opened);
+        let note = if inherent { o.why_indistinguishable(&c.client, owner, c.opened) } else { String::new() };
         out.push(Violation {
             check: ID,
             headline: format!(
@@ -90,8 +89,8 @@ fn foreign_acts(o: &Observed, out: &mut Vec<Violation>) -> bool {
         }
         judged = true;
         let Some((status, _, t, seq)) = c.response.filter(|r| (200..300).contains(&r.0)) else { continue };
-        let inherent = !o.foreign(&c.client, owner, c.opened);
-        let note = if inherent { " (it held the owner's credential: no server can tell them apart)" } else { "" };
+        let inherent = !o.foreign_to_session(&c.client, token, owner, c.opened);
+        let note = if inherent { o.why_indistinguishable(&c.client, owner, c.opened) } else { String::new() };
         out.push(Violation {
             check: ID,
             headline: format!(
@@ -126,7 +125,8 @@ fn foreign_acts(o: &Observed, out: &mut Vec<Violation>) -> bool {
             }
             judged = true;
             // Applied although only other principals had answered.
-            if foreign.len() < sent.len() || foreign.iter().any(|a| !o.foreign(&a.client, owner, a.t)) {
+            if foreign.len() < sent.len() || foreign.iter().any(|a| !o.foreign_to_session(&a.client, token, owner, a.t))
+            {
                 continue;
             }
             let who: Vec<String> =

@@ -23,6 +23,10 @@ mod rejection_protocol;
 mod replay_integrity;
 mod session_binding;
 mod stream_order;
+#[cfg(test)]
+mod testkit;
+#[cfg(test)]
+mod tests;
 
 use crate::trace::{SimTime, Trace};
 pub use crate::vocab::CheckId;

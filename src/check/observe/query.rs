@@ -231,6 +231,28 @@ impl Observed<'_> {
             && !self.thefts.iter().any(|(t, from, to, cred)| *cred && from == owner && to == client && *t <= at)
     }
 
+    /// Whether a server could tell `client` from session `token`'s rightful
+    /// holder at `at`: [`Observed::foreign`] to the owner, and not speaking as
+    /// the principal the session was opened as (an owner that opened it with
+    /// another's credential bound it to that principal; found by fuzzing).
+    pub fn foreign_to_session(&self, client: &str, token: &str, owner: &str, at: SimTime) -> bool {
+        self.foreign(client, owner, at) && self.session_principal(token).is_none_or(|p| p != self.speaks_as(client, at))
+    }
+
+    /// Why no server could tell `client` from session `token`'s holder (for
+    /// a headline): it took the owner's credential, or the owner opened the
+    /// session with the credential `client` presents.
+    pub fn why_indistinguishable(&self, client: &str, owner: &str, at: SimTime) -> String {
+        if self.foreign(client, owner, at) {
+            format!(
+                " ({owner} opened the session with principal {}'s credential, which {client} presents: no server can tell them apart)",
+                self.speaks_as(client, at)
+            )
+        } else {
+            " (it held the owner's credential: no server can tell them apart)".to_string()
+        }
+    }
+
     /// The principal `client` presents (its own name when the trace does not say).
     pub fn principal<'s>(&'s self, client: &'s str) -> &'s str {
         self.principals.get(client).map_or(client, |p| p.as_str())

@@ -1,0 +1,30 @@
+//! Each check on hand-built traces (`super::testkit`): for every check, a
+//! trace that makes it fire and the smallest change that keeps it quiet, so
+//! a reader sees which events decide a verdict. The bundled scenarios
+//! (`tests/checks.rs`) show the same on real runs.
+
+use super::testkit::Tb;
+use super::{judge, CheckId, Status, Verdict};
+use crate::trace::Trace;
+
+mod confidentiality;
+mod replay_integrity;
+mod session_binding;
+
+/// The verdict of check `id` on `trace`.
+fn verdict(trace: &Trace, id: CheckId) -> Status {
+    judge(trace).into_iter().find(|v: &Verdict| v.check == id).expect("every check judges").status
+}
+
+/// The headlines of `id`'s violations (empty: it passed or did not apply).
+fn headlines(trace: &Trace, id: CheckId) -> Vec<String> {
+    match verdict(trace, id) {
+        Status::Violated { violations } => violations.into_iter().map(|v| v.headline).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Whether `id` passed (judged, nothing wrong).
+fn passed(trace: &Trace, id: CheckId) -> bool {
+    matches!(verdict(trace, id), Status::Passed)
+}

@@ -1,0 +1,66 @@
+use super::*;
+
+/// alice held 1001 when her uplink went silent; the server then wrote 1002
+/// and 1003 into the dead mapping; she resumes from 1001 on conn 2.
+fn resume_after_two_lost() -> Tb {
+    Tb::new(60)
+        .client("alice")
+        .uplink("alice", 1, "tok-1")
+        .at(200)
+        .notes("alice", 1, &["1001"])
+        .at(12_000)
+        .drop_mapping("alice", 1, "rebind")
+        .at(15_000)
+        .notified("alice", "tok-1", &["1002", "1003"])
+        .dropped_notes("alice", 1, &["1002", "1003"])
+        .at(20_000)
+        .resume("alice", 2, "tok-1", Some("1001"))
+        .at(20_100)
+        .stream("alice", 2)
+}
+
+#[test]
+fn a_replay_that_starts_past_an_event_the_client_never_got_is_a_gap() {
+    let t = resume_after_two_lost().notes("alice", 2, &["1003"]).trace();
+    let h = headlines(&t, CheckId::ReplayIntegrity);
+    assert_eq!(h.len(), 1, "{h:?}");
+    assert_eq!(
+        h[0],
+        "alice's resumption from 1001 on conn 2 replayed from 1003 instead of 1002: event 1002 silently lost"
+    );
+}
+
+#[test]
+fn a_replay_from_the_next_id_is_whole() {
+    let t = resume_after_two_lost().notes("alice", 2, &["1002", "1003"]).trace();
+    assert!(passed(&t, CheckId::ReplayIntegrity), "{:?}", verdict(&t, CheckId::ReplayIntegrity));
+}
+
+/// alice held 1001 (the newest id) and resumes from 1009, an id the session
+/// never minted.
+fn resume_from_the_future() -> Tb {
+    Tb::new(60)
+        .client("alice")
+        .uplink("alice", 1, "tok-1")
+        .at(200)
+        .notes("alice", 1, &["1001"])
+        .at(10_000)
+        .ended("alice", 1, "closed by the server")
+        .resume("alice", 2, "tok-1", Some("1009"))
+        .at(10_100)
+}
+
+#[test]
+fn accepting_a_resumption_from_an_id_never_minted_is_a_violation() {
+    let t = resume_from_the_future().stream("alice", 2).trace();
+    let h = headlines(&t, CheckId::ReplayIntegrity);
+    assert_eq!(h.len(), 1, "{h:?}");
+    assert!(h[0].starts_with("alice's resumption from 1009 was accepted on conn 2"), "{}", h[0]);
+    assert!(h[0].contains("never showed an id above 1001"), "{}", h[0]);
+}
+
+#[test]
+fn refusing_a_resumption_from_an_id_never_minted_leaves_nothing_to_judge() {
+    let t = resume_from_the_future().status("alice", 2, 404, None).trace();
+    assert!(matches!(verdict(&t, CheckId::ReplayIntegrity), Status::NotApplicable { .. }));
+}
