@@ -8,8 +8,14 @@ use super::{judge, CheckId, Status, Verdict};
 use crate::trace::Trace;
 
 mod confidentiality;
+mod correlation_consistency;
+mod inflight_disposition;
+mod liveness;
+mod protocol;
+mod rejection_protocol;
 mod replay_integrity;
 mod session_binding;
+mod stream_order;
 
 /// The verdict of check `id` on `trace`.
 fn verdict(trace: &Trace, id: CheckId) -> Status {

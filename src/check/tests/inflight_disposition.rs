@@ -1,0 +1,67 @@
+use super::*;
+use crate::trace::{Outcome, What};
+use crate::wire::jsonrpc::RpcId;
+
+/// r1 goes into alice's dead uplink at 5 s; she resumes on conn 2 at 20 s.
+fn in_flight_at_resume() -> Tb {
+    Tb::new(400)
+        .client("alice")
+        .uplink("alice", 1, "tok-1")
+        .at(4_000)
+        .drop_mapping("alice", 1, "rebind")
+        .at(5_000)
+        .issued("alice", "r1", "tok-1", "1001")
+        .dropped_request("alice", 1, "1001", "r1")
+        .at(20_000)
+        .resume("alice", 2, "tok-1", Some("1000"))
+        .at(20_100)
+        .stream("alice", 2)
+}
+
+/// The application re-issues r1 as `r1-b` (event 1002) on the new uplink.
+fn reissue(t: Tb) -> Tb {
+    t.push(What::RequestOutcome {
+        label: "r1".into(),
+        id: RpcId::Str("r1".into()),
+        outcome: Outcome::Reissued,
+        new_id: Some(RpcId::Str("r1-b".into())),
+        detail: String::new(),
+    })
+    .at(20_140)
+    .request_event("alice", 2, "1002", "r1-b")
+}
+
+#[test]
+fn a_request_left_on_the_dead_writer_is_a_violation() {
+    let t = in_flight_at_resume().at(305_000).outcome("r1", Outcome::TimedOut).trace();
+    assert_eq!(
+        headlines(&t, CheckId::InflightDisposition),
+        ["r1 (sampling/createMessage) was in flight when alice's resumption was accepted on conn 2 at 20.100 s; never re-issued or failed, timed out at 305.000 s"]
+    );
+}
+
+#[test]
+fn a_request_reissued_at_the_resumption_is_disposed_of() {
+    let t = reissue(in_flight_at_resume()).trace();
+    assert!(passed(&t, CheckId::InflightDisposition), "{:?}", verdict(&t, CheckId::InflightDisposition));
+    // Failed explicitly is the other right answer.
+    let t = in_flight_at_resume().at(20_200).outcome("r1", Outcome::Failed).trace();
+    assert!(passed(&t, CheckId::InflightDisposition), "{:?}", verdict(&t, CheckId::InflightDisposition));
+}
+
+#[test]
+fn an_answer_to_a_tombstoned_id_must_not_be_applied() {
+    // alice answers the old id late; the application applies it.
+    let t = reissue(in_flight_at_resume())
+        .at(21_000)
+        .answer("alice", 3, "tok-1", "r1", 202)
+        .outcome("r1", Outcome::Answered)
+        .trace();
+    let h = headlines(&t, CheckId::InflightDisposition);
+    assert!(
+        h.contains(
+            &"the application applied an answer to r1 (r1) at 21.000 s, an id tombstoned at 20.100 s".to_string()
+        ),
+        "{h:?}"
+    );
+}

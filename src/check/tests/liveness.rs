@@ -1,0 +1,92 @@
+use super::*;
+use crate::trace::Outcome;
+use crate::vocab::StepKind;
+
+/// alice's uplink is live from 0.1 s; the server issues r1 at 5 s on it.
+fn request_on_a_live_uplink() -> Tb {
+    Tb::new(400)
+        .client("alice")
+        .uplink("alice", 1, "tok-1")
+        .at(5_000)
+        .issued("alice", "r1", "tok-1", "1001")
+        .request_event("alice", 1, "1001", "r1")
+}
+
+#[test]
+fn a_request_that_times_out_while_its_owner_could_answer_is_a_violation() {
+    let t = request_on_a_live_uplink().at(305_000).outcome("r1", Outcome::TimedOut).trace();
+    assert_eq!(
+        headlines(&t, CheckId::Liveness),
+        ["r1 (sampling/createMessage) issued at 5.000 s timed out at 305.000 s without an answer"]
+    );
+}
+
+#[test]
+fn an_answered_request_is_live() {
+    let t = request_on_a_live_uplink()
+        .at(6_000)
+        .answer("alice", 2, "tok-1", "r1", 202)
+        .outcome("r1", Outcome::Answered)
+        .trace();
+    assert!(passed(&t, CheckId::Liveness), "{:?}", verdict(&t, CheckId::Liveness));
+}
+
+#[test]
+fn a_timeout_while_the_owner_had_no_usable_uplink_is_the_right_outcome() {
+    // The uplink went silent before r1 was issued; alice is back on a new
+    // uplink only after r1's deadline.
+    let t = Tb::new(400)
+        .client("alice")
+        .uplink("alice", 1, "tok-1")
+        .at(4_000)
+        .drop_mapping("alice", 1, "rebind")
+        .at(5_000)
+        .issued("alice", "r1", "tok-1", "1001")
+        .dropped_request("alice", 1, "1001", "r1")
+        .at(305_000)
+        .outcome("r1", Outcome::TimedOut)
+        .at(310_000)
+        .resume("alice", 2, "tok-1", Some("1000"))
+        .at(310_100)
+        .stream("alice", 2)
+        .trace();
+    assert!(passed(&t, CheckId::Liveness), "{:?}", verdict(&t, CheckId::Liveness));
+}
+
+#[test]
+fn a_client_left_on_a_dead_uplink_at_the_end_has_not_converged() {
+    let t =
+        Tb::new(400).client("alice").uplink("alice", 1, "tok-1").at(4_000).drop_mapping("alice", 1, "rebind").trace();
+    assert_eq!(
+        headlines(&t, CheckId::Liveness),
+        ["alice has no live uplink at the end (400.000 s): its latest uplink, conn 1, its NAT mapping was dropped (rebind)"]
+    );
+}
+
+#[test]
+fn notifications_a_live_uplink_never_delivered_are_lost() {
+    let base = || {
+        Tb::new(60).client("alice").uplink("alice", 1, "tok-1").at(5_000).notified("alice", "tok-1", &["1001", "1002"])
+    };
+    let t = base().at(5_040).notes("alice", 1, &["1001"]).trace();
+    assert_eq!(
+        headlines(&t, CheckId::Liveness),
+        ["1 of 2 notifications emitted on alice's session at 5.000 s never reached it (event 1002), though its uplink (conn 1) was live from 0.000 s to 60.000 s"]
+    );
+    let t = base().at(5_040).notes("alice", 1, &["1001", "1002"]).trace();
+    assert!(passed(&t, CheckId::Liveness), "{:?}", verdict(&t, CheckId::Liveness));
+}
+
+#[test]
+fn a_client_given_no_time_to_notice_a_late_fault_is_not_judged() {
+    // The same dead uplink, after a rebind step 10 s before the end: alice
+    // needs two heartbeat timeouts and a backoff to notice and reconnect.
+    let t = Tb::new(400)
+        .client("alice")
+        .uplink("alice", 1, "tok-1")
+        .at(390_000)
+        .step(StepKind::Rebind, "NAT rebinds alice")
+        .drop_mapping("alice", 1, "rebind")
+        .trace();
+    assert!(passed(&t, CheckId::Liveness), "{:?}", verdict(&t, CheckId::Liveness));
+}

@@ -1,0 +1,111 @@
+use super::*;
+use crate::trace::Refused;
+
+/// alice's uplink ends at 10 s; she resumes from 1009, which her session
+/// never minted, on conn 2.
+fn resume_refused() -> Tb {
+    Tb::new(60)
+        .client("alice")
+        .uplink("alice", 1, "tok-1")
+        .at(200)
+        .notes("alice", 1, &["1001"])
+        .at(10_000)
+        .ended("alice", 1, "closed by the server")
+        .resume("alice", 2, "tok-1", Some("1009"))
+        .at(10_100)
+}
+
+#[test]
+fn a_refusal_by_an_empty_stream_is_silent() {
+    let t = resume_refused()
+        .stream("alice", 2)
+        .refused("alice", 2, Refused::EmptyStream)
+        .ended("alice", 2, "empty stream")
+        .uplink("alice", 3, "tok-2")
+        .trace();
+    assert_eq!(
+        headlines(&t, CheckId::RejectionProtocol),
+        ["alice's resumption on conn 2 was answered 200 with an empty stream: a silent refusal"]
+    );
+}
+
+#[test]
+fn an_explicit_refusal_followed_by_a_new_session_is_the_protocol() {
+    let t = resume_refused()
+        .status("alice", 2, 404, None)
+        .refused("alice", 2, Refused::Status(404))
+        .uplink("alice", 3, "tok-2")
+        .trace();
+    assert!(passed(&t, CheckId::RejectionProtocol), "{:?}", verdict(&t, CheckId::RejectionProtocol));
+}
+
+#[test]
+fn a_refused_owner_that_never_opens_a_new_session_is_a_violation() {
+    // Refused explicitly, but the run ends 30 s later with no new session.
+    let t = resume_refused().status("alice", 2, 404, None).refused("alice", 2, Refused::Status(404)).trace();
+    assert_eq!(
+        headlines(&t, CheckId::RejectionProtocol),
+        ["alice never obtained a new session after its resumption was refused at 10.100 s"]
+    );
+}
+
+#[test]
+fn the_owners_token_still_served_after_its_refusal_is_a_violation() {
+    let t = resume_refused()
+        .status("alice", 2, 404, None)
+        .refused("alice", 2, Refused::Status(404))
+        .at(11_000)
+        .resume("alice", 3, "tok-1", None)
+        .at(11_100)
+        .stream("alice", 3)
+        .notes("alice", 3, &["1002"])
+        .trace();
+    let h = headlines(&t, CheckId::RejectionProtocol);
+    assert!(
+        h.iter().any(|h| h.starts_with(
+            "alice's token still worked after the refusal at 10.100 s: alice's conn 3 was served at 11.100 s"
+        )),
+        "{h:?}"
+    );
+}
+
+/// mallory takes alice's token (not her credential) and is refused at 5.1 s;
+/// alice reconnects at 8 s with her token.
+fn thief_refused() -> Tb {
+    Tb::new(60)
+        .client("alice")
+        .client("mallory")
+        .uplink("alice", 1, "tok-1")
+        .at(200)
+        .notes("alice", 1, &["1001"])
+        .at(5_000)
+        .steal("alice", "mallory", false)
+        .resume("mallory", 1, "tok-1", Some("1001"))
+        .at(5_100)
+        .status("mallory", 1, 403, None)
+        .refused("mallory", 1, Refused::Status(403))
+        .at(7_000)
+        .ended("alice", 1, "stream error")
+        .at(8_000)
+        .resume("alice", 2, "tok-1", Some("1001"))
+        .at(8_100)
+}
+
+#[test]
+fn a_thiefs_refusal_that_kills_the_owners_session_is_a_violation() {
+    let t = thief_refused()
+        .status("alice", 2, 404, None)
+        .refused("alice", 2, Refused::Status(404))
+        .uplink("alice", 3, "tok-2")
+        .trace();
+    assert_eq!(
+        headlines(&t, CheckId::RejectionProtocol),
+        ["mallory's refused resumption at 5.100 s killed alice's session: alice's conn 2 found it gone (HTTP 404) at 8.100 s"]
+    );
+}
+
+#[test]
+fn a_thief_turned_away_leaves_the_owners_session_alive() {
+    let t = thief_refused().stream("alice", 2).trace();
+    assert!(passed(&t, CheckId::RejectionProtocol), "{:?}", verdict(&t, CheckId::RejectionProtocol));
+}
