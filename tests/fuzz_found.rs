@@ -518,3 +518,90 @@ client = "bob"
         );
     }
 }
+
+/// `plan_run` found (its plan as it found it): guarded ends alice's
+/// streamable-http stream after each event, as MCP 2025-11-25 allows, and
+/// she polls again; her last GET went out 20 ms before the end. `liveness`
+/// judged that unanswered GET ("never answered with an event stream").
+#[test]
+fn a_poll_sent_just_before_the_end_is_not_a_dead_uplink() {
+    let toml = r#"
+[scenario]
+name = "fuzz"
+dialect = "streamable-http"
+duration = "40s"
+[server]
+first_event_id = 1000
+retention = 4
+request_timeout = "20s"
+heartbeat = "5s"
+[[client]]
+name = "alice"
+[[step]]
+at = "0s"
+do = "connect"
+client = "alice"
+[[step]]
+at = "0ms"
+do = "notify"
+client = "alice"
+count = 1
+[[step]]
+at = "0ms"
+do = "notify"
+client = "alice"
+count = 1
+[[step]]
+at = "280ms"
+do = "notify"
+client = "alice"
+count = 3
+[[step]]
+at = "2120ms"
+do = "crash-client"
+client = "alice"
+[[step]]
+at = "6440ms"
+do = "connect"
+client = "alice"
+[[step]]
+at = "9020ms"
+do = "server-request"
+client = "alice"
+method = "elicitation/create"
+label = "r1"
+[[step]]
+at = "9020ms"
+do = "notify"
+client = "alice"
+count = 1
+[[step]]
+at = "9020ms"
+do = "notify"
+client = "alice"
+count = 1
+[[step]]
+at = "12760ms"
+do = "resume"
+client = "alice"
+last_event_id = 1008
+[[step]]
+at = "17240ms"
+do = "call-tool"
+client = "alice"
+method = "roots/list"
+label = "r2"
+[[step]]
+at = "21260ms"
+do = "resume"
+client = "alice"
+last_event_id = 1003
+[[step]]
+at = "24220ms"
+do = "server-request"
+client = "alice"
+method = "roots/list"
+label = "r3"
+"#;
+    assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
+}

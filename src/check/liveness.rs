@@ -114,8 +114,18 @@ fn no_live_uplink(o: &Observed) -> Vec<Violation> {
         if o.end.0 < last_fault.0 + settle.0 {
             continue;
         }
-        let Some(last) =
-            o.conns.values().filter(|c| &c.client == client && c.is_uplink()).max_by_key(|c| (c.opened, c.conn))
+        // An uplink opened within a round trip of the end, still unanswered,
+        // has had no time to be answered: the client stands where its
+        // previous uplink left it (found by fuzzing: a client polling a
+        // streamable-http stream had just asked again when the run ended).
+        let had_time =
+            |c: &&super::observe::Conn| c.response.is_some() || c.opened.0 + ROUND_TRIP_ALLOWANCE_US <= o.end.0;
+        let Some(last) = o
+            .conns
+            .values()
+            .filter(|c| &c.client == client && c.is_uplink())
+            .filter(had_time)
+            .max_by_key(|c| (c.opened, c.conn))
         else {
             continue; // never connected
         };

@@ -90,3 +90,22 @@ fn a_client_given_no_time_to_notice_a_late_fault_is_not_judged() {
         .trace();
     assert!(passed(&t, CheckId::Liveness), "{:?}", verdict(&t, CheckId::Liveness));
 }
+
+#[test]
+fn an_uplink_asked_for_a_round_trip_before_the_end_has_had_no_time_to_be_answered() {
+    // Found by fuzzing: a client polling a stream asks again 20 ms before
+    // the end; it is judged where its previous uplink left it.
+    let asked_at = |ms: u64| {
+        Tb::new(400)
+            .client("alice")
+            .uplink("alice", 1, "tok-1")
+            .at(ms)
+            .resume("alice", 2, "tok-1", Some("1000"))
+            .trace()
+    };
+    assert!(passed(&asked_at(399_980), CheckId::Liveness), "{:?}", verdict(&asked_at(399_980), CheckId::Liveness));
+    assert_eq!(
+        headlines(&asked_at(300_000), CheckId::Liveness),
+        ["alice has no live uplink at the end (400.000 s): its latest uplink, conn 2, never answered with an event stream"]
+    );
+}
