@@ -9,9 +9,35 @@
 //!   (the `server` module builds each; a test there keeps the two in step).
 //! - [`LIVE_SERVERS`]: servers that run only live (the SDK adapters under
 //!   `adapters/`), whose names `[expect]` accepts too.
+//! - [`ConnId`], [`MappingId`]: a client's number for a connection and a
+//!   NAT's number for a mapping (two different things, never mixed up).
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
+
+/// A number for one of a client's TCP connections (1, 2, ... per client).
+/// Its local port names the NAT mapping that carries it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ConnId(pub u32);
+
+/// A number for one of a client's NAT mappings (1, 2, ... per NAT), in the
+/// order the NAT opened them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct MappingId(pub u32);
+
+impl fmt::Display for ConnId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl fmt::Display for MappingId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
 
 /// An enum whose variants each have one name (in TOML, traces, reports and
 /// JSON), with the list of all variants and of all names in one order.

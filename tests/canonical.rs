@@ -2,7 +2,7 @@
 //! what clients, the NAT and the server's application observed.
 
 use mcpsim::scenario::Plan;
-use mcpsim::trace::{Event, Outcome, SimTime, What};
+use mcpsim::trace::{ConnId, Event, MappingId, Outcome, SimTime, What};
 use mcpsim::wire::jsonrpc::{RpcId, RpcKind};
 use mcpsim::Run;
 use std::path::Path;
@@ -23,7 +23,7 @@ fn req(label: &str) -> RpcId {
 }
 
 /// The time and connection at which `client` saw a resumption from `from` accepted (HTTP 200).
-fn resume_accepted(run: &Run, client: &str, from: &str) -> (SimTime, u32) {
+fn resume_accepted(run: &Run, client: &str, from: &str) -> (SimTime, ConnId) {
     let conn = events(run)
         .find_map(|e| match &e.what {
             What::HttpRequest { client: c, conn, last_event_id: Some(l), .. } if c == client && l == from => {
@@ -41,7 +41,7 @@ fn resume_accepted(run: &Run, client: &str, from: &str) -> (SimTime, u32) {
     (t, conn)
 }
 
-fn dropped_mappings(run: &Run, client: &str) -> Vec<u32> {
+fn dropped_mappings(run: &Run, client: &str) -> Vec<MappingId> {
     events(run)
         .filter_map(|e| match &e.what {
             What::MappingDropped { client: c, mapping, .. } if c == client => Some(*mapping),
@@ -50,7 +50,7 @@ fn dropped_mappings(run: &Run, client: &str) -> Vec<u32> {
         .collect()
 }
 
-fn delivered_to(run: &Run, client: &str, id: &RpcId) -> Vec<(SimTime, u32)> {
+fn delivered_to(run: &Run, client: &str, id: &RpcId) -> Vec<(SimTime, ConnId)> {
     events(run)
         .filter_map(|e| match &e.what {
             What::SseEvent { client: c, conn, rpc: Some(r), .. }
@@ -129,7 +129,7 @@ fn nat_rebind_guarded_delivers_req43_on_the_new_uplink_and_nothing_enters_the_de
 }
 
 /// Connections on which `client` presented a token it did not obtain itself.
-fn conns_with_foreign_token(run: &Run, client: &str) -> Vec<u32> {
+fn conns_with_foreign_token(run: &Run, client: &str) -> Vec<ConnId> {
     let own: Vec<String> = events(run)
         .filter_map(|e| match &e.what {
             What::SessionToken { client: c, token, .. } if c == client => Some(token.clone()),

@@ -97,7 +97,9 @@ fn reset_ends_the_uplink_at_once_and_the_client_resumes() {
     let ev: Vec<_> = run.trace.iter().collect();
     let ended = ev
         .iter()
-        .find(|e| matches!(&e.what, What::UplinkEnded { client, conn: 1, .. } if client == "bob"))
+        .find(
+            |e| matches!(&e.what, What::UplinkEnded { client, conn: mcpsim::trace::ConnId(1), .. } if client == "bob"),
+        )
         .expect("bob sees the reset");
     assert!(ended.t_us < secs(6.1), "seen within a hop: {}", ended.t_us);
     assert!(ev

@@ -89,7 +89,7 @@ fn rmcp_resumes_the_standalone_stream() {
 fn rmcp_resumes_a_tool_calls_post_stream() {
     let r = run("scenarios/streamable-http/call-stream-reset.toml", None);
     let w = whats(&r);
-    let calls: Vec<u32> = w
+    let calls: Vec<mcpsim::trace::ConnId> = w
         .iter()
         .filter_map(|x| match x {
             What::Connect { conn, purpose: Purpose::Call, .. } => Some(*conn),
@@ -201,7 +201,7 @@ label = "related-sample"
     }
     // Related requests ride their tool call's POST stream, standalone ones the GET stream.
     let w = whats(&r);
-    let purpose_of = |conn: u32| {
+    let purpose_of = |conn: mcpsim::trace::ConnId| {
         w.iter().find_map(|x| match x {
             What::Connect { client, conn: c, purpose, .. } if client == "alice" && *c == conn => Some(*purpose),
             _ => None,

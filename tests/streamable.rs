@@ -57,7 +57,7 @@ fn session_opens_by_post_and_every_stream_starts_with_a_priming_event() {
         }
     }
     assert!(first_on_conn.len() >= 2, "the standalone stream and the tool call's stream");
-    let resumed: Vec<u32> = w
+    let resumed: Vec<mcpsim::trace::ConnId> = w
         .iter()
         .filter_map(|x| match x {
             What::HttpRequest { conn, last_event_id: Some(_), .. } => Some(*conn),
@@ -79,7 +79,7 @@ fn session_opens_by_post_and_every_stream_starts_with_a_priming_event() {
 fn a_tool_calls_stream_is_resumed_by_get_and_delivers_the_result() {
     let r = run("scenarios/streamable-http/call-stream-reset.toml", "guarded");
     let w = whats(&r);
-    let call_conns: Vec<u32> = w
+    let call_conns: Vec<mcpsim::trace::ConnId> = w
         .iter()
         .filter_map(|x| match x {
             What::Connect { conn, purpose: Purpose::Call, .. } => Some(*conn),

@@ -416,7 +416,7 @@ last_event_id = "last-seen"
 /// (it settles a request once, by id, and never reuses an id).
 mod hand_built {
     use mcpsim::check::{self, Verdict};
-    use mcpsim::trace::{Event, Outcome, Purpose, SimTime, Trace, What};
+    use mcpsim::trace::{ConnId, Event, MappingId, Outcome, Purpose, SimTime, Trace, What};
     use mcpsim::wire::jsonrpc::{RpcId, RpcKind, RpcSummary};
 
     struct T(Vec<Event>);
@@ -445,12 +445,12 @@ mod hand_built {
                 },
             );
             // alice's uplink (conn 1) on session tok-1.
-            t.at(0, What::Connect { client: "alice".into(), conn: 1, port: 40001, purpose: Purpose::Uplink });
+            t.at(0, What::Connect { client: "alice".into(), conn: ConnId(1), port: 40001, purpose: Purpose::Uplink });
             t.at(
                 10,
                 What::HttpRequest {
                     client: "alice".into(),
-                    conn: 1,
+                    conn: ConnId(1),
                     method: "GET".into(),
                     path: "/mcp/sse".into(),
                     last_event_id: None,
@@ -461,12 +461,12 @@ mod hand_built {
                 100,
                 What::HttpResponse {
                     client: "alice".into(),
-                    conn: 1,
+                    conn: ConnId(1),
                     status: 200,
                     content_type: Some("text/event-stream".into()),
                 },
             );
-            t.at(100, What::SessionToken { client: "alice".into(), conn: 1, token: "tok-1".into() });
+            t.at(100, What::SessionToken { client: "alice".into(), conn: ConnId(1), token: "tok-1".into() });
             t
         }
         fn at(&mut self, ms: u64, what: What) -> &mut Self {
@@ -491,7 +491,7 @@ mod hand_built {
                 ms + 40,
                 What::SseEvent {
                     client: "alice".into(),
-                    conn: 1,
+                    conn: ConnId(1),
                     id: Some(event.to_string()),
                     event: "message".into(),
                     rpc: Some(RpcSummary {
@@ -504,10 +504,8 @@ mod hand_built {
             )
         }
         fn answer(&mut self, ms: u64, conn: u32, id: i64) -> &mut Self {
-            self.at(
-                ms,
-                What::Connect { client: "alice".into(), conn, port: 40000 + conn as u16, purpose: Purpose::Post },
-            );
+            let (port, conn) = (40000 + conn as u16, ConnId(conn));
+            self.at(ms, What::Connect { client: "alice".into(), conn, port, purpose: Purpose::Post });
             self.at(
                 ms + 10,
                 What::HttpRequest {
@@ -610,6 +608,7 @@ mod hand_built {
 
     impl T {
         fn notify(&mut self, ms: u64, conn: u32, ids: &[u64]) -> &mut Self {
+            let conn = ConnId(conn);
             for id in ids {
                 self.at(
                     ms,
@@ -631,13 +630,16 @@ mod hand_built {
         }
         /// alice's uplink drops (reset) and she resumes on conn 2 from `last`.
         fn resume(&mut self, ms: u64, last: u64) -> &mut Self {
-            self.at(ms - 500, What::UplinkEnded { client: "alice".into(), conn: 1, reason: "reset".into() });
-            self.at(ms, What::Connect { client: "alice".into(), conn: 2, port: 40002, purpose: Purpose::Uplink });
+            self.at(ms - 500, What::UplinkEnded { client: "alice".into(), conn: ConnId(1), reason: "reset".into() });
+            self.at(
+                ms,
+                What::Connect { client: "alice".into(), conn: ConnId(2), port: 40002, purpose: Purpose::Uplink },
+            );
             self.at(
                 ms + 10,
                 What::HttpRequest {
                     client: "alice".into(),
-                    conn: 2,
+                    conn: ConnId(2),
                     method: "GET".into(),
                     path: "/mcp/sse?sessionId=tok-1".into(),
                     last_event_id: Some(last.to_string()),
@@ -648,7 +650,7 @@ mod hand_built {
                 ms + 100,
                 What::HttpResponse {
                     client: "alice".into(),
-                    conn: 2,
+                    conn: ConnId(2),
                     status: 200,
                     content_type: Some("text/event-stream".into()),
                 },
@@ -694,14 +696,17 @@ mod hand_built {
         // mapping: the old writer was still attached after the new one.
         let late = |write_id: u64| {
             let mut t = T::new();
-            t.at(0, What::MappingOpened { client: "alice".into(), mapping: 1, down_port: 40001, up_port: 50001 });
+            t.at(
+                0,
+                What::MappingOpened { client: "alice".into(), mapping: MappingId(1), down_port: 40001, up_port: 50001 },
+            );
             t.notify(200, 1, &[1000, 1001]).notified(1000, &[1002, 1003]);
-            t.at(900, What::MappingDropped { client: "alice".into(), mapping: 1, fault: "sever".into() });
+            t.at(900, What::MappingDropped { client: "alice".into(), mapping: MappingId(1), fault: "sever".into() });
             t.at(
                 1000,
                 What::DroppedWrite {
                     client: "alice".into(),
-                    mapping: 1,
+                    mapping: MappingId(1),
                     bytes: 200,
                     events: ["1002", "1003"]
                         .map(|i| SseSeen { id: Some(i.into()), event: "message".into(), rpc: None })
@@ -713,7 +718,7 @@ mod hand_built {
                 3050,
                 What::DroppedWrite {
                     client: "alice".into(),
-                    mapping: 1,
+                    mapping: MappingId(1),
                     bytes: 100,
                     events: vec![SseSeen { id: Some(write_id.to_string()), event: "message".into(), rpc: None }],
                 },

@@ -85,7 +85,7 @@ pub fn judge(o: &Observed) -> Status {
 fn late_writes_headline(
     o: &Observed,
     new: &super::observe::Conn,
-    mapping: u32,
+    mapping: crate::trace::MappingId,
     late: &[&(SimTime, u64, usize, Vec<crate::trace::SseSeen>)],
     t_acc: SimTime,
 ) -> String {

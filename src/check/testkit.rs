@@ -6,7 +6,7 @@
 //! (`GET /mcp/sse`, `?sessionId=` in the URL); times in milliseconds, set
 //! with [`Tb::at`] and kept until the next `at`.
 
-use crate::trace::{Event, Outcome, Purpose, Refused, SimTime, SseSeen, Trace, What};
+use crate::trace::{ConnId, Event, MappingId, Outcome, Purpose, Refused, SimTime, SseSeen, Trace, What};
 use crate::vocab::StepKind;
 use crate::wire::jsonrpc::{RpcId, RpcKind, RpcSummary};
 
@@ -90,11 +90,16 @@ impl Tb {
         last: Option<&str>,
     ) -> Tb {
         let port = 40000 + conn as u16;
-        self.push(What::Connect { client: client.into(), conn, port, purpose })
-            .push(What::MappingOpened { client: client.into(), mapping: conn, down_port: port, up_port: port })
+        self.push(What::Connect { client: client.into(), conn: ConnId(conn), port, purpose })
+            .push(What::MappingOpened {
+                client: client.into(),
+                mapping: MappingId(conn),
+                down_port: port,
+                up_port: port,
+            })
             .push(What::HttpRequest {
                 client: client.into(),
-                conn,
+                conn: ConnId(conn),
                 method: method.into(),
                 path: path.into(),
                 last_event_id: last.map(String::from),
@@ -107,7 +112,7 @@ impl Tb {
     pub fn uplink(self, client: &str, conn: u32, token: &str) -> Tb {
         self.request(client, conn, Purpose::Uplink, "GET", "/mcp/sse", None)
             .stream(client, conn)
-            .push(What::SessionToken { client: client.into(), conn, token: token.into() })
+            .push(What::SessionToken { client: client.into(), conn: ConnId(conn), token: token.into() })
     }
 
     /// A resumption of session `token` on `conn` from `last` (not answered yet).
@@ -124,7 +129,7 @@ impl Tb {
     pub fn status(self, client: &str, conn: u32, status: u16, content_type: Option<&str>) -> Tb {
         self.push(What::HttpResponse {
             client: client.into(),
-            conn,
+            conn: ConnId(conn),
             status,
             content_type: content_type.map(String::from),
         })
@@ -147,7 +152,7 @@ impl Tb {
     pub fn event(self, client: &str, conn: u32, id: Option<&str>, rpc: Option<RpcSummary>, data: &str) -> Tb {
         self.push(What::SseEvent {
             client: client.into(),
-            conn,
+            conn: ConnId(conn),
             id: id.map(String::from),
             event: "message".into(),
             rpc,
@@ -157,17 +162,17 @@ impl Tb {
 
     /// The client's connection `conn` ended.
     pub fn ended(self, client: &str, conn: u32, reason: &str) -> Tb {
-        self.push(What::UplinkEnded { client: client.into(), conn, reason: reason.into() })
+        self.push(What::UplinkEnded { client: client.into(), conn: ConnId(conn), reason: reason.into() })
     }
 
     /// The client saw its resumption on `conn` refused.
     pub fn refused(self, client: &str, conn: u32, how: Refused) -> Tb {
-        self.push(What::Rejected { client: client.into(), conn, how })
+        self.push(What::Rejected { client: client.into(), conn: ConnId(conn), how })
     }
 
     /// The NAT dropped mapping `m` silently (`fault`: rebind, sever).
     pub fn drop_mapping(self, client: &str, m: u32, fault: &str) -> Tb {
-        self.push(What::MappingDropped { client: client.into(), mapping: m, fault: fault.into() })
+        self.push(What::MappingDropped { client: client.into(), mapping: MappingId(m), fault: fault.into() })
     }
 
     /// The server wrote notifications `ids` into dropped mapping `m`.
@@ -176,7 +181,7 @@ impl Tb {
             ids.iter().map(|id| SseSeen { id: Some((*id).into()), event: "message".into(), rpc: notification() });
         self.push(What::DroppedWrite {
             client: client.into(),
-            mapping: m,
+            mapping: MappingId(m),
             bytes: 100 * ids.len(),
             events: events.collect(),
         })
@@ -185,7 +190,7 @@ impl Tb {
     /// The server wrote server request `rpc_id` as event `id` into dropped mapping `m`.
     pub fn dropped_request(self, client: &str, m: u32, id: &str, rpc_id: &str) -> Tb {
         let events = vec![SseSeen { id: Some(id.into()), event: "message".into(), rpc: request(rpc_id) }];
-        self.push(What::DroppedWrite { client: client.into(), mapping: m, bytes: 200, events })
+        self.push(What::DroppedWrite { client: client.into(), mapping: MappingId(m), bytes: 200, events })
     }
 
     /// The application emitted notifications `ids` on `client`'s session `token`.
@@ -233,7 +238,7 @@ impl Tb {
                 method: "sampling/createMessage".into(),
                 status: Some(status),
                 session: Some(token.into()),
-                conn: Some(conn),
+                conn: Some(ConnId(conn)),
             })
     }
 

@@ -3,9 +3,10 @@
 use super::*;
 
 impl Client {
-    pub(super) async fn connect(&self, purpose: Purpose) -> Option<(u32, Box<dyn Connection>)> {
-        let conn = self.shared.conn_seq.get() + 1;
-        self.shared.conn_seq.set(conn);
+    pub(super) async fn connect(&self, purpose: Purpose) -> Option<(ConnId, Box<dyn Connection>)> {
+        let n = self.shared.conn_seq.get() + 1;
+        self.shared.conn_seq.set(n);
+        let conn = ConnId(n);
         match timeout(CONNECT_TIMEOUT, self.dialer.dial()).await {
             Ok(Ok(d)) => {
                 self.rec.record(What::Connect { client: self.name(), conn, port: d.local_port, purpose });
@@ -26,7 +27,7 @@ impl Client {
     /// connection's number, the request sender, and the task driving the
     /// connection (dropping it closes the connection). `None` when either
     /// step failed (the connect failure is in the trace).
-    pub(super) async fn open<B>(&self, purpose: Purpose) -> Option<(u32, SendRequest<B>, AbortOnDrop)>
+    pub(super) async fn open<B>(&self, purpose: Purpose) -> Option<(ConnId, SendRequest<B>, AbortOnDrop)>
     where
         B: hyper::body::Body + 'static,
         B::Data: Send,
@@ -135,7 +136,7 @@ impl Client {
 
 /// A POST's response, with the task driving its connection.
 pub(super) struct Posted {
-    pub(super) conn: u32,
+    pub(super) conn: ConnId,
     pub(super) resp: hyper::Response<hyper::body::Incoming>,
     pub(super) _driver: AbortOnDrop,
 }

@@ -24,7 +24,7 @@ mod streamable;
 use crate::clock::timeout;
 use crate::inbox::Inbox;
 use crate::scenario::{ClientSpec, Dialect};
-use crate::trace::{Purpose, Recorder, Refused, What};
+use crate::trace::{ConnId, Purpose, Recorder, Refused, What};
 use crate::wire::jsonrpc::{mcp, Message, RpcId};
 use crate::wire::sse::{Decoder, Item};
 use bytes::Bytes;

@@ -74,7 +74,7 @@ impl Client {
     /// head; `None` (recorded) when none came or it was not HTTP.
     async fn response_head(
         &self,
-        conn: u32,
+        conn: ConnId,
         mut sender: hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
         req: Request<Empty<Bytes>>,
     ) -> Option<hyper::Response<hyper::body::Incoming>> {
@@ -110,7 +110,7 @@ impl Client {
 
     /// An uplink GET answered with something other than a 200 event stream:
     /// a refusal (re-initialize), a dead session, or a failure (retry).
-    fn not_a_stream(self: &Rc<Self>, conn: u32, gen: u64, status: u16, resuming: bool) {
+    fn not_a_stream(self: &Rc<Self>, conn: ConnId, gen: u64, status: u16, resuming: bool) {
         let streamable = self.dialect == Dialect::StreamableHttp;
         if streamable && status == 404 {
             // The session is gone: start a new one (MCP 2025-11-25).
@@ -132,7 +132,7 @@ impl Client {
 
     /// What the client does once its uplink stopped: a refusal seen in the
     /// stream makes it re-initialize; otherwise it comes back.
-    fn after_stream(self: &Rc<Self>, conn: u32, gen: u64, end: StreamEnd, any_item: bool, resuming: bool) {
+    fn after_stream(self: &Rc<Self>, conn: ConnId, gen: u64, end: StreamEnd, any_item: bool, resuming: bool) {
         match end {
             StreamEnd::ErrorEvent => {
                 self.rec.record(What::Rejected { client: self.name(), conn, how: Refused::ErrorEvent });
@@ -177,7 +177,7 @@ impl Client {
     /// ends with nothing at all was a silent refusal.
     pub(super) async fn read_stream(
         self: &Rc<Self>,
-        conn: u32,
+        conn: ConnId,
         mut body: hyper::body::Incoming,
         gen: u64,
         call: Option<&str>,
@@ -237,7 +237,7 @@ impl Client {
 
     /// Records why a stream stopped delivering (silence, its end, an error)
     /// and any event it cut in half or dripped without completing.
-    fn stopped(&self, conn: u32, stop: Stop, decoder: &Decoder, bytes_since_item: usize) -> StreamEnd {
+    fn stopped(&self, conn: ConnId, stop: Stop, decoder: &Decoder, bytes_since_item: usize) -> StreamEnd {
         let silence = self.spec.heartbeat_timeout;
         match stop {
             Stop::Silent => {
@@ -284,7 +284,7 @@ impl Client {
     /// (a refusal's error event, or the tool call's result).
     fn on_event(
         self: &Rc<Self>,
-        conn: u32,
+        conn: ConnId,
         ev: crate::wire::sse::Event,
         gen: u64,
         call: Option<&str>,
@@ -324,11 +324,11 @@ impl Client {
         None
     }
 
-    pub(super) fn protocol_error(&self, conn: u32, kind: &str, what: String) {
+    pub(super) fn protocol_error(&self, conn: ConnId, kind: &str, what: String) {
         self.rec.record(What::ProtocolError { client: self.name(), conn, problem: kind.into(), what });
     }
 
-    pub(super) fn record_sse(&self, conn: u32, ev: &crate::wire::sse::Event, msg: Option<&Message>) {
+    pub(super) fn record_sse(&self, conn: ConnId, ev: &crate::wire::sse::Event, msg: Option<&Message>) {
         let data: String = ev.data.chars().take(256).collect();
         self.rec.record(What::SseEvent {
             client: self.name(),
@@ -340,7 +340,7 @@ impl Client {
         });
     }
 
-    pub(super) fn on_endpoint(self: Rc<Self>, data: &str, conn: u32) {
+    pub(super) fn on_endpoint(self: Rc<Self>, data: &str, conn: ConnId) {
         let Some(token) = crate::wire::legacy::session_token(data).map(String::from) else {
             return;
         };

@@ -184,7 +184,11 @@ impl Client {
     }
 
     /// GETs a call's stream from `last`; `None` when it cannot go on.
-    async fn get_stream(self: &Rc<Self>, token: &str, last: &str) -> Option<(u32, hyper::body::Incoming, AbortOnDrop)> {
+    async fn get_stream(
+        self: &Rc<Self>,
+        token: &str,
+        last: &str,
+    ) -> Option<(ConnId, hyper::body::Incoming, AbortOnDrop)> {
         let (conn, mut sender, driver) = self.open::<Empty<Bytes>>(Purpose::Call).await?;
         let req = match self.get_request(ENDPOINT, Some(token), Some(last)) {
             Ok(r) => r,

@@ -14,7 +14,7 @@ pub use timeline::html as timeline_html;
 
 use crate::check::{Expectation, Status, Verdict};
 use crate::trace::Run;
-use crate::trace::{describe_rpc, outcome_word, Event, Outcome, Purpose, SimTime, What};
+use crate::trace::{describe_rpc, outcome_word, ConnId, Event, Outcome, Purpose, SimTime, What};
 use crate::wire::jsonrpc::{RpcKind, RpcSummary};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -115,7 +115,7 @@ fn fmt_time(t: SimTime) -> String {
 struct Burst {
     t: SimTime,
     client: String,
-    conn: u32,
+    conn: ConnId,
     first: Option<String>,
     last: Option<String>,
     count: usize,
@@ -140,7 +140,7 @@ impl Burst {
 fn response_line(
     conn_info: Option<&(Purpose, Option<String>)>,
     client: &str,
-    conn: u32,
+    conn: ConnId,
     status: u16,
     what: &What,
 ) -> Option<String> {
@@ -167,7 +167,7 @@ impl Burst {
         burst: &mut Option<Burst>,
         t: SimTime,
         client: &str,
-        conn: u32,
+        conn: ConnId,
         id: &Option<String>,
         event: &str,
         rpc: &Option<RpcSummary>,
@@ -202,7 +202,7 @@ fn timeline(run: &Run) -> Vec<(SimTime, String)> {
     let mut lines: Vec<(SimTime, String)> = Vec::new();
     let mut burst: Option<Burst> = None;
     // conn → (client, purpose, GET path's Last-Event-ID) so responses can be told apart.
-    let mut conns: BTreeMap<(String, u32), (Purpose, Option<String>)> = BTreeMap::new();
+    let mut conns: BTreeMap<(String, ConnId), (Purpose, Option<String>)> = BTreeMap::new();
     let mut heartbeat_only = 0usize;
     for e in run.trace.iter() {
         let Event { t_us: t, what, .. } = e;

@@ -14,7 +14,7 @@ use super::describe;
 use crate::check::Verdict;
 use crate::trace::describe_rpc;
 use crate::trace::Run;
-use crate::trace::{Event, Purpose, SimTime, What};
+use crate::trace::{ConnId, Event, MappingId, Purpose, SimTime, What};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -56,13 +56,13 @@ struct Chart {
     /// The next row.
     row: usize,
     /// Streams open now: (client, conn) -> the y where they opened.
-    uplink_start: BTreeMap<(String, u32), f64>,
+    uplink_start: BTreeMap<(String, ConnId), f64>,
     /// Each open stream of a client gets its own bar column (conn 1 and
     /// conn 5 open at once are two bars side by side, not one).
-    bar_slot: BTreeMap<(String, u32), usize>,
-    purposes: BTreeMap<(String, u32), Purpose>,
+    bar_slot: BTreeMap<(String, ConnId), usize>,
+    purposes: BTreeMap<(String, ConnId), Purpose>,
     /// Mappings half-open now: (client, mapping) -> the y where they were dropped.
-    dropped_at: BTreeMap<(String, u32), f64>,
+    dropped_at: BTreeMap<(String, MappingId), f64>,
     /// Heartbeat-only writes into dead mappings (collapsed into a note).
     heartbeats: usize,
 }
@@ -255,7 +255,7 @@ impl Chart {
         &mut self,
         e: &Event,
         client: &str,
-        conn: u32,
+        conn: ConnId,
         method: &str,
         path: &str,
         last_event_id: Option<&str>,
@@ -276,7 +276,7 @@ impl Chart {
         self.next_row();
     }
 
-    fn http_response(&mut self, e: &Event, client: &str, conn: u32, status: u16, content_type: Option<&str>) {
+    fn http_response(&mut self, e: &Event, client: &str, conn: ConnId, status: u16, content_type: Option<&str>) {
         let key = (client.to_string(), conn);
         let streams = matches!(self.purposes.get(&key), Some(Purpose::Uplink | Purpose::Call));
         if !streams && status < 300 {
@@ -295,7 +295,7 @@ impl Chart {
         self.next_row();
     }
 
-    fn dropped_write(&mut self, e: &Event, client: &str, mapping: u32, events: &[crate::trace::SseSeen]) {
+    fn dropped_write(&mut self, e: &Event, client: &str, mapping: MappingId, events: &[crate::trace::SseSeen]) {
         let Some(nx) = self.nat_lane(client) else { return };
         if events.is_empty() && !self.evidence.contains_key(&e.seq) {
             self.heartbeats += 1;
@@ -311,7 +311,7 @@ impl Chart {
         self.next_row();
     }
 
-    fn mapping_dropped(&mut self, e: &Event, client: &str, mapping: u32, fault: &str) {
+    fn mapping_dropped(&mut self, e: &Event, client: &str, mapping: MappingId, fault: &str) {
         let Some(nx) = self.nat_lane(client) else { return };
         self.time_label(e.t_us);
         self.dropped_at.insert((client.to_string(), mapping), y_of(self.row));
@@ -327,7 +327,7 @@ impl Chart {
         self.next_row();
     }
 
-    fn mapping_reset(&mut self, t: SimTime, client: &str, mapping: u32, why: &str) {
+    fn mapping_reset(&mut self, t: SimTime, client: &str, mapping: MappingId, why: &str) {
         let Some(nx) = self.nat_lane(client) else { return };
         self.time_label(t);
         if let Some(y0) = self.dropped_at.remove(&(client.to_string(), mapping)) {
@@ -349,7 +349,7 @@ impl Chart {
     }
 
     /// A client's stream ended: its bar runs from where it opened to this row.
-    fn stream_ended(&mut self, client: &str, conn: u32) {
+    fn stream_ended(&mut self, client: &str, conn: ConnId) {
         let key = (client.to_string(), conn);
         if let (Some(y0), Some(&cx)) = (self.uplink_start.remove(&key), self.lane_x.get(client)) {
             let slot = self.bar_slot.remove(&key).unwrap_or(0);

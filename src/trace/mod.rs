@@ -19,6 +19,7 @@
 //! effect in another host.
 
 use crate::vocab::StepKind;
+pub use crate::vocab::{ConnId, MappingId};
 use crate::wire::jsonrpc::{RpcId, RpcKind, RpcSummary};
 use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
@@ -173,7 +174,7 @@ pub enum What {
         /// The client that connected.
         client: String,
         /// Its number for the connection: unique per client for the whole run, from 1.
-        conn: u32,
+        conn: ConnId,
         /// The connection's local port: a NAT mapping's `down_port`.
         port: u16,
         /// What the connection is for.
@@ -184,7 +185,7 @@ pub enum What {
         /// The client that tried.
         client: String,
         /// The number the connection would have had.
-        conn: u32,
+        conn: ConnId,
         /// Why it failed.
         error: String,
     },
@@ -193,7 +194,7 @@ pub enum What {
         /// The client that sent it.
         client: String,
         /// The connection it went out on.
-        conn: u32,
+        conn: ConnId,
         /// The HTTP method (`GET`, `POST`, `DELETE`).
         method: String,
         /// The request path (legacy-sse carries the session token in its `sessionId` query).
@@ -210,7 +211,7 @@ pub enum What {
         /// The client that got it.
         client: String,
         /// The connection it came on.
-        conn: u32,
+        conn: ConnId,
         /// The HTTP status code.
         status: u16,
         /// The `Content-Type` header, if any.
@@ -222,7 +223,7 @@ pub enum What {
         /// The client that received it.
         client: String,
         /// The connection whose stream carried it.
-        conn: u32,
+        conn: ConnId,
         /// The event's `id:` field, if it set one.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         id: Option<String>,
@@ -239,7 +240,7 @@ pub enum What {
         /// The client whose connection ended.
         client: String,
         /// The connection (a stream, or a POST that failed).
-        conn: u32,
+        conn: ConnId,
         /// Why it ended, in words.
         reason: String,
     },
@@ -249,7 +250,7 @@ pub enum What {
         /// The client that saw it.
         client: String,
         /// The connection it happened on.
-        conn: u32,
+        conn: ConnId,
         /// The kind of breakage (one of the words above).
         problem: String,
         /// What exactly was wrong, in words.
@@ -260,7 +261,7 @@ pub enum What {
         /// The client that gave up.
         client: String,
         /// The silent connection.
-        conn: u32,
+        conn: ConnId,
         /// How long it stayed silent, in milliseconds: the client's heartbeat timeout.
         silent_ms: u64,
     },
@@ -271,7 +272,7 @@ pub enum What {
         /// The client that learned it.
         client: String,
         /// The connection that carried it.
-        conn: u32,
+        conn: ConnId,
         /// The session token.
         token: String,
     },
@@ -293,7 +294,7 @@ pub enum What {
         session: Option<String>,
         /// The connection the POST went out on (its request shows when it was sent).
         #[serde(skip_serializing_if = "Option::is_none", default)]
-        conn: Option<u32>,
+        conn: Option<ConnId>,
     },
     /// A client dropped a request it will not answer (it waits for a re-issue).
     Abandoned {
@@ -309,7 +310,7 @@ pub enum What {
         /// The client whose resumption was refused.
         client: String,
         /// The connection that carried the resumption.
-        conn: u32,
+        conn: ConnId,
         /// How the server refused it.
         how: Refused,
     },
@@ -341,7 +342,7 @@ pub enum What {
         /// The client whose NAT it is.
         client: String,
         /// The mapping's number: unique per NAT, from 1.
-        mapping: u32,
+        mapping: MappingId,
         /// The client's port on the downstream side: a `connect` event's `port`.
         down_port: u16,
         /// The NAT's source port on the upstream connection to the server.
@@ -352,7 +353,7 @@ pub enum What {
         /// The client whose NAT it is.
         client: String,
         /// The mapping's number.
-        mapping: u32,
+        mapping: MappingId,
         /// The fault that dropped it (`rebind` or `sever`).
         fault: String,
     },
@@ -361,7 +362,7 @@ pub enum What {
         /// The client whose NAT it is.
         client: String,
         /// The dropped mapping's number.
-        mapping: u32,
+        mapping: MappingId,
         /// How many bytes arrived from the server in one read.
         bytes: usize,
         /// The complete SSE events in those bytes (none when they held only heartbeats).
@@ -372,7 +373,7 @@ pub enum What {
         /// The client whose NAT it is.
         client: String,
         /// The mapping's number.
-        mapping: u32,
+        mapping: MappingId,
         /// Why: the reset fault, or the keepalive expiry.
         why: String,
     },
@@ -381,7 +382,7 @@ pub enum What {
         /// The client whose NAT it is.
         client: String,
         /// The mapping's number.
-        mapping: u32,
+        mapping: MappingId,
         /// The side that closed it: `client` or `server`.
         by: String,
     },

@@ -91,7 +91,7 @@ impl Recorder {
     /// streams) of session `token`.
     pub fn nth_message_id(&self, client: &str, nth: usize, token: &str, purpose: Purpose) -> Option<String> {
         let events = self.inner.events.borrow();
-        let of_session: Vec<u32> = events
+        let of_session: Vec<ConnId> = events
             .iter()
             .filter_map(|e| match &e.what {
                 What::HttpRequest { client: c, conn, session: Some(t), .. } if c == client && t == token => Some(*conn),
@@ -104,7 +104,7 @@ impl Recorder {
                 _ => None,
             })
             .collect();
-        let uplinks: Vec<u32> = events
+        let uplinks: Vec<ConnId> = events
             .iter()
             .filter_map(|e| match &e.what {
                 What::Connect { client: c, conn, purpose: p, .. }

@@ -14,7 +14,7 @@
 //! keepalive would.
 
 use crate::inbox::Inbox;
-use crate::trace::{Recorder, SseSeen, What};
+use crate::trace::{MappingId, Recorder, SseSeen, What};
 use crate::wire::http1::{ResponseSniffer, Sniffed};
 use crate::wire::jsonrpc::Message;
 use crate::wire::sse::{Decoder, Item};
@@ -45,7 +45,7 @@ enum Status {
 }
 
 struct Mapping {
-    id: u32,
+    id: MappingId,
     status: Cell<Status>,
     /// Set once the server answered with `text/event-stream` on it.
     is_uplink: Cell<bool>,
@@ -114,7 +114,7 @@ pub struct Nat<N: NatNet> {
     half_open_lifetime: Duration,
     rec: Recorder,
     inbox: Inbox<NatCmd>,
-    mappings: RefCell<BTreeMap<u32, Rc<Mapping>>>,
+    mappings: RefCell<BTreeMap<MappingId, Rc<Mapping>>>,
     next: Cell<u32>,
 }
 
@@ -150,8 +150,9 @@ impl<N: NatNet> Nat<N> {
             return;
         };
         let up_port = N::local_port(&up);
-        let id = self.next.get() + 1;
-        self.next.set(id);
+        let n = self.next.get() + 1;
+        self.next.set(n);
+        let id = MappingId(n);
         let (kill, _) = watch::channel(false);
         let m = Rc::new(Mapping {
             id,

@@ -212,7 +212,7 @@ impl<'a> Observed<'a> {
 
     /// Works out [`Conn::stream`] for every connection, in request order.
     fn assign_streams(&mut self) {
-        let mut order: Vec<(u64, (String, u32))> =
+        let mut order: Vec<(u64, (String, ConnId))> =
             self.conns.iter().map(|(k, c)| (c.request_seq.unwrap_or(u64::MAX), k.clone())).collect();
         order.sort();
         for (_, key) in order {

@@ -4,7 +4,7 @@
 //! they explain, they never decide). Sessions are known black-box by their
 //! token: a token belongs to the client whose `endpoint` event carried it.
 
-use crate::trace::{Event, Outcome, Purpose, Refused, SimTime, SseSeen, Trace, What};
+use crate::trace::{ConnId, Event, MappingId, Outcome, Purpose, Refused, SimTime, SseSeen, Trace, What};
 use crate::vocab::StepKind;
 use crate::wire::jsonrpc::{RpcId, RpcKind, RpcSummary};
 use std::collections::BTreeMap;
@@ -55,7 +55,7 @@ pub struct Conn {
     /// The client that opened it.
     pub client: String,
     /// The client's number for it.
-    pub conn: u32,
+    pub conn: ConnId,
     /// What it was opened for.
     pub purpose: Purpose,
     /// Its local port: a [`Mapping`]'s `down_port`.
@@ -103,7 +103,7 @@ pub enum StreamKey {
         /// The client that made the call.
         client: String,
         /// The connection its POST went out on.
-        conn: u32,
+        conn: ConnId,
     },
 }
 
@@ -124,7 +124,7 @@ impl StreamKey {
 
 impl Conn {
     /// The connection's key in [`Observed::conns`]: client and conn number.
-    pub fn conn_key(&self) -> (&str, u32) {
+    pub fn conn_key(&self) -> (&str, ConnId) {
         (&self.client, self.conn)
     }
     /// The session this connection belongs to.
@@ -161,7 +161,7 @@ pub struct Mapping {
     /// The client whose NAT it is.
     pub client: String,
     /// The NAT's number for it.
-    pub mapping: u32,
+    pub mapping: MappingId,
     /// The client's port: a [`Conn`]'s `port`.
     pub down_port: u16,
     /// `(time, seq, fault)` when it was dropped silently.
@@ -231,7 +231,7 @@ pub struct Answer {
     /// The session the answer's POST presented.
     pub session: Option<String>,
     /// The connection the POST went out on.
-    pub conn: Option<u32>,
+    pub conn: Option<ConnId>,
 }
 
 impl Answer {
@@ -286,11 +286,11 @@ pub struct Observed<'a> {
     /// How long each client takes to answer a server request.
     pub think_times: BTreeMap<String, SimTime>,
     /// Every client connection, by client and conn number.
-    pub conns: BTreeMap<(String, u32), Conn>,
+    pub conns: BTreeMap<(String, ConnId), Conn>,
     /// Session token → the client that first learned it: the session's owner.
     pub token_owner: BTreeMap<String, String>,
     /// Every NAT mapping, by client and mapping number.
-    pub mappings: BTreeMap<(String, u32), Mapping>,
+    pub mappings: BTreeMap<(String, MappingId), Mapping>,
     /// Every server request, by label.
     pub requests: BTreeMap<String, Request>,
     /// Every answer the clients POSTed, in trace order.

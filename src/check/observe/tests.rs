@@ -2,7 +2,7 @@
 //! runs here, so each test shows exactly which events lead to which fact.
 
 use super::{Observed, StreamKey};
-use crate::trace::{Event, Purpose, Refused, SimTime, Trace, What};
+use crate::trace::{ConnId, Event, Purpose, Refused, SimTime, Trace, What};
 use crate::wire::jsonrpc::{RpcId, RpcKind, RpcSummary};
 
 /// A trace from `(milliseconds, event)` pairs, in order.
@@ -17,13 +17,13 @@ fn trace(events: Vec<(u64, What)>) -> Trace {
 }
 
 fn connect(conn: u32, purpose: Purpose) -> What {
-    What::Connect { client: "alice".into(), conn, port: 40000 + conn as u16, purpose }
+    What::Connect { client: "alice".into(), conn: ConnId(conn), port: 40000 + conn as u16, purpose }
 }
 
 fn request(conn: u32, method: &str, path: &str, last: Option<&str>, session: Option<&str>) -> What {
     What::HttpRequest {
         client: "alice".into(),
-        conn,
+        conn: ConnId(conn),
         method: method.into(),
         path: path.into(),
         last_event_id: last.map(String::from),
@@ -32,13 +32,18 @@ fn request(conn: u32, method: &str, path: &str, last: Option<&str>, session: Opt
 }
 
 fn stream_ok(conn: u32) -> What {
-    What::HttpResponse { client: "alice".into(), conn, status: 200, content_type: Some("text/event-stream".into()) }
+    What::HttpResponse {
+        client: "alice".into(),
+        conn: ConnId(conn),
+        status: 200,
+        content_type: Some("text/event-stream".into()),
+    }
 }
 
 fn event(conn: u32, id: &str, request: Option<i64>) -> What {
     What::SseEvent {
         client: "alice".into(),
-        conn,
+        conn: ConnId(conn),
         id: Some(id.into()),
         event: "message".into(),
         rpc: request.map(|n| RpcSummary {
@@ -56,18 +61,18 @@ fn a_legacy_resume_presents_the_token_in_its_url_and_carries_the_sessions_get_st
         (0, connect(1, Purpose::Uplink)),
         (0, request(1, "GET", "/mcp/sse", None, None)),
         (100, stream_ok(1)),
-        (100, What::SessionToken { client: "alice".into(), conn: 1, token: "tok-1".into() }),
+        (100, What::SessionToken { client: "alice".into(), conn: ConnId(1), token: "tok-1".into() }),
         (200, event(1, "1001", None)),
         (5000, connect(2, Purpose::Uplink)),
         (5000, request(2, "GET", "/mcp/sse?sessionId=tok-1", Some("1001"), None)),
         (5200, stream_ok(2)),
     ]);
     let o = Observed::new(&t);
-    let first = &o.conns[&("alice".to_string(), 1)];
+    let first = &o.conns[&("alice".to_string(), ConnId(1))];
     assert_eq!(first.learned_token.as_deref(), Some("tok-1"));
     assert_eq!(first.stream, StreamKey::Get("tok-1".into()));
     assert_eq!(first.accepted_resumption(), None, "a fresh uplink resumes nothing");
-    let resume = &o.conns[&("alice".to_string(), 2)];
+    let resume = &o.conns[&("alice".to_string(), ConnId(2))];
     assert_eq!(resume.presented_token.as_deref(), Some("tok-1"));
     assert!(!resume.session_header);
     assert_eq!(resume.stream, StreamKey::Get("tok-1".into()));
@@ -87,9 +92,9 @@ fn a_get_with_an_id_seen_on_a_tool_calls_stream_carries_that_stream() {
         (2100, stream_ok(4)),
     ]);
     let o = Observed::new(&t);
-    let call = StreamKey::Call { client: "alice".into(), conn: 3 };
-    assert_eq!(o.conns[&("alice".to_string(), 3)].stream, call);
-    let resume = &o.conns[&("alice".to_string(), 4)];
+    let call = StreamKey::Call { client: "alice".into(), conn: ConnId(3) };
+    assert_eq!(o.conns[&("alice".to_string(), ConnId(3))].stream, call);
+    let resume = &o.conns[&("alice".to_string(), ConnId(4))];
     assert!(resume.session_header);
     assert_eq!(resume.stream, call, "the id names the stream it was seen on");
     assert!(resume.stream.is_call() && !resume.stream.is_get());
@@ -102,10 +107,10 @@ fn a_refused_resumption_is_not_accepted_and_keeps_the_kind_of_refusal() {
         (0, connect(2, Purpose::Uplink)),
         (0, request(2, "GET", "/mcp/sse?sessionId=tok-1", Some("1001"), None)),
         (100, stream_ok(2)),
-        (100, What::Rejected { client: "alice".into(), conn: 2, how: Refused::EmptyStream }),
+        (100, What::Rejected { client: "alice".into(), conn: ConnId(2), how: Refused::EmptyStream }),
     ]);
     let o = Observed::new(&t);
-    let c = &o.conns[&("alice".to_string(), 2)];
+    let c = &o.conns[&("alice".to_string(), ConnId(2))];
     assert_eq!(c.accepted_resumption(), None);
     assert_eq!(c.rejected.as_ref().map(|r| r.2), Some(Refused::EmptyStream));
     // A POST carries no stream.
@@ -114,5 +119,5 @@ fn a_refused_resumption_is_not_accepted_and_keeps_the_kind_of_refusal() {
         (0, request(5, "POST", "/mcp/messages?sessionId=tok-1", None, None)),
     ]);
     let o = Observed::new(&t);
-    assert!(o.conns[&("alice".to_string(), 5)].stream.is_none());
+    assert!(o.conns[&("alice".to_string(), ConnId(5))].stream.is_none());
 }

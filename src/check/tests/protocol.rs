@@ -7,7 +7,7 @@ fn protocol_error(dropped_first: bool) -> Trace {
     t.at(5_000)
         .push(What::ProtocolError {
             client: "alice".into(),
-            conn: 1,
+            conn: crate::trace::ConnId(1),
             problem: "mid-event".into(),
             what: "the stream ended in the middle of an event".into(),
         })
