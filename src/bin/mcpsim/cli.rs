@@ -83,7 +83,7 @@ pub(crate) enum Command {
     },
     /// Print the JSON Schema of scenario files (for taplo / Even Better TOML).
     Schema,
-    /// Validate scenario files (TOML) without running them; not the checks that judge runs (alias: validate).
+    /// Validate scenario files (TOML) without running them; not the checks that judge runs.
     #[command(visible_alias = "validate")]
     Check {
         #[arg(required = true)]
