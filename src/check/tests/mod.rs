@@ -34,3 +34,18 @@ fn headlines(trace: &Trace, id: CheckId) -> Vec<String> {
 fn passed(trace: &Trace, id: CheckId) -> bool {
     matches!(verdict(trace, id), Status::Passed)
 }
+
+/// alice held 1001 (the newest id) when her uplink ended at 10 s; she
+/// resumes from 1009, an id her session never minted, on conn 2; the
+/// answer comes at 10.1 s.
+fn resume_from_an_unminted_id() -> Tb {
+    Tb::new(60)
+        .client("alice")
+        .uplink("alice", 1, "tok-1")
+        .at(200)
+        .notes("alice", 1, &["1001"])
+        .at(10_000)
+        .ended("alice", 1, "closed by the server")
+        .resume("alice", 2, "tok-1", Some("1009"))
+        .at(10_100)
+}

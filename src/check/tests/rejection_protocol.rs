@@ -1,23 +1,9 @@
 use super::*;
 use crate::trace::Refused;
 
-/// alice's uplink ends at 10 s; she resumes from 1009, which her session
-/// never minted, on conn 2.
-fn resume_refused() -> Tb {
-    Tb::new(60)
-        .client("alice")
-        .uplink("alice", 1, "tok-1")
-        .at(200)
-        .notes("alice", 1, &["1001"])
-        .at(10_000)
-        .ended("alice", 1, "closed by the server")
-        .resume("alice", 2, "tok-1", Some("1009"))
-        .at(10_100)
-}
-
 #[test]
 fn a_refusal_by_an_empty_stream_is_silent() {
-    let t = resume_refused()
+    let t = resume_from_an_unminted_id()
         .stream("alice", 2)
         .refused("alice", 2, Refused::EmptyStream)
         .ended("alice", 2, "empty stream")
@@ -31,7 +17,7 @@ fn a_refusal_by_an_empty_stream_is_silent() {
 
 #[test]
 fn an_explicit_refusal_followed_by_a_new_session_is_the_protocol() {
-    let t = resume_refused()
+    let t = resume_from_an_unminted_id()
         .status("alice", 2, 404, None)
         .refused("alice", 2, Refused::Status(404))
         .uplink("alice", 3, "tok-2")
@@ -42,7 +28,8 @@ fn an_explicit_refusal_followed_by_a_new_session_is_the_protocol() {
 #[test]
 fn a_refused_owner_that_never_opens_a_new_session_is_a_violation() {
     // Refused explicitly, but the run ends 30 s later with no new session.
-    let t = resume_refused().status("alice", 2, 404, None).refused("alice", 2, Refused::Status(404)).trace();
+    let t =
+        resume_from_an_unminted_id().status("alice", 2, 404, None).refused("alice", 2, Refused::Status(404)).trace();
     assert_eq!(
         headlines(&t, CheckId::RejectionProtocol),
         ["alice never obtained a new session after its resumption was refused at 10.100 s"]
@@ -51,7 +38,7 @@ fn a_refused_owner_that_never_opens_a_new_session_is_a_violation() {
 
 #[test]
 fn the_owners_token_still_served_after_its_refusal_is_a_violation() {
-    let t = resume_refused()
+    let t = resume_from_an_unminted_id()
         .status("alice", 2, 404, None)
         .refused("alice", 2, Refused::Status(404))
         .at(11_000)

@@ -36,23 +36,9 @@ fn a_replay_from_the_next_id_is_whole() {
     assert!(passed(&t, CheckId::ReplayIntegrity), "{:?}", verdict(&t, CheckId::ReplayIntegrity));
 }
 
-/// alice held 1001 (the newest id) and resumes from 1009, an id the session
-/// never minted.
-fn resume_from_the_future() -> Tb {
-    Tb::new(60)
-        .client("alice")
-        .uplink("alice", 1, "tok-1")
-        .at(200)
-        .notes("alice", 1, &["1001"])
-        .at(10_000)
-        .ended("alice", 1, "closed by the server")
-        .resume("alice", 2, "tok-1", Some("1009"))
-        .at(10_100)
-}
-
 #[test]
 fn accepting_a_resumption_from_an_id_never_minted_is_a_violation() {
-    let t = resume_from_the_future().stream("alice", 2).trace();
+    let t = resume_from_an_unminted_id().stream("alice", 2).trace();
     let h = headlines(&t, CheckId::ReplayIntegrity);
     assert_eq!(h.len(), 1, "{h:?}");
     assert!(h[0].starts_with("alice's resumption from 1009 was accepted on conn 2"), "{}", h[0]);
@@ -61,6 +47,6 @@ fn accepting_a_resumption_from_an_id_never_minted_is_a_violation() {
 
 #[test]
 fn refusing_a_resumption_from_an_id_never_minted_leaves_nothing_to_judge() {
-    let t = resume_from_the_future().status("alice", 2, 404, None).trace();
+    let t = resume_from_an_unminted_id().status("alice", 2, 404, None).trace();
     assert!(matches!(verdict(&t, CheckId::ReplayIntegrity), Status::NotApplicable { .. }));
 }
