@@ -605,3 +605,92 @@ label = "r3"
 "#;
     assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
 }
+
+/// `plan_run` found (its plan as it found it): alice's `resume` step presents
+/// 1007, an id of r3's tool-call stream, so her GET (conn 12) resumes that
+/// call's stream, and her standalone stream is gone. Notifications emitted
+/// then are the standalone stream's: none is owed on conn 12. `liveness`
+/// counted conn 12 as her uplink and called them lost.
+#[test]
+fn notifications_are_not_owed_on_a_get_that_resumed_a_tool_calls_stream() {
+    let toml = r#"
+[scenario]
+name = "fuzz"
+dialect = "streamable-http"
+duration = "40s"
+[server]
+first_event_id = 1000
+retention = 4
+request_timeout = "20s"
+heartbeat = "5s"
+[[client]]
+name = "alice"
+[[step]]
+at = "0s"
+do = "connect"
+client = "alice"
+[[step]]
+at = "840ms"
+do = "notify"
+client = "alice"
+count = 1
+[[step]]
+at = "840ms"
+do = "rebind"
+client = "alice"
+[[step]]
+at = "840ms"
+do = "notify"
+client = "alice"
+count = 1
+[[step]]
+at = "840ms"
+do = "notify"
+client = "alice"
+count = 1
+[[step]]
+at = "5740ms"
+do = "notify"
+client = "alice"
+count = 5
+[[step]]
+at = "14080ms"
+do = "call-tool"
+client = "alice"
+method = "roots/list"
+label = "r1"
+[[step]]
+at = "17780ms"
+do = "call-tool"
+client = "alice"
+method = "roots/list"
+label = "r2"
+[[step]]
+at = "17780ms"
+do = "call-tool"
+client = "alice"
+method = "roots/list"
+label = "r3"
+[[step]]
+at = "18140ms"
+do = "resume"
+client = "alice"
+last_event_id = 1007
+[[step]]
+at = "18300ms"
+do = "notify"
+client = "alice"
+count = 2
+[[step]]
+at = "20760ms"
+do = "call-tool"
+client = "alice"
+method = "roots/list"
+label = "r4"
+[[step]]
+at = "20760ms"
+do = "rebind"
+client = "alice"
+"#;
+    assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
+}

@@ -121,10 +121,20 @@ impl Observed<'_> {
     }
 
     /// Like [`Observed::usable_uplinks`], for the connections that carried
-    /// `stream` (a tool call's stream, say); `None`: the uplinks.
+    /// `stream` (a tool call's stream, say); `None`: the uplinks that carried
+    /// the session's GET stream.
     pub fn usable_streams(&self, client: &str, token: &str, stream: Option<&StreamKey>) -> Vec<(SimTime, SimTime)> {
         let mut out = Vec::new();
+        // Standalone messages ride the session's GET stream only: a GET that
+        // resumed a tool call's stream (its Last-Event-ID was seen there)
+        // carries that call's stream (found by fuzzing: notifications were
+        // counted as owed on such a GET).
         let carries = |c: &Conn| match stream {
+            None => c.is_uplink() && c.stream.is_get(),
+            Some(s) => c.stream == *s,
+        };
+        // Any uplink the client opens replaces its current one.
+        let takes_over = |c: &Conn| match stream {
             None => c.is_uplink(),
             Some(s) => c.stream == *s,
         };
@@ -159,7 +169,7 @@ impl Observed<'_> {
             // without a session id). A new session also ends the client's use
             // of the old one's call streams: it left that session (found by
             // fuzzing: a `connect` during a tool call).
-            let replaces = |n: &Conn| carries(n) || (n.purpose == Purpose::Post && n.presented_token.is_none());
+            let replaces = |n: &Conn| takes_over(n) || (n.purpose == Purpose::Post && n.presented_token.is_none());
             if let Some(next) = self
                 .conns
                 .values()
