@@ -694,3 +694,98 @@ client = "alice"
 "#;
     assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
 }
+
+/// `plan_run` found a race in guarded itself (its plan as it found it):
+/// alice (holding bob's credential) and bob both lose their standalone
+/// stream and open a new one at the same instant. Both GETs fenced the dead
+/// stream and both attached: two writers, and the second GET's re-issues of
+/// r1 and r2 reached alice, who had just received them (`inflight-disposition`:
+/// "r1 reached alice twice on conn 4"). A new standalone stream now fences
+/// again until it is the sole writer.
+#[test]
+fn two_standalone_gets_at_one_instant_leave_one_writer() {
+    let toml = r#"
+[scenario]
+name = "fuzz"
+dialect = "streamable-http"
+duration = "40s"
+[server]
+first_event_id = 1000
+retention = 4
+request_timeout = "20s"
+heartbeat = "5s"
+[[client]]
+name = "alice"
+[[step]]
+at = "0s"
+do = "connect"
+client = "alice"
+[[client]]
+name = "bob"
+[[step]]
+at = "0s"
+do = "connect"
+client = "bob"
+[[step]]
+at = "5060ms"
+do = "steal-token"
+from = "bob"
+to = "alice"
+credential = true
+[[step]]
+at = "8080ms"
+do = "notify"
+client = "bob"
+count = 5
+[[step]]
+at = "13180ms"
+do = "rebind"
+client = "alice"
+[[step]]
+at = "13180ms"
+do = "rebind"
+client = "bob"
+[[step]]
+at = "13360ms"
+do = "server-request"
+client = "alice"
+method = "sampling/createMessage"
+label = "r1"
+[[step]]
+at = "13360ms"
+do = "steal-token"
+from = "alice"
+to = "bob"
+credential = false
+[[step]]
+at = "13360ms"
+do = "notify"
+client = "alice"
+count = 1
+[[step]]
+at = "13360ms"
+do = "notify"
+client = "alice"
+count = 1
+[[step]]
+at = "13540ms"
+do = "server-request"
+client = "alice"
+method = "sampling/createMessage"
+label = "r2"
+"#;
+    assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
+    // Each re-issue reached one client only.
+    let plan = Plan::from_toml_str(toml, "fuzz-found.toml").unwrap();
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
+    let mut got = std::collections::BTreeMap::<String, Vec<String>>::new();
+    for e in &run.trace.events {
+        if let mcpsim::trace::What::SseEvent { client, rpc: Some(r), .. } = &e.what {
+            if let Some(id) = &r.id {
+                got.entry(id.to_string()).or_default().push(client.clone());
+            }
+        }
+    }
+    assert_eq!(got.get("r1.r1"), Some(&vec!["alice".to_string()]), "{got:?}");
+    assert_eq!(got.get("r1.r2"), Some(&vec!["bob".to_string()]), "{got:?}");
+}

@@ -170,8 +170,17 @@ async fn open_standalone(shared: &Shared, ctl: Rc<ConnCtl>, token: &str, who: &s
     let has_prior = |shared: &Shared| {
         shared.state.borrow().sessions.get(token).is_some_and(|s| s.uplinks.iter().any(|u| u.stream == STANDALONE))
     };
-    if fence_prior && has_prior(shared) && fence(shared, token, STANDALONE).await.is_err() {
-        return rpc_error(StatusCode::CONFLICT, "the session's standalone stream could not be fenced");
+    // Another GET may attach while this one waits on the fence (found by
+    // fuzzing: two holders of one credential asked at the same instant, both
+    // fenced the dead stream and both attached): fence again until this GET
+    // is the sole writer; there is no `.await` between the last check and
+    // the attach. A few rounds settle any realistic race, then 409.
+    let mut rounds = 0;
+    while fence_prior && has_prior(shared) {
+        rounds += 1;
+        if rounds > 3 || fence(shared, token, STANDALONE).await.is_err() {
+            return rpc_error(StatusCode::CONFLICT, "the session's standalone stream could not be fenced");
+        }
     }
     let mut st = shared.state.borrow_mut();
     if !st.sessions.contains_key(token) {
