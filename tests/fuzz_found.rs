@@ -789,3 +789,106 @@ label = "r2"
     assert_eq!(got.get("r1.r1"), Some(&vec!["alice".to_string()]), "{got:?}");
     assert_eq!(got.get("r1.r2"), Some(&vec!["bob".to_string()]), "{got:?}");
 }
+
+/// `plan_run` found (its plan as it found it): mallory takes bob's token and
+/// credential, crashes (and is never restarted), and alice then takes them
+/// from her: a crashed client still holds what it took, so alice speaks as
+/// bob, and guarded killing bob's session when it refuses her is the seed's
+/// rule. `rejection-protocol` took the crash for a reset of mallory's
+/// credential (only a restart resets it) and blamed guarded.
+#[test]
+fn a_credential_taken_from_a_crashed_thief_is_still_the_owners() {
+    let toml = r#"
+[scenario]
+name = "fuzz"
+dialect = "legacy-sse"
+duration = "40s"
+[server]
+first_event_id = 1000
+retention = 4
+request_timeout = "20s"
+heartbeat = "5s"
+[[client]]
+name = "alice"
+[[step]]
+at = "0s"
+do = "connect"
+client = "alice"
+[[client]]
+name = "bob"
+[[step]]
+at = "0s"
+do = "connect"
+client = "bob"
+[[client]]
+name = "mallory"
+[[step]]
+at = "0s"
+do = "connect"
+client = "mallory"
+[[step]]
+at = "2020ms"
+do = "reset"
+client = "alice"
+[[step]]
+at = "2860ms"
+do = "server-request"
+client = "alice"
+method = "sampling/createMessage"
+label = "r1"
+[[step]]
+at = "7860ms"
+do = "server-request"
+client = "bob"
+method = "roots/list"
+label = "r2"
+[[step]]
+at = "8300ms"
+do = "rebind"
+client = "alice"
+[[step]]
+at = "11760ms"
+do = "server-request"
+client = "bob"
+method = "roots/list"
+label = "r3"
+[[step]]
+at = "11760ms"
+do = "server-request"
+client = "alice"
+method = "sampling/createMessage"
+label = "r4"
+[[step]]
+at = "12400ms"
+do = "notify"
+client = "alice"
+count = 1
+[[step]]
+at = "13060ms"
+do = "notify"
+client = "bob"
+count = 3
+[[step]]
+at = "15860ms"
+do = "steal-token"
+from = "bob"
+to = "mallory"
+credential = true
+[[step]]
+at = "18040ms"
+do = "crash-client"
+client = "mallory"
+[[step]]
+at = "18260ms"
+do = "steal-token"
+from = "mallory"
+to = "alice"
+credential = true
+[[step]]
+at = "22520ms"
+do = "resume"
+client = "bob"
+last_event_id = "last-seen"
+"#;
+    assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
+}

@@ -82,14 +82,25 @@ impl Observed<'_> {
 
     /// The principal `client` speaks as at `at`: that of the credential it
     /// took last (a thief takes whatever its victim presented then), or its
-    /// own when it took none or crashed since (a restarted client presents
-    /// its own credential again). Found by fuzzing: a client that took
-    /// another's credential opens its next sessions as that principal.
+    /// own when it took none or was restarted since (a restarted client
+    /// presents its own credential again; a crashed one that was not
+    /// restarted still holds what it took, and a thief can copy it). Found by
+    /// fuzzing: a client that took another's credential opens its next
+    /// sessions as that principal.
     pub fn speaks_as(&self, client: &str, at: SimTime) -> String {
+        // A restart shows as the first connection after a crash.
+        let restarted = |who: &str, since: SimTime, t: SimTime| {
+            self.crashes.iter().any(|(c, ct)| {
+                c == who
+                    && *ct >= since
+                    && *ct <= t
+                    && self.conns.values().any(|k| k.client == who && k.opened > *ct && k.opened <= t)
+            })
+        };
         // client -> (since, principal), replayed in trace order.
         let mut took: BTreeMap<&str, (SimTime, String)> = BTreeMap::new();
         let current = |took: &BTreeMap<&str, (SimTime, String)>, who: &str, t: SimTime| match took.get(who) {
-            Some((since, p)) if !self.crashed_between(who, *since, t) => p.clone(),
+            Some((since, p)) if !restarted(who, *since, t) => p.clone(),
             _ => self.principal(who).to_string(),
         };
         for (t, from, to, _) in self.thefts.iter().filter(|th| th.3 && th.0 <= at) {
