@@ -892,3 +892,138 @@ last_event_id = "last-seen"
 "#;
     assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
 }
+
+/// The violations `server` gets on `toml`, as `(check, inherent, headline)`.
+fn findings(toml: &str, server: &str) -> Vec<(String, bool, String)> {
+    let plan = Plan::from_toml_str(toml, "fuzz-found.toml").unwrap();
+    let run = mcpsim::run(&plan, server, None).unwrap();
+    let verdicts = mcpsim::check::judge(&run.trace);
+    let mut out = Vec::new();
+    for v in &verdicts {
+        for x in v.violations() {
+            out.push((v.check.to_string(), x.inherent, x.headline.clone()));
+        }
+    }
+    out
+}
+
+/// Found by review, not by a fuzzer: the checks took every `credential =
+/// true` theft for effective, but the world hands a credential over only
+/// when the victim holds a session. Here alice steals from bob before bob
+/// has a session: nothing is taken, alice opens her session with her own
+/// credential, and bob (who
+/// later takes her token without her credential) is a foreign thief. A
+/// server that serves him her events leaks them, and no theft excuses it:
+/// `confidentiality` called the leak inherent ("alice opened the session
+/// with principal bob's credential"), which was false. The checks now read
+/// the credential each request presented, as the client records it.
+#[test]
+fn a_credential_theft_that_took_nothing_excuses_no_leak() {
+    let toml = r#"
+[scenario]
+name = "ineffective-credential-theft"
+duration = "30s"
+[server]
+first_event_id = 1000
+[[client]]
+name = "alice"
+[[client]]
+name = "bob"
+[[step]]
+at = "0s"
+do = "steal-token"
+from = "bob"
+to = "alice"
+credential = true
+[[step]]
+at = "100ms"
+do = "connect"
+client = "alice"
+[[step]]
+at = "1s"
+do = "notify"
+client = "alice"
+count = 3
+[[step]]
+at = "2s"
+do = "connect"
+client = "bob"
+[[step]]
+at = "3s"
+do = "steal-token"
+from = "alice"
+to = "bob"
+credential = false
+[[step]]
+at = "4s"
+do = "resume"
+client = "bob"
+last_event_id = 1000
+"#;
+    let leaks: Vec<_> = findings(toml, "unbound").into_iter().filter(|f| f.0 == "confidentiality").collect();
+    assert!(!leaks.is_empty(), "unbound served bob alice's session: a leak");
+    for (_, inherent, headline) in &leaks {
+        assert!(!inherent, "no theft took alice's or bob's credential: {headline}");
+        assert!(headline.starts_with("bob (principal bob) received"), "{headline}");
+        assert!(!headline.contains("no server can tell them apart"), "{headline}");
+    }
+    assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
+}
+
+/// A session opened with another's credential is bound to that principal,
+/// not to everyone: alice takes bob's token and credential and opens a new
+/// session as bob; carol takes its token without a credential. Serving
+/// carol is a leak no theft excuses (she presents her own credential), while
+/// bob, presenting the session's, could not be told apart.
+#[test]
+fn a_third_principal_on_a_session_opened_with_a_taken_credential_is_foreign() {
+    let toml = r#"
+[scenario]
+name = "third-principal"
+duration = "30s"
+[server]
+first_event_id = 1000
+[[client]]
+name = "alice"
+[[client]]
+name = "bob"
+[[client]]
+name = "carol"
+[[step]]
+at = "0s"
+do = "connect"
+client = "bob"
+[[step]]
+at = "1s"
+do = "steal-token"
+from = "bob"
+to = "alice"
+credential = true
+[[step]]
+at = "1100ms"
+do = "connect"
+client = "alice"
+[[step]]
+at = "2s"
+do = "notify"
+client = "alice"
+count = 3
+[[step]]
+at = "3s"
+do = "steal-token"
+from = "alice"
+to = "carol"
+credential = false
+[[step]]
+at = "4s"
+do = "resume"
+client = "carol"
+last_event_id = 1000
+"#;
+    let leaks: Vec<_> = findings(toml, "unbound").into_iter().filter(|f| f.0 == "confidentiality").collect();
+    assert!(leaks.iter().any(|f| f.2.starts_with("carol (principal carol) received")), "{leaks:?}");
+    for (_, inherent, headline) in leaks.iter().filter(|f| f.2.starts_with("carol")) {
+        assert!(!inherent, "{headline}");
+    }
+    assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
+}

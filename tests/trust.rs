@@ -455,6 +455,7 @@ mod hand_built {
                     path: "/mcp/sse".into(),
                     last_event_id: None,
                     session: None,
+                    credential: None,
                 },
             );
             t.at(
@@ -515,6 +516,7 @@ mod hand_built {
                     path: "/mcp/messages?sessionId=tok-1".into(),
                     last_event_id: None,
                     session: None,
+                    credential: None,
                 },
             );
             self.at(ms + 100, What::HttpResponse { client: "alice".into(), conn, status: 202, content_type: None });
@@ -644,6 +646,7 @@ mod hand_built {
                     path: "/mcp/sse?sessionId=tok-1".into(),
                     last_event_id: Some(last.to_string()),
                     session: None,
+                    credential: None,
                 },
             );
             self.at(
@@ -1067,4 +1070,75 @@ fn an_empty_stream_in_streamable_http_is_polling_not_a_refusal() {
     );
     // In legacy-sse the seed analysis's refusal model stands.
     fires(&judge(&load("scenarios/future-id.toml"), "empty-ok"), "rejection-protocol", &["a silent refusal"]);
+}
+
+/// The checks tell a thief from a session's holder by the credential each
+/// request presented, as the client recorded it: only a theft that took
+/// effect shows, and a restart gives a client its own credential back.
+#[test]
+fn requests_record_the_credential_they_present() {
+    use mcpsim::trace::What;
+    let text = r#"
+[scenario]
+name = "credential-record"
+duration = "20s"
+[[client]]
+name = "alice"
+[[client]]
+name = "bob"
+[[step]]
+at = "0s"
+do = "steal-token"
+from = "bob"
+to = "alice"
+credential = true
+[[step]]
+at = "0s"
+do = "connect"
+client = "bob"
+[[step]]
+at = "1s"
+do = "connect"
+client = "alice"
+[[step]]
+at = "2s"
+do = "steal-token"
+from = "bob"
+to = "alice"
+credential = true
+[[step]]
+at = "3s"
+do = "resume"
+client = "alice"
+last_event_id = "last-seen"
+[[step]]
+at = "5s"
+do = "crash-client"
+client = "alice"
+[[step]]
+at = "6s"
+do = "connect"
+client = "alice"
+"#;
+    let plan = Plan::from_toml_str(text, "credential-record.toml").unwrap();
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
+    // (time in seconds, credential) of each of alice's requests.
+    let alice: Vec<(u64, Option<String>)> = run
+        .trace
+        .events
+        .iter()
+        .filter_map(|e| match &e.what {
+            What::HttpRequest { client, credential, .. } if client == "alice" => {
+                Some((e.t_us.0 / 1_000_000, credential.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    // The theft at 0 s took nothing (bob held no session yet).
+    assert!(alice.iter().filter(|(t, _)| *t < 2).all(|(_, c)| c.is_none()), "{alice:?}");
+    // The one at 2 s took bob's credential: her resumption presents it.
+    assert!(alice.iter().any(|(t, c)| (2..5).contains(t) && c.as_deref() == Some("bob")), "{alice:?}");
+    // Restarted at 6 s, she presents her own again.
+    assert!(alice.iter().filter(|(t, _)| *t >= 6).all(|(_, c)| c.is_none()), "{alice:?}");
+    assert!(alice.iter().any(|(t, _)| *t >= 6), "{alice:?}");
 }

@@ -10,7 +10,7 @@
 //! also stole the owner's credential, no server can tell them apart: this
 //! check still reports the leak, because it happened.
 
-use super::observe::Observed;
+use super::observe::{Answer, Observed};
 use super::{not_applicable, status, Status, Violation};
 use crate::trace::describe_rpc;
 use crate::trace::Outcome;
@@ -52,9 +52,9 @@ pub fn judge(o: &Observed) -> Status {
             .collect();
         let including =
             if requests.is_empty() { String::new() } else { format!(", including {}", requests.join(", ")) };
-        // Did the thief also hold the owner's credential? Then no server could tell.
-        let inherent = !o.foreign_to_session(&c.client, token, owner, c.opened);
-        let note = if inherent { o.why_indistinguishable(&c.client, owner, c.opened) } else { String::new() };
+        // Did the thief present the session's credential? Then no server could tell.
+        let inherent = !o.foreign_on(c, token);
+        let note = if inherent { o.why_indistinguishable(&c.client, token, owner) } else { String::new() };
         out.push(Violation {
             check: ID,
             headline: format!(
@@ -89,8 +89,8 @@ fn foreign_acts(o: &Observed, out: &mut Vec<Violation>) -> bool {
         }
         judged = true;
         let Some((status, _, t, seq)) = c.response.filter(|r| (200..300).contains(&r.0)) else { continue };
-        let inherent = !o.foreign_to_session(&c.client, token, owner, c.opened);
-        let note = if inherent { o.why_indistinguishable(&c.client, owner, c.opened) } else { String::new() };
+        let inherent = !o.foreign_on(c, token);
+        let note = if inherent { o.why_indistinguishable(&c.client, token, owner) } else { String::new() };
         out.push(Violation {
             check: ID,
             headline: format!(
@@ -125,8 +125,11 @@ fn foreign_acts(o: &Observed, out: &mut Vec<Violation>) -> bool {
             }
             judged = true;
             // Applied although only other principals had answered.
-            if foreign.len() < sent.len() || foreign.iter().any(|a| !o.foreign_to_session(&a.client, token, owner, a.t))
-            {
+            let presented = |a: &Answer| match a.conn.and_then(|k| o.conns.get(&(a.client.clone(), k))) {
+                Some(c) => o.presents(c).to_string(),
+                None => o.speaks_as(&a.client, a.t).to_string(),
+            };
+            if foreign.len() < sent.len() || foreign.iter().any(|a| !o.foreign_as(&a.client, &presented(a), token)) {
                 continue;
             }
             let who: Vec<String> =

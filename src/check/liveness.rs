@@ -61,8 +61,8 @@ fn unresolved_requests(o: &Observed) -> Vec<Violation> {
         if !reachable {
             continue;
         }
-        let stolen = o.credential_stolen(&r.owner, deadline);
-        let foreign = o.holds_foreign_credential(&r.owner, deadline);
+        let stolen = o.rival_holder(&r.owner, token, deadline);
+        let foreign = o.presented_foreign_credential(&r.owner, token, deadline);
         let inherent = stolen || foreign;
         let note = if stolen {
             " (a thief with the owner's credential competes for the session)"
@@ -131,17 +131,17 @@ fn no_live_uplink(o: &Observed) -> Vec<Violation> {
         };
         // A thief presenting another principal's session is kept out by a
         // correct server: no convergence is owed to it (found by fuzzing).
-        if last
-            .token()
-            .and_then(|t| o.token_owner.get(t))
-            .is_some_and(|owner| owner != client && o.foreign(client, owner, last.opened))
-        {
+        if last.token().is_some_and(|t| o.foreign_on(last, t)) {
             continue;
         }
         let problem = uplink_problem(o, last);
         if let Some(problem) = problem {
             // Two holders of one credential fence each other in turn: no server can settle that.
-            let inherent = o.thefts.iter().any(|(_, from, to, cred)| *cred && (from == client || to == client));
+            let inherent = last.token().is_some_and(|t| {
+                o.conns.values().any(|c| {
+                    c.client != *client && c.presented_token.as_deref() == Some(t) && o.presents(c) == o.presents(last)
+                })
+            });
             let note = if inherent { " (it shares a stolen credential with another client)" } else { "" };
             out.push(Violation {
                 check: ID,

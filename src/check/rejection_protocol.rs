@@ -58,9 +58,12 @@ pub fn judge(o: &Observed) -> Status {
         }
         let Some(token) = c.presented_token.as_deref() else { continue };
         let Some(owner) = o.token_owner.get(token) else { continue };
-        if o.principal(owner) != o.principal(&c.client) {
-            // A thief refused: the owner's session must live on. A server
-            // that kills it lets anyone holding the token end the owner's session.
+        // A refused client the server could tell from the session's holder
+        // is a thief: the owner's session must live on. A server that kills
+        // it lets anyone holding the token end the owner's session. One it
+        // could not tell apart (the owner; a client presenting the
+        // session's credential) is the owner by the seed's rules.
+        if o.foreign_on(c, token) {
             out.extend(owner_session_killed(o, c, token, owner, (*t_rej, *rej_seq)));
             continue;
         }
@@ -90,7 +93,7 @@ pub fn judge(o: &Observed) -> Status {
         // (A run that ends soon after the refusal leaves no time to re-initialize.)
         let crashed = o.crashed_between(&c.client, *t_rej, o.end);
         let has_time = o.end.0 >= t_rej.0 + RENEW_ALLOWANCE_US;
-        if !crashed && has_time && (c.client == *owner || o.principal(&c.client) == o.principal(owner)) {
+        if !crashed && has_time {
             let renewed =
                 o.conns.values().any(|n| n.client == c.client && n.opened >= *t_rej && n.learned_token.is_some());
             if !renewed {
@@ -124,17 +127,6 @@ fn owner_session_killed(
     owner: &str,
     (t_rej, rej_seq): (SimTime, u64),
 ) -> Option<Violation> {
-    // A thief holding the owner's credential is the owner as far as any
-    // server can tell: the seed's rule (invalidate the token) applies.
-    if o.thefts.iter().any(|(t, from, to, cred)| *cred && from == owner && *to == thief.client && *t <= t_rej) {
-        return None;
-    }
-    // So is a "thief" that speaks as the principal the session is bound to:
-    // the owner opened it with the thief's credential (found by fuzzing).
-    let bound_to = o.session_principal(token);
-    if bound_to.as_deref() == Some(o.speaks_as(&thief.client, t_rej).as_str()) {
-        return None;
-    }
     let next = o
         .conns
         .values()
@@ -144,15 +136,10 @@ fn owner_session_killed(
     if status != 404 {
         return None;
     }
-    // Someone the server cannot tell from the owner (the owner, its
-    // principal, a holder of its credential) may have been refused meanwhile:
+    // Someone the server cannot tell from the owner (the owner, a client
+    // presenting the session's credential) may have been refused meanwhile:
     // that refusal kills the token by the seed's rule.
-    let as_owner = |client: &str, at: SimTime| {
-        client == owner
-            || o.principal(client) == o.principal(owner)
-            || o.thefts.iter().any(|(t, from, to, cred)| *cred && from == owner && to == client && *t <= at)
-            || bound_to.as_deref() == Some(o.speaks_as(client, at).as_str())
-    };
+    let as_owner = |l: &Conn| !o.foreign_on(l, token);
     // (A refusal the owner never saw counts too: a resumption of its that
     // went out before the 404 and was not seen accepted.)
     let own_end = o.conns.values().any(|l| {
@@ -161,8 +148,9 @@ fn owner_session_killed(
         let accepted = matches!(l.response, Some((200, true, _, _))) && l.rejected.is_none();
         l.conn_key() != next.conn_key()
             && l.presented_token.as_deref() == Some(token)
-            && (l.rejected.as_ref().is_some_and(|r| r.0 <= t && as_owner(&l.client, r.0))
-                || (resumption && !accepted && l.request_t.is_some_and(|s| s <= t && as_owner(&l.client, s))))
+            && as_owner(l)
+            && (l.rejected.as_ref().is_some_and(|r| r.0 <= t)
+                || (resumption && !accepted && l.request_t.is_some_and(|s| s <= t)))
     }) || o.crashed_between(owner, t_rej, t)
         || o.steps.iter().any(|s| s.2 == StepKind::EndSession && s.0 >= t_rej && s.0 <= t)
         // A DELETE of the session that the server did not refuse, before or

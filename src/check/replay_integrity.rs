@@ -50,7 +50,7 @@ pub fn judge(o: &Observed) -> Status {
         // session without its credential: a thief. What it was given is
         // confidentiality's to judge (rmcp and the TypeScript SDK answered
         // such a thief 200 and sent it nothing: that was called a gap).
-        if o.token_owner.get(token).is_some_and(|owner| o.foreign(&c.client, owner, t_acc)) {
+        if o.foreign_on(c, token) {
             thief = true;
             continue;
         }

@@ -14,6 +14,10 @@ use crate::wire::jsonrpc::{RpcId, RpcKind, RpcSummary};
 pub(crate) struct Tb {
     now_us: u64,
     events: Vec<(u64, What)>,
+    /// Each client's principal, and the credential it presents when it
+    /// took another's.
+    principals: std::collections::BTreeMap<String, String>,
+    presenting: std::collections::BTreeMap<String, String>,
 }
 
 /// A notification's summary (as the client's SSE decoder records it).
@@ -40,7 +44,7 @@ impl Tb {
             duration_us: duration_s * 1_000_000,
             liveness_bound_us: 300_000_000,
         };
-        Tb { now_us: 0, events: vec![(0, started)] }
+        Tb { now_us: 0, events: vec![(0, started)], principals: Default::default(), presenting: Default::default() }
     }
 
     /// Moves the clock to `ms` (never backwards).
@@ -62,7 +66,8 @@ impl Tb {
     }
 
     /// A client presenting `principal`.
-    pub fn client_as(self, name: &str, principal: &str) -> Tb {
+    pub fn client_as(mut self, name: &str, principal: &str) -> Tb {
+        self.principals.insert(name.into(), principal.into());
         self.push(What::ClientJoined {
             client: name.into(),
             principal: principal.into(),
@@ -90,6 +95,7 @@ impl Tb {
         last: Option<&str>,
     ) -> Tb {
         let port = 40000 + conn as u16;
+        let credential = self.presenting.get(client).cloned();
         self.push(What::Connect { client: client.into(), conn: ConnId(conn), port, purpose })
             .push(What::MappingOpened {
                 client: client.into(),
@@ -104,6 +110,7 @@ impl Tb {
                 path: path.into(),
                 last_event_id: last.map(String::from),
                 session: None,
+                credential,
             })
     }
 
@@ -242,9 +249,26 @@ impl Tb {
             })
     }
 
-    /// `to` takes `from`'s session token (and credential).
-    pub fn steal(self, from: &str, to: &str, credential: bool) -> Tb {
+    /// `to` takes `from`'s session token (and credential: `to`'s requests
+    /// present it from now on, as the client records them). A theft that
+    /// takes no effect is a bare `TokenStolen` event.
+    pub fn steal(mut self, from: &str, to: &str, credential: bool) -> Tb {
+        if credential {
+            let taken = self.presenting.get(from).or(self.principals.get(from)).cloned().unwrap_or_else(|| from.into());
+            if self.principals.get(to) == Some(&taken) {
+                self.presenting.remove(to);
+            } else {
+                self.presenting.insert(to.into(), taken);
+            }
+        }
         self.push(What::TokenStolen { from: from.into(), to: to.into(), credential })
+    }
+
+    /// `client` crashes and is started again: its requests present its own
+    /// credential once more (as `Client::new` resets it).
+    pub fn crash_and_restart(mut self, client: &str) -> Tb {
+        self.presenting.remove(client);
+        self.push(What::ClientCrashed { client: client.into() })
     }
 
     /// The finished trace: `seq` is each event's place.

@@ -41,6 +41,21 @@ impl Client {
         Some((conn, sender, driver))
     }
 
+    /// The trace event for a request about to go out on `conn`: it names
+    /// the credential presented when that is not the client's own.
+    pub(super) fn request_event(
+        &self,
+        conn: ConnId,
+        method: &str,
+        path: String,
+        last_event_id: Option<String>,
+        session: Option<String>,
+    ) -> What {
+        let presented = self.shared.credential.borrow();
+        let credential = (*presented != self.spec.principal).then(|| presented.clone());
+        What::HttpRequest { client: self.name(), conn, method: method.into(), path, last_event_id, session, credential }
+    }
+
     /// A GET for an SSE stream, in the client's dialect.
     /// A GET in the client's dialect; an error names the value that cannot
     /// be sent (a session id or event id from the server with characters no
@@ -108,14 +123,7 @@ impl Client {
                 return None;
             }
         };
-        self.rec.record(What::HttpRequest {
-            client: self.name(),
-            conn,
-            method: "POST".into(),
-            path,
-            last_event_id: None,
-            session,
-        });
+        self.rec.record(self.request_event(conn, "POST", path, None, session));
         let resp = match timeout(head_timeout, sender.send_request(req)).await {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {

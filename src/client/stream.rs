@@ -31,14 +31,7 @@ impl Client {
                 return self.retry_later(gen, true);
             }
         };
-        self.rec.record(What::HttpRequest {
-            client: self.name(),
-            conn,
-            method: "GET".into(),
-            path,
-            last_event_id,
-            session: token.clone(),
-        });
+        self.rec.record(self.request_event(conn, "GET", path, last_event_id, token.clone()));
         let Some(resp) = self.response_head(conn, sender, req).await else {
             return self.retry_later(gen, !resuming && !streamable);
         };

@@ -197,14 +197,7 @@ impl Client {
                 return None;
             }
         };
-        self.rec.record(What::HttpRequest {
-            client: self.name(),
-            conn,
-            method: "GET".into(),
-            path: ENDPOINT.into(),
-            last_event_id: Some(last.into()),
-            session: Some(token.into()),
-        });
+        self.rec.record(self.request_event(conn, "GET", ENDPOINT.into(), Some(last.into()), Some(token.into())));
         let resp = match timeout(self.spec.heartbeat_timeout, sender.send_request(req)).await {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {
@@ -266,14 +259,7 @@ impl Client {
                 return;
             }
         };
-        self.rec.record(What::HttpRequest {
-            client: self.name(),
-            conn,
-            method: "DELETE".into(),
-            path: ENDPOINT.into(),
-            last_event_id: None,
-            session: Some(token),
-        });
+        self.rec.record(self.request_event(conn, "DELETE", ENDPOINT.into(), None, Some(token)));
         if let Ok(Ok(resp)) = timeout(POST_TIMEOUT, sender.send_request(req)).await {
             let status = resp.status().as_u16();
             let content_type = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).map(str::to_string);

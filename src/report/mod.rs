@@ -294,9 +294,10 @@ pub fn describe(what: &What) -> String {
             format!("{client} opened conn {conn} (port {port}, {purpose:?})")
         }
         What::ConnectFailed { client, conn, error } => format!("{client} could not connect (conn {conn}): {error}"),
-        What::HttpRequest { client, conn, method, path, last_event_id, .. } => format!(
-            "{client} sent {method} {path} on conn {conn}{}",
-            last_event_id.as_ref().map(|l| format!(" with Last-Event-ID {l}")).unwrap_or_default()
+        What::HttpRequest { client, conn, method, path, last_event_id, credential, .. } => format!(
+            "{client} sent {method} {path} on conn {conn}{}{}",
+            last_event_id.as_ref().map(|l| format!(" with Last-Event-ID {l}")).unwrap_or_default(),
+            credential.as_ref().map(|p| format!(", presenting principal {p}'s credential")).unwrap_or_default()
         ),
         What::HttpResponse { client, conn, status, .. } => format!("{client} got HTTP {status} on conn {conn}"),
         What::SseEvent { client, conn, id, event, rpc, .. } => format!(

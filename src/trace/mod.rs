@@ -205,6 +205,12 @@ pub enum What {
         /// The `Mcp-Session-Id` presented (streamable-http).
         #[serde(skip_serializing_if = "Option::is_none", default)]
         session: Option<String>,
+        /// The principal whose credential the request presented, when it is
+        /// not the client's own (it took another's in a `steal-token` step):
+        /// what the server saw, so the checks need not guess whether a
+        /// theft took effect.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        credential: Option<String>,
     },
     /// A client got the head of an HTTP response.
     HttpResponse {

@@ -42,6 +42,7 @@ impl<'a> Observed<'a> {
                             port: *port,
                             opened: t,
                             presented_token: None,
+                            credential: None,
                             session_header: false,
                             learned_token: None,
                             last_event_id: None,
@@ -56,9 +57,10 @@ impl<'a> Observed<'a> {
                         },
                     );
                 }
-                What::HttpRequest { client, conn, method, path, last_event_id, session } => {
+                What::HttpRequest { client, conn, method, path, last_event_id, session, credential } => {
                     if let Some(c) = o.conns.get_mut(&(client.clone(), *conn)) {
                         c.method = method.clone();
+                        c.credential = credential.clone();
                         c.request_t = Some(t);
                         c.session_header = session.is_some();
                         c.presented_token =

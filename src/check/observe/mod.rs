@@ -64,6 +64,9 @@ pub struct Conn {
     pub opened: SimTime,
     /// The token the request presented (a resumption or a POST), if any.
     pub presented_token: Option<String>,
+    /// The principal whose credential the request presented, when it was
+    /// not the client's own (see [`Observed::presents`]).
+    pub credential: Option<String>,
     /// Whether it was presented in the `Mcp-Session-Id` header (streamable-http).
     pub session_header: bool,
     /// The token the server handed out on this uplink (`endpoint` event).

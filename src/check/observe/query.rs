@@ -65,63 +65,75 @@ impl Observed<'_> {
         self.crashes.iter().any(|(c, t)| c == client && *t >= from && *t <= to)
     }
 
-    /// Whether someone stole `owner`'s token with its credential before `until`:
-    /// two indistinguishable holders then compete for one session.
-    pub fn credential_stolen(&self, owner: &str, until: SimTime) -> bool {
-        self.thefts.iter().any(|(t, from, _, cred)| *cred && from == owner && *t <= until)
+    /// The principal whose credential `c`'s request presented: the client's
+    /// own unless it had taken another's. The client records what it sent,
+    /// so a theft that took no effect (its victim held no session yet, its
+    /// thief had crashed) changes nothing here (found by review: guessing
+    /// from the steps excused a real leak).
+    pub fn presents<'s>(&'s self, c: &'s Conn) -> &'s str {
+        c.credential.as_deref().unwrap_or_else(|| self.principal(&c.client))
     }
 
-    /// Whether `client` took another principal's credential before `until`:
-    /// from then on it speaks as that principal, so a correct server refuses
-    /// its answers on its own sessions (found by fuzzing).
-    pub fn holds_foreign_credential(&self, client: &str, until: SimTime) -> bool {
-        self.thefts.iter().any(|(t, from, to, cred)| {
-            *cred && to == client && *t <= until && self.principals.get(from) != self.principals.get(client)
-        })
+    /// The principal `client` presented on its latest request at or before
+    /// `at` (its own before its first).
+    pub fn speaks_as<'s>(&'s self, client: &'s str, at: SimTime) -> &'s str {
+        self.conns
+            .values()
+            .filter(|c| c.client == client && c.request_t.is_some_and(|t| t <= at))
+            .max_by_key(|c| (c.request_t, c.conn))
+            .map_or_else(|| self.principal(client), |c| self.presents(c))
     }
 
-    /// The principal `client` speaks as at `at`: that of the credential it
-    /// took last (a thief takes whatever its victim presented then), or its
-    /// own when it took none or was restarted since (a restarted client
-    /// presents its own credential again; a crashed one that was not
-    /// restarted still holds what it took, and a thief can copy it). Found by
-    /// fuzzing: a client that took another's credential opens its next
-    /// sessions as that principal.
-    pub fn speaks_as(&self, client: &str, at: SimTime) -> String {
-        // A restart shows as the first connection after a crash.
-        let restarted = |who: &str, since: SimTime, t: SimTime| {
-            self.crashes.iter().any(|(c, ct)| {
-                c == who
-                    && *ct >= since
-                    && *ct <= t
-                    && self.conns.values().any(|k| k.client == who && k.opened > *ct && k.opened <= t)
-            })
-        };
-        // client -> (since, principal), replayed in trace order.
-        let mut took: BTreeMap<&str, (SimTime, String)> = BTreeMap::new();
-        let current = |took: &BTreeMap<&str, (SimTime, String)>, who: &str, t: SimTime| match took.get(who) {
-            Some((since, p)) if !restarted(who, *since, t) => p.clone(),
-            _ => self.principal(who).to_string(),
-        };
-        for (t, from, to, _) in self.thefts.iter().filter(|th| th.3 && th.0 <= at) {
-            let p = current(&took, from, *t);
-            took.insert(to, (*t, p));
-        }
-        current(&took, client, at)
-    }
-
-    /// The principal session `token` is bound to: the one its owner spoke
-    /// as when it opened the session (its own name when the trace does not
-    /// say who opened it).
-    pub fn session_principal(&self, token: &str) -> Option<String> {
+    /// The principal session `token` is bound to: the one its owner
+    /// presented on the request that opened it (found by fuzzing: a client
+    /// that took another's credential opens its sessions as that principal).
+    pub fn session_principal(&self, token: &str) -> Option<&str> {
         let owner = self.token_owner.get(token)?;
-        let opened = self
+        let opening = self
             .conns
             .values()
             .filter(|c| c.client == *owner && c.learned_token.as_deref() == Some(token))
-            .map(|c| c.opened)
-            .min()?;
-        Some(self.speaks_as(owner, opened))
+            .min_by_key(|c| (c.opened, c.conn));
+        Some(opening.map_or_else(|| self.principal(owner), |c| self.presents(c)))
+    }
+
+    /// Whether a server could tell `client`, presenting `principal`'s
+    /// credential on session `token`, from the session's holder: it is not
+    /// the session's owner, and the session is bound to another principal.
+    pub fn foreign_as(&self, client: &str, principal: &str, token: &str) -> bool {
+        self.token_owner.get(token).is_some_and(|owner| client != owner)
+            && self.session_principal(token).is_some_and(|p| p != principal)
+    }
+
+    /// [`Observed::foreign_as`] for the request on `c`.
+    pub fn foreign_on(&self, c: &Conn, token: &str) -> bool {
+        self.foreign_as(&c.client, self.presents(c), token)
+    }
+
+    /// Whether a client other than `client` presented session `token` by
+    /// `until` with the session's principal: two holders no server can tell
+    /// apart then compete for one session.
+    pub fn rival_holder(&self, client: &str, token: &str, until: SimTime) -> bool {
+        self.conns.values().any(|c| {
+            c.client != client
+                && c.presented_token.as_deref() == Some(token)
+                && c.request_t.is_some_and(|t| t <= until)
+                && !self.foreign_on(c, token)
+        })
+    }
+
+    /// Whether `client` presented session `token` by `until` with another
+    /// principal's credential than the session's: a correct server refuses
+    /// those requests (its answers, say) even though it opened the session
+    /// (found by fuzzing).
+    pub fn presented_foreign_credential(&self, client: &str, token: &str, until: SimTime) -> bool {
+        let bound = self.session_principal(token);
+        self.conns.values().any(|c| {
+            c.client == client
+                && c.presented_token.as_deref() == Some(token)
+                && c.request_t.is_some_and(|t| t <= until)
+                && bound.is_some_and(|p| p != self.presents(c))
+        })
     }
 
     /// When `client` had a usable uplink for session `token`: from its
@@ -245,32 +257,16 @@ impl Observed<'_> {
             .map(|(_, _, r)| r)
     }
 
-    /// Whether a server could tell `client` from `owner` at `at`: a different
-    /// principal that had not stolen the owner's credential by then.
-    pub fn foreign(&self, client: &str, owner: &str, at: SimTime) -> bool {
-        self.principal(client) != self.principal(owner)
-            && !self.thefts.iter().any(|(t, from, to, cred)| *cred && from == owner && to == client && *t <= at)
-    }
-
-    /// Whether a server could tell `client` from session `token`'s rightful
-    /// holder at `at`: [`Observed::foreign`] to the owner, and not speaking as
-    /// the principal the session was opened as (an owner that opened it with
-    /// another's credential bound it to that principal; found by fuzzing).
-    pub fn foreign_to_session(&self, client: &str, token: &str, owner: &str, at: SimTime) -> bool {
-        self.foreign(client, owner, at) && self.session_principal(token).is_none_or(|p| p != self.speaks_as(client, at))
-    }
-
-    /// Why no server could tell `client` from session `token`'s holder (for
-    /// a headline): it took the owner's credential, or the owner opened the
-    /// session with the credential `client` presents.
-    pub fn why_indistinguishable(&self, client: &str, owner: &str, at: SimTime) -> String {
-        if self.foreign(client, owner, at) {
-            format!(
-                " ({owner} opened the session with principal {}'s credential, which {client} presents: no server can tell them apart)",
-                self.speaks_as(client, at)
-            )
-        } else {
-            " (it held the owner's credential: no server can tell them apart)".to_string()
+    /// Why no server could tell a client presenting session `token` from its
+    /// holder `owner` (for a headline): it presented the owner's
+    /// credential, or the owner opened the session with the credential the
+    /// client presents.
+    pub fn why_indistinguishable(&self, client: &str, token: &str, owner: &str) -> String {
+        match self.session_principal(token) {
+            Some(p) if p != self.principal(owner) => format!(
+                " ({owner} opened the session with principal {p}'s credential, which {client} presents: no server can tell them apart)"
+            ),
+            _ => " (it held the owner's credential: no server can tell them apart)".to_string(),
         }
     }
 

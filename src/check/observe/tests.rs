@@ -28,6 +28,7 @@ fn request(conn: u32, method: &str, path: &str, last: Option<&str>, session: Opt
         path: path.into(),
         last_event_id: last.map(String::from),
         session: session.map(String::from),
+        credential: None,
     }
 }
 
@@ -120,4 +121,101 @@ fn a_refused_resumption_is_not_accepted_and_keeps_the_kind_of_refusal() {
     ]);
     let o = Observed::new(&t);
     assert!(o.conns[&("alice".to_string(), ConnId(5))].stream.is_none());
+}
+
+/// Who presented what: the facts the checks use to tell a thief from a
+/// session's holder come from the credential each request carried.
+mod credentials {
+    use super::super::Observed;
+    use crate::check::testkit::Tb;
+    use crate::trace::{ConnId, SimTime, Trace, What};
+
+    fn conn<'o>(o: &'o Observed<'_>, client: &str, n: u32) -> &'o super::super::Conn {
+        &o.conns[&(client.to_string(), ConnId(n))]
+    }
+
+    /// Alice holds bob's credential (she took it), opens session tok-a as
+    /// bob; carol takes the token without a credential, bob with his own.
+    fn opened_with_a_taken_credential() -> Trace {
+        Tb::new(30)
+            .client("alice")
+            .client("bob")
+            .client("carol")
+            .uplink("bob", 1, "tok-b")
+            .at(1000)
+            .steal("bob", "alice", true)
+            .uplink("alice", 1, "tok-a")
+            .at(3000)
+            .steal("alice", "carol", false)
+            .resume("carol", 1, "tok-a", Some("1000"))
+            .resume("bob", 2, "tok-a", Some("1000"))
+            .trace()
+    }
+
+    #[test]
+    fn a_session_is_bound_to_the_credential_its_opening_request_presented() {
+        let t = opened_with_a_taken_credential();
+        let o = Observed::new(&t);
+        assert_eq!(o.presents(conn(&o, "alice", 1)), "bob");
+        assert_eq!(o.session_principal("tok-a"), Some("bob"));
+        assert_eq!(o.session_principal("tok-b"), Some("bob"));
+        assert_eq!(o.session_principal("tok-unknown"), None);
+        // carol presents her own: foreign; bob presents the session's: not.
+        assert!(o.foreign_on(conn(&o, "carol", 1), "tok-a"));
+        assert!(!o.foreign_on(conn(&o, "bob", 2), "tok-a"));
+        // The owner is never foreign on its own session.
+        assert!(!o.foreign_on(conn(&o, "alice", 1), "tok-a"));
+        assert!(o.rival_holder("alice", "tok-a", SimTime(30_000_000)));
+        assert!(!o.rival_holder("alice", "tok-a", SimTime(2_000_000)), "bob presented it only at 3 s");
+        assert!(o
+            .why_indistinguishable("bob", "tok-a", "alice")
+            .contains("alice opened the session with principal bob's credential"));
+    }
+
+    /// A theft that took nothing (its victim held no session, its thief had
+    /// crashed) leaves no credential on the thief's requests, whatever the
+    /// step said: the session alice opens next is hers.
+    #[test]
+    fn a_theft_that_took_nothing_changes_no_binding() {
+        let t = Tb::new(30)
+            .client("alice")
+            .client("bob")
+            .push(What::TokenStolen { from: "bob".into(), to: "alice".into(), credential: true })
+            .at(100)
+            .uplink("alice", 1, "tok-a")
+            .at(3000)
+            .steal("alice", "bob", false)
+            .resume("bob", 1, "tok-a", Some("1000"))
+            .trace();
+        let o = Observed::new(&t);
+        assert_eq!(o.session_principal("tok-a"), Some("alice"));
+        assert!(o.foreign_on(conn(&o, "bob", 1), "tok-a"));
+        assert!(!o.rival_holder("alice", "tok-a", SimTime(30_000_000)));
+        assert_eq!(o.speaks_as("alice", SimTime(200_000)), "alice");
+        assert_eq!(o.speaks_as("bob", SimTime(0)), "bob", "before any request: its own");
+    }
+
+    /// The principal a client speaks as is the one on its latest request:
+    /// a client that took a credential and later presents its own again
+    /// (restarted: Client::new resets it) speaks as itself.
+    #[test]
+    fn a_client_speaks_as_the_credential_of_its_latest_request() {
+        let t = Tb::new(30)
+            .client("alice")
+            .client("bob")
+            .uplink("bob", 1, "tok-b")
+            .at(1000)
+            .steal("bob", "alice", true)
+            .uplink("alice", 1, "tok-a1")
+            .at(5000)
+            .crash_and_restart("alice")
+            .uplink("alice", 2, "tok-a2")
+            .trace();
+        let o = Observed::new(&t);
+        assert_eq!(o.speaks_as("alice", SimTime(2_000_000)), "bob");
+        assert_eq!(o.speaks_as("alice", SimTime(6_000_000)), "alice");
+        assert_eq!(o.session_principal("tok-a1"), Some("bob"));
+        assert_eq!(o.session_principal("tok-a2"), Some("alice"));
+        assert!(!o.presented_foreign_credential("alice", "tok-a1", SimTime(30_000_000)));
+    }
 }

@@ -27,7 +27,7 @@ fn an_explicit_refusal_followed_by_a_new_session_is_the_protocol() {
 
 #[test]
 fn a_refused_owner_that_never_opens_a_new_session_is_a_violation() {
-    // Refused explicitly, but the run ends 30 s later with no new session.
+    // Refused explicitly at 10.1 s, but the run ends at 60 s with no new session.
     let t =
         resume_from_an_unminted_id().status("alice", 2, 404, None).refused("alice", 2, Refused::Status(404)).trace();
     assert_eq!(
