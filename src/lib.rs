@@ -25,8 +25,8 @@
 //! bin (the CLI)
 //! hunt                      generated plans, parallel runs, shrinking
 //! run / run_with (lib.rs)   a server by name, or your plug → a Run
-//! report                    text, JSON, JUnit, HTML timeline
-//! check                     the properties, judged from the trace alone
+//! report                    text, JSON, JUnit, HTML timeline; the words for findings
+//! check                     the properties, judged from the trace alone, as facts (Finding)
 //! world                     turmoil hosts and the step loop; takes a plug
 //! server   client           the engine, policies, rmcp, plugs | the MCP client
 //! trace                     the record of a run (Run, events, Recorder)

@@ -15,7 +15,7 @@ fn fires_and_quiet(check_id: &str, scenario: &str, buggy: &str, says: &str) {
     let bad = verdict(scenario, buggy, check_id);
     let v = bad.violations();
     assert!(!v.is_empty(), "{check_id} did not fire on {buggy} in {scenario}: {:?}", bad.status);
-    assert!(v.iter().any(|x| x.headline.contains(says)), "{check_id} on {buggy}: {:?}", v);
+    assert!(v.iter().any(|x| x.headline().contains(says)), "{check_id} on {buggy}: {:?}", v);
     assert!(v.iter().all(|x| !x.evidence.is_empty()), "every violation carries evidence");
     let good = verdict(scenario, "guarded", check_id);
     assert!(

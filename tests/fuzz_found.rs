@@ -395,7 +395,7 @@ client = "mallory"
     let verdicts = mcpsim::check::judge(&run.trace);
     let liveness = verdicts.iter().find(|v| v.check == "liveness").unwrap();
     let x = &liveness.violations()[0];
-    assert!(x.inherent && x.headline.contains("the owner took another principal's credential"), "{}", x.headline);
+    assert!(x.inherent && x.headline().contains("the owner took another principal's credential"), "{}", x.headline());
 }
 
 /// `plan_run` found (its plan as it found it): alice takes bob's token and
@@ -512,9 +512,9 @@ client = "bob"
     assert!(!leaks.is_empty());
     for x in leaks {
         assert!(
-            x.inherent && x.headline.contains("alice opened the session with principal bob's credential"),
+            x.inherent && x.headline().contains("alice opened the session with principal bob's credential"),
             "{}",
-            x.headline
+            x.headline()
         );
     }
 }
@@ -901,7 +901,7 @@ fn findings(toml: &str, server: &str) -> Vec<(String, bool, String)> {
     let mut out = Vec::new();
     for v in &verdicts {
         for x in v.violations() {
-            out.push((v.check.to_string(), x.inherent, x.headline.clone()));
+            out.push((v.check.to_string(), x.inherent, x.headline()));
         }
     }
     out

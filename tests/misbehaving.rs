@@ -120,7 +120,7 @@ fn protocol_finding(how: Misbehaviour, says: &str) {
     let (run, verdicts) = run(how);
     let v = verdicts.iter().find(|v| v.check == "protocol").unwrap();
     assert!(
-        v.violations().iter().any(|x| x.headline.contains(says)),
+        v.violations().iter().any(|x| x.headline().contains(says)),
         "{how:?}: expected a protocol finding containing {says:?}, got {:?}",
         v.status
     );

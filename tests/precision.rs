@@ -26,7 +26,7 @@ fn listing(server: &str, dialect: Dialect, seeds: &[u64]) -> String {
         for v in &verdicts {
             for x in v.violations() {
                 let inherent = if x.inherent { " [inherent]" } else { "" };
-                out.push_str(&format!("  {} {}{inherent}\n", v.check, x.headline));
+                out.push_str(&format!("  {} {}{inherent}\n", v.check, x.headline()));
             }
         }
     }

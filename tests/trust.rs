@@ -24,7 +24,7 @@ fn verdict<'a>(verdicts: &'a [Verdict], id: &str) -> &'a Verdict {
 }
 
 fn headlines(verdicts: &[Verdict], id: &str) -> Vec<String> {
-    verdict(verdicts, id).violations().iter().map(|v| v.headline.clone()).collect()
+    verdict(verdicts, id).violations().iter().map(|v| v.headline()).collect()
 }
 
 /// A policy that is `guarded` with one change to its decision: a mutant
@@ -114,13 +114,14 @@ fn session_binding_names_the_request_of_the_resuming_clients_session() {
         })
         .collect();
     for x in verdict(&v, "session-binding").violations() {
-        let client = x.headline.split(['\'', ' ']).find(|w| plan.client(w).is_some());
+        let headline = x.headline();
+        let client = headline.split(['\'', ' ']).find(|w| plan.client(w).is_some());
         for (label, owner) in &owners {
-            if x.headline.starts_with(&format!("{label} (")) {
+            if x.headline().starts_with(&format!("{label} (")) {
                 assert!(
-                    x.headline.contains(&format!("written to {owner}'s")),
+                    x.headline().contains(&format!("written to {owner}'s")),
                     "{} names {label}, a request of {owner} ({client:?})",
-                    x.headline,
+                    x.headline(),
                 );
             }
         }

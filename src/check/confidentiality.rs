@@ -10,9 +10,9 @@
 //! also stole the owner's credential, no server can tell them apart: this
 //! check still reports the leak, because it happened.
 
+use super::finding::{Finding, Msg};
 use super::observe::{Answer, Observed};
 use super::{not_applicable, status, Status, Violation};
-use crate::trace::describe_rpc;
 use crate::trace::Outcome;
 use crate::vocab::CheckId;
 use crate::wire::jsonrpc::RpcKind;
@@ -40,30 +40,26 @@ pub fn judge(o: &Observed) -> Status {
         judged = true;
         let leaked: Vec<_> = c.delivered.iter().filter(|d| d.rpc.is_some()).collect();
         let (Some(first), Some(last)) = (leaked.first(), leaked.last()) else { continue };
-        let ids = match (&first.id, &last.id) {
-            (Some(a), Some(b)) if a != b => format!("events {a}–{b}"),
-            (Some(a), _) => format!("event {a}"),
-            _ => "events".into(),
-        };
-        let requests: Vec<String> = leaked
+        let requests: Vec<Msg> = leaked
             .iter()
             .filter(|d| d.rpc.as_ref().is_some_and(|r| r.kind == RpcKind::Request))
-            .map(|d| describe_rpc(&d.rpc, &d.event))
+            .map(|d| Msg { rpc: d.rpc.clone(), event: d.event.clone() })
             .collect();
-        let including =
-            if requests.is_empty() { String::new() } else { format!(", including {}", requests.join(", ")) };
         // Did the thief present the session's credential? Then no server could tell.
         let inherent = !o.foreign_on(c, token);
-        let note = if inherent { o.why_indistinguishable(&c.client, token, owner) } else { String::new() };
         out.push(Violation {
             check: ID,
-            headline: format!(
-                "{} (principal {}) received {} message(s) of {owner}'s session on conn {}: {ids}{including}{note}",
-                c.client,
-                o.principal(&c.client),
-                leaked.len(),
-                c.conn
-            ),
+            finding: Finding::Leak {
+                client: c.client.clone(),
+                principal: o.principal(&c.client).to_string(),
+                owner: owner.clone(),
+                conn: c.conn,
+                count: leaked.len(),
+                first_id: first.id.clone(),
+                last_id: last.id.clone(),
+                requests,
+                why: inherent.then(|| o.why_indistinguishable(token, owner)),
+            },
             t: first.t,
             evidence: c.request_seq.into_iter().chain(leaked.iter().map(|d| d.seq)).collect(),
             inherent,
@@ -90,15 +86,17 @@ fn foreign_acts(o: &Observed, out: &mut Vec<Violation>) -> bool {
         judged = true;
         let Some((status, _, t, seq)) = c.response.filter(|r| (200..300).contains(&r.0)) else { continue };
         let inherent = !o.foreign_on(c, token);
-        let note = if inherent { o.why_indistinguishable(&c.client, token, owner) } else { String::new() };
         out.push(Violation {
             check: ID,
-            headline: format!(
-                "{} (principal {}) ended {owner}'s session with DELETE on conn {} (HTTP {status}) at {t}: only the session's owner may end it{note}",
-                c.client,
-                o.principal(&c.client),
-                c.conn
-            ),
+            finding: Finding::ForeignDelete {
+                client: c.client.clone(),
+                principal: o.principal(&c.client).to_string(),
+                owner: owner.clone(),
+                conn: c.conn,
+                status,
+                at: t,
+                why: inherent.then(|| o.why_indistinguishable(token, owner)),
+            },
             t,
             evidence: c.request_seq.into_iter().chain([seq]).collect(),
             inherent,
@@ -132,17 +130,15 @@ fn foreign_acts(o: &Observed, out: &mut Vec<Violation>) -> bool {
             if foreign.len() < sent.len() || foreign.iter().any(|a| !o.foreign_as(&a.client, &presented(a), token)) {
                 continue;
             }
-            let who: Vec<String> =
-                foreign.iter().map(|a| format!("{} (principal {})", a.client, o.principal(&a.client))).collect();
             out.push(Violation {
                 check: ID,
-                headline: format!(
-                    "the application applied an answer to {} ({}) of {}'s session at {t_o} that only {} had sent: an answer from a principal other than the session's owner",
-                    r.label,
-                    r.method,
-                    owner,
-                    who.join(", ")
-                ),
+                finding: Finding::ForeignAnswer {
+                    label: r.label.clone(),
+                    method: r.method.clone(),
+                    owner: owner.clone(),
+                    at: *t_o,
+                    by: foreign.iter().map(|a| (a.client.clone(), o.principal(&a.client).to_string())).collect(),
+                },
                 t: *t_o,
                 evidence: foreign.iter().map(|a| a.seq).chain([*seq_o]).collect(),
                 inherent: false,

@@ -11,7 +11,7 @@
 //! is pending (no answer can be correlated).
 
 use super::observe::{Delivered, Observed};
-use super::{not_applicable, status, Status, Violation};
+use super::{not_applicable, status, Finding, Status, Violation};
 use crate::trace::Outcome;
 use crate::vocab::CheckId;
 
@@ -53,21 +53,17 @@ pub fn judge(o: &Observed) -> Status {
                     }
             });
             let Some(a) = answered else { continue };
-            let label = delivered_req.map_or_else(|| id.to_string(), |r| r.label.clone());
-            let method = d.rpc.as_ref().and_then(|r| r.method.clone()).unwrap_or_default();
-            let event = d.id.as_deref().unwrap_or("-");
-            let headline = if a.client == c.client {
-                format!(
-                    "{} was handed {label} ({method}, event {event}) again on conn {} at {}; its answer was acknowledged at {}",
-                    c.client, c.conn, d.t, a.t
-                )
-            } else {
-                format!(
-                    "{} was handed {label} ({method}, event {event}) on conn {} at {}, a request {} already answered on this session (acknowledged at {})",
-                    c.client, c.conn, d.t, a.client, a.t
-                )
+            let finding = Finding::HandedAgain {
+                client: c.client.clone(),
+                conn: c.conn,
+                label: delivered_req.map_or_else(|| id.to_string(), |r| r.label.clone()),
+                method: d.rpc.as_ref().and_then(|r| r.method.clone()).unwrap_or_default(),
+                event: d.id.clone().unwrap_or_else(|| "-".into()),
+                at: d.t,
+                answered_by: a.client.clone(),
+                acked_at: a.t,
             };
-            out.push(Violation { check: ID, headline, t: d.t, evidence: vec![a.seq, d.seq], inherent: false });
+            out.push(Violation { check: ID, finding, t: d.t, evidence: vec![a.seq, d.seq], inherent: false });
         }
     }
     status(out)
@@ -104,17 +100,13 @@ fn id_reuse(o: &Observed, out: &mut Vec<Violation>) -> bool {
             let name = |l: Option<String>, d: &Delivered| l.unwrap_or_else(|| method(d));
             out.push(Violation {
                 check: ID,
-                headline: format!(
-                    "{}'s conn {} delivered {} ({}) under JSON-RPC id {id} at {} while {} ({}) under the same id (at {}) was still pending: an answer to {id} cannot be told apart",
-                    c.client,
-                    c.conn,
-                    name(l2, second),
-                    method(second),
-                    second.t,
-                    name(l1, first),
-                    method(first),
-                    first.t
-                ),
+                finding: Finding::IdReused {
+                    client: c.client.clone(),
+                    conn: c.conn,
+                    id: id.clone(),
+                    first: (name(l1, first), method(first), first.t),
+                    second: (name(l2, second), method(second), second.t),
+                },
                 t: second.t,
                 evidence: vec![first.seq, second.seq],
                 inherent: false,

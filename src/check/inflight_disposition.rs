@@ -11,7 +11,7 @@
 //! reissuable that was re-issued (it must be failed, or the resumption refused).
 
 use super::observe::{Observed, Request};
-use super::{not_applicable, status, Status, Violation};
+use super::{not_applicable, status, Finding, Status, Violation};
 use crate::trace::{Outcome, SimTime};
 use crate::vocab::CheckId;
 use crate::wire::jsonrpc::RpcId;
@@ -56,13 +56,15 @@ fn reissues(r: &Request, out: &mut Vec<Violation>) -> bool {
     if !r.reissuable {
         judged = true;
         if let Some((t, seq, _, old, new)) = r.outcomes.iter().find(|x| x.2 == Outcome::Reissued) {
-            let new = new.as_ref().map_or(String::new(), |n| format!(" as {n}"));
             out.push(Violation {
                 check: ID,
-                headline: format!(
-                    "{} ({}) was marked not reissuable, yet the server re-issued it{new} at {t} (old id {old}): a request that cannot be re-issued must be failed explicitly, or the resumption refused",
-                    r.label, r.method
-                ),
+                finding: Finding::ReissuedNotReissuable {
+                    label: r.label.clone(),
+                    method: r.method.clone(),
+                    old: old.clone(),
+                    new: new.clone(),
+                    at: *t,
+                },
                 t: *t,
                 evidence: vec![r.issued.1, *seq],
                 inherent: false,
@@ -74,10 +76,12 @@ fn reissues(r: &Request, out: &mut Vec<Violation>) -> bool {
             if let Some((_, t_tomb)) = tombstones.iter().find(|(old, tt)| *old == id && tt <= t) {
                 out.push(Violation {
                     check: ID,
-                    headline: format!(
-                        "the application applied an answer to {} ({id}) at {t}, an id tombstoned at {t_tomb}",
-                        r.label
-                    ),
+                    finding: Finding::AnswerToTombstone {
+                        label: r.label.clone(),
+                        id: id.clone(),
+                        at: *t,
+                        tombstoned_at: *t_tomb,
+                    },
                     t: *t,
                     evidence: vec![r.issued.1, *seq],
                     inherent: false,
@@ -117,19 +121,25 @@ fn left_in_flight(o: &Observed, r: &Request, out: &mut Vec<Violation>) -> bool {
     let overdue = resolved_at.is_none() && o.end.0 >= r.issued.0 .0 + o.liveness_bound.0;
     let timed_out = r.resolution().filter(|x| x.2 == Outcome::TimedOut);
     if !disposed && (timed_out.is_some() || overdue) {
-        let (t, mut evidence, fate) = match timed_out {
-            Some(x) => (x.0, vec![r.issued.1, acc_seq, x.1], format!("timed out at {}", x.0)),
-            None => (o.end, vec![r.issued.1, acc_seq], "still open at the end".to_string()),
+        let (t, mut evidence) = match timed_out {
+            Some(x) => (x.0, vec![r.issued.1, acc_seq, x.1]),
+            None => (o.end, vec![r.issued.1, acc_seq]),
         };
         evidence.sort();
         out.push(Violation {
             check: ID,
-            headline: format!(
-                "{} ({}) was in flight when {}'s resumption was accepted on conn {conn} at {t_acc}; never re-issued or failed, {fate}",
-                r.label, r.method, r.owner
-            ),
+            finding: Finding::LeftInFlight {
+                label: r.label.clone(),
+                method: r.method.clone(),
+                owner: r.owner.clone(),
+                conn,
+                accepted_at: t_acc,
+                timed_out: timed_out.map(|x| x.0),
+            },
             t,
-            evidence, inherent: false });
+            evidence,
+            inherent: false,
+        });
     }
     true
 }
@@ -146,10 +156,12 @@ fn answers_applied(o: &Observed, out: &mut Vec<Violation>) -> bool {
         if let [first, second, ..] = applied.as_slice() {
             out.push(Violation {
                 check: ID,
-                headline: format!(
-                    "the application applied two answers to {} ({}): at {} (id {}) and again at {} (id {}); a server request is settled once",
-                    r.label, r.method, first.0, first.3, second.0, second.3
-                ),
+                finding: Finding::AnsweredTwice {
+                    label: r.label.clone(),
+                    method: r.method.clone(),
+                    first: (first.0, first.3.clone()),
+                    second: (second.0, second.3.clone()),
+                },
                 t: second.0,
                 evidence: vec![r.issued.1, first.1, second.1],
                 inherent: false,
@@ -165,10 +177,12 @@ fn answers_applied(o: &Observed, out: &mut Vec<Violation>) -> bool {
             if !any {
                 out.push(Violation {
                     check: ID,
-                    headline: format!(
-                        "the application reported {} ({}) answered at {t_o} under id {id}, but no client had sent an answer to {id} on its session by then: an answer applied to the wrong request",
-                        r.label, r.method
-                    ),
+                    finding: Finding::AnswerWithoutSender {
+                        label: r.label.clone(),
+                        method: r.method.clone(),
+                        id: id.clone(),
+                        at: *t_o,
+                    },
                     t: *t_o,
                     evidence: vec![r.issued.1, *seq_o],
                     inherent: false,
@@ -195,18 +209,20 @@ fn delivered_twice(o: &Observed, out: &mut Vec<Violation>) -> bool {
                 let Some(a) = of(old) else { continue };
                 out.push(Violation {
                     check: ID,
-                    headline: format!(
-                        "{} reached {} twice on conn {}: as {old} (event {}) at {} and, re-issued at {t_re}, as {new} (event {}) at {}; the client does the work twice",
-                        r.label,
-                        c.client,
-                        c.conn,
-                        a.id.as_deref().unwrap_or("-"),
-                        a.t,
-                        b.id.as_deref().unwrap_or("-"),
-                        b.t
-                    ),
+                    finding: Finding::ReachedTwice {
+                        label: r.label.clone(),
+                        client: c.client.clone(),
+                        conn: c.conn,
+                        reissued_at: *t_re,
+                        old: (old.clone(), a.id.clone(), a.t),
+                        new: (new.clone(), b.id.clone(), b.t),
+                    },
                     t: b.t,
-                    evidence: { let mut e = vec![a.seq, *seq_re, b.seq]; e.sort(); e },
+                    evidence: {
+                        let mut e = vec![a.seq, *seq_re, b.seq];
+                        e.sort();
+                        e
+                    },
                     inherent: false,
                 });
             }

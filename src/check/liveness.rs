@@ -9,6 +9,7 @@
 //! latest uplink at the end is missing, refused, ended or silently dropped
 //! although the last fault was long enough before the end to recover.
 
+use super::finding::{Finding, Rivalry, UplinkProblem};
 use super::observe::Observed;
 use super::{status, Status, Violation};
 use crate::trace::{Outcome, SimTime};
@@ -64,30 +65,25 @@ fn unresolved_requests(o: &Observed) -> Vec<Violation> {
         let stolen = o.rival_holder(&r.owner, token, deadline);
         let foreign = o.presented_foreign_credential(&r.owner, token, deadline);
         let inherent = stolen || foreign;
-        let note = if stolen {
-            " (a thief with the owner's credential competes for the session)"
+        let rivalry = if stolen {
+            Rivalry::RivalHolder
         } else if foreign {
-            " (the owner took another principal's credential: its answers speak as that principal)"
+            Rivalry::ForeignCredential
         } else {
-            ""
+            Rivalry::None
         };
+        let (label, method, issued) = (r.label.clone(), r.method.clone(), r.issued.0);
         match r.resolution() {
             Some((t, seq, Outcome::TimedOut, _, _)) => out.push(Violation {
                 check: ID,
-                headline: format!(
-                    "{} ({}) issued at {} timed out at {} without an answer{note}",
-                    r.label, r.method, r.issued.0, t
-                ),
+                finding: Finding::TimedOut { label, method, issued, at: *t, rivalry },
                 t: *t,
                 evidence: vec![r.issued.1, *seq],
                 inherent,
             }),
             None if o.end.0 >= r.issued.0 .0 + o.liveness_bound.0 => out.push(Violation {
                 check: ID,
-                headline: format!(
-                    "{} ({}) issued at {} was still unresolved at the end, more than {} later{note}",
-                    r.label, r.method, r.issued.0, o.liveness_bound
-                ),
+                finding: Finding::Unresolved { label, method, issued, bound: o.liveness_bound, rivalry },
                 t: o.end,
                 evidence: vec![r.issued.1],
                 inherent,
@@ -142,13 +138,15 @@ fn no_live_uplink(o: &Observed) -> Vec<Violation> {
                     c.client != *client && c.presented_token.as_deref() == Some(t) && o.presents(c) == o.presents(last)
                 })
             });
-            let note = if inherent { " (it shares a stolen credential with another client)" } else { "" };
             out.push(Violation {
                 check: ID,
-                headline: format!(
-                    "{client} has no live uplink at the end ({}): its latest uplink, conn {}, {problem}{note}",
-                    o.end, last.conn
-                ),
+                finding: Finding::NoLiveUplink {
+                    client: client.clone(),
+                    end: o.end,
+                    conn: last.conn,
+                    problem,
+                    shared_credential: inherent,
+                },
                 t: o.end,
                 evidence: last.request_seq.into_iter().collect(),
                 inherent,
@@ -159,21 +157,21 @@ fn no_live_uplink(o: &Observed) -> Vec<Violation> {
 }
 
 /// What keeps a client's latest uplink from being live at the end, if anything.
-fn uplink_problem(o: &Observed, last: &super::observe::Conn) -> Option<String> {
+fn uplink_problem(o: &Observed, last: &super::observe::Conn) -> Option<UplinkProblem> {
     let dropped = o.mapping_of(last).and_then(|m| m.dropped.clone().or(m.reset.map(|(t, s)| (t, s, "reset".into()))));
     if let Some((_, _, how)) = &last.rejected {
-        Some(format!("refused ({how})"))
+        Some(UplinkProblem::Refused(*how))
     } else if let Some((_, _, why)) = &last.ended {
         // In streamable-http a server may end any stream in good order:
         // the client polls again (MCP 2025-11-25, SEP-1699).
         let polling = last.session_header
             && why == crate::trace::SERVER_ENDED
             && matches!(last.response, Some((200, true, _, _)));
-        (!polling).then(|| format!("ended: {why}"))
+        (!polling).then(|| UplinkProblem::Ended(why.clone()))
     } else if let Some((_, _, fault)) = &dropped {
-        Some(format!("its NAT mapping was dropped ({fault})"))
+        Some(UplinkProblem::MappingDropped(fault.clone()))
     } else if !matches!(last.response, Some((200, true, _, _))) {
-        Some("never answered with an event stream".into())
+        Some(UplinkProblem::NeverAnswered)
     } else {
         None
     }
@@ -209,23 +207,20 @@ fn lost_notifications(o: &Observed) -> Vec<Violation> {
             .values()
             .filter(|c| c.client == n.client && c.is_uplink() && c.token() == Some(n.token.as_str()))
             .find(|c| matches!(c.response, Some((200, true, t, _)) if t == since));
-        let on = uplink.map_or(String::new(), |c| format!(" (conn {})", c.conn));
-        let what = if lost.len() == 1 { format!("event {first}") } else { format!("events {first} on") };
-        let count = if lost.len() == n.ids.len() {
-            format!("{} notification(s)", n.ids.len())
-        } else {
-            format!("{} of {} notifications", lost.len(), n.ids.len())
-        };
         let mut evidence = vec![n.seq];
         evidence.extend(uplink.and_then(|c| c.response.map(|r| r.3)));
         evidence.sort();
         out.push(Violation {
             check: ID,
-            headline: format!(
-                "{count} emitted on {}'s session at {} never reached it ({what}), though its uplink{on} was live from {since} to {until}",
-                n.client,
-                n.t
-            ),
+            finding: Finding::NotificationsLost {
+                client: n.client.clone(),
+                at: n.t,
+                lost: lost.len(),
+                emitted: n.ids.len(),
+                first: first.to_string(),
+                conn: uplink.map(|c| c.conn),
+                live: (since, until),
+            },
             t: n.t,
             evidence,
             inherent: false,

@@ -15,6 +15,7 @@
 
 mod confidentiality;
 mod correlation_consistency;
+pub mod finding;
 mod inflight_disposition;
 mod liveness;
 pub(crate) mod observe;
@@ -30,16 +31,18 @@ mod tests;
 
 use crate::trace::{SimTime, Trace};
 pub use crate::vocab::CheckId;
+pub use finding::Finding;
 use observe::Observed;
 use serde::Serialize;
 
-/// A broken property, with the evidence that proves it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// A broken property, with the evidence that proves it. Its words come
+/// from `report` (`Violation::headline`); the JSON carries them as `headline`.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
     /// The check that found it.
     pub check: CheckId,
-    /// One line a person can read without the code.
-    pub headline: String,
+    /// What it found, as facts.
+    pub finding: Finding,
     /// When it happened.
     pub t: SimTime,
     /// The trace events (by `seq`) that prove it.
@@ -47,7 +50,6 @@ pub struct Violation {
     /// No server could have prevented it (a thief holding the owner's
     /// credential is indistinguishable from the owner). Reported, because it
     /// happened; hunts do not count it as a finding.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub inherent: bool,
 }
 
@@ -187,11 +189,6 @@ fn status(violations: Vec<Violation>) -> Status {
 
 fn not_applicable(why: &str) -> Status {
     Status::NotApplicable { why: why.into() }
-}
-
-/// `"4.9 s"`: a duration between two times, for headlines.
-fn secs_between(a: SimTime, b: SimTime) -> String {
-    format!("{:.1} s", (b.0.saturating_sub(a.0)) as f64 / 1e6)
 }
 
 /// Whether a scenario's expectation for a server was met.

@@ -7,7 +7,7 @@
 //! mapping explains them).
 
 use super::observe::Observed;
-use super::{not_applicable, status, Status, Violation};
+use super::{not_applicable, status, Finding, Status, Violation};
 use crate::trace::What;
 use crate::vocab::CheckId;
 
@@ -34,7 +34,7 @@ pub fn judge(o: &Observed) -> Status {
         }
         out.push(Violation {
             check: ID,
-            headline: format!("{client}'s conn {conn}: {what}"),
+            finding: Finding::Protocol { client: client.clone(), conn: *conn, what: what.clone() },
             t: e.t_us,
             evidence: vec![e.seq],
             inherent: false,

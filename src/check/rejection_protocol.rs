@@ -13,7 +13,7 @@
 //! resumption whose outcome differs from its step's `expect`.
 
 use super::observe::{Conn, Observed};
-use super::{not_applicable, status, Status, Violation};
+use super::{not_applicable, status, Finding, Status, Violation};
 use crate::trace::{Refused, SimTime};
 use crate::vocab::{CheckId, StepKind};
 
@@ -42,10 +42,7 @@ pub fn judge(o: &Observed) -> Status {
         if *how == Refused::EmptyStream {
             out.push(Violation {
                 check: ID,
-                headline: format!(
-                    "{}'s resumption on conn {} was answered 200 with an empty stream: a silent refusal",
-                    c.client, c.conn
-                ),
+                finding: Finding::SilentRefusal { client: c.client.clone(), conn: c.conn },
                 t: *t_rej,
                 evidence: c.request_seq.into_iter().chain([*rej_seq]).collect(),
                 inherent: false,
@@ -78,10 +75,13 @@ pub fn judge(o: &Observed) -> Status {
                 let (_, _, t, seq) = later.response.expect("matched above");
                 out.push(Violation {
                     check: ID,
-                    headline: format!(
-                        "{owner}'s token still worked after the refusal at {t_rej}: {}'s conn {} was served at {t} (the seed analysis: a refused resumption must invalidate the session token)",
-                        later.client, later.conn
-                    ),
+                    finding: Finding::TokenStillWorked {
+                        owner: owner.clone(),
+                        refused_at: *t_rej,
+                        client: later.client.clone(),
+                        conn: later.conn,
+                        at: t,
+                    },
                     t,
                     evidence: vec![*rej_seq, seq],
                     inherent: false,
@@ -99,10 +99,7 @@ pub fn judge(o: &Observed) -> Status {
             if !renewed {
                 out.push(Violation {
                     check: ID,
-                    headline: format!(
-                        "{} never obtained a new session after its resumption was refused at {t_rej}",
-                        c.client
-                    ),
+                    finding: Finding::NeverRenewed { client: c.client.clone(), refused_at: *t_rej },
                     t: o.end,
                     evidence: vec![*rej_seq],
                     inherent: false,
@@ -167,10 +164,13 @@ fn owner_session_killed(
     }
     Some(Violation {
         check: ID,
-        headline: format!(
-            "{}'s refused resumption at {t_rej} killed {owner}'s session: {owner}'s conn {} found it gone (HTTP 404) at {t}",
-            thief.client, next.conn
-        ),
+        finding: Finding::OwnerSessionKilled {
+            thief: thief.client.clone(),
+            refused_at: t_rej,
+            owner: owner.to_string(),
+            conn: next.conn,
+            at: t,
+        },
         t,
         evidence: thief.request_seq.into_iter().chain([rej_seq, seq]).collect(),
         inherent: false,
@@ -201,10 +201,7 @@ fn expectations(o: &Observed, out: &mut Vec<Violation>) -> bool {
             }
             out.push(Violation {
                 check: ID,
-                headline: format!(
-                    "{client}'s resumption on conn {} was refused ({how}), but the scenario expects it accepted (step at {t}): a valid resumption refused costs the client its session",
-                    c.conn
-                ),
+                finding: Finding::ValidRefused { client: client.clone(), conn: c.conn, how: *how, step_at: *t },
                 t: c.rejected.as_ref().map_or(*t, |r| r.0),
                 evidence: [*seq].into_iter().chain(c.request_seq).chain(c.rejected.as_ref().map(|r| r.1)).collect(),
                 inherent: false,
@@ -220,10 +217,13 @@ fn expectations(o: &Observed, out: &mut Vec<Violation>) -> bool {
             let (t_r, r_seq) = c.response.map_or((*t, *seq), |r| (r.2, r.3));
             out.push(Violation {
                 check: ID,
-                headline: format!(
-                    "{client}'s resumption on conn {} was {got}, but the scenario expects it {expected} (step at {t})",
-                    c.conn
-                ),
+                finding: Finding::ExpectationMissed {
+                    client: client.clone(),
+                    conn: c.conn,
+                    got: got.to_string(),
+                    expected: expected.to_string(),
+                    step_at: *t,
+                },
                 t: t_r,
                 evidence: [*seq].into_iter().chain(c.request_seq).chain([r_seq]).collect(),
                 inherent: false,

@@ -22,6 +22,7 @@
 //! principal's session without that principal's credential), who is owed no
 //! replay; what a thief is given is `confidentiality`'s evidence.
 
+use super::finding::{Finding, MintedWhere};
 use super::observe::{Conn, Observed};
 use super::{not_applicable, status, Status, Violation};
 use crate::trace::SimTime;
@@ -146,20 +147,26 @@ fn future_id(
             .filter(|(_, e)| e.rpc.is_some() && e.numeric_id().is_some_and(in_range))
             .min_by_key(|(_, e)| e.seq);
         let post = |(d, e): (&Conn, &super::observe::Delivered)| {
-            (e.seq, e.id.clone().unwrap_or_default(), e.t, format!("on {}'s conn {}", d.client, d.conn))
+            (e.seq, e.id.clone().unwrap_or_default(), e.t, MintedWhere::Post { client: d.client.clone(), conn: d.conn })
         };
         let later = match (reported, on_post) {
             (Some((seq, ..)), Some(p)) if p.1.seq < seq => Some(post(p)),
-            (Some((seq, id, t)), _) => Some((seq, id.to_string(), t, "reported by the application".to_string())),
+            (Some((seq, id, t)), _) => Some((seq, id.to_string(), t, MintedWhere::Application)),
             (None, p) => p.map(post),
         };
-        if let Some((seq, id, t, where_)) = later {
+        if let Some((seq, id, t, shown)) = later {
             return Some(Violation {
                 check: ID,
-                headline: format!(
-                    "{}'s resumption from {n} was accepted on conn {} at {t_acc}, but the session's newest id then was {max}: it minted {id} as new at {t} ({where_})",
-                    c.client, c.conn,
-                ),
+                finding: Finding::MintedLater {
+                    client: c.client.clone(),
+                    conn: c.conn,
+                    from: n,
+                    accepted_at: t_acc,
+                    newest: max,
+                    id,
+                    at: t,
+                    shown,
+                },
                 t: t_acc,
                 evidence: vec![request_seq, acc_seq, seq],
                 inherent: false,
@@ -168,10 +175,13 @@ fn future_id(
         if n > max + unseen {
             return Some(Violation {
                 check: ID,
-                headline: format!(
-                    "{}'s resumption from {n} was accepted on conn {}, but the session never showed an id above {max} (at most {unseen} more could have been minted unseen)",
-                    c.client, c.conn
-                ),
+                finding: Finding::NeverShownAbove {
+                    client: c.client.clone(),
+                    conn: c.conn,
+                    from: n,
+                    newest: max,
+                    unseen,
+                },
                 t: t_acc,
                 evidence: vec![request_seq, acc_seq],
                 inherent: false,
@@ -194,17 +204,16 @@ fn older_than_retained(
 ) -> Option<Violation> {
     if let Some(lowest) = lowest.filter(|l| n.saturating_add(1).saturating_add(unseen) < *l && first.0 > n + 1) {
         let resent: Vec<u64> = c.delivered.iter().filter_map(|d| d.numeric_id()).filter(|i| held.contains(i)).collect();
-        let resent = match (resent.first(), resent.last()) {
-            (Some(a), Some(b)) if a == b => format!("; it re-sent event {a}, which {} already held", c.client),
-            (Some(a), Some(b)) => format!("; it re-sent events {a}–{b}, which {} already held", c.client),
-            _ => String::new(),
-        };
         return Some(Violation {
             check: ID,
-            headline: format!(
-                "{}'s resumption from {n} was accepted on conn {}, though the session's lowest id is {lowest}: {n} is older than anything it retained (or was never minted), and the replay started at {}{resent}",
-                c.client, c.conn, first.0
-            ),
+            finding: Finding::OlderThanRetained {
+                client: c.client.clone(),
+                conn: c.conn,
+                from: n,
+                lowest,
+                replay_from: first.0,
+                resent: resent.first().zip(resent.last()).map(|(a, b)| (*a, *b)),
+            },
             t: t_acc,
             evidence: vec![request_seq, acc_seq, first.1],
             inherent: false,
@@ -251,29 +260,14 @@ fn window_gap(
     let last_delivered = delivered.iter().max().copied().unwrap_or(0);
     let missing: Vec<u64> =
         if stayed_open(o, c, t_acc) { missing } else { missing.into_iter().filter(|i| *i < last_delivered).collect() };
-    let (a, b) = (*missing.first()?, *missing.last()?);
-    let range = if a == b {
-        format!("event {a}")
-    } else if (b - a + 1) as usize == missing.len() {
-        format!("events {a}–{b}")
+    let b = *missing.last()?;
+    let (client, conn, replay_from) = (c.client.clone(), c.conn, first.0);
+    let finding = if b < first.0 {
+        Finding::ReplayStartedLate { client, conn, from: n, replay_from, missing }
     } else {
-        format!("events {}", missing.iter().map(u64::to_string).collect::<Vec<_>>().join(", "))
+        Finding::WindowGap { client, conn, from: n, replay_from, missing }
     };
-    let headline = if b < first.0 {
-        format!(
-            "{}'s resumption from {n} on conn {} replayed from {} instead of {}: {range} silently lost",
-            c.client,
-            c.conn,
-            first.0,
-            n + 1
-        )
-    } else {
-        format!(
-            "{}'s resumption from {n} on conn {} left {range} of its replay window out (replayed from {}): silently lost",
-            c.client, c.conn, first.0
-        )
-    };
-    Some(Violation { check: ID, headline, t: t_acc, evidence: vec![request_seq, acc_seq, first.1], inherent: false })
+    Some(Violation { check: ID, finding, t: t_acc, evidence: vec![request_seq, acc_seq, first.1], inherent: false })
 }
 
 /// Events that reached no socket at all (logged for replay while the
@@ -337,23 +331,6 @@ fn unwritten_owed(
     unwritten
 }
 
-/// What the skipped events were: carried by the stream (and never received),
-/// reached no socket (the application reported minting them), or both.
-fn skipped_words(carried: &[&str], never: &[&str]) -> String {
-    match (carried.is_empty(), never.is_empty()) {
-        (_, true) => format!("the stream had carried after it and the client never received ({})", carried.join(", ")),
-        (true, false) => format!(
-            "minted after it that reached no socket (the application reported minting them): {}",
-            never.join(", ")
-        ),
-        (false, false) => format!(
-            "after it that the client never received: {} carried by the stream, {} reached no socket (the application reported minting them)",
-            carried.join(", "),
-            never.join(", ")
-        ),
-    }
-}
-
 /// A `Last-Event-ID` that no event of the session ever carried: any id where
 /// the session's ids are not numbers, a non-numeric one where they are.
 fn never_shown(
@@ -385,10 +362,12 @@ fn never_shown(
     }
     Some(Violation {
         check: ID,
-        headline: format!(
-            "{}'s resumption from {last:?} was accepted on conn {} at {t_acc}, but no event of the session ever carried that id: it lies in no window",
-            c.client, c.conn
-        ),
+        finding: Finding::NeverCarried {
+            client: c.client.clone(),
+            conn: c.conn,
+            last: last.to_string(),
+            accepted_at: t_acc,
+        },
         t: t_acc,
         evidence: vec![request_seq, acc_seq],
         inherent: false,
@@ -477,15 +456,15 @@ fn by_order(
             .find(|x| x.token == token && first_never.is_some_and(|f| x.ids.iter().any(|i| i == f)))
             .map(|x| x.seq),
     );
-    let what = skipped_words(&carried, &never);
     Some(Violation {
         check: ID,
-        headline: format!(
-            "{}'s resumption from {last} on conn {} skipped {} event(s) {what}",
-            c.client,
-            c.conn,
-            skipped.len()
-        ),
+        finding: Finding::Skipped {
+            client: c.client.clone(),
+            conn: c.conn,
+            last: last.to_string(),
+            carried: carried.iter().map(|i| i.to_string()).collect(),
+            never: never.iter().map(|i| i.to_string()).collect(),
+        },
         t: t_acc,
         evidence,
         inherent: false,

@@ -8,9 +8,9 @@
 //! ids are newer than anything the new connection's replay carried (a fence
 //! that came after the new writer was attached).
 
+use super::finding::{Finding, LateWrite, Msg};
 use super::observe::Observed;
-use super::{not_applicable, secs_between, status, Status, Violation};
-use crate::trace::describe_rpc;
+use super::{not_applicable, status, Status, Violation};
 use crate::trace::SimTime;
 use crate::vocab::CheckId;
 use crate::wire::jsonrpc::RpcKind;
@@ -68,8 +68,8 @@ pub fn judge(o: &Observed) -> Status {
             }
             let mut evidence = vec![*drop_seq, acc_seq];
             evidence.extend(late.iter().map(|w| w.1));
-            let headline = late_writes_headline(o, new, m.mapping, &late, t_acc);
-            out.push(Violation { check: ID, headline, t: first.0, evidence, inherent: false });
+            let finding = late_writes(o, new, m.mapping, &late, t_acc);
+            out.push(Violation { check: ID, finding, t: first.0, evidence, inherent: false });
         }
     }
     if !judged {
@@ -78,70 +78,54 @@ pub fn judge(o: &Observed) -> Status {
     status(out)
 }
 
-/// The words for the writes a dropped mapping received after a resumption
-/// was accepted: the worst thing among them (a server request, and what
-/// became of it; else the first message; else heartbeats only). `late` is
-/// not empty.
-fn late_writes_headline(
+/// What a dropped mapping received after a resumption was accepted: the
+/// worst thing among the writes (a server request, and what became of it;
+/// else the first message; else heartbeats only). `late` is not empty.
+fn late_writes(
     o: &Observed,
     new: &super::observe::Conn,
     mapping: crate::trace::MappingId,
     late: &[&(SimTime, u64, usize, Vec<crate::trace::SseSeen>)],
     t_acc: SimTime,
-) -> String {
-    let first = late[0];
-    let bytes: usize = late.iter().map(|w| w.2).sum();
+) -> Finding {
+    let write = LateWrite { client: new.client.clone(), mapping, conn: new.conn, accepted_at: t_acc };
+    let msg = |e: &crate::trace::SseSeen| Msg { rpc: e.rpc.clone(), event: e.event.clone() };
     // Name the worst thing written: a server request, else any event, else heartbeats.
     let request = late.iter().find_map(|w| {
         w.3.iter().find(|e| e.rpc.as_ref().is_some_and(|r| r.kind == RpcKind::Request)).map(|e| (w.0, e))
     });
-    // With no request among them: the first message they carried, or
-    // that they were heartbeats only.
-    let carried =
-        late.iter().flat_map(|w| w.3.iter()).find(|e| e.rpc.is_some()).map_or(" (heartbeats only)".to_string(), |e| {
-            format!(", among them {} (event {})", describe_rpc(&e.rpc, &e.event), e.id.as_deref().unwrap_or("-"))
-        });
-    let headline = match request {
+    match request {
         Some((t, ev)) => {
             let rpc = ev.rpc.as_ref().expect("filtered on rpc");
             let id = rpc.id.clone();
             let req = id.as_ref().and_then(|i| o.request_at(new.token(), i, t));
-            let label = req.map_or_else(|| describe_rpc(&ev.rpc, &ev.event), |r| r.label.clone());
-            let method = rpc.method.clone().unwrap_or_default();
-            let delivered = id.as_ref().is_some_and(|i| {
-                o.conns.values().any(|c| c.client == new.client && c.token() == new.token() && c.delivered.iter().any(|d| d.request_id() == Some(i)))
+            let delivered_elsewhere = id.as_ref().is_some_and(|i| {
+                o.conns.values().any(|c| {
+                    c.client == new.client
+                        && c.token() == new.token()
+                        && c.delivered.iter().any(|d| d.request_id() == Some(i))
+                })
             });
-            let fate = match req.and_then(|r| r.resolution()) {
-                Some((t_o, _, outcome, _, _)) => format!("; {} at {t_o}", crate::trace::outcome_word(*outcome)),
-                None => String::new(),
-            };
-            format!(
-                "{label} ({method}, event {}) written to {}'s dropped uplink (mapping {}) at {t}, {}; {}{fate}",
-                ev.id.as_deref().unwrap_or("-"),
-                new.client,
-                mapping,
-                if t > t_acc {
-                    format!("{} after conn {} was accepted", secs_between(t_acc, t), new.conn)
-                } else {
-                    format!("newer than conn {}'s replay, before its acceptance reached the client", new.conn)
-                },
-                if delivered { format!("delivered to {} elsewhere", new.client) } else { format!("never delivered to {}", new.client) },
-            )
+            Finding::RequestToDeadUplink {
+                write,
+                label: req.map(|r| r.label.clone()),
+                msg: msg(ev),
+                method: rpc.method.clone().unwrap_or_default(),
+                event: ev.id.clone(),
+                at: t,
+                delivered_elsewhere,
+                fate: req.and_then(|r| r.resolution()).map(|(t_o, _, outcome, _, _)| (*outcome, *t_o)),
+            }
         }
-        None if first.0 <= t_acc => format!(
-            "{bytes} bytes written to {}'s dropped uplink (mapping {}) from {}, events newer than conn {}'s replay, before its acceptance reached the client: a second writer{carried}",
-            new.client, mapping, first.0, new.conn
-        ),
-        None => format!(
-            "{bytes} bytes written to {}'s dropped uplink (mapping {}) from {}, {} after conn {} was accepted: a second writer{carried}",
-            new.client,
-            mapping,
-            first.0,
-            secs_between(t_acc, first.0),
-            new.conn
-        ),
-    };
-    headline
+        None => Finding::SecondWriter {
+            write,
+            bytes: late.iter().map(|w| w.2).sum(),
+            from: late[0].0,
+            // With no request among them: the first message they carried,
+            // or none (heartbeats only).
+            carried: late.iter().flat_map(|w| w.3.iter()).find(|e| e.rpc.is_some()).map(|e| (msg(e), e.id.clone())),
+        },
+    }
 }
 
 /// A bound on the ids a session had minted when the new writer was

@@ -8,6 +8,7 @@
 //! which); an event a client already received handed to it again on a fresh
 //! stream of the same session (a GET without `Last-Event-ID`).
 
+use super::finding::{Finding, Msg};
 use super::observe::{Conn, Delivered, Observed};
 use super::{not_applicable, status, Status, Violation};
 use crate::vocab::CheckId;
@@ -48,9 +49,9 @@ fn judge_stream(o: &Observed, c: &Conn, out: &mut Vec<Violation>) -> bool {
     for (k, d) in c.delivered.iter().enumerate() {
         let Some(id) = d.id.as_deref() else { continue };
         judged = true;
-        let violation = |headline: String, mut evidence: Vec<u64>| {
+        let violation = |finding: Finding, mut evidence: Vec<u64>| {
             evidence.sort();
-            Violation { check: ID, headline, t: d.t, evidence, inherent: false }
+            Violation { check: ID, finding, t: d.t, evidence, inherent: false }
         };
         let asked_up_to = match (d.numeric_id(), c.last_event_id_number()) {
             (Some(x), Some(n)) => x <= n,
@@ -59,40 +60,34 @@ fn judge_stream(o: &Observed, c: &Conn, out: &mut Vec<Violation>) -> bool {
         };
         let earlier_here = c.delivered[..k].iter().rev().find(|e| e.id.as_deref() == Some(id));
         if let (true, Some((hc, h))) = (asked_up_to, held_under(id)) {
-            let headline = resent_held(c, d, id, hc, h);
-            out.push(violation(headline, c.request_seq.into_iter().chain([h.seq, d.seq]).collect()));
+            out.push(violation(
+                resent_held(c, d, id, hc, h),
+                c.request_seq.into_iter().chain([h.seq, d.seq]).collect(),
+            ));
         } else if let Some(e) = earlier_here {
-            let headline = if e.same_event(d) {
-                format!("{}'s conn {} delivered event {id} twice (again at {})", c.client, c.conn, d.t)
+            let (client, conn, id) = (c.client.clone(), c.conn, id.to_string());
+            let finding = if e.same_event(d) {
+                Finding::DeliveredTwice { client, conn, id, at: d.t }
             } else {
-                format!(
-                    "{}'s conn {} delivered two events under id {id}: {} at {}, then {} at {}",
-                    c.client,
-                    c.conn,
-                    what(e),
-                    e.t,
-                    what(d),
-                    d.t
-                )
+                Finding::TwoEventsOneId { client, conn, id, first: (msg(e), e.t), second: (msg(d), d.t) }
             };
-            out.push(violation(headline, vec![e.seq, d.seq]));
+            out.push(violation(finding, vec![e.seq, d.seq]));
         } else if let Some(p) = prev.filter(|p| matches!((p.numeric_id(), d.numeric_id()), (Some(a), Some(b)) if b < a))
         {
-            let p_id = p.id.as_deref().unwrap_or("-");
-            let headline = format!("{}'s conn {} delivered event {id} after event {p_id} at {}", c.client, c.conn, d.t);
-            out.push(violation(headline, vec![p.seq, d.seq]));
+            let after = p.id.clone().unwrap_or_else(|| "-".into());
+            let finding = Finding::OutOfOrder { client: c.client.clone(), conn: c.conn, id: id.into(), after, at: d.t };
+            out.push(violation(finding, vec![p.seq, d.seq]));
         } else if let Some((hc, h)) = held_under(id).filter(|(_, h)| fresh_stream && d.rpc.is_some() && h.same_event(d))
         {
             out.push(violation(
-                format!(
-                    "{} opened a fresh stream on its session (conn {}, no Last-Event-ID) and was handed event {id} ({}) at {}, which it had already received on conn {} at {}",
-                    c.client,
-                    c.conn,
-                    what(d),
-                    d.t,
-                    hc.conn,
-                    h.t
-                ),
+                Finding::FreshStreamResent {
+                    client: c.client.clone(),
+                    conn: c.conn,
+                    id: id.into(),
+                    msg: msg(d),
+                    at: d.t,
+                    held: (hc.conn, h.t),
+                },
                 c.request_seq.into_iter().chain([h.seq, d.seq]).collect(),
             ));
         }
@@ -104,28 +99,17 @@ fn judge_stream(o: &Observed, c: &Conn, out: &mut Vec<Violation>) -> bool {
 /// A resumed stream sent `d` under an id at or below its Last-Event-ID that
 /// the client already held (`h`, first seen on `hc`): the same event again,
 /// or two events under one id.
-fn resent_held(c: &Conn, d: &Delivered, id: &str, hc: &Conn, h: &Delivered) -> String {
-    let last = c.last_event_id.as_deref().unwrap_or("-");
+fn resent_held(c: &Conn, d: &Delivered, id: &str, hc: &Conn, h: &Delivered) -> Finding {
+    let last = c.last_event_id.clone().unwrap_or_else(|| "-".into());
+    let (client, conn, id, at) = (c.client.clone(), c.conn, id.to_string(), d.t);
     if h.same_event(d) {
-        format!("{} resumed from {last} on conn {} and was sent event {id} again at {}", c.client, c.conn, d.t)
+        Finding::ResentHeld { client, conn, last, id, at }
     } else {
-        format!(
-            "{} resumed from {last} on conn {} and at {} was sent {} under id {id}, an id it already held for {} (conn {}, {}): two events share one id",
-            c.client,
-            c.conn,
-            d.t,
-            what(d),
-            what(h),
-            hc.conn,
-            h.t
-        )
+        Finding::HeldIdReused { client, conn, last, id, at, sent: msg(d), held: (msg(h), hc.conn, h.t) }
     }
 }
 
-/// A delivered event in a few words: "a priming event", "req sampling/createMessage".
-fn what(d: &Delivered) -> String {
-    match &d.rpc {
-        None if d.event == "message" || d.event.is_empty() => "a priming event (no message)".into(),
-        _ => crate::trace::describe_rpc(&d.rpc, &d.event),
-    }
+/// A delivered event as a finding names it.
+fn msg(d: &Delivered) -> Msg {
+    Msg { rpc: d.rpc.clone(), event: d.event.clone() }
 }

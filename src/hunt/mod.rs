@@ -140,7 +140,7 @@ fn run_seed_with(
     for v in &verdicts {
         if let Some(x) = v.violations().iter().find(|x| !x.inherent) {
             violated.push(v.check.to_string());
-            firsts.push((v.check.to_string(), x.headline.clone()));
+            firsts.push((v.check.to_string(), x.headline()));
         }
     }
     let mut headline = firsts.first().map(|(c, h)| format!("{c}: {h}"));

@@ -8,6 +8,7 @@
 
 mod formats;
 mod timeline;
+mod words;
 
 pub use formats::{colorize, json, junit, Judged};
 pub use timeline::html as timeline_html;
@@ -77,7 +78,7 @@ pub fn verdicts_text(run: &Run, verdicts: &[Verdict]) -> String {
             Status::Violated { violations } => {
                 for (i, x) in violations.iter().enumerate() {
                     let name = if i == 0 { v.check.as_str() } else { "" };
-                    let _ = writeln!(out, "  {name:<24} VIOLATED at {}: {}", x.t, x.headline);
+                    let _ = writeln!(out, "  {name:<24} VIOLATED at {}: {}", x.t, x.headline());
                     for seq in x.evidence.iter().take(MAX_EVIDENCE) {
                         if let Some(e) = run.trace.events.get(*seq as usize) {
                             let _ =

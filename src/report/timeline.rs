@@ -98,7 +98,7 @@ impl Chart {
         for v in verdicts {
             for x in v.violations() {
                 for seq in &x.evidence {
-                    evidence.entry(*seq).or_default().push(format!("{}: {}", v.check, x.headline));
+                    evidence.entry(*seq).or_default().push(format!("{}: {}", v.check, x.headline()));
                 }
             }
         }
@@ -413,7 +413,7 @@ fn violation_list(verdicts: &[Verdict]) -> String {
                 x.evidence.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(" "),
                 v.check,
                 x.t,
-                esc(&x.headline)
+                esc(&x.headline())
             );
         }
     }

@@ -2,6 +2,7 @@
 //! showed, which connections were usable when, who held what.
 
 use super::*;
+use crate::check::finding::Indistinguishable;
 
 impl Observed<'_> {
     /// Event ids the server wrote on `stream` before `until`, in order: those
@@ -258,15 +259,12 @@ impl Observed<'_> {
     }
 
     /// Why no server could tell a client presenting session `token` from its
-    /// holder `owner` (for a headline): it presented the owner's
-    /// credential, or the owner opened the session with the credential the
-    /// client presents.
-    pub fn why_indistinguishable(&self, client: &str, token: &str, owner: &str) -> String {
+    /// holder `owner`: it presented the owner's credential, or the owner
+    /// opened the session with the credential the client presents.
+    pub fn why_indistinguishable(&self, token: &str, owner: &str) -> Indistinguishable {
         match self.session_principal(token) {
-            Some(p) if p != self.principal(owner) => format!(
-                " ({owner} opened the session with principal {p}'s credential, which {client} presents: no server can tell them apart)"
-            ),
-            _ => " (it held the owner's credential: no server can tell them apart)".to_string(),
+            Some(p) if p != self.principal(owner) => Indistinguishable::OpenedWith { principal: p.to_string() },
+            _ => Indistinguishable::OwnersCredential,
         }
     }
 

@@ -167,9 +167,10 @@ mod credentials {
         assert!(!o.foreign_on(conn(&o, "alice", 1), "tok-a"));
         assert!(o.rival_holder("alice", "tok-a", SimTime(30_000_000)));
         assert!(!o.rival_holder("alice", "tok-a", SimTime(2_000_000)), "bob presented it only at 3 s");
-        assert!(o
-            .why_indistinguishable("bob", "tok-a", "alice")
-            .contains("alice opened the session with principal bob's credential"));
+        assert_eq!(
+            o.why_indistinguishable("tok-a", "alice"),
+            crate::check::finding::Indistinguishable::OpenedWith { principal: "bob".into() }
+        );
     }
 
     /// A theft that took nothing (its victim held no session, its thief had

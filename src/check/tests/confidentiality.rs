@@ -22,7 +22,7 @@ fn another_principal_served_the_owners_events_is_a_leak() {
     assert_eq!(violations.len(), 1);
     assert!(!violations[0].inherent);
     assert_eq!(
-        violations[0].headline,
+        violations[0].headline(),
         "mallory (principal mallory) received 1 message(s) of alice's session on conn 1: event 1001"
     );
 }
@@ -38,7 +38,7 @@ fn a_thief_holding_the_owners_credential_is_reported_as_inherent() {
     let t = mallory_resumes(true).stream("mallory", 1).notes("mallory", 1, &["1001"]).trace();
     let Status::Violated { violations } = verdict(&t, CheckId::Confidentiality) else { panic!() };
     assert!(violations[0].inherent);
-    assert!(violations[0].headline.ends_with("(it held the owner's credential: no server can tell them apart)"));
+    assert!(violations[0].headline().ends_with("(it held the owner's credential: no server can tell them apart)"));
 }
 
 #[test]
@@ -66,9 +66,9 @@ fn a_session_opened_with_anothers_credential_is_bound_to_that_principal() {
     assert!(violations[0].inherent);
     assert!(
         violations[0]
-            .headline
+            .headline()
             .contains("(alice opened the session with principal bob's credential, which bob presents"),
         "{}",
-        violations[0].headline
+        violations[0].headline()
     );
 }

@@ -25,7 +25,7 @@ fn verdict(trace: &Trace, id: CheckId) -> Status {
 /// The headlines of `id`'s violations (empty: it passed or did not apply).
 fn headlines(trace: &Trace, id: CheckId) -> Vec<String> {
     match verdict(trace, id) {
-        Status::Violated { violations } => violations.into_iter().map(|v| v.headline).collect(),
+        Status::Violated { violations } => violations.into_iter().map(|v| v.headline()).collect(),
         _ => Vec::new(),
     }
 }

@@ -1,0 +1,270 @@
+//! What a check found, as facts: who, which connection, which ids, when, and
+//! what became of it. Checks build these; `report` puts them in words (the
+//! `Display` of [`Finding`] lives in `report::words`), so the wording can
+//! change without touching a judgement, and a finding's kind is a value a
+//! program can match on.
+
+use crate::trace::{MappingId, Outcome, Refused, SimTime};
+use crate::vocab::ConnId;
+use crate::wire::jsonrpc::{RpcId, RpcSummary};
+
+/// An SSE event as the checks name it: the message it carried, if any, and
+/// its event type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Msg {
+    /// The JSON-RPC message in its data, if the data parsed as one.
+    pub rpc: Option<RpcSummary>,
+    /// Its event type.
+    pub event: String,
+}
+
+/// Why no server could tell a client from a session's holder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Indistinguishable {
+    /// It presented the owner's credential.
+    OwnersCredential,
+    /// The owner opened the session with `principal`'s credential, which the
+    /// client presents.
+    OpenedWith {
+        /// The principal the session is bound to.
+        principal: String,
+    },
+}
+
+/// Why a request's timeout is inherent, if it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rivalry {
+    /// Nothing excuses it.
+    None,
+    /// A client no server can tell from the owner competes for the session.
+    RivalHolder,
+    /// The owner presented another principal's credential on the session.
+    ForeignCredential,
+}
+
+/// What keeps a client's latest uplink from being live at the end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UplinkProblem {
+    /// Its resumption was refused.
+    Refused(Refused),
+    /// It ended, for this reason.
+    Ended(String),
+    /// Its NAT mapping was dropped (the fault).
+    MappingDropped(String),
+    /// No event stream ever answered it.
+    NeverAnswered,
+}
+
+/// Where an id the session minted after a resumption showed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MintedWhere {
+    /// On a client's POST stream.
+    Post {
+        /// The client.
+        client: String,
+        /// Its connection.
+        conn: ConnId,
+    },
+    /// In the application's report.
+    Application,
+}
+
+/// When a write into a dropped mapping came, against the new connection's
+/// acceptance.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LateWrite {
+    /// The client whose mapping was dropped.
+    pub client: String,
+    /// The dropped mapping.
+    pub mapping: MappingId,
+    /// The connection whose resumption was accepted.
+    pub conn: ConnId,
+    /// When the client saw that acceptance.
+    pub accepted_at: SimTime,
+}
+
+/// One violated property, as facts. Each variant is one shape of headline.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[allow(missing_docs)] // the fields are named for what they hold; each variant says what it means
+pub enum Finding {
+    // ---- session-binding ----
+    /// A server request written into a dropped uplink after the new one was
+    /// attached.
+    RequestToDeadUplink {
+        write: LateWrite,
+        label: Option<String>,
+        msg: Msg,
+        method: String,
+        event: Option<String>,
+        at: SimTime,
+        delivered_elsewhere: bool,
+        fate: Option<(Outcome, SimTime)>,
+    },
+    /// Other bytes written into a dropped uplink after the new one was attached.
+    SecondWriter { write: LateWrite, bytes: usize, from: SimTime, carried: Option<(Msg, Option<String>)> },
+
+    // ---- replay-integrity ----
+    /// A resumption from an id the session had not minted yet, proven by an id minted later.
+    MintedLater {
+        client: String,
+        conn: ConnId,
+        from: u64,
+        accepted_at: SimTime,
+        newest: u64,
+        id: String,
+        at: SimTime,
+        shown: MintedWhere,
+    },
+    /// A resumption from an id above anything the session showed.
+    NeverShownAbove { client: String, conn: ConnId, from: u64, newest: u64, unseen: u64 },
+    /// A resumption from an id older than the session retained, replayed from later.
+    OlderThanRetained {
+        client: String,
+        conn: ConnId,
+        from: u64,
+        lowest: u64,
+        replay_from: u64,
+        resent: Option<(u64, u64)>,
+    },
+    /// A replay that started after the id asked for.
+    ReplayStartedLate { client: String, conn: ConnId, from: u64, replay_from: u64, missing: Vec<u64> },
+    /// A replay that left ids of its window out.
+    WindowGap { client: String, conn: ConnId, from: u64, replay_from: u64, missing: Vec<u64> },
+    /// A resumption from an id no event of the session carried.
+    NeverCarried { client: String, conn: ConnId, last: String, accepted_at: SimTime },
+    /// A replay that skipped owed events.
+    Skipped { client: String, conn: ConnId, last: String, carried: Vec<String>, never: Vec<String> },
+
+    // ---- correlation-consistency ----
+    /// A request handed out again after its answer was acknowledged.
+    HandedAgain {
+        client: String,
+        conn: ConnId,
+        label: String,
+        method: String,
+        event: String,
+        at: SimTime,
+        answered_by: String,
+        acked_at: SimTime,
+    },
+    /// Two requests under one id while the first was pending.
+    IdReused {
+        client: String,
+        conn: ConnId,
+        id: RpcId,
+        first: (String, String, SimTime),
+        second: (String, String, SimTime),
+    },
+
+    // ---- inflight-disposition ----
+    /// A request marked not reissuable was re-issued.
+    ReissuedNotReissuable { label: String, method: String, old: RpcId, new: Option<RpcId>, at: SimTime },
+    /// An answer to a tombstoned id was applied.
+    AnswerToTombstone { label: String, id: RpcId, at: SimTime, tombstoned_at: SimTime },
+    /// A request in flight at a resumption was never re-issued or failed.
+    LeftInFlight {
+        label: String,
+        method: String,
+        owner: String,
+        conn: ConnId,
+        accepted_at: SimTime,
+        timed_out: Option<SimTime>,
+    },
+    /// Two answers applied to one request.
+    AnsweredTwice { label: String, method: String, first: (SimTime, RpcId), second: (SimTime, RpcId) },
+    /// An answer applied that no client had sent.
+    AnswerWithoutSender { label: String, method: String, id: RpcId, at: SimTime },
+    /// A request and its re-issue both reached one connection.
+    ReachedTwice {
+        label: String,
+        client: String,
+        conn: ConnId,
+        reissued_at: SimTime,
+        old: (RpcId, Option<String>, SimTime),
+        new: (RpcId, Option<String>, SimTime),
+    },
+
+    // ---- confidentiality ----
+    /// Messages of a session delivered to another principal.
+    Leak {
+        client: String,
+        principal: String,
+        owner: String,
+        conn: ConnId,
+        count: usize,
+        first_id: Option<String>,
+        last_id: Option<String>,
+        requests: Vec<Msg>,
+        why: Option<Indistinguishable>,
+    },
+    /// A session ended by another principal's DELETE.
+    ForeignDelete {
+        client: String,
+        principal: String,
+        owner: String,
+        conn: ConnId,
+        status: u16,
+        at: SimTime,
+        why: Option<Indistinguishable>,
+    },
+    /// An answer only other principals had sent was applied.
+    ForeignAnswer { label: String, method: String, owner: String, at: SimTime, by: Vec<(String, String)> },
+
+    // ---- liveness ----
+    /// A request timed out unanswered.
+    TimedOut { label: String, method: String, issued: SimTime, at: SimTime, rivalry: Rivalry },
+    /// A request still unresolved at the end, past the bound.
+    Unresolved { label: String, method: String, issued: SimTime, bound: SimTime, rivalry: Rivalry },
+    /// A client with no live uplink at the end.
+    NoLiveUplink { client: String, end: SimTime, conn: ConnId, problem: UplinkProblem, shared_credential: bool },
+    /// Notifications that never reached a client whose uplink was live.
+    NotificationsLost {
+        client: String,
+        at: SimTime,
+        lost: usize,
+        emitted: usize,
+        first: String,
+        conn: Option<ConnId>,
+        live: (SimTime, SimTime),
+    },
+
+    // ---- rejection-protocol ----
+    /// A resumption answered 200 with an empty stream.
+    SilentRefusal { client: String, conn: ConnId },
+    /// The token still served after the owner's refusal.
+    TokenStillWorked { owner: String, refused_at: SimTime, client: String, conn: ConnId, at: SimTime },
+    /// A refused owner never obtained a new session.
+    NeverRenewed { client: String, refused_at: SimTime },
+    /// A thief's refusal killed the owner's session.
+    OwnerSessionKilled { thief: String, refused_at: SimTime, owner: String, conn: ConnId, at: SimTime },
+    /// A resumption the scenario expects accepted was refused.
+    ValidRefused { client: String, conn: ConnId, how: Refused, step_at: SimTime },
+    /// A resumption's outcome was not the one the scenario expects.
+    ExpectationMissed { client: String, conn: ConnId, got: String, expected: String, step_at: SimTime },
+
+    // ---- stream-order ----
+    /// A resumed stream re-sent an event the client held.
+    ResentHeld { client: String, conn: ConnId, last: String, id: String, at: SimTime },
+    /// A resumed stream sent another event under an id the client held.
+    HeldIdReused {
+        client: String,
+        conn: ConnId,
+        last: String,
+        id: String,
+        at: SimTime,
+        sent: Msg,
+        held: (Msg, ConnId, SimTime),
+    },
+    /// One connection delivered the same event twice.
+    DeliveredTwice { client: String, conn: ConnId, id: String, at: SimTime },
+    /// One connection delivered two events under one id.
+    TwoEventsOneId { client: String, conn: ConnId, id: String, first: (Msg, SimTime), second: (Msg, SimTime) },
+    /// An event after one with a higher id.
+    OutOfOrder { client: String, conn: ConnId, id: String, after: String, at: SimTime },
+    /// A fresh stream handed an event the client already held.
+    FreshStreamResent { client: String, conn: ConnId, id: String, msg: Msg, at: SimTime, held: (ConnId, SimTime) },
+
+    // ---- protocol ----
+    /// The server broke HTTP or SSE.
+    Protocol { client: String, conn: ConnId, what: String },
+}
