@@ -973,8 +973,8 @@ last_event_id = 1000
 /// A session opened with another's credential is bound to that principal,
 /// not to everyone: alice takes bob's token and credential and opens a new
 /// session as bob; carol takes its token without a credential. Serving
-/// carol is a leak no theft excuses (she presents her own credential), while
-/// bob, presenting the session's, could not be told apart.
+/// carol is a leak no theft excuses: she presents her own credential, not
+/// the one the session is bound to.
 #[test]
 fn a_third_principal_on_a_session_opened_with_a_taken_credential_is_foreign() {
     let toml = r#"
@@ -1025,5 +1025,125 @@ last_event_id = 1000
     for (_, inherent, headline) in leaks.iter().filter(|f| f.2.starts_with("carol")) {
         assert!(!inherent, "{headline}");
     }
+    assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
+}
+
+/// Found by review: a session's owner that presents a credential it took
+/// since is not its session's holder to a server that binds sessions. Here
+/// alice resumes her session at the very instant she takes bob's credential:
+/// her GET presents her token with bob's credential, guarded refuses it
+/// (403) and keeps the session alive, which is right. `rejection-protocol`
+/// took the refusal for the owner's and blamed guarded because the token
+/// still worked afterwards (for carol, who holds alice's credential).
+#[test]
+fn an_owner_presenting_a_taken_credential_is_refused_as_a_thief() {
+    let toml = r#"
+[scenario]
+name = "owner-resumes-with-taken-credential"
+duration = "30s"
+[server]
+first_event_id = 1000
+[[client]]
+name = "alice"
+[[client]]
+name = "bob"
+[[client]]
+name = "carol"
+[[step]]
+at = "0s"
+do = "connect"
+client = "alice"
+[[step]]
+at = "0s"
+do = "connect"
+client = "bob"
+[[step]]
+at = "1s"
+do = "notify"
+client = "alice"
+count = 3
+[[step]]
+at = "2s"
+do = "steal-token"
+from = "alice"
+to = "carol"
+credential = true
+[[step]]
+at = "3s"
+do = "resume"
+client = "alice"
+last_event_id = "last-seen"
+[[step]]
+at = "3s"
+do = "steal-token"
+from = "bob"
+to = "alice"
+credential = true
+[[step]]
+at = "5s"
+do = "resume"
+client = "carol"
+last_event_id = 1000
+"#;
+    // The race happened: alice presented her own session with bob's credential.
+    let plan = Plan::from_toml_str(toml, "fuzz-found.toml").unwrap();
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
+    let tok_a = run.trace.events.iter().find_map(|e| match &e.what {
+        mcpsim::trace::What::SessionToken { client, token, .. } if client == "alice" => Some(token.clone()),
+        _ => None,
+    });
+    let raced = run.trace.events.iter().any(|e| {
+        matches!(&e.what, mcpsim::trace::What::HttpRequest { client, path, credential: Some(c), .. }
+            if client == "alice" && c == "bob" && tok_a.as_deref().is_some_and(|t| path.contains(t)))
+    });
+    assert!(raced, "the plan no longer makes alice present her session with bob's credential");
+    assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
+}
+
+/// Found by review: alice takes bob's credential while her initialize POST
+/// is on its way (500 ms each way), so her session is bound to her own
+/// principal but every GET she sends on it presents bob's credential. guarded
+/// answers each 403 and keeps the session, as a server that binds sessions
+/// must; `liveness` blamed it because alice, the session's owner, never got
+/// a live uplink.
+#[test]
+fn an_owner_whose_credential_changed_mid_open_is_owed_no_uplink() {
+    let toml = r#"
+[scenario]
+name = "owner-takes-credential-mid-open"
+dialect = "streamable-http"
+duration = "120s"
+[network]
+latency = "500ms"
+[[client]]
+name = "alice"
+[[client]]
+name = "bob"
+[[step]]
+at = "0s"
+do = "connect"
+client = "bob"
+[[step]]
+at = "10s"
+do = "connect"
+client = "alice"
+[[step]]
+at = "12s"
+do = "steal-token"
+from = "bob"
+to = "alice"
+credential = true
+"#;
+    let plan = Plan::from_toml_str(toml, "fuzz-found.toml").unwrap();
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
+    let refused = run
+        .trace
+        .events
+        .iter()
+        .filter(
+            |e| matches!(&e.what, mcpsim::trace::What::HttpResponse { client, status: 403, .. } if client == "alice"),
+        )
+        .count();
+    assert!(refused >= 3, "the plan no longer makes guarded refuse alice's own session ({refused} refusals)");
     assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
 }

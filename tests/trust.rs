@@ -1136,6 +1136,7 @@ client = "alice"
         })
         .collect();
     // The theft at 0 s took nothing (bob held no session yet).
+    assert!(alice.iter().any(|(t, _)| *t < 2), "{alice:?}");
     assert!(alice.iter().filter(|(t, _)| *t < 2).all(|(_, c)| c.is_none()), "{alice:?}");
     // The one at 2 s took bob's credential: her resumption presents it.
     assert!(alice.iter().any(|(t, c)| (2..5).contains(t) && c.as_deref() == Some("bob")), "{alice:?}");

@@ -127,7 +127,7 @@ fn foreign_acts(o: &Observed, out: &mut Vec<Violation>) -> bool {
                 Some(c) => o.presents(c).to_string(),
                 None => o.speaks_as(&a.client, a.t).to_string(),
             };
-            if foreign.len() < sent.len() || foreign.iter().any(|a| !o.foreign_as(&a.client, &presented(a), token)) {
+            if foreign.len() < sent.len() || foreign.iter().any(|a| !o.foreign_as(&presented(a), token)) {
                 continue;
             }
             out.push(Violation {

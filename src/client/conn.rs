@@ -97,7 +97,20 @@ impl Client {
         purpose: Purpose,
         head_timeout: Duration,
     ) -> Option<Posted> {
-        let (conn, mut sender, driver) = self.open::<Full<Bytes>>(purpose).await?;
+        self.post_once(msg, token, purpose, head_timeout).await.ok()
+    }
+
+    /// [`Client::send_post`], saying which connection carried a request that
+    /// went out but got no response (`Err(Some(conn))`): the server may have
+    /// acted on it, and the checks read what that request presented.
+    pub(super) async fn post_once(
+        &self,
+        msg: &Message,
+        token: Option<&str>,
+        purpose: Purpose,
+        head_timeout: Duration,
+    ) -> Result<Posted, Option<ConnId>> {
+        let Some((conn, mut sender, driver)) = self.open::<Full<Bytes>>(purpose).await else { return Err(None) };
         let streamable = self.dialect == Dialect::StreamableHttp;
         let path = match token {
             Some(token) if !streamable => crate::wire::legacy::messages_path(token),
@@ -120,7 +133,7 @@ impl Client {
             Ok(r) => r,
             Err(e) => {
                 self.protocol_error(conn, "unsendable", unsendable(&path, session.as_deref(), None, &e));
-                return None;
+                return Err(None);
             }
         };
         self.rec.record(self.request_event(conn, "POST", path, None, session));
@@ -128,17 +141,17 @@ impl Client {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {
                 self.rec.record(What::UplinkEnded { client: self.name(), conn, reason: format!("POST failed: {e}") });
-                return None;
+                return Err(Some(conn));
             }
             Err(_) => {
                 self.rec.record(What::UplinkEnded { client: self.name(), conn, reason: "POST got no response".into() });
-                return None;
+                return Err(Some(conn));
             }
         };
         let status = resp.status().as_u16();
         let content_type = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).map(str::to_string);
         self.rec.record(What::HttpResponse { client: self.name(), conn, status, content_type });
-        Some(Posted { conn, resp, _driver: driver })
+        Ok(Posted { conn, resp, _driver: driver })
     }
 }
 

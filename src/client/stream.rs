@@ -401,13 +401,13 @@ impl Client {
         }
         let msg = mcp::answer(id.clone(), &method, &self.spec.name);
         let (status, conn) = match &token {
-            Some(token) => match self.send_post(&msg, Some(token), Purpose::Post, POST_TIMEOUT).await {
-                Some(posted) => {
+            Some(token) => match self.post_once(&msg, Some(token), Purpose::Post, POST_TIMEOUT).await {
+                Ok(posted) => {
                     let status = posted.resp.status().as_u16();
                     let _ = timeout(POST_TIMEOUT, posted.resp.into_body().collect()).await;
                     (Some(status), Some(posted.conn))
                 }
-                None => (None, None),
+                Err(sent_on) => (None, sent_on),
             },
             None => (None, None),
         };

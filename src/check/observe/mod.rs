@@ -233,13 +233,14 @@ pub struct Answer {
     pub status: Option<u16>,
     /// The session the answer's POST presented.
     pub session: Option<String>,
-    /// The connection the POST went out on.
+    /// The connection the POST went out on (also when no response came:
+    /// the server may have applied it); `None` when it never went out.
     pub conn: Option<ConnId>,
 }
 
 impl Answer {
     /// When the answer's POST went out (its request on `conn`); `None` when
-    /// no response head came back, so the time it reached the server is unknown.
+    /// it never went out, or the trace does not say on which connection.
     pub fn sent(&self, o: &Observed) -> Option<SimTime> {
         self.conn.and_then(|c| o.conns.get(&(self.client.clone(), c))?.request_t)
     }

@@ -98,17 +98,18 @@ impl Observed<'_> {
         Some(opening.map_or_else(|| self.principal(owner), |c| self.presents(c)))
     }
 
-    /// Whether a server could tell `client`, presenting `principal`'s
-    /// credential on session `token`, from the session's holder: it is not
-    /// the session's owner, and the session is bound to another principal.
-    pub fn foreign_as(&self, client: &str, principal: &str, token: &str) -> bool {
-        self.token_owner.get(token).is_some_and(|owner| client != owner)
-            && self.session_principal(token).is_some_and(|p| p != principal)
+    /// Whether a server could tell a request presenting `principal`'s
+    /// credential on session `token` from the session's holder: the session
+    /// is bound to another principal. So is its owner's own request when it
+    /// presents a credential it took since (a server that binds sessions
+    /// refuses it and keeps the session; found by review).
+    pub fn foreign_as(&self, principal: &str, token: &str) -> bool {
+        self.session_principal(token).is_some_and(|p| p != principal)
     }
 
     /// [`Observed::foreign_as`] for the request on `c`.
     pub fn foreign_on(&self, c: &Conn, token: &str) -> bool {
-        self.foreign_as(&c.client, self.presents(c), token)
+        self.foreign_as(self.presents(c), token)
     }
 
     /// Whether a client other than `client` presented session `token` by

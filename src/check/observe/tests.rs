@@ -217,6 +217,29 @@ mod credentials {
         assert_eq!(o.speaks_as("alice", SimTime(6_000_000)), "alice");
         assert_eq!(o.session_principal("tok-a1"), Some("bob"));
         assert_eq!(o.session_principal("tok-a2"), Some("alice"));
-        assert!(!o.presented_foreign_credential("alice", "tok-a1", SimTime(30_000_000)));
+    }
+
+    /// A session's owner that presents a credential it took since is told
+    /// apart from its session's holder like anyone else (a server that
+    /// binds sessions refuses it): alice opens tok-a as herself, takes bob's
+    /// credential, and resumes tok-a with it.
+    #[test]
+    fn an_owner_presenting_another_credential_is_foreign_on_its_own_session() {
+        let t = Tb::new(30)
+            .client("alice")
+            .client("bob")
+            .uplink("bob", 1, "tok-b")
+            .uplink("alice", 1, "tok-a")
+            .at(2000)
+            .steal("bob", "alice", true)
+            .resume("alice", 2, "tok-a", Some("1000"))
+            .trace();
+        let o = Observed::new(&t);
+        assert_eq!(o.session_principal("tok-a"), Some("alice"));
+        assert!(!o.foreign_on(conn(&o, "alice", 1), "tok-a"));
+        assert!(o.foreign_on(conn(&o, "alice", 2), "tok-a"));
+        assert!(o.presented_foreign_credential("alice", "tok-a", SimTime(30_000_000)));
+        assert!(!o.presented_foreign_credential("alice", "tok-a", SimTime(1_000_000)), "not before 2 s");
+        assert!(!o.rival_holder("alice", "tok-a", SimTime(30_000_000)), "no one else presented tok-a");
     }
 }
