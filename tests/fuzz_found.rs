@@ -1147,3 +1147,219 @@ credential = true
     assert!(refused >= 3, "the plan no longer makes guarded refuse alice's own session ({refused} refusals)");
     assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
 }
+
+/// `plan_run` found (its plan as it found it): alice's `resume` step names
+/// event 1007 at the instant her tool call r6 opens its POST stream, and
+/// guarded mints 1007 there, so her GET resumes r6's call stream and guarded
+/// fences that stream's first writer. Her standalone stream (on a NAT mapping
+/// a rebind dropped) keeps its writer, rightly. `session-binding` took the GET
+/// for a resumption of the standalone stream (the POST and the GET opened at
+/// one instant, and the id was looked up among connections opened strictly
+/// before) and called the standalone writer's heartbeat a second writer.
+#[test]
+fn a_get_resuming_a_call_stream_opened_at_the_same_instant_carries_that_stream() {
+    let toml = r#"
+[scenario]
+name = "fuzz"
+dialect = "streamable-http"
+duration = "40s"
+[server]
+first_event_id = 1000
+retention = 4
+request_timeout = "20s"
+heartbeat = "5s"
+[[client]]
+name = "alice"
+[[step]]
+at = "0s"
+do = "connect"
+client = "alice"
+[[step]]
+at = "960ms"
+do = "server-request"
+client = "alice"
+method = "sampling/createMessage"
+label = "r1"
+[[step]]
+at = "960ms"
+do = "server-request"
+client = "alice"
+method = "sampling/createMessage"
+label = "r2"
+[[step]]
+at = "960ms"
+do = "notify"
+client = "alice"
+count = 1
+[[step]]
+at = "960ms"
+do = "call-tool"
+client = "alice"
+method = "roots/list"
+label = "r3"
+[[step]]
+at = "960ms"
+do = "resume"
+client = "alice"
+last_event_id = 1000
+[[step]]
+at = "5700ms"
+do = "call-tool"
+client = "alice"
+method = "roots/list"
+label = "r4"
+[[step]]
+at = "7460ms"
+do = "rebind"
+client = "alice"
+[[step]]
+at = "11160ms"
+do = "call-tool"
+client = "alice"
+method = "roots/list"
+label = "r5"
+[[step]]
+at = "11160ms"
+do = "call-tool"
+client = "alice"
+method = "roots/list"
+label = "r6"
+[[step]]
+at = "11160ms"
+do = "resume"
+client = "alice"
+last_event_id = 1007
+[[step]]
+at = "15220ms"
+do = "resume"
+client = "alice"
+last_event_id = 1009
+[[step]]
+at = "15220ms"
+do = "rebind"
+client = "alice"
+[[step]]
+at = "15220ms"
+do = "notify"
+client = "alice"
+count = 1
+"#;
+    assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
+}
+
+/// `plan_run` found (its plan as it found it): bob resumes his own session,
+/// and takes alice's token (without her credential) before the resumed
+/// stream carries r1's re-issue. Our client answered it on the session it
+/// held then, alice's: guarded refused the answer (403: bob is not alice),
+/// and `liveness` blamed guarded for r1's timeout. A client answers on the
+/// session whose stream carried the request.
+#[test]
+fn a_request_is_answered_on_the_session_whose_stream_carried_it() {
+    let toml = r#"
+[scenario]
+name = "fuzz"
+dialect = "legacy-sse"
+duration = "40s"
+[server]
+first_event_id = 1000
+retention = 4
+request_timeout = "20s"
+heartbeat = "5s"
+[[client]]
+name = "alice"
+[[step]]
+at = "0s"
+do = "connect"
+client = "alice"
+[[client]]
+name = "bob"
+[[step]]
+at = "0s"
+do = "connect"
+client = "bob"
+[[step]]
+at = "80ms"
+do = "resume"
+client = "bob"
+last_event_id = 1003
+[[step]]
+at = "1820ms"
+do = "resume"
+client = "bob"
+last_event_id = "last-seen"
+[[step]]
+at = "1980ms"
+do = "resume"
+client = "alice"
+last_event_id = 1000
+[[step]]
+at = "2060ms"
+do = "server-request"
+client = "bob"
+method = "roots/list"
+label = "r1"
+[[step]]
+at = "2060ms"
+do = "notify"
+client = "alice"
+count = 1
+[[step]]
+at = "2060ms"
+do = "sever"
+client = "alice"
+[[step]]
+at = "2060ms"
+do = "notify"
+client = "alice"
+count = 1
+[[step]]
+at = "2140ms"
+do = "notify"
+client = "bob"
+count = 5
+[[step]]
+at = "2520ms"
+do = "resume"
+client = "bob"
+last_event_id = "last-seen"
+[[step]]
+at = "2600ms"
+do = "steal-token"
+from = "alice"
+to = "bob"
+credential = false
+[[step]]
+at = "2600ms"
+do = "notify"
+client = "alice"
+count = 1
+[[step]]
+at = "2600ms"
+do = "sever"
+client = "alice"
+[[step]]
+at = "2600ms"
+do = "notify"
+client = "alice"
+count = 1
+"#;
+    assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
+    let plan = Plan::from_toml_str(toml, "fuzz-found.toml").unwrap();
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
+    use mcpsim::trace::What;
+    let issued_on = run.trace.events.iter().find_map(|e| match &e.what {
+        What::RequestIssued { label, session, .. } if label == "r1" => session.clone(),
+        _ => None,
+    });
+    let answers: Vec<_> = run
+        .trace
+        .events
+        .iter()
+        .filter_map(|e| match &e.what {
+            What::Answer { client, session, .. } if client == "bob" => Some(session.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(issued_on.is_some() && !answers.is_empty(), "{issued_on:?} {answers:?}");
+    assert!(answers.iter().all(|s| *s == issued_on), "{issued_on:?} {answers:?}");
+}

@@ -44,9 +44,16 @@ impl Client {
         }
         self.st.borrow_mut().backoff = Duration::ZERO;
 
-        // streamable-http: answers go to the session whose stream carried the request.
-        let stream_token = token.filter(|_| streamable);
-        let (end, any_item) = self.read_stream(conn, resp.into_body(), gen, None, stream_token.as_deref()).await;
+        // Answers go to the session whose stream carried the request, also
+        // after the client took another's token meanwhile (found by fuzzing:
+        // a legacy-sse client answered its own session's request on the
+        // stolen session, was refused, and liveness blamed the server). A
+        // fresh legacy-sse uplink learns its token from the stream itself.
+        let session = match &mode {
+            Mode::Resume { token, .. } => Some(token.as_str()),
+            Mode::Fresh => None,
+        };
+        let (end, any_item) = self.read_stream(conn, resp.into_body(), gen, None, session).await;
         self.after_stream(conn, gen, end, any_item, resuming)
     }
 

@@ -222,25 +222,34 @@ impl<'a> Observed<'a> {
             let stream = match (c.purpose, c.token(), c.last_event_id.as_deref()) {
                 (Purpose::Post, _, _) | (_, None, _) => StreamKey::None,
                 (Purpose::Call, Some(_), None) => StreamKey::Call { client: c.client.clone(), conn: c.conn },
-                (purpose, Some(token), Some(last)) => self.stream_of_id(token, last, c.opened).unwrap_or_else(|| {
-                    if purpose == Purpose::Call {
-                        StreamKey::Call { client: c.client.clone(), conn: c.conn }
-                    } else {
-                        StreamKey::Get(token.to_string())
-                    }
-                }),
+                (purpose, Some(token), Some(last)) => {
+                    self.stream_of_id(token, last, c.request_seq).unwrap_or_else(|| {
+                        if purpose == Purpose::Call {
+                            StreamKey::Call { client: c.client.clone(), conn: c.conn }
+                        } else {
+                            StreamKey::Get(token.to_string())
+                        }
+                    })
+                }
                 (Purpose::Uplink, Some(token), None) => StreamKey::Get(token.to_string()),
             };
             self.conns.get_mut(&key).expect("key from the map").stream = stream;
         }
     }
 
-    /// The stream of the latest connection of session `token` opened before
-    /// `before` that carried event `id` (delivered, or written into its dropped mapping).
-    fn stream_of_id(&self, token: &str, id: &str, before: SimTime) -> Option<StreamKey> {
+    /// The stream of the latest connection of session `token` whose request
+    /// went out before the request `before` (a trace seq) that carried event
+    /// `id` (delivered, or written into its dropped mapping). By request, not
+    /// by opening time: a tool call's POST and a GET that resumes its stream
+    /// can open at one instant (found by fuzzing: such a GET was taken for a
+    /// resumption of the standalone stream, and guarded's untouched
+    /// standalone writer for a second writer on it).
+    fn stream_of_id(&self, token: &str, id: &str, before: Option<u64>) -> Option<StreamKey> {
         self.conns
             .values()
-            .filter(|d| d.token() == Some(token) && !d.stream.is_none() && d.opened < before)
+            .filter(|d| {
+                d.token() == Some(token) && !d.stream.is_none() && d.request_seq.is_some() && d.request_seq < before
+            })
             .filter(|d| {
                 d.delivered.iter().any(|e| e.id.as_deref() == Some(id))
                     || self.mapping_of(d).is_some_and(|m| {
