@@ -1363,3 +1363,82 @@ count = 1
     assert!(issued_on.is_some() && !answers.is_empty(), "{issued_on:?} {answers:?}");
     assert!(answers.iter().all(|s| *s == issued_on), "{issued_on:?} {answers:?}");
 }
+
+/// `plan_run` found (its plan as it found it): guarded refuses alice's
+/// resumption at 28.02 s with an error event and she re-initializes, but a
+/// rebind at 28.08 s drops her initialize POST, and she waits a heartbeat
+/// timeout before trying again, past the end. `rejection-protocol` blamed
+/// guarded: "alice never obtained a new session".
+#[test]
+fn a_renewal_lost_on_the_network_is_not_the_servers() {
+    let toml = r#"
+[scenario]
+name = "fuzz"
+dialect = "streamable-http"
+duration = "40s"
+[server]
+first_event_id = 1000
+retention = 4
+request_timeout = "20s"
+heartbeat = "5s"
+[[client]]
+name = "alice"
+[[step]]
+at = "0s"
+do = "connect"
+client = "alice"
+[[step]]
+at = "4900ms"
+do = "resume"
+client = "alice"
+last_event_id = 1003
+[[step]]
+at = "5860ms"
+do = "reset"
+client = "alice"
+[[step]]
+at = "5860ms"
+do = "notify"
+client = "alice"
+count = 1
+[[step]]
+at = "9120ms"
+do = "notify"
+client = "alice"
+count = 5
+[[step]]
+at = "14220ms"
+do = "rebind"
+client = "alice"
+[[step]]
+at = "19320ms"
+do = "rebind"
+client = "alice"
+[[step]]
+at = "23020ms"
+do = "call-tool"
+client = "alice"
+method = "roots/list"
+label = "r1"
+[[step]]
+at = "23020ms"
+do = "call-tool"
+client = "alice"
+method = "roots/list"
+label = "r2"
+[[step]]
+at = "27920ms"
+do = "resume"
+client = "alice"
+last_event_id = 1007
+[[step]]
+at = "28080ms"
+do = "reset"
+client = "alice"
+[[step]]
+at = "28080ms"
+do = "rebind"
+client = "alice"
+"#;
+    assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
+}

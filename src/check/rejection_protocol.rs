@@ -93,7 +93,15 @@ pub fn judge(o: &Observed) -> Status {
         // (A run that ends soon after the refusal leaves no time to re-initialize.)
         let crashed = o.crashed_between(&c.client, *t_rej, o.end);
         let has_time = o.end.0 >= t_rej.0 + RENEW_ALLOWANCE_US;
-        if !crashed && has_time {
+        // (Nor does one whose attempts the network ate: judged only if an
+        // attempt on a mapping that no fault touched went out in time. Found
+        // by fuzzing: a rebind dropped the initialize POST, and the client
+        // waits a heartbeat timeout before it tries again.)
+        let attempts: Vec<&Conn> = o.conns.values().filter(|n| n.client == c.client && n.opened >= *t_rej).collect();
+        let faulted = |n: &Conn| o.mapping_of(n).is_some_and(|m| m.dropped.is_some() || m.reset.is_some());
+        let lost = attempts.iter().any(|n| faulted(n))
+            && !attempts.iter().any(|n| !faulted(n) && n.opened.0 + RENEW_ALLOWANCE_US <= o.end.0);
+        if !crashed && has_time && !lost {
             let renewed =
                 o.conns.values().any(|n| n.client == c.client && n.opened >= *t_rej && n.learned_token.is_some());
             if !renewed {

@@ -1,5 +1,5 @@
 use super::*;
-use crate::trace::Refused;
+use crate::trace::{Purpose, Refused};
 
 #[test]
 fn a_refusal_by_an_empty_stream_is_silent() {
@@ -95,4 +95,27 @@ fn a_thiefs_refusal_that_kills_the_owners_session_is_a_violation() {
 fn a_thief_turned_away_leaves_the_owners_session_alive() {
     let t = thief_refused().stream("alice", 2).trace();
     assert!(passed(&t, CheckId::RejectionProtocol), "{:?}", verdict(&t, CheckId::RejectionProtocol));
+}
+
+#[test]
+fn a_refused_owner_whose_renewal_the_network_ate_is_not_blamed_on_the_server() {
+    // Refused at 10.1 s; its new-session request went out on a mapping a
+    // rebind dropped, and the client had not tried again by the end.
+    let lost = || {
+        resume_from_an_unminted_id()
+            .status("alice", 2, 404, None)
+            .refused("alice", 2, Refused::Status(404))
+            .at(10_200)
+            .request("alice", 3, Purpose::Uplink, "GET", "/mcp/sse", None)
+            .at(10_300)
+            .drop_mapping("alice", 3, "rebind")
+    };
+    assert!(headlines(&lost().trace(), CheckId::RejectionProtocol).is_empty());
+    // A later attempt on a clean mapping, in time, that the server never
+    // answered with a session: the server's.
+    let t = lost().at(30_000).request("alice", 4, Purpose::Uplink, "GET", "/mcp/sse", None).trace();
+    assert_eq!(
+        headlines(&t, CheckId::RejectionProtocol),
+        ["alice never obtained a new session after its resumption was refused at 10.100 s"]
+    );
 }
