@@ -16,38 +16,7 @@ fn violated(toml: &str, server: &str) -> Vec<String> {
 /// for the session's owner and flagged guarded.
 #[test]
 fn a_request_issued_on_a_stolen_session_answered_by_its_owner_is_no_leak() {
-    let toml = r#"
-[scenario]
-name = "stolen-session-request"
-duration = "40s"
-[server]
-first_event_id = 1000
-request_timeout = "20s"
-[[client]]
-name = "alice"
-[[step]]
-at = "0s"
-do = "connect"
-client = "alice"
-[[client]]
-name = "bob"
-[[step]]
-at = "0s"
-do = "connect"
-client = "bob"
-[[step]]
-at = "1200ms"
-do = "steal-token"
-from = "alice"
-to = "bob"
-credential = false
-[[step]]
-at = "6980ms"
-do = "server-request"
-client = "bob"
-method = "elicitation/create"
-label = "r2"
-"#;
+    let toml = include_str!("fuzz_found/a_request_issued_on_a_stolen_session_answered_by_its_owner_is_no_leak.toml");
     assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
     // That the judgement still fires where a thief's answer is applied is
     // proven in tests/trust.rs (call-1 and req-1 answered by mallory).
@@ -60,77 +29,7 @@ label = "r2"
 /// call's stream as usable and flagged guarded.
 #[test]
 fn a_call_left_behind_by_a_new_session_is_not_the_servers_liveness_fault() {
-    let toml = r#"
-[scenario]
-name = "connect-during-call"
-dialect = "streamable-http"
-duration = "40s"
-[server]
-first_event_id = 1000
-retention = 4
-request_timeout = "20s"
-heartbeat = "5s"
-[[client]]
-name = "alice"
-[[step]]
-at = "0s"
-do = "connect"
-client = "alice"
-[[step]]
-at = "1880ms"
-do = "reset"
-client = "alice"
-[[step]]
-at = "8860ms"
-do = "resume"
-client = "alice"
-last_event_id = 1001
-[[step]]
-at = "13280ms"
-do = "call-tool"
-client = "alice"
-method = "roots/list"
-label = "r1"
-[[step]]
-at = "13460ms"
-do = "connect"
-client = "alice"
-[[step]]
-at = "13840ms"
-do = "resume"
-client = "alice"
-last_event_id = 1003
-[[step]]
-at = "14220ms"
-do = "resume"
-client = "alice"
-last_event_id = 1003
-[[step]]
-at = "14600ms"
-do = "resume"
-client = "alice"
-last_event_id = 1003
-[[step]]
-at = "14980ms"
-do = "resume"
-client = "alice"
-last_event_id = 1003
-[[step]]
-at = "15360ms"
-do = "resume"
-client = "alice"
-last_event_id = 1003
-[[step]]
-at = "16840ms"
-do = "resume"
-client = "alice"
-last_event_id = 1011
-[[step]]
-at = "21940ms"
-do = "resume"
-client = "alice"
-last_event_id = "last-seen"
-"#;
+    let toml = include_str!("fuzz_found/a_call_left_behind_by_a_new_session_is_not_the_servers_liveness_fault.toml");
     assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
 }
 
@@ -141,85 +40,7 @@ last_event_id = "last-seen"
 /// as usable and flagged guarded.
 #[test]
 fn a_client_that_takes_over_another_session_leaves_its_own() {
-    let toml = r#"
-[scenario]
-name = "adopt-leaves-own-session"
-dialect = "legacy-sse"
-duration = "40s"
-[server]
-first_event_id = 1000
-retention = 4
-request_timeout = "20s"
-heartbeat = "5s"
-[[client]]
-name = "alice"
-[[step]]
-at = "0s"
-do = "connect"
-client = "alice"
-[[client]]
-name = "bob"
-[[step]]
-at = "0s"
-do = "connect"
-client = "bob"
-[[client]]
-name = "mallory"
-[[step]]
-at = "0s"
-do = "connect"
-client = "mallory"
-[[step]]
-at = "280ms"
-do = "crash-client"
-client = "mallory"
-[[step]]
-at = "2120ms"
-do = "crash-client"
-client = "alice"
-[[step]]
-at = "2120ms"
-do = "connect"
-client = "alice"
-[[step]]
-at = "3120ms"
-do = "notify"
-client = "bob"
-count = 3
-[[step]]
-at = "3340ms"
-do = "resume"
-client = "alice"
-last_event_id = "last-seen"
-[[step]]
-at = "7240ms"
-do = "server-request"
-client = "bob"
-method = "roots/list"
-label = "r1"
-[[step]]
-at = "8620ms"
-do = "server-request"
-client = "alice"
-method = "sampling/createMessage"
-label = "r2"
-[[step]]
-at = "8800ms"
-do = "steal-token"
-from = "mallory"
-to = "alice"
-credential = false
-[[step]]
-at = "9200ms"
-do = "resume"
-client = "bob"
-last_event_id = 1010
-[[step]]
-at = "13500ms"
-do = "notify"
-client = "mallory"
-count = 3
-"#;
+    let toml = include_str!("fuzz_found/a_client_that_takes_over_another_session_leaves_its_own.toml");
     assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
 }
 
@@ -229,66 +50,7 @@ count = 3
 /// if a thief were owed one.
 #[test]
 fn a_refused_thief_is_owed_no_live_uplink() {
-    let toml = r#"
-[scenario]
-name = "refused-thief"
-dialect = "streamable-http"
-duration = "40s"
-[server]
-first_event_id = 1000
-retention = 4
-request_timeout = "20s"
-heartbeat = "5s"
-[[client]]
-name = "alice"
-[[step]]
-at = "0s"
-do = "connect"
-client = "alice"
-[[client]]
-name = "bob"
-[[step]]
-at = "0s"
-do = "connect"
-client = "bob"
-[[client]]
-name = "mallory"
-[[step]]
-at = "0s"
-do = "connect"
-client = "mallory"
-[[step]]
-at = "1880ms"
-do = "reset"
-client = "mallory"
-[[step]]
-at = "2580ms"
-do = "steal-token"
-from = "bob"
-to = "mallory"
-credential = false
-[[step]]
-at = "3000ms"
-do = "server-request"
-client = "alice"
-method = "sampling/createMessage"
-label = "r1"
-[[step]]
-at = "3000ms"
-do = "notify"
-client = "alice"
-count = 1
-[[step]]
-at = "3180ms"
-do = "connect"
-client = "bob"
-[[step]]
-at = "3540ms"
-do = "call-tool"
-client = "mallory"
-method = "roots/list"
-label = "r2"
-"#;
+    let toml = include_str!("fuzz_found/a_refused_thief_is_owed_no_live_uplink.toml");
     assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
 }
 
@@ -300,94 +62,8 @@ label = "r2"
 /// it (the violation is inherent, not a finding).
 #[test]
 fn a_client_answering_with_a_stolen_credential_is_not_the_servers_liveness_fault() {
-    let toml = r#"
-[scenario]
-name = "fuzz"
-dialect = "legacy-sse"
-duration = "40s"
-[server]
-first_event_id = 1000
-retention = 4
-request_timeout = "20s"
-heartbeat = "5s"
-[[client]]
-name = "alice"
-[[step]]
-at = "0s"
-do = "connect"
-client = "alice"
-[[client]]
-name = "bob"
-[[step]]
-at = "0s"
-do = "connect"
-client = "bob"
-[[client]]
-name = "mallory"
-[[step]]
-at = "0s"
-do = "connect"
-client = "mallory"
-[[step]]
-at = "3280ms"
-do = "crash-client"
-client = "alice"
-[[step]]
-at = "4020ms"
-do = "steal-token"
-from = "bob"
-to = "mallory"
-credential = false
-[[step]]
-at = "5300ms"
-do = "server-request"
-client = "alice"
-method = "sampling/createMessage"
-label = "r1"
-[[step]]
-at = "9160ms"
-do = "resume"
-client = "bob"
-last_event_id = "last-seen"
-[[step]]
-at = "9980ms"
-do = "rebind"
-client = "alice"
-[[step]]
-at = "13000ms"
-do = "sever"
-client = "alice"
-[[step]]
-at = "15820ms"
-do = "connect"
-client = "alice"
-[[step]]
-at = "15900ms"
-do = "steal-token"
-from = "mallory"
-to = "alice"
-credential = true
-[[step]]
-at = "15900ms"
-do = "notify"
-client = "alice"
-count = 1
-[[step]]
-at = "17860ms"
-do = "server-request"
-client = "alice"
-method = "sampling/createMessage"
-label = "r2"
-[[step]]
-at = "22160ms"
-do = "notify"
-client = "mallory"
-count = 3
-[[step]]
-at = "26760ms"
-do = "connect"
-client = "mallory"
-"#;
+    let toml =
+        include_str!("fuzz_found/a_client_answering_with_a_stolen_credential_is_not_the_servers_liveness_fault.toml");
     assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
     // Still reported, as inherent, with the reason in its words.
     let plan = Plan::from_toml_str(toml, "fuzz-found.toml").unwrap();
@@ -407,89 +83,7 @@ client = "mallory"
 /// blamed guarded for killing alice's session.
 #[test]
 fn a_refused_client_speaking_as_the_sessions_principal_is_no_thief() {
-    let toml = r#"
-[scenario]
-name = "fuzz"
-dialect = "streamable-http"
-duration = "40s"
-[server]
-first_event_id = 1000
-retention = 4
-request_timeout = "20s"
-heartbeat = "5s"
-[[client]]
-name = "alice"
-[[step]]
-at = "0s"
-do = "connect"
-client = "alice"
-[[client]]
-name = "bob"
-[[step]]
-at = "0s"
-do = "connect"
-client = "bob"
-[[step]]
-at = "3020ms"
-do = "steal-token"
-from = "bob"
-to = "alice"
-credential = true
-[[step]]
-at = "3360ms"
-do = "resume"
-client = "alice"
-last_event_id = 1006
-[[step]]
-at = "3360ms"
-do = "server-request"
-client = "alice"
-method = "sampling/createMessage"
-label = "r1"
-[[step]]
-at = "3360ms"
-do = "notify"
-client = "alice"
-count = 1
-[[step]]
-at = "4280ms"
-do = "notify"
-client = "alice"
-count = 1
-[[step]]
-at = "8160ms"
-do = "sever"
-client = "bob"
-[[step]]
-at = "8440ms"
-do = "steal-token"
-from = "alice"
-to = "bob"
-credential = false
-[[step]]
-at = "8460ms"
-do = "resume"
-client = "bob"
-last_event_id = 1013
-[[step]]
-at = "10800ms"
-do = "notify"
-client = "alice"
-count = 2
-[[step]]
-at = "10800ms"
-do = "reset"
-client = "alice"
-[[step]]
-at = "10800ms"
-do = "notify"
-client = "bob"
-count = 3
-[[step]]
-at = "13200ms"
-do = "reset"
-client = "bob"
-"#;
+    let toml = include_str!("fuzz_found/a_refused_client_speaking_as_the_sessions_principal_is_no_thief.toml");
     assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
     assert_eq!(violated(toml, "unbound"), Vec::<String>::new());
     // The same plan with alice keeping her own credential: her new session is
@@ -525,84 +119,7 @@ client = "bob"
 /// judged that unanswered GET ("never answered with an event stream").
 #[test]
 fn a_poll_sent_just_before_the_end_is_not_a_dead_uplink() {
-    let toml = r#"
-[scenario]
-name = "fuzz"
-dialect = "streamable-http"
-duration = "40s"
-[server]
-first_event_id = 1000
-retention = 4
-request_timeout = "20s"
-heartbeat = "5s"
-[[client]]
-name = "alice"
-[[step]]
-at = "0s"
-do = "connect"
-client = "alice"
-[[step]]
-at = "0ms"
-do = "notify"
-client = "alice"
-count = 1
-[[step]]
-at = "0ms"
-do = "notify"
-client = "alice"
-count = 1
-[[step]]
-at = "280ms"
-do = "notify"
-client = "alice"
-count = 3
-[[step]]
-at = "2120ms"
-do = "crash-client"
-client = "alice"
-[[step]]
-at = "6440ms"
-do = "connect"
-client = "alice"
-[[step]]
-at = "9020ms"
-do = "server-request"
-client = "alice"
-method = "elicitation/create"
-label = "r1"
-[[step]]
-at = "9020ms"
-do = "notify"
-client = "alice"
-count = 1
-[[step]]
-at = "9020ms"
-do = "notify"
-client = "alice"
-count = 1
-[[step]]
-at = "12760ms"
-do = "resume"
-client = "alice"
-last_event_id = 1008
-[[step]]
-at = "17240ms"
-do = "call-tool"
-client = "alice"
-method = "roots/list"
-label = "r2"
-[[step]]
-at = "21260ms"
-do = "resume"
-client = "alice"
-last_event_id = 1003
-[[step]]
-at = "24220ms"
-do = "server-request"
-client = "alice"
-method = "roots/list"
-label = "r3"
-"#;
+    let toml = include_str!("fuzz_found/a_poll_sent_just_before_the_end_is_not_a_dead_uplink.toml");
     assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
 }
 
@@ -613,85 +130,7 @@ label = "r3"
 /// counted conn 12 as her uplink and called them lost.
 #[test]
 fn notifications_are_not_owed_on_a_get_that_resumed_a_tool_calls_stream() {
-    let toml = r#"
-[scenario]
-name = "fuzz"
-dialect = "streamable-http"
-duration = "40s"
-[server]
-first_event_id = 1000
-retention = 4
-request_timeout = "20s"
-heartbeat = "5s"
-[[client]]
-name = "alice"
-[[step]]
-at = "0s"
-do = "connect"
-client = "alice"
-[[step]]
-at = "840ms"
-do = "notify"
-client = "alice"
-count = 1
-[[step]]
-at = "840ms"
-do = "rebind"
-client = "alice"
-[[step]]
-at = "840ms"
-do = "notify"
-client = "alice"
-count = 1
-[[step]]
-at = "840ms"
-do = "notify"
-client = "alice"
-count = 1
-[[step]]
-at = "5740ms"
-do = "notify"
-client = "alice"
-count = 5
-[[step]]
-at = "14080ms"
-do = "call-tool"
-client = "alice"
-method = "roots/list"
-label = "r1"
-[[step]]
-at = "17780ms"
-do = "call-tool"
-client = "alice"
-method = "roots/list"
-label = "r2"
-[[step]]
-at = "17780ms"
-do = "call-tool"
-client = "alice"
-method = "roots/list"
-label = "r3"
-[[step]]
-at = "18140ms"
-do = "resume"
-client = "alice"
-last_event_id = 1007
-[[step]]
-at = "18300ms"
-do = "notify"
-client = "alice"
-count = 2
-[[step]]
-at = "20760ms"
-do = "call-tool"
-client = "alice"
-method = "roots/list"
-label = "r4"
-[[step]]
-at = "20760ms"
-do = "rebind"
-client = "alice"
-"#;
+    let toml = include_str!("fuzz_found/notifications_are_not_owed_on_a_get_that_resumed_a_tool_calls_stream.toml");
     assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
 }
 
@@ -704,76 +143,7 @@ client = "alice"
 /// again until it is the sole writer.
 #[test]
 fn two_standalone_gets_at_one_instant_leave_one_writer() {
-    let toml = r#"
-[scenario]
-name = "fuzz"
-dialect = "streamable-http"
-duration = "40s"
-[server]
-first_event_id = 1000
-retention = 4
-request_timeout = "20s"
-heartbeat = "5s"
-[[client]]
-name = "alice"
-[[step]]
-at = "0s"
-do = "connect"
-client = "alice"
-[[client]]
-name = "bob"
-[[step]]
-at = "0s"
-do = "connect"
-client = "bob"
-[[step]]
-at = "5060ms"
-do = "steal-token"
-from = "bob"
-to = "alice"
-credential = true
-[[step]]
-at = "8080ms"
-do = "notify"
-client = "bob"
-count = 5
-[[step]]
-at = "13180ms"
-do = "rebind"
-client = "alice"
-[[step]]
-at = "13180ms"
-do = "rebind"
-client = "bob"
-[[step]]
-at = "13360ms"
-do = "server-request"
-client = "alice"
-method = "sampling/createMessage"
-label = "r1"
-[[step]]
-at = "13360ms"
-do = "steal-token"
-from = "alice"
-to = "bob"
-credential = false
-[[step]]
-at = "13360ms"
-do = "notify"
-client = "alice"
-count = 1
-[[step]]
-at = "13360ms"
-do = "notify"
-client = "alice"
-count = 1
-[[step]]
-at = "13540ms"
-do = "server-request"
-client = "alice"
-method = "sampling/createMessage"
-label = "r2"
-"#;
+    let toml = include_str!("fuzz_found/two_standalone_gets_at_one_instant_leave_one_writer.toml");
     assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
     // Each re-issue reached one client only.
     let plan = Plan::from_toml_str(toml, "fuzz-found.toml").unwrap();
@@ -798,98 +168,7 @@ label = "r2"
 /// credential (only a restart resets it) and blamed guarded.
 #[test]
 fn a_credential_taken_from_a_crashed_thief_is_still_the_owners() {
-    let toml = r#"
-[scenario]
-name = "fuzz"
-dialect = "legacy-sse"
-duration = "40s"
-[server]
-first_event_id = 1000
-retention = 4
-request_timeout = "20s"
-heartbeat = "5s"
-[[client]]
-name = "alice"
-[[step]]
-at = "0s"
-do = "connect"
-client = "alice"
-[[client]]
-name = "bob"
-[[step]]
-at = "0s"
-do = "connect"
-client = "bob"
-[[client]]
-name = "mallory"
-[[step]]
-at = "0s"
-do = "connect"
-client = "mallory"
-[[step]]
-at = "2020ms"
-do = "reset"
-client = "alice"
-[[step]]
-at = "2860ms"
-do = "server-request"
-client = "alice"
-method = "sampling/createMessage"
-label = "r1"
-[[step]]
-at = "7860ms"
-do = "server-request"
-client = "bob"
-method = "roots/list"
-label = "r2"
-[[step]]
-at = "8300ms"
-do = "rebind"
-client = "alice"
-[[step]]
-at = "11760ms"
-do = "server-request"
-client = "bob"
-method = "roots/list"
-label = "r3"
-[[step]]
-at = "11760ms"
-do = "server-request"
-client = "alice"
-method = "sampling/createMessage"
-label = "r4"
-[[step]]
-at = "12400ms"
-do = "notify"
-client = "alice"
-count = 1
-[[step]]
-at = "13060ms"
-do = "notify"
-client = "bob"
-count = 3
-[[step]]
-at = "15860ms"
-do = "steal-token"
-from = "bob"
-to = "mallory"
-credential = true
-[[step]]
-at = "18040ms"
-do = "crash-client"
-client = "mallory"
-[[step]]
-at = "18260ms"
-do = "steal-token"
-from = "mallory"
-to = "alice"
-credential = true
-[[step]]
-at = "22520ms"
-do = "resume"
-client = "bob"
-last_event_id = "last-seen"
-"#;
+    let toml = include_str!("fuzz_found/a_credential_taken_from_a_crashed_thief_is_still_the_owners.toml");
     assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
 }
 
@@ -919,47 +198,7 @@ fn findings(toml: &str, server: &str) -> Vec<(String, bool, String)> {
 /// the credential each request presented, as the client records it.
 #[test]
 fn a_credential_theft_that_took_nothing_excuses_no_leak() {
-    let toml = r#"
-[scenario]
-name = "ineffective-credential-theft"
-duration = "30s"
-[server]
-first_event_id = 1000
-[[client]]
-name = "alice"
-[[client]]
-name = "bob"
-[[step]]
-at = "0s"
-do = "steal-token"
-from = "bob"
-to = "alice"
-credential = true
-[[step]]
-at = "100ms"
-do = "connect"
-client = "alice"
-[[step]]
-at = "1s"
-do = "notify"
-client = "alice"
-count = 3
-[[step]]
-at = "2s"
-do = "connect"
-client = "bob"
-[[step]]
-at = "3s"
-do = "steal-token"
-from = "alice"
-to = "bob"
-credential = false
-[[step]]
-at = "4s"
-do = "resume"
-client = "bob"
-last_event_id = 1000
-"#;
+    let toml = include_str!("fuzz_found/a_credential_theft_that_took_nothing_excuses_no_leak.toml");
     let leaks: Vec<_> = findings(toml, "unbound").into_iter().filter(|f| f.0 == "confidentiality").collect();
     assert!(!leaks.is_empty(), "unbound served bob alice's session: a leak");
     for (_, inherent, headline) in &leaks {
@@ -977,49 +216,7 @@ last_event_id = 1000
 /// the one the session is bound to.
 #[test]
 fn a_third_principal_on_a_session_opened_with_a_taken_credential_is_foreign() {
-    let toml = r#"
-[scenario]
-name = "third-principal"
-duration = "30s"
-[server]
-first_event_id = 1000
-[[client]]
-name = "alice"
-[[client]]
-name = "bob"
-[[client]]
-name = "carol"
-[[step]]
-at = "0s"
-do = "connect"
-client = "bob"
-[[step]]
-at = "1s"
-do = "steal-token"
-from = "bob"
-to = "alice"
-credential = true
-[[step]]
-at = "1100ms"
-do = "connect"
-client = "alice"
-[[step]]
-at = "2s"
-do = "notify"
-client = "alice"
-count = 3
-[[step]]
-at = "3s"
-do = "steal-token"
-from = "alice"
-to = "carol"
-credential = false
-[[step]]
-at = "4s"
-do = "resume"
-client = "carol"
-last_event_id = 1000
-"#;
+    let toml = include_str!("fuzz_found/a_third_principal_on_a_session_opened_with_a_taken_credential_is_foreign.toml");
     let leaks: Vec<_> = findings(toml, "unbound").into_iter().filter(|f| f.0 == "confidentiality").collect();
     assert!(leaks.iter().any(|f| f.2.starts_with("carol (principal carol) received")), "{leaks:?}");
     for (_, inherent, headline) in leaks.iter().filter(|f| f.2.starts_with("carol")) {
@@ -1037,54 +234,7 @@ last_event_id = 1000
 /// still worked afterwards (for carol, who holds alice's credential).
 #[test]
 fn an_owner_presenting_a_taken_credential_is_refused_as_a_thief() {
-    let toml = r#"
-[scenario]
-name = "owner-resumes-with-taken-credential"
-duration = "30s"
-[server]
-first_event_id = 1000
-[[client]]
-name = "alice"
-[[client]]
-name = "bob"
-[[client]]
-name = "carol"
-[[step]]
-at = "0s"
-do = "connect"
-client = "alice"
-[[step]]
-at = "0s"
-do = "connect"
-client = "bob"
-[[step]]
-at = "1s"
-do = "notify"
-client = "alice"
-count = 3
-[[step]]
-at = "2s"
-do = "steal-token"
-from = "alice"
-to = "carol"
-credential = true
-[[step]]
-at = "3s"
-do = "resume"
-client = "alice"
-last_event_id = "last-seen"
-[[step]]
-at = "3s"
-do = "steal-token"
-from = "bob"
-to = "alice"
-credential = true
-[[step]]
-at = "5s"
-do = "resume"
-client = "carol"
-last_event_id = 1000
-"#;
+    let toml = include_str!("fuzz_found/an_owner_presenting_a_taken_credential_is_refused_as_a_thief.toml");
     // The race happened: alice presented her own session with bob's credential.
     let plan = Plan::from_toml_str(toml, "fuzz-found.toml").unwrap();
     let run = mcpsim::run(&plan, "guarded", None).unwrap();
@@ -1108,32 +258,7 @@ last_event_id = 1000
 /// a live uplink.
 #[test]
 fn an_owner_whose_credential_changed_mid_open_is_owed_no_uplink() {
-    let toml = r#"
-[scenario]
-name = "owner-takes-credential-mid-open"
-dialect = "streamable-http"
-duration = "120s"
-[network]
-latency = "500ms"
-[[client]]
-name = "alice"
-[[client]]
-name = "bob"
-[[step]]
-at = "0s"
-do = "connect"
-client = "bob"
-[[step]]
-at = "10s"
-do = "connect"
-client = "alice"
-[[step]]
-at = "12s"
-do = "steal-token"
-from = "bob"
-to = "alice"
-credential = true
-"#;
+    let toml = include_str!("fuzz_found/an_owner_whose_credential_changed_mid_open_is_owed_no_uplink.toml");
     let plan = Plan::from_toml_str(toml, "fuzz-found.toml").unwrap();
     let run = mcpsim::run(&plan, "guarded", None).unwrap();
     let refused = run
@@ -1158,92 +283,8 @@ credential = true
 /// before) and called the standalone writer's heartbeat a second writer.
 #[test]
 fn a_get_resuming_a_call_stream_opened_at_the_same_instant_carries_that_stream() {
-    let toml = r#"
-[scenario]
-name = "fuzz"
-dialect = "streamable-http"
-duration = "40s"
-[server]
-first_event_id = 1000
-retention = 4
-request_timeout = "20s"
-heartbeat = "5s"
-[[client]]
-name = "alice"
-[[step]]
-at = "0s"
-do = "connect"
-client = "alice"
-[[step]]
-at = "960ms"
-do = "server-request"
-client = "alice"
-method = "sampling/createMessage"
-label = "r1"
-[[step]]
-at = "960ms"
-do = "server-request"
-client = "alice"
-method = "sampling/createMessage"
-label = "r2"
-[[step]]
-at = "960ms"
-do = "notify"
-client = "alice"
-count = 1
-[[step]]
-at = "960ms"
-do = "call-tool"
-client = "alice"
-method = "roots/list"
-label = "r3"
-[[step]]
-at = "960ms"
-do = "resume"
-client = "alice"
-last_event_id = 1000
-[[step]]
-at = "5700ms"
-do = "call-tool"
-client = "alice"
-method = "roots/list"
-label = "r4"
-[[step]]
-at = "7460ms"
-do = "rebind"
-client = "alice"
-[[step]]
-at = "11160ms"
-do = "call-tool"
-client = "alice"
-method = "roots/list"
-label = "r5"
-[[step]]
-at = "11160ms"
-do = "call-tool"
-client = "alice"
-method = "roots/list"
-label = "r6"
-[[step]]
-at = "11160ms"
-do = "resume"
-client = "alice"
-last_event_id = 1007
-[[step]]
-at = "15220ms"
-do = "resume"
-client = "alice"
-last_event_id = 1009
-[[step]]
-at = "15220ms"
-do = "rebind"
-client = "alice"
-[[step]]
-at = "15220ms"
-do = "notify"
-client = "alice"
-count = 1
-"#;
+    let toml =
+        include_str!("fuzz_found/a_get_resuming_a_call_stream_opened_at_the_same_instant_carries_that_stream.toml");
     assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
 }
 
@@ -1255,94 +296,7 @@ count = 1
 /// session whose stream carried the request.
 #[test]
 fn a_request_is_answered_on_the_session_whose_stream_carried_it() {
-    let toml = r#"
-[scenario]
-name = "fuzz"
-dialect = "legacy-sse"
-duration = "40s"
-[server]
-first_event_id = 1000
-retention = 4
-request_timeout = "20s"
-heartbeat = "5s"
-[[client]]
-name = "alice"
-[[step]]
-at = "0s"
-do = "connect"
-client = "alice"
-[[client]]
-name = "bob"
-[[step]]
-at = "0s"
-do = "connect"
-client = "bob"
-[[step]]
-at = "80ms"
-do = "resume"
-client = "bob"
-last_event_id = 1003
-[[step]]
-at = "1820ms"
-do = "resume"
-client = "bob"
-last_event_id = "last-seen"
-[[step]]
-at = "1980ms"
-do = "resume"
-client = "alice"
-last_event_id = 1000
-[[step]]
-at = "2060ms"
-do = "server-request"
-client = "bob"
-method = "roots/list"
-label = "r1"
-[[step]]
-at = "2060ms"
-do = "notify"
-client = "alice"
-count = 1
-[[step]]
-at = "2060ms"
-do = "sever"
-client = "alice"
-[[step]]
-at = "2060ms"
-do = "notify"
-client = "alice"
-count = 1
-[[step]]
-at = "2140ms"
-do = "notify"
-client = "bob"
-count = 5
-[[step]]
-at = "2520ms"
-do = "resume"
-client = "bob"
-last_event_id = "last-seen"
-[[step]]
-at = "2600ms"
-do = "steal-token"
-from = "alice"
-to = "bob"
-credential = false
-[[step]]
-at = "2600ms"
-do = "notify"
-client = "alice"
-count = 1
-[[step]]
-at = "2600ms"
-do = "sever"
-client = "alice"
-[[step]]
-at = "2600ms"
-do = "notify"
-client = "alice"
-count = 1
-"#;
+    let toml = include_str!("fuzz_found/a_request_is_answered_on_the_session_whose_stream_carried_it.toml");
     assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
     let plan = Plan::from_toml_str(toml, "fuzz-found.toml").unwrap();
     let run = mcpsim::run(&plan, "guarded", None).unwrap();
@@ -1371,74 +325,6 @@ count = 1
 /// guarded: "alice never obtained a new session".
 #[test]
 fn a_renewal_lost_on_the_network_is_not_the_servers() {
-    let toml = r#"
-[scenario]
-name = "fuzz"
-dialect = "streamable-http"
-duration = "40s"
-[server]
-first_event_id = 1000
-retention = 4
-request_timeout = "20s"
-heartbeat = "5s"
-[[client]]
-name = "alice"
-[[step]]
-at = "0s"
-do = "connect"
-client = "alice"
-[[step]]
-at = "4900ms"
-do = "resume"
-client = "alice"
-last_event_id = 1003
-[[step]]
-at = "5860ms"
-do = "reset"
-client = "alice"
-[[step]]
-at = "5860ms"
-do = "notify"
-client = "alice"
-count = 1
-[[step]]
-at = "9120ms"
-do = "notify"
-client = "alice"
-count = 5
-[[step]]
-at = "14220ms"
-do = "rebind"
-client = "alice"
-[[step]]
-at = "19320ms"
-do = "rebind"
-client = "alice"
-[[step]]
-at = "23020ms"
-do = "call-tool"
-client = "alice"
-method = "roots/list"
-label = "r1"
-[[step]]
-at = "23020ms"
-do = "call-tool"
-client = "alice"
-method = "roots/list"
-label = "r2"
-[[step]]
-at = "27920ms"
-do = "resume"
-client = "alice"
-last_event_id = 1007
-[[step]]
-at = "28080ms"
-do = "reset"
-client = "alice"
-[[step]]
-at = "28080ms"
-do = "rebind"
-client = "alice"
-"#;
+    let toml = include_str!("fuzz_found/a_renewal_lost_on_the_network_is_not_the_servers.toml");
     assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
 }
