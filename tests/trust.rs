@@ -11,20 +11,14 @@ use std::rc::Rc;
 
 mod common;
 
+use common::verdicts::{fires, headlines, quiet, verdict};
+
 fn load(rel: &str) -> Plan {
     Plan::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)).unwrap()
 }
 
 fn judge(plan: &Plan, server: &str) -> Vec<Verdict> {
     check::judge(&mcpsim::run(plan, server, None).unwrap().trace)
-}
-
-fn verdict<'a>(verdicts: &'a [Verdict], id: &str) -> &'a Verdict {
-    verdicts.iter().find(|v| v.check == id).unwrap()
-}
-
-fn headlines(verdicts: &[Verdict], id: &str) -> Vec<String> {
-    verdict(verdicts, id).violations().iter().map(|v| v.headline()).collect()
 }
 
 /// A policy that is `guarded` with one change to its decision: a mutant
@@ -192,57 +186,7 @@ fn a_session_ended_by_delete_is_not_blamed_on_a_later_refusal() {
     // only, is refused afterwards (404), and alice then finds her session
     // gone: the DELETE ended it, not the refusal. (Seed 698 of a
     // streamable-http hunt of guarded blamed the refusal.)
-    let text = r#"
-[scenario]
-name = "delete-then-refusal"
-dialect = "streamable-http"
-duration = "30s"
-[[client]]
-name = "alice"
-heartbeat_timeout = "20s"
-[[client]]
-name = "thief1"
-[[client]]
-name = "mallory"
-[[step]]
-at = "0s"
-do = "connect"
-client = "alice"
-[[step]]
-at = "1s"
-do = "notify"
-client = "alice"
-count = 2
-[[step]]
-at = "2s"
-do = "sever"
-client = "alice"
-[[step]]
-at = "2s"
-do = "steal-token"
-from = "alice"
-to = "thief1"
-credential = true
-[[step]]
-at = "2s"
-do = "steal-token"
-from = "alice"
-to = "mallory"
-credential = false
-[[step]]
-at = "3s"
-do = "end-session"
-client = "thief1"
-[[step]]
-at = "5s"
-do = "resume"
-client = "mallory"
-last_event_id = { seen_by = "alice", nth = 1 }
-[[step]]
-at = "7s"
-do = "resume"
-client = "alice"
-"#;
+    let text = include_str!("trust/a_session_ended_by_delete_is_not_blamed_on_a_later_refusal.toml");
     let plan = Plan::from_toml_str(text, "delete-then-refusal.toml").unwrap();
     let v = judge(&plan, "guarded");
     quiet(&v, "rejection-protocol");
@@ -265,16 +209,6 @@ fn an_id_first_seen_in_a_replay_is_no_proof_it_was_minted_later() {
         "replay-integrity",
         &["resumption from 5000 was accepted", "as new"],
     );
-}
-
-fn fires(verdicts: &[Verdict], id: &str, says: &[&str]) {
-    let h = headlines(verdicts, id);
-    assert!(h.iter().any(|h| says.iter().all(|s| h.contains(s))), "{id}: none of {h:?} says {says:?}");
-    assert!(verdict(verdicts, id).violations().iter().all(|v| !v.evidence.is_empty()));
-}
-
-fn quiet(verdicts: &[Verdict], id: &str) {
-    assert!(headlines(verdicts, id).is_empty(), "{id}: {:?}", headlines(verdicts, id));
 }
 
 #[test]
@@ -301,44 +235,7 @@ fn an_answer_from_another_principal_must_not_be_applied() {
     );
     quiet(&judge(&takeover, "guarded"), "confidentiality");
     // unbound re-issues alice's pending request on mallory's uplink, and applies mallory's answer.
-    let text = r#"
-[scenario]
-name = "foreign-answer"
-duration = "60s"
-[server]
-first_event_id = 1000
-request_timeout = "30s"
-[[client]]
-name = "alice"
-think_time = "10s"
-[[client]]
-name = "mallory"
-[[step]]
-at = "0s"
-do = "connect"
-client = "alice"
-[[step]]
-at = "2s"
-do = "server-request"
-client = "alice"
-method = "sampling/createMessage"
-label = "req-1"
-[[step]]
-at = "3s"
-do = "steal-token"
-from = "alice"
-to = "mallory"
-credential = false
-[[step]]
-at = "3500ms"
-do = "crash-client"       # alice is gone (her session lives on): she will not resume
-client = "alice"
-[[step]]
-at = "4s"
-do = "resume"
-client = "mallory"
-last_event_id = { seen_by = "alice", nth = 2 }
-"#;
+    let text = include_str!("trust/an_answer_from_another_principal_must_not_be_applied.toml");
     let plan = Plan::from_toml_str(text, "foreign-answer.toml").unwrap();
     fires(
         &judge(&plan, "unbound"),
@@ -363,36 +260,7 @@ fn a_request_replayed_and_reissued_reaches_the_client_twice() {
             d => d,
         }
     }
-    let text = r#"
-[scenario]
-name = "inflight-behind-sever"
-duration = "120s"
-[server]
-first_event_id = 1000
-request_timeout = "60s"
-[[client]]
-name = "alice"
-think_time = "10s"
-[[step]]
-at = "0s"
-do = "connect"
-client = "alice"
-[[step]]
-at = "4s"
-do = "sever"
-client = "alice"
-[[step]]
-at = "5s"
-do = "server-request"       # event 1001, into the severed uplink
-client = "alice"
-method = "elicitation/create"
-label = "req-7"
-[[step]]
-at = "9s"
-do = "resume"
-client = "alice"
-last_event_id = "last-seen"
-"#;
+    let text = include_str!("trust/a_request_replayed_and_reissued_reaches_the_client_twice.toml");
     let plan = Plan::from_toml_str(text, "inflight-behind-sever.toml").unwrap();
     fires(
         &judge_with(&plan, Tweaked("accepts-pending-window", accepts_pending)),
@@ -411,333 +279,6 @@ last_event_id = "last-seen"
     let plan = load("scenarios/inflight-at-resume.toml");
     fires(&judge(&plan, "inclusive-replay"), "inflight-disposition", &["req-7 reached alice twice"]);
     quiet(&judge(&plan, "guarded"), "inflight-disposition");
-}
-
-/// Hand-built traces: for server bugs the reference engine cannot have
-/// (it settles a request once, by id, and never reuses an id).
-mod hand_built {
-    use mcpsim::check::{self, Verdict};
-    use mcpsim::trace::{ConnId, Event, MappingId, Outcome, Purpose, SimTime, Trace, What};
-    use mcpsim::wire::jsonrpc::{RpcId, RpcKind, RpcSummary};
-
-    struct T(Vec<Event>);
-
-    impl T {
-        fn new() -> Self {
-            let mut t = T(Vec::new());
-            t.at(
-                0,
-                What::RunStarted {
-                    scenario: "hand-built".into(),
-                    server: "buggy".into(),
-                    seed: 0,
-                    duration_us: 60_000_000,
-                    liveness_bound_us: 30_000_000,
-                },
-            );
-            t.at(
-                0,
-                What::ClientJoined {
-                    client: "alice".into(),
-                    principal: "alice".into(),
-                    heartbeat_timeout_us: 30_000_000,
-                    think_time_us: 1_000_000,
-                    max_backoff_us: 10_000_000,
-                },
-            );
-            // alice's uplink (conn 1) on session tok-1.
-            t.at(0, What::Connect { client: "alice".into(), conn: ConnId(1), port: 40001, purpose: Purpose::Uplink });
-            t.at(
-                10,
-                What::HttpRequest {
-                    client: "alice".into(),
-                    conn: ConnId(1),
-                    method: "GET".into(),
-                    path: "/mcp/sse".into(),
-                    last_event_id: None,
-                    session: None,
-                    credential: None,
-                },
-            );
-            t.at(
-                100,
-                What::HttpResponse {
-                    client: "alice".into(),
-                    conn: ConnId(1),
-                    status: 200,
-                    content_type: Some("text/event-stream".into()),
-                },
-            );
-            t.at(100, What::SessionToken { client: "alice".into(), conn: ConnId(1), token: "tok-1".into() });
-            t
-        }
-        fn at(&mut self, ms: u64, what: What) -> &mut Self {
-            let seq = self.0.len() as u64;
-            self.0.push(Event { seq, t_us: SimTime(ms * 1000), what });
-            self
-        }
-        fn issue(&mut self, ms: u64, label: &str, method: &str, id: i64, event: u64) -> &mut Self {
-            self.at(
-                ms,
-                What::RequestIssued {
-                    client: "alice".into(),
-                    label: label.into(),
-                    method: method.into(),
-                    id: RpcId::Num(id),
-                    event_id: Some(event.to_string()),
-                    session: Some("tok-1".into()),
-                    reissuable: true,
-                },
-            );
-            self.at(
-                ms + 40,
-                What::SseEvent {
-                    client: "alice".into(),
-                    conn: ConnId(1),
-                    id: Some(event.to_string()),
-                    event: "message".into(),
-                    rpc: Some(RpcSummary {
-                        kind: RpcKind::Request,
-                        method: Some(method.into()),
-                        id: Some(RpcId::Num(id)),
-                    }),
-                    data: format!("{{\"id\":{id},\"method\":\"{method}\",\"label\":\"{label}\"}}"),
-                },
-            )
-        }
-        fn answer(&mut self, ms: u64, conn: u32, id: i64) -> &mut Self {
-            let (port, conn) = (40000 + conn as u16, ConnId(conn));
-            self.at(ms, What::Connect { client: "alice".into(), conn, port, purpose: Purpose::Post });
-            self.at(
-                ms + 10,
-                What::HttpRequest {
-                    client: "alice".into(),
-                    conn,
-                    method: "POST".into(),
-                    path: "/mcp/messages?sessionId=tok-1".into(),
-                    last_event_id: None,
-                    session: None,
-                    credential: None,
-                },
-            );
-            self.at(ms + 100, What::HttpResponse { client: "alice".into(), conn, status: 202, content_type: None });
-            self.at(
-                ms + 100,
-                What::Answer {
-                    client: "alice".into(),
-                    id: RpcId::Num(id),
-                    method: "sampling/createMessage".into(),
-                    status: Some(202),
-                    session: Some("tok-1".into()),
-                    conn: Some(conn),
-                },
-            )
-        }
-        fn settled(&mut self, ms: u64, label: &str, id: i64) -> &mut Self {
-            self.at(
-                ms,
-                What::RequestOutcome {
-                    label: label.into(),
-                    id: RpcId::Num(id),
-                    outcome: Outcome::Answered,
-                    new_id: None,
-                    detail: "answered".into(),
-                },
-            )
-        }
-        fn judge(&self) -> Vec<Verdict> {
-            let mut events = self.0.clone();
-            events.sort_by_key(|e| e.t_us);
-            for (i, e) in events.iter_mut().enumerate() {
-                e.seq = i as u64;
-            }
-            check::judge(&Trace { events })
-        }
-    }
-
-    #[test]
-    fn a_second_answer_applied_to_one_request() {
-        let mut t = T::new();
-        t.issue(1000, "req-1", "sampling/createMessage", 0, 1001);
-        t.answer(2000, 2, 0).settled(2050, "req-1", 0);
-        let good = t.judge();
-        super::quiet(&good, "inflight-disposition");
-        t.answer(3000, 3, 0).settled(3050, "req-1", 0);
-        super::fires(
-            &t.judge(),
-            "inflight-disposition",
-            &["applied two answers to req-1", "a server request is settled once"],
-        );
-    }
-
-    #[test]
-    fn an_answer_applied_before_anyone_answered() {
-        let mut t = T::new();
-        t.issue(1000, "req-1", "sampling/createMessage", 0, 1001);
-        t.issue(1500, "req-2", "roots/list", 1, 1002);
-        // alice answers id 0 (req-1), and the application settles req-2.
-        t.answer(2000, 2, 0).settled(2050, "req-2", 1);
-        super::fires(
-            &t.judge(),
-            "inflight-disposition",
-            &["reported req-2 (roots/list) answered", "no client had sent an answer to 1"],
-        );
-        let mut ok = T::new();
-        ok.issue(1000, "req-1", "sampling/createMessage", 0, 1001);
-        ok.answer(2000, 2, 0).settled(2050, "req-1", 0);
-        super::quiet(&ok.judge(), "inflight-disposition");
-    }
-
-    #[test]
-    fn one_id_for_two_pending_requests() {
-        let mut t = T::new();
-        t.issue(1000, "req-1", "sampling/createMessage", 0, 1001);
-        t.issue(1500, "req-2", "roots/list", 0, 1002);
-        super::fires(
-            &t.judge(),
-            "correlation-consistency",
-            &[
-                "delivered req-2 (roots/list) under JSON-RPC id 0",
-                "while req-1 (sampling/createMessage) under the same id",
-            ],
-        );
-        // The same id again once the first was answered and settled is not this bug.
-        let mut ok = T::new();
-        ok.issue(1000, "req-1", "sampling/createMessage", 0, 1001);
-        ok.answer(1100, 2, 0).settled(1150, "req-1", 0);
-        ok.issue(1500, "req-2", "roots/list", 1, 1002);
-        super::quiet(&ok.judge(), "correlation-consistency");
-    }
-
-    impl T {
-        fn notify(&mut self, ms: u64, conn: u32, ids: &[u64]) -> &mut Self {
-            let conn = ConnId(conn);
-            for id in ids {
-                self.at(
-                    ms,
-                    What::SseEvent {
-                        client: "alice".into(),
-                        conn,
-                        id: Some(id.to_string()),
-                        event: "message".into(),
-                        rpc: Some(RpcSummary {
-                            kind: RpcKind::Notification,
-                            method: Some("notifications/message".into()),
-                            id: None,
-                        }),
-                        data: format!("{{\"method\":\"notifications/message\",\"n\":{id}}}"),
-                    },
-                );
-            }
-            self
-        }
-        /// alice's uplink drops (reset) and she resumes on conn 2 from `last`.
-        fn resume(&mut self, ms: u64, last: u64) -> &mut Self {
-            self.at(ms - 500, What::UplinkEnded { client: "alice".into(), conn: ConnId(1), reason: "reset".into() });
-            self.at(
-                ms,
-                What::Connect { client: "alice".into(), conn: ConnId(2), port: 40002, purpose: Purpose::Uplink },
-            );
-            self.at(
-                ms + 10,
-                What::HttpRequest {
-                    client: "alice".into(),
-                    conn: ConnId(2),
-                    method: "GET".into(),
-                    path: "/mcp/sse?sessionId=tok-1".into(),
-                    last_event_id: Some(last.to_string()),
-                    session: None,
-                    credential: None,
-                },
-            );
-            self.at(
-                ms + 100,
-                What::HttpResponse {
-                    client: "alice".into(),
-                    conn: ConnId(2),
-                    status: 200,
-                    content_type: Some("text/event-stream".into()),
-                },
-            )
-        }
-        fn notified(&mut self, ms: u64, ids: &[u64]) -> &mut Self {
-            self.at(
-                ms,
-                What::Notified {
-                    client: "alice".into(),
-                    event_ids: ids.iter().map(u64::to_string).collect(),
-                    session: Some("tok-1".into()),
-                },
-            )
-        }
-    }
-
-    #[test]
-    fn a_hole_in_the_middle_or_at_the_end_of_a_replay() {
-        // 1001-1005 were minted; alice saw 1001 and resumes from it.
-        let base = || {
-            let mut t = T::new();
-            t.notify(200, 1, &[1000]).notified(1000, &[1001, 1002, 1003, 1004, 1005]).notify(1040, 1, &[1001]);
-            t.resume(3000, 1001);
-            t
-        };
-        let mut middle = base();
-        middle.notify(3100, 2, &[1002, 1004, 1005]);
-        super::fires(&middle.judge(), "replay-integrity", &["left event 1003 of its replay window out"]);
-        let mut end = base();
-        end.notify(3100, 2, &[1002, 1003]);
-        super::fires(&end.judge(), "replay-integrity", &["left events 1004–1005 of its replay window out"]);
-        let mut whole = base();
-        whole.notify(3100, 2, &[1002, 1003, 1004, 1005]);
-        super::quiet(&whole.judge(), "replay-integrity");
-    }
-    #[test]
-    fn a_fence_that_comes_after_the_new_writer_is_attached() {
-        use mcpsim::trace::SseSeen;
-        // alice's uplink (conn 1) goes half-open; she resumes from 1001. The
-        // replay (1002-1003) and the 200 reach her at 3.1 s; but at 3.05 s
-        // the server had written 1004, newer than the replay, into the old
-        // mapping: the old writer was still attached after the new one.
-        let late = |write_id: u64| {
-            let mut t = T::new();
-            t.at(
-                0,
-                What::MappingOpened { client: "alice".into(), mapping: MappingId(1), down_port: 40001, up_port: 50001 },
-            );
-            t.notify(200, 1, &[1000, 1001]).notified(1000, &[1002, 1003]);
-            t.at(900, What::MappingDropped { client: "alice".into(), mapping: MappingId(1), fault: "sever".into() });
-            t.at(
-                1000,
-                What::DroppedWrite {
-                    client: "alice".into(),
-                    mapping: MappingId(1),
-                    bytes: 200,
-                    events: ["1002", "1003"]
-                        .map(|i| SseSeen { id: Some(i.into()), event: "message".into(), rpc: None })
-                        .to_vec(),
-                },
-            );
-            t.resume(3000, 1001);
-            t.at(
-                3050,
-                What::DroppedWrite {
-                    client: "alice".into(),
-                    mapping: MappingId(1),
-                    bytes: 100,
-                    events: vec![SseSeen { id: Some(write_id.to_string()), event: "message".into(), rpc: None }],
-                },
-            );
-            t.notify(3100, 2, &[1002, 1003]).notify(3300, 2, &[1004]);
-            t
-        };
-        super::fires(
-            &late(1004).judge(),
-            "session-binding",
-            &["events newer than conn 2's replay, before its acceptance reached the client"],
-        );
-        // A write of an event the replay also carried could predate the attach: not proof.
-        super::quiet(&late(1003).judge(), "session-binding");
-    }
 }
 
 #[test]
@@ -892,77 +433,6 @@ fn a_fence_that_cannot_be_confirmed_within_grace_refuses_the_resumption() {
     }
 }
 
-/// Rewrites `trace` as a server whose event ids are strings would make it
-/// (the TypeScript SDK's example store mints `<stream>_<ms>_<random>`, the
-/// Python SDK's a uuid): every id the server minted below 5000 becomes
-/// `ev-<n>-x`, wherever it shows.
-fn string_ids(trace: &mut mcpsim::trace::Trace) {
-    use mcpsim::trace::What;
-    let s = |id: &mut String| {
-        if id.parse::<u64>().is_ok_and(|n| n < 5000) {
-            *id = format!("ev-{id}-x");
-        }
-    };
-    for e in &mut trace.events {
-        match &mut e.what {
-            What::SseEvent { id: Some(id), .. } | What::RequestIssued { event_id: Some(id), .. } => s(id),
-            What::HttpRequest { last_event_id: Some(id), .. } => s(id),
-            What::DroppedWrite { events, .. } => events.iter_mut().filter_map(|e| e.id.as_mut()).for_each(s),
-            What::Notified { event_ids, .. } => event_ids.iter_mut().for_each(s),
-            _ => {}
-        }
-    }
-}
-
-/// The verdicts of `plan` on `server`, its ids made strings.
-fn with_string_ids(plan: &Plan, server: &str) -> Vec<Verdict> {
-    let mut trace = mcpsim::run(plan, server, None).unwrap().trace;
-    string_ids(&mut trace);
-    check::judge(&trace)
-}
-
-#[test]
-fn every_verdict_stands_when_the_event_ids_are_strings() {
-    // Real servers mint uuids and `stream_time_random` ids; the checks must
-    // judge them as they judge numbers. Every cell of the verdict matrix
-    // (every bundled scenario on every built-in server) is judged twice.
-    let mut cells = 0;
-    for path in common::bundled_scenarios() {
-        let plan = Plan::load(&path).unwrap();
-        for server in mcpsim::server::known_servers() {
-            if mcpsim::server::streamable_only(server) && plan.dialect != Dialect::StreamableHttp {
-                continue;
-            }
-            let mut trace = mcpsim::run(&plan, server, None).unwrap().trace;
-            let numbers = check::violated(&check::judge(&trace));
-            string_ids(&mut trace);
-            let strings = check::violated(&check::judge(&trace));
-            assert_eq!(numbers, strings, "{} on {server}: the verdicts change when the ids are strings", plan.name);
-            cells += 1;
-        }
-    }
-    assert!(cells > 300, "only {cells} cells judged");
-}
-
-#[test]
-fn a_number_lies_in_no_window_of_a_session_whose_ids_are_strings() {
-    // The TypeScript SDK accepted `Last-Event-ID: 5000` on a session whose
-    // ids all had the form `_GET_stream_<ms>_<random>`, and replay-integrity
-    // passed it: a number was left to the numeric rules, which judge only
-    // sessions that show numbered ids.
-    for rel in ["scenarios/future-id.toml", "scenarios/streamable-http/future-id.toml"] {
-        let plan = load(rel);
-        fires(
-            &with_string_ids(&plan, "naive"),
-            "replay-integrity",
-            &["resumption from \"5000\" was accepted", "no event of the session ever carried that id"],
-        );
-        quiet(&with_string_ids(&plan, "guarded"), "replay-integrity");
-        // Numbered ids keep their own rule (a future id, not a stranger).
-        fires(&judge(&plan, "naive"), "replay-integrity", &["resumption from 5000 was accepted"]);
-    }
-}
-
 #[test]
 fn notifications_lost_on_a_live_resumed_uplink_are_a_liveness_failure() {
     // The TypeScript SDK with its example event store accepts a resumption
@@ -1079,48 +549,7 @@ fn an_empty_stream_in_streamable_http_is_polling_not_a_refusal() {
 #[test]
 fn requests_record_the_credential_they_present() {
     use mcpsim::trace::What;
-    let text = r#"
-[scenario]
-name = "credential-record"
-duration = "20s"
-[[client]]
-name = "alice"
-[[client]]
-name = "bob"
-[[step]]
-at = "0s"
-do = "steal-token"
-from = "bob"
-to = "alice"
-credential = true
-[[step]]
-at = "0s"
-do = "connect"
-client = "bob"
-[[step]]
-at = "1s"
-do = "connect"
-client = "alice"
-[[step]]
-at = "2s"
-do = "steal-token"
-from = "bob"
-to = "alice"
-credential = true
-[[step]]
-at = "3s"
-do = "resume"
-client = "alice"
-last_event_id = "last-seen"
-[[step]]
-at = "5s"
-do = "crash-client"
-client = "alice"
-[[step]]
-at = "6s"
-do = "connect"
-client = "alice"
-"#;
+    let text = include_str!("trust/requests_record_the_credential_they_present.toml");
     let plan = Plan::from_toml_str(text, "credential-record.toml").unwrap();
     let run = mcpsim::run(&plan, "guarded", None).unwrap();
     // (time in seconds, credential) of each of alice's requests.

@@ -14,7 +14,7 @@ fuzz_target!(|data: &[u8]| {
     let verdicts = mcpsim::check::judge(&run.trace);
     for v in &verdicts {
         if let Some(x) = v.violations().iter().find(|x| !x.inherent) {
-            panic!("guarded violates {}: {}\n{toml}", v.check, x.headline);
+            panic!("guarded violates {}: {}\n{toml}", v.check, x.headline());
         }
     }
 });

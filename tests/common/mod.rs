@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod live;
+pub mod verdicts;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
