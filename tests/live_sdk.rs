@@ -157,3 +157,46 @@ fn both_sdks_meet_every_streamable_http_expectation_five_times() {
     assert!(problems.is_empty(), "{} problem(s):\n{}", problems.len(), problems.join("\n"));
     common::snapshot("matrix", "live_sdk_matrix", &matrix, None);
 }
+
+/// An adapter whose control port cannot be reached (mcpsim is gone: a test
+/// process that exited while it started, say) exits instead of serving
+/// forever. Three Python servers once outlived a failed test by an hour.
+#[test]
+fn an_adapter_without_its_control_connection_exits() {
+    if let Some(why) = missing() {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("CI=true and the SDK adapters cannot run: {why}");
+        }
+        eprintln!("SKIPPED: the SDK adapters cannot run here: {why}");
+        return;
+    }
+    // A port nothing listens on: bound, then released.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    for sdk in [TYPESCRIPT, PYTHON] {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut child = Command::new("sh")
+            .args(["-c", &format!("exec {}", sdk.command)])
+            .current_dir(root())
+            .env("MCPSIM_PORT", port.to_string())
+            .env("MCPSIM_CONTROL_PORT", closed.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break Some(s);
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let status =
+            status.unwrap_or_else(|| panic!("{} still served 60 s after its control port refused it", sdk.name));
+        assert!(!status.success(), "{} exited with {status}: expected a failure status", sdk.name);
+    }
+}

@@ -301,16 +301,26 @@ def command(cmd: dict[str, Any]) -> None:
 
 
 async def control_loop() -> None:
+    """Serves the control connection; the process ends with it, however it ends.
+
+    mcpsim closing it means the run is over. Failing to open it, or losing it,
+    means mcpsim is gone (a test process that exited, say): a server left
+    running would outlive every run.
+    """
     global control
-    reader, control = await asyncio.open_connection("127.0.0.1", CONTROL_PORT)
-    report({"type": "ready", "protocol": "mcpsim-control/1", "server": NAME})
-    while line := await reader.readline():
-        try:
-            cmd = json.loads(line)
-        except ValueError:
-            log.warning("ignoring a control line that is not JSON: %r", line)
-            continue
-        command(cmd)
+    try:
+        reader, control = await asyncio.open_connection("127.0.0.1", CONTROL_PORT)
+        report({"type": "ready", "protocol": "mcpsim-control/1", "server": NAME})
+        while line := await reader.readline():
+            try:
+                cmd = json.loads(line)
+            except ValueError:
+                log.warning("ignoring a control line that is not JSON: %r", line)
+                continue
+            command(cmd)
+    except Exception as e:  # noqa: BLE001
+        log.error("control connection to 127.0.0.1:%s failed: %r; exiting", CONTROL_PORT, e)
+        os._exit(1)
     os._exit(0)  # mcpsim closed the control connection: the run is over
 
 

@@ -53,7 +53,9 @@ pub struct LiveVerdict {
 
 /// Runs each `(scenario file, server command)` live `times` times, side by
 /// side at [`SCALE`]; per job, its runs in order. A run that fails or stops
-/// early fails the test, naming the job.
+/// early fails the test, naming the job, but only once every run has ended:
+/// a test that panicked while other runs were still playing would end the
+/// process under them, before they could kill their server processes.
 pub fn live_runs(jobs: &[(String, String)], times: usize) -> Vec<Vec<LiveVerdict>> {
     let handles: Vec<Vec<_>> = jobs
         .iter()
@@ -61,7 +63,7 @@ pub fn live_runs(jobs: &[(String, String)], times: usize) -> Vec<Vec<LiveVerdict
             (0..times)
                 .map(|_| {
                     let (file, command) = (file.clone(), command.clone());
-                    std::thread::spawn(move || {
+                    std::thread::spawn(move || -> Result<LiveVerdict, String> {
                         let _slot = Slot::take();
                         let mut opts = LiveOptions::new(command.clone());
                         opts.time_scale = SCALE;
@@ -69,19 +71,42 @@ pub fn live_runs(jobs: &[(String, String)], times: usize) -> Vec<Vec<LiveVerdict
                         // cores may take longer than the default 10 s to be ready.
                         opts.ready_timeout = std::time::Duration::from_secs(60);
                         let run = mcpsim::live::run(&plan(&file), &opts)
-                            .unwrap_or_else(|e| panic!("{file} on `{command}`: {e}"));
-                        assert_eq!(run.aborted, None, "{file} on `{command}` stopped early");
+                            .map_err(|e| format!("{file} on `{command}`: {e}"))?;
+                        if let Some(why) = &run.aborted {
+                            return Err(format!("{file} on `{command}` stopped early: {why}"));
+                        }
                         let verdicts = mcpsim::check::judge(&run.trace);
-                        LiveVerdict {
+                        Ok(LiveVerdict {
                             server: run.server.clone(),
                             violated: mcpsim::check::violated(&verdicts).iter().map(|c| c.to_string()).collect(),
                             report: mcpsim::report::text(&run, &verdicts, None),
                             trace: run.trace.to_jsonl(),
-                        }
+                        })
                     })
                 })
                 .collect()
         })
         .collect();
-    handles.into_iter().map(|runs| runs.into_iter().map(|h| h.join().unwrap()).collect()).collect()
+    // Join every run before judging any.
+    let results: Vec<Vec<Result<LiveVerdict, String>>> = handles
+        .into_iter()
+        .map(|runs| runs.into_iter().map(|h| h.join().unwrap_or_else(|p| Err(panic_words(&p)))).collect())
+        .collect();
+    let failures: Vec<&String> = results.iter().flatten().filter_map(|r| r.as_ref().err()).collect();
+    assert!(
+        failures.is_empty(),
+        "{} live run(s) failed:\n{}",
+        failures.len(),
+        failures.iter().map(|f| f.as_str()).collect::<Vec<_>>().join("\n")
+    );
+    results.into_iter().map(|runs| runs.into_iter().map(Result::unwrap).collect()).collect()
+}
+
+/// What a panic said.
+fn panic_words(payload: &Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "a live run panicked".into())
 }
