@@ -328,3 +328,17 @@ fn a_renewal_lost_on_the_network_is_not_the_servers() {
     let toml = include_str!("fuzz_found/a_renewal_lost_on_the_network_is_not_the_servers.toml");
     assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
 }
+
+/// `plan_run` found (its plan as it found it): r1 was lost in bob's dead
+/// mapping and re-issued as r1.r1 (10.88 s); bob, having received neither,
+/// resumed from 1000 at 24.4 s, and guarded replayed both events 1001 (r1,
+/// its id retired) and 1002 (r1.r1): the client did the work twice, and
+/// `inflight-disposition` rightly said so. Guarded now refuses that window,
+/// as it refuses one holding a pending request.
+#[test]
+fn a_request_already_reissued_is_not_replayed_beside_its_reissue() {
+    let toml = include_str!("fuzz_found/a_request_already_reissued_is_not_replayed_beside_its_reissue.toml");
+    assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
+    // That the check fires where a request reaches the client twice is
+    // proven in tests/trust.rs (a_request_replayed_and_reissued_reaches_the_client_twice).
+}

@@ -19,6 +19,10 @@ pub enum RequestState {
     Failed,
     /// No answer came within the request timeout.
     TimedOut,
+    /// A retired id: the request was re-issued under a fresh id (its
+    /// current id is another entry). Replaying the event that carried this
+    /// id hands the client the same request a second time.
+    Reissued,
 }
 
 /// A server request of the session.
@@ -275,16 +279,29 @@ fn decide_guarded(v: &ResumeView<'_>, bug: Option<Mutation>) -> Decision {
     // twice, and leaving the event out leaves a gap. The seed's argument for
     // answered requests (condition 3) holds for it as well: neither is
     // correct, so refuse (the session's pending requests then fail
-    // explicitly, condition 4 (b)). A server that leaves requests in flight
-    // (the orphaning mutant) re-issues nothing and has no such conflict.
+    // explicitly, condition 4 (b)). The same holds for the event of an id
+    // already re-issued: its re-issue is later in the window (found by
+    // fuzzing: guarded replayed both, and the client did the work twice). A
+    // server that leaves requests in flight (the orphaning mutant) re-issues
+    // nothing and has no such conflict.
     if bug != Some(Mutation::Orphaning) {
         for (event_id, id) in v.request_events {
             if *event_id > n {
-                if let Some(r) = v.requests.iter().find(|r| &r.id == id && r.state == RequestState::Pending) {
-                    return reject(format!(
-                        "replay window holds {} (event {event_id}), still pending: replaying it and re-issuing it would deliver it twice",
-                        r.label
-                    ));
+                let Some(r) = v.requests.iter().find(|r| &r.id == id) else { continue };
+                match r.state {
+                    RequestState::Pending => {
+                        return reject(format!(
+                            "replay window holds {} (event {event_id}), still pending: replaying it and re-issuing it would deliver it twice",
+                            r.label
+                        ))
+                    }
+                    RequestState::Reissued => {
+                        return reject(format!(
+                            "replay window holds {} (event {event_id}) under its retired id {id}: replaying it and its re-issue would deliver it twice",
+                            r.label
+                        ))
+                    }
+                    _ => {}
                 }
             }
         }
@@ -421,6 +438,21 @@ mod tests {
         }
         // A pending request the client already saw (at or before the id) is re-issued.
         assert!(matches!(Guarded::decision(&view(Some(1007), &pending, &ev)), Decision::Accept { .. }));
+        // So is a window holding a retired id's event, whatever became of
+        // its re-issue: replayed beside it, the client would get it twice.
+        let retired = answered(RequestState::Reissued);
+        match Guarded::decision(&view(Some(1006), &retired, &ev)) {
+            Decision::Reject { reason, invalidate: true, .. } => {
+                assert!(reason.contains("retired id req-42"), "{reason}")
+            }
+            d => panic!("{d:?}"),
+        }
+        assert!(matches!(Guarded::decision(&view(Some(1007), &retired, &ev)), Decision::Accept { .. }));
+        // The orphaning mutant re-issues nothing: it has no such conflict.
+        assert!(matches!(
+            Mutant(Mutation::Orphaning).decide(&view(Some(1006), &retired, &ev)),
+            Decision::Accept { .. }
+        ));
         // Resuming from the oldest retained id minus one is inside the window.
         assert!(matches!(Guarded::decision(&view(Some(999), &[], &[])), Decision::Accept { .. }));
     }

@@ -78,6 +78,7 @@ pub(super) fn issue(
         event_id,
         state: RequestState::Pending,
         reissues: 0,
+        retired: Vec::new(),
         stream,
         reissuable,
     });

@@ -197,6 +197,8 @@ struct Req {
     event_id: u64,
     state: RequestState,
     reissues: u32,
+    /// Its earlier ids, each retired by a re-issue (oldest first).
+    retired: Vec<RpcId>,
     stream: StreamId,
     /// False when a resumption must not re-issue it (condition 4: fail it or refuse).
     reissuable: bool,

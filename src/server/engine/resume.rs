@@ -155,6 +155,7 @@ pub(super) fn dispose_inflight(shared: &Shared, s: &mut Session, stream: StreamI
                     )
                 };
                 s.tombstones.insert(old.clone());
+                s.requests[i].retired.push(old.clone());
                 let msg = mcp::server_request(new.clone(), &method, &label, &owner);
                 let (event_id, _) = s.emit(&msg, Some(new.clone()), stream, retention, &shared.report);
                 s.requests[i].event_id = event_id;
@@ -203,6 +204,20 @@ pub(super) fn decide(
             on_stream: r.stream == stream,
         })
         .collect();
+    // A retired id the client has not answered: the request under its old id.
+    for r in &s.requests {
+        for old in r.retired.iter().filter(|id| !s.answered_tombstones.contains(id)) {
+            requests.push(RequestView {
+                id: old.clone(),
+                label: r.label.clone(),
+                method: r.method.clone(),
+                event_id: s.log.iter().find(|l| l.request.as_ref() == Some(old)).map_or(0, |l| l.id),
+                state: RequestState::Reissued,
+                reissuable: r.reissuable,
+                on_stream: r.stream == stream,
+            });
+        }
+    }
     // A retired id the client answered anyway is, to the client, answered.
     requests.extend(s.answered_tombstones.iter().map(|id| RequestView {
         id: id.clone(),
