@@ -54,6 +54,17 @@ format!("{w} (install: adapters/python/install.sh)")
         })
 }
 
+/// Whether the adapters can run here. When they cannot, the test is skipped
+/// with the reason printed, or fails with `CI=true`.
+fn installed() -> bool {
+    let Some(why) = missing() else { return true };
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("CI=true and the SDK adapters cannot run: {why}");
+    }
+    eprintln!("SKIPPED: the SDK adapters cannot run here: {why}");
+    false
+}
+
 fn streamable_scenarios() -> Vec<String> {
     let mut files: Vec<String> = std::fs::read_dir(root().join("scenarios/streamable-http"))
         .unwrap()
@@ -67,11 +78,7 @@ fn streamable_scenarios() -> Vec<String> {
 
 #[test]
 fn both_sdks_meet_every_streamable_http_expectation_five_times() {
-    if let Some(why) = missing() {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("CI=true and the SDK adapters cannot run: {why}");
-        }
-        eprintln!("SKIPPED: the SDK adapters cannot run here: {why}");
+    if !installed() {
         return;
     }
     let files = streamable_scenarios();
@@ -163,11 +170,7 @@ fn both_sdks_meet_every_streamable_http_expectation_five_times() {
 /// forever. Three Python servers once outlived a failed test by an hour.
 #[test]
 fn an_adapter_without_its_control_connection_exits() {
-    if let Some(why) = missing() {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("CI=true and the SDK adapters cannot run: {why}");
-        }
-        eprintln!("SKIPPED: the SDK adapters cannot run here: {why}");
+    if !installed() {
         return;
     }
     // A port nothing listens on: bound, then released.
