@@ -446,3 +446,39 @@ fn every_regression_the_shrinker_writes_loads_back() {
         assert!(files > 0, "{server} {dialect:?}: no regression written");
     }
 }
+
+/// A seed whose two runs differ counts once, though the bugs its other
+/// failures start carry the same note (the summary once said "3 of 1 seeds").
+#[test]
+fn a_nondeterministic_seed_counts_once() {
+    let bug = |checks: &[&str], seeds: u64, note: Option<&str>| mcpsim::hunt::Bug {
+        id: "00000000".into(),
+        signature: checks.join(","),
+        checks: checks.iter().map(|c| c.to_string()).collect(),
+        seeds,
+        first_seed: 223,
+        headline: String::new(),
+        repro: String::new(),
+        shrunk_from: None,
+        steps: None,
+        file: None,
+        nondeterminism: note.map(str::to_string),
+    };
+    let differs = Some("traces differ at event 118");
+    let report = HuntReport {
+        server: "rmcp".into(),
+        base_seed: 223,
+        shards: vec!["1/1".into()],
+        seeds_run: 40,
+        failing_seeds: 40,
+        bugs: vec![
+            bug(&["nondeterminism"], 1, differs),
+            bug(&["stream-order"], 30, differs),
+            bug(&["liveness"], 12, differs),
+            bug(&["replay-integrity"], 5, None),
+        ],
+        reach: Default::default(),
+        harness_failures: Vec::new(),
+    };
+    assert_eq!(report.nondeterministic_seeds(), 1);
+}

@@ -405,6 +405,14 @@ pub fn hunt(opts: &HuntOptions, on: impl FnMut(Progress)) -> Result<HuntReport> 
 }
 
 impl HuntReport {
+    /// How many seeds gave different traces when run twice
+    /// (`--check-determinism`). Each such seed files one `nondeterminism`
+    /// failure; the bugs its other failures start carry the same
+    /// `nondeterminism` note, so counting those would count it again.
+    pub fn nondeterministic_seeds(&self) -> u64 {
+        self.bugs.iter().filter(|b| b.checks.iter().any(|c| c == "nondeterminism")).map(|b| b.seeds).sum()
+    }
+
     /// Takes the workers' outcomes as they arrive and files them in seed
     /// order, until the workers are done or a stopping rule or an error ends
     /// the hunt (then `stop` tells the workers, and seeds after the last one

@@ -131,7 +131,7 @@ fn summary(report: &mcpsim::hunt::HuntReport, opts: &HuntOptions) -> String {
         }
     }
     if opts.check_determinism {
-        let differed = report.bugs.iter().filter(|b| b.nondeterminism.is_some()).map(|b| b.seeds).sum::<u64>();
+        let differed = report.nondeterministic_seeds();
         summary.push_str(&if differed == 0 {
             format!("\ndeterminism: all {} seeds were run twice and gave byte-identical traces", report.seeds_run)
         } else {
