@@ -573,3 +573,17 @@ fn requests_record_the_credential_they_present() {
     assert!(alice.iter().filter(|(t, _)| *t >= 6).all(|(_, c)| c.is_none()), "{alice:?}");
     assert!(alice.iter().any(|(t, _)| *t >= 6), "{alice:?}");
 }
+
+/// Found in review: alice's first legacy-sse uplink carried r1 of her own
+/// session; she then took bob's token (without his credential) and answered.
+/// The client sent the answer to bob's session (403), r1 timed out, and
+/// liveness blamed guarded. A fresh uplink now learns its session from its
+/// `endpoint` event, so the answer goes to the session that asked.
+#[test]
+fn an_answer_after_taking_a_token_goes_to_the_session_that_asked() {
+    let plan = load("tests/trust/an_answer_after_taking_a_token_goes_to_the_session_that_asked.toml");
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
+    let answered = run.trace.to_jsonl().lines().any(|l| l.contains("\"outcome\":\"answered\""));
+    assert!(answered, "r1 was not answered on alice's session");
+    quiet(&check::judge(&run.trace), "liveness");
+}

@@ -143,7 +143,7 @@ struct State {
     answered: BTreeSet<(Option<String>, RpcId)>,
     /// Streams in a row that ended with nothing in them (SSE polling).
     empty_polls: u32,
-    /// streamable-http: the session each request came from (answers go there).
+    /// The session whose stream carried each request (answers go there).
     request_token: BTreeMap<RpcId, String>,
     /// The reconnection delay the server announced (`retry`), in ms.
     retry_ms: Option<u64>,
@@ -300,6 +300,8 @@ impl Client {
             let mut st = self.st.borrow_mut();
             st.last_seen = None;
             st.seen.clear();
+            // The new session's ids may repeat the old one's.
+            st.request_token.clear();
             // Tool calls die with their session.
             for (_, call) in std::mem::take(&mut st.calls) {
                 if let Some(task) = call.task {

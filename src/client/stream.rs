@@ -48,7 +48,7 @@ impl Client {
         // after the client took another's token meanwhile (found by fuzzing:
         // a legacy-sse client answered its own session's request on the
         // stolen session, was refused, and liveness blamed the server). A
-        // fresh legacy-sse uplink learns its token from the stream itself.
+        // fresh legacy-sse uplink learns its token from its `endpoint` event.
         let session = match &mode {
             Mode::Resume { token, .. } => Some(token.as_str()),
             Mode::Fresh => None,
@@ -183,6 +183,9 @@ impl Client {
         call: Option<&str>,
         token: Option<&str>,
     ) -> (StreamEnd, bool) {
+        // The session this stream belongs to: given, or (a fresh legacy-sse
+        // uplink) named by its `endpoint` event.
+        let mut token = token.map(String::from);
         let silence = self.spec.heartbeat_timeout;
         let mut decoder = Decoder::new();
         let mut any_item = false;
@@ -228,7 +231,10 @@ impl Client {
                     }
                 };
                 any_item = true;
-                if let Some(end) = self.on_event(conn, ev, gen, call, token) {
+                if token.is_none() && self.dialect == Dialect::LegacySse && ev.event == "endpoint" {
+                    token = crate::wire::legacy::session_token(&ev.data).map(String::from);
+                }
+                if let Some(end) = self.on_event(conn, ev, gen, call, token.as_deref()) {
                     return (end, any_item);
                 }
             }
