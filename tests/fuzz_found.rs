@@ -342,3 +342,18 @@ fn a_request_already_reissued_is_not_replayed_beside_its_reissue() {
     // That the check fires where a request reaches the client twice is
     // proven in tests/trust.rs (a_request_replayed_and_reissued_reaches_the_client_twice).
 }
+
+/// `plan_run` found (its plan as it found it): alice's GET on conn 6 was
+/// accepted at 9.52 s, the instant a rebind dropped its mapping, and guarded
+/// wrote its priming event 1006 there at 9.54 s, the instant alice sent the
+/// next GET (conn 7, from 1000). `session-binding` took 1006 for an event
+/// minted after conn 7's writer was attached, because conn 7's replay
+/// (1002-1003) left it out; but a replay leaves out every priming event, and
+/// the server had not even received conn 7's GET yet.
+#[test]
+fn a_priming_event_written_before_the_new_get_arrived_is_no_second_writer() {
+    let toml = include_str!("fuzz_found/a_priming_event_written_before_the_new_get_arrived_is_no_second_writer.toml");
+    assert_eq!(violated(toml, "guarded"), Vec::<String>::new());
+    // That the check fires on a writer that races the new one: the no-fence
+    // mutant's snapshots (slow-fence, nat-rebind) and tests/check_each.rs.
+}

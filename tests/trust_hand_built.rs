@@ -275,7 +275,7 @@ fn a_fence_that_comes_after_the_new_writer_is_attached() {
     // replay (1002-1003) and the 200 reach her at 3.1 s; but at 3.05 s
     // the server had written 1004, newer than the replay, into the old
     // mapping: the old writer was still attached after the new one.
-    let late = |write_id: u64| {
+    let late = |write_id: u64, message: bool| {
         let mut t = T::new();
         t.at(
             0,
@@ -301,17 +301,27 @@ fn a_fence_that_comes_after_the_new_writer_is_attached() {
                 client: "alice".into(),
                 mapping: MappingId(1),
                 bytes: 100,
-                events: vec![SseSeen { id: Some(write_id.to_string()), event: "message".into(), rpc: None }],
+                events: vec![SseSeen {
+                    id: Some(write_id.to_string()),
+                    event: "message".into(),
+                    rpc: message.then(|| RpcSummary {
+                        kind: RpcKind::Notification,
+                        method: Some("notifications/message".into()),
+                        id: None,
+                    }),
+                }],
             },
         );
         t.notify(3100, 2, &[1002, 1003]).notify(3300, 2, &[1004]);
         t
     };
     common::verdicts::fires(
-        &late(1004).judge(),
+        &late(1004, true).judge(),
         "session-binding",
         &["events newer than conn 2's replay, before its acceptance reached the client"],
     );
     // A write of an event the replay also carried could predate the attach: not proof.
-    common::verdicts::quiet(&late(1003).judge(), "session-binding");
+    common::verdicts::quiet(&late(1003, true).judge(), "session-binding");
+    // Nor could a priming event (no message): a replay never carries one.
+    common::verdicts::quiet(&late(1004, false).judge(), "session-binding");
 }

@@ -50,14 +50,20 @@ pub fn judge(o: &Observed) -> Status {
             // events newer than anything the new connection's replay carried
             // (so minted after the new writer was attached): the NAT saw them
             // before the 200 reached the client, but they still prove a
-            // writer raced the new one (a fence that came late).
+            // writer raced the new one (a fence that came late). Only events
+            // that carry a message count: a replay leaves out priming events,
+            // so one newer than the replay proves nothing. And only writes
+            // after the request went out: the server cannot have attached the
+            // new writer before (found by fuzzing: guarded's priming event for
+            // the prior GET, written at the instant the new GET was sent).
             let bound = replay_bound(new);
             let after_attach = |w: &&(SimTime, u64, usize, Vec<crate::trace::SseSeen>)| {
                 w.0 > t_acc
                     || bound.is_some_and(|b| {
-                        new.request_t.is_some_and(|r| w.0 >= r)
+                        new.request_t.is_some_and(|r| w.0 > r)
                             && w.3
                                 .iter()
+                                .filter(|e| e.rpc.is_some())
                                 .any(|e| e.id.as_deref().and_then(|i| i.parse::<u64>().ok()).is_some_and(|i| i > b))
                     })
             };
