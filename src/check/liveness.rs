@@ -197,7 +197,7 @@ fn lost_notifications(o: &Observed) -> Vec<Violation> {
         let received: std::collections::BTreeSet<&str> = o
             .conns
             .values()
-            .filter(|c| c.client == n.client)
+            .filter(|c| c.client == n.client && c.token() == Some(n.token.as_str()))
             .flat_map(|c| c.delivered.iter().filter_map(|d| d.id.as_deref()))
             .collect();
         let lost: Vec<&str> = n.ids.iter().map(String::as_str).filter(|i| !received.contains(i)).collect();

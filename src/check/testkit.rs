@@ -249,6 +249,12 @@ impl Tb {
             })
     }
 
+    /// `client` ends session `token` with a DELETE on `conn` that got `status`.
+    pub fn delete(self, client: &str, conn: u32, token: &str, status: u16) -> Tb {
+        self.request(client, conn, Purpose::Post, "DELETE", &format!("/mcp/messages?sessionId={token}"), None)
+            .status(client, conn, status, None)
+    }
+
     /// `to` takes `from`'s session token (and credential: `to`'s requests
     /// present it from now on, as the client records them). A theft that
     /// takes no effect is a bare `TokenStolen` event.

@@ -140,7 +140,7 @@ impl Observed<'_> {
 
     /// When `client` had a usable uplink for session `token`: from its
     /// acceptance until it ended, its NAT mapping was dropped or reset, the
-    /// client crashed, or the client opened another uplink.
+    /// client crashed, sent a DELETE of the session, or opened another uplink.
     pub fn usable_uplinks(&self, client: &str, token: &str) -> Vec<(SimTime, SimTime)> {
         self.usable_streams(client, token, None)
     }
@@ -182,6 +182,19 @@ impl Observed<'_> {
             }
             if let Some((_, t)) = self.crashes.iter().find(|(k, t)| k == client && *t >= t_acc) {
                 end = end.min(*t);
+            }
+            // The client's own DELETE of the session ends its use of every
+            // stream of it, answered or not (found by hunting: notifications
+            // emitted just before the client's DELETE were called lost).
+            if let Some(t) = self
+                .conns
+                .values()
+                .filter(|d| d.client == client && d.method == "DELETE" && d.presented_token.as_deref() == Some(token))
+                .filter_map(|d| d.request_t)
+                .filter(|t| *t >= t_acc)
+                .min()
+            {
+                end = end.min(t);
             }
             // A client that takes over another's session token leaves its own
             // session: it answers on the stolen one from then on (found by

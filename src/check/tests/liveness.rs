@@ -109,3 +109,39 @@ fn an_uplink_asked_for_a_round_trip_before_the_end_has_had_no_time_to_be_answere
         ["alice has no live uplink at the end (400.000 s): its latest uplink, conn 2, never answered with an event stream"]
     );
 }
+
+#[test]
+fn notifications_emitted_as_the_client_itself_ends_the_session_are_not_lost() {
+    // Found by hunting (guarded, streamable-http, seed 4102638): alice sent
+    // DELETE 72 ms after the notify, before the events could arrive.
+    let t = Tb::new(60)
+        .client("alice")
+        .uplink("alice", 1, "tok-1")
+        .at(4_155)
+        .notified("alice", "tok-1", &["1009", "1010"])
+        .at(4_227)
+        .delete("alice", 2, "tok-1", 200)
+        .trace();
+    assert!(passed(&t, CheckId::Liveness), "{:?}", verdict(&t, CheckId::Liveness));
+}
+
+#[test]
+fn an_id_received_in_a_later_session_does_not_count_for_an_earlier_one() {
+    // Event ids are per session: 1002 on tok-2 is not tok-1's 1002.
+    let t = Tb::new(60)
+        .client("alice")
+        .uplink("alice", 1, "tok-1")
+        .at(5_000)
+        .notified("alice", "tok-1", &["1001", "1002"])
+        .at(5_040)
+        .notes("alice", 1, &["1001"])
+        .at(30_000)
+        .uplink("alice", 2, "tok-2")
+        .at(30_040)
+        .notes("alice", 2, &["1002"])
+        .trace();
+    assert_eq!(
+        headlines(&t, CheckId::Liveness),
+        ["1 of 2 notifications emitted on alice's session at 5.000 s never reached it (event 1002), though its uplink (conn 1) was live from 0.000 s to 30.000 s"]
+    );
+}
