@@ -237,6 +237,8 @@ pub enum Finding {
     NeverRenewed { client: String, refused_at: SimTime },
     /// A thief's refusal killed the owner's session.
     OwnerSessionKilled { thief: String, refused_at: SimTime, owner: String, conn: ConnId, at: SimTime },
+    /// A resumption answered with a server error (5xx): a crash, not a refusal.
+    RefusedByServerError { client: String, conn: ConnId, status: u16 },
     /// A resumption the scenario expects accepted was refused.
     ValidRefused { client: String, conn: ConnId, how: Refused, step_at: SimTime },
     /// A resumption's outcome was not the one the scenario expects.
@@ -267,4 +269,6 @@ pub enum Finding {
     // ---- protocol ----
     /// The server broke HTTP or SSE.
     Protocol { client: String, conn: ConnId, what: String },
+    /// The server answered a request with a server error (5xx).
+    ServerError { client: String, conn: ConnId, method: String, status: u16 },
 }

@@ -2,7 +2,8 @@
 //! to follow: real HTTP, response headers in time, whole events of sane size,
 //! streams that do not stop or stall mid-event.
 //!
-//! Evidence: the protocol errors clients observed. Stalls and cut streams
+//! Evidence: the protocol errors clients observed, and every response with
+//! a server error status (5xx: unhandled, whatever the request was). Stalls and cut streams
 //! count only when the client's NAT mapping was live (a dropped or reset
 //! mapping explains them).
 
@@ -16,9 +17,9 @@ pub const ABOUT: &str = "responses are HTTP/1.1 with timely headers and whole SS
 
 pub const EXPLAIN: super::Explain = super::Explain {
     meaning: "A server under test must speak HTTP/1.1 and SSE a client can follow; garbage, missing headers, oversize events, streams cut mid-event or dripping bytes without completing events leave clients unable to resume.",
-    evidence: "Protocol errors recorded by clients (not HTTP, no headers within the heartbeat timeout, an event over 1 MiB, a stream ending mid-event, bytes without a complete event for the heartbeat timeout), discounted when the client's NAT mapping was dropped or reset.",
+    evidence: "HTTP responses with a server error status (5xx), and protocol errors recorded by clients (not HTTP, no headers within the heartbeat timeout, an event over 1 MiB, a stream ending mid-event, bytes without a complete event for the heartbeat timeout), discounted when the client's NAT mapping was dropped or reset.",
     condition: "The analysis assumes a stream of whole events with ids; without it no resumption condition can be judged.",
-    to_pass: "Answer with valid HTTP/1.1 headers promptly, send whole events (id, data, blank line), keep events small, and close streams between events.",
+    to_pass: "Never answer with a server error (a 4xx names what the client did wrong); answer with valid HTTP/1.1 headers promptly, send whole events (id, data, blank line), keep events small, and close streams between events.",
 };
 
 pub fn judge(o: &Observed) -> Status {
@@ -40,6 +41,20 @@ pub fn judge(o: &Observed) -> Status {
             inherent: false,
         });
     }
+    // A 5xx is an unhandled server error: no client can act on it. (None is
+    // explained by a fault a plan can schedule today; a balancer's 502 while
+    // a replica is down will be.)
+    for c in o.conns.values() {
+        let Some((status @ 500..=599, _, t, seq)) = c.response else { continue };
+        out.push(Violation {
+            check: ID,
+            finding: Finding::ServerError { client: c.client.clone(), conn: c.conn, method: c.method.clone(), status },
+            t,
+            evidence: c.request_seq.into_iter().chain([seq]).collect(),
+            inherent: false,
+        });
+    }
+    out.sort_by_key(|v| (v.t, v.evidence.clone()));
     if out.is_empty() && !o.conns.values().any(|c| c.is_uplink() && c.response.is_some()) {
         return not_applicable("no uplink was answered");
     }

@@ -2,7 +2,8 @@
 //! an HTTP error, never an empty 200), the refused owner's token is dead
 //! afterwards, and the owner re-initializes.
 //!
-//! Evidence: a resumption answered 200 whose stream ended with no event (in
+//! Evidence: a resumption answered with a server error (5xx: a crash, not a
+//! refusal); a resumption answered 200 whose stream ended with no event (in
 //! legacy-sse: in streamable-http a server may end any stream, and an empty
 //! one is SSE polling, MCP 2025-11-25; the client polls again); a
 //! request that still succeeded with a token after its owner was refused
@@ -25,7 +26,7 @@ pub const EXPLAIN: super::Explain = super::Explain {
     meaning: "A refused resumption is explicit, kills the owner's token, and the owner re-initializes.",
     evidence: "Resumption responses (status, stream, first events), later uses of the same token and whether they were served, and the owner's next session token.",
     condition: "The seed analysis, Condition of Validity: \"If any condition fails, the server must reject the resumption: close the new uplink with an explicit error event, invalidate the session token, and require the client to open a fresh session. The client's correct response to this rejection is to re-initialize.\" A thief's refusal is not the owner's: refusing a foreign principal must leave the owner's session alive (MCP security best practices: bind sessions to users).",
-    to_pass: "Refuse with an error event or an HTTP error (never an empty 200) and invalidate the token of a refused owner (a refused thief may be turned away without touching the owner's session).",
+    to_pass: "Refuse with an error event or an HTTP client error (never an empty 200, never a 5xx: a server error is a crash, not a refusal) and invalidate the token of a refused owner (a refused thief may be turned away without touching the owner's session).",
 };
 
 /// How long a refused client gets to obtain a new session (a few round trips;
@@ -43,6 +44,20 @@ pub fn judge(o: &Observed) -> Status {
             out.push(Violation {
                 check: ID,
                 finding: Finding::SilentRefusal { client: c.client.clone(), conn: c.conn },
+                t: *t_rej,
+                evidence: c.request_seq.into_iter().chain([*rej_seq]).collect(),
+                inherent: false,
+            });
+        }
+        // A server error is a crash, not a refusal: the client cannot tell
+        // it from a transient failure, and nothing says the session is dead
+        // (the Python SDK without an event store answers 500 to every
+        // resumption). No fault a plan can schedule today makes a 5xx the
+        // network's doing; a balancer's 502 while a replica is down will.
+        if let Refused::Status(s @ 500..=599) = how {
+            out.push(Violation {
+                check: ID,
+                finding: Finding::RefusedByServerError { client: c.client.clone(), conn: c.conn, status: *s },
                 t: *t_rej,
                 evidence: c.request_seq.into_iter().chain([*rej_seq]).collect(),
                 inherent: false,

@@ -306,6 +306,10 @@ impl fmt::Display for Finding {
                     live.0, live.1
                 )
             }
+            Finding::RefusedByServerError { client, conn, status } => write!(
+                f,
+                "{client}'s resumption on conn {conn} was answered HTTP {status}: the server failed, it did not refuse (an explicit refusal is a 4xx or an error event)"
+            ),
             Finding::SilentRefusal { client, conn } => write!(
                 f,
                 "{client}'s resumption on conn {conn} was answered 200 with an empty stream: a silent refusal"
@@ -362,6 +366,10 @@ impl fmt::Display for Finding {
                 held.1
             ),
             Finding::Protocol { client, conn, what } => write!(f, "{client}'s conn {conn}: {what}"),
+            Finding::ServerError { client, conn, method, status } => write!(
+                f,
+                "{client}'s {method} on conn {conn} was answered HTTP {status}: an unhandled server error, not an answer a client can act on"
+            ),
         }
     }
 }

@@ -119,3 +119,20 @@ fn a_refused_owner_whose_renewal_the_network_ate_is_not_blamed_on_the_server() {
         ["alice never obtained a new session after its resumption was refused at 10.100 s"]
     );
 }
+
+#[test]
+fn a_server_error_answered_to_a_resumption_is_a_crash_not_a_refusal() {
+    // The Python SDK without an event store answers such a GET with 500.
+    let refused_with = |status: u16| {
+        resume_from_an_unminted_id()
+            .status("alice", 2, status, None)
+            .refused("alice", 2, Refused::Status(status))
+            .uplink("alice", 3, "tok-2")
+            .trace()
+    };
+    assert_eq!(
+        headlines(&refused_with(500), CheckId::RejectionProtocol),
+        ["alice's resumption on conn 2 was answered HTTP 500: the server failed, it did not refuse (an explicit refusal is a 4xx or an error event)"]
+    );
+    assert!(passed(&refused_with(404), CheckId::RejectionProtocol));
+}
