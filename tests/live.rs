@@ -78,7 +78,7 @@ fn each_mutant_is_caught_live_by_its_own_check() {
         ("truncating-replay", "evicted-id.toml", "replay-integrity"),
         ("truncating-replay", "streamable-http/evicted-unsent.toml", "replay-integrity"),
         ("answered-replay", "answered-window.toml", "correlation-consistency"),
-        ("orphaning", "inflight-at-resume.toml", "inflight-disposition"),
+        ("orphaning", "inflight-too-late.toml", "inflight-disposition"),
         ("unbound", "theft-without-credential.toml", "confidentiality"),
         ("inclusive-replay", "clean-resume.toml", "stream-order"),
         ("empty-ok", "evicted-id.toml", "rejection-protocol"),

@@ -233,7 +233,9 @@ fn a_session_id_alone_takes_over_a_live_tool_call_on_rmcp() {
         w.iter().position(|x| matches!(x, What::Answer { client, status: Some(202), .. } if client == "mallory"));
     let alice_answered = w.iter().position(|x| matches!(x, What::Answer { client, .. } if client == "alice"));
     assert!(mallory_answered.is_some(), "the thief answered");
-    assert!(alice_answered.is_none(), "alice never got to answer: {alice_answered:?}");
+    // alice answers too (a real client answers what it received, whatever
+    // became of its stream), but only after rmcp took the thief's answer.
+    assert!(alice_answered > mallory_answered, "the thief answered first: {mallory_answered:?}, {alice_answered:?}");
     assert!(answered(&r, "call-1"));
     // guarded refuses the thief (403) and alice's call completes with her own answer.
     let g = mcpsim::run(

@@ -587,3 +587,25 @@ fn an_answer_after_taking_a_token_goes_to_the_session_that_asked() {
     assert!(answered, "r1 was not answered on alice's session");
     quiet(&check::judge(&run.trace), "liveness");
 }
+
+/// Issue 26, item 1: a real client answers every request it received, over
+/// POST, whatever became of the stream that carried it (both SDKs' servers
+/// accept such an answer, 202). Our client used to abandon it, and liveness
+/// blamed a server that leaves the request in flight: call-stream-reset on
+/// naive read "inflight-disposition, liveness" although the call completes
+/// against any real client.
+#[test]
+fn a_request_whose_stream_ended_is_still_answered() {
+    let plan = load("scenarios/streamable-http/call-stream-reset.toml");
+    for server in ["naive", "orphaning", "guarded"] {
+        let run = mcpsim::run(&plan, server, None).unwrap();
+        use mcpsim::trace::{Outcome, What};
+        let answered = run.trace.events.iter().any(
+            |e| matches!(&e.what, What::RequestOutcome { label, outcome: Outcome::Answered, .. } if label == "req-1"),
+        );
+        assert!(answered, "{server}: req-1 was not answered");
+        for v in check::judge(&run.trace) {
+            assert!(!matches!(v.status, Status::Violated { .. }), "{server}: {} violated: {:?}", v.check, v.status);
+        }
+    }
+}

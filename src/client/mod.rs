@@ -1,7 +1,9 @@
 //! The simulated MCP client, in either dialect.
 //!
 //! A well-behaved client: it opens its uplink, initializes, tracks the last
-//! event id, answers server requests after `think_time`, resumes with
+//! event id, answers every server request it received after `think_time`
+//! (over POST, while it holds the session, whatever became of the stream
+//! that carried it), resumes with
 //! `Last-Event-ID` when its uplink dies or goes silent (missed heartbeats),
 //! and re-initializes when a resumption is refused. A token thief is the
 //! same client after `steal-token` handed it someone else's token.
@@ -141,6 +143,9 @@ struct State {
     /// session's request 1 (the Python SDK's req-43 once went unanswered, its
     /// id taken for one answered in the session before).
     answered: BTreeSet<(Option<String>, RpcId)>,
+    /// `(session, id)` of every request received and taken on, answered or
+    /// not yet: each is answered once, whatever stream carries it again.
+    taken: BTreeSet<(Option<String>, RpcId)>,
     /// Streams in a row that ended with nothing in them (SSE polling).
     empty_polls: u32,
     /// The session whose stream carried each request (answers go there).

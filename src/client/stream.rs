@@ -373,27 +373,33 @@ impl Client {
                 });
             }
             Message::Request { id, method, .. } => {
-                // New, or an unanswered request delivered again on a newer stream
-                // (a replay): answer it there.
-                let fresh = {
+                // A request is the session's, not the stream's: a real client
+                // answers every request it received, once, over POST, while
+                // it holds the session that sent it, whatever became of the
+                // stream that carried it (both SDKs' servers accept such an
+                // answer). A replay of a request already taken is not new; a
+                // re-issue under a fresh id is.
+                let (session, fresh) = {
                     let mut st = self.st.borrow_mut();
                     let session = st.request_token.get(&id).cloned().or_else(|| self.shared.token.borrow().clone());
-                    let answered = st.answered.contains(&(session, id.clone()));
-                    let before = st.seen.insert(id.clone(), (method.clone(), gen));
-                    before.is_none_or(|(_, g)| g != gen && !answered)
+                    st.seen.insert(id.clone(), (method.clone(), gen));
+                    let key = (session.clone(), id.clone());
+                    let fresh = !st.answered.contains(&key) && st.taken.insert(key);
+                    (session, fresh)
                 };
                 if fresh && self.spec.auto_answer {
                     let think = self.spec.think_time;
                     tokio::task::spawn_local(async move {
                         crate::clock::sleep(think).await;
-                        // A request belongs to the uplink that carried it: once that
-                        // uplink is gone, the client waits for a re-issue instead of
-                        // answering into a stream state the server may have dropped.
-                        if !self.st.borrow().live(gen) {
+                        // A client that left the session (a new session after a
+                        // refusal, another's token taken over) has nobody to
+                        // answer for, unless it still reads the stream that
+                        // carried the request (a tool call of the old session).
+                        if *self.shared.token.borrow() != session && !self.st.borrow().live(gen) {
                             self.rec.record(What::Abandoned {
                                 client: self.name(),
                                 id,
-                                why: "the uplink that carried it ended before the answer".into(),
+                                why: "the client no longer holds the session that sent it".into(),
                             });
                             return;
                         }
