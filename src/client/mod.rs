@@ -135,8 +135,8 @@ struct State {
     last_seen: Option<String>,
     backoff: Duration,
     init_id: Option<RpcId>,
-    /// Requests seen, with their method and the uplink generation that carried them.
-    seen: BTreeMap<RpcId, (String, u64)>,
+    /// Requests seen, with their method (an `answer` step answers them by id).
+    seen: BTreeMap<RpcId, String>,
     /// `(session, id)` of every request answered. Request ids are the
     /// session's: a new session may number its requests from the start again
     /// (rmcp and the Python SDK do), and its request 1 is not the old
@@ -250,7 +250,7 @@ impl Client {
                 }
                 ClientCmd::Answer(ids) => {
                     for id in ids {
-                        let method = self.st.borrow().seen.get(&id).map(|(m, _)| m.clone());
+                        let method = self.st.borrow().seen.get(&id).cloned();
                         if let Some(method) = method {
                             tokio::task::spawn_local(self.clone().answer(id, method));
                         }

@@ -382,7 +382,7 @@ impl Client {
                 let (session, fresh) = {
                     let mut st = self.st.borrow_mut();
                     let session = st.request_token.get(&id).cloned().or_else(|| self.shared.token.borrow().clone());
-                    st.seen.insert(id.clone(), (method.clone(), gen));
+                    st.seen.insert(id.clone(), method.clone());
                     let key = (session.clone(), id.clone());
                     let fresh = !st.answered.contains(&key) && st.taken.insert(key);
                     (session, fresh)
