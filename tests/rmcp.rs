@@ -247,3 +247,59 @@ fn a_session_id_alone_takes_over_a_live_tool_call_on_rmcp() {
     assert!(check::violated(&check::judge(&g.trace)).is_empty());
     assert!(g.trace.events.iter().any(|e| matches!(&e.what, What::Answer { client, .. } if client == "alice")));
 }
+
+/// Issue 26, item 14 (rmcp hunt seed 18, cut down): a `resume` step 38 ms
+/// after the client learned its session aborted the uplink task while it
+/// was still POSTing `notifications/initialized`, so rmcp never registered
+/// the session ("rmcp has no initialized session") and r2 went nowhere. The
+/// handshake now runs in a task of its own that a resume does not abort.
+#[test]
+fn a_resume_right_after_connect_does_not_cut_the_handshake() {
+    let toml = r#"
+[scenario]
+name = "resume-right-after-connect"
+dialect = "streamable-http"
+seed = 18
+duration = "30s"
+
+[server]
+request_timeout = "8s"
+
+[network]
+latency = { min = "5ms", max = "10ms" }
+tick = "200ms"
+
+[[client]]
+name = "alice"
+think_time = "1511ms"
+
+[[step]]
+at = "0s"
+do = "connect"
+client = "alice"
+
+[[step]]
+at = "1038ms"
+do = "resume"
+client = "alice"
+last_event_id = "last-seen"
+
+[[step]]
+at = "1706ms"
+do = "server-request"
+client = "alice"
+method = "roots/list"
+label = "r2"
+"#;
+    let plan = Plan::from_toml_str(toml, "resume-right-after-connect.toml").unwrap();
+    let r = mcpsim::run(&plan, "rmcp", None).unwrap();
+    let errors: Vec<&String> = whats(&r)
+        .into_iter()
+        .filter_map(|w| match w {
+            What::AppError { error, .. } => Some(error),
+            _ => None,
+        })
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(answered(&r, "r2"));
+}

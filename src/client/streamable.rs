@@ -79,7 +79,12 @@ impl Client {
         };
         self.rec.record(What::SessionToken { client: self.name(), conn, token: token.clone() });
         *self.shared.token.borrow_mut() = Some(token.clone());
-        self.post(&mcp::initialized()).await;
+        // Its own task, awaited: a `resume` step right after `connect`
+        // aborts this uplink task, and must not abort the handshake with it
+        // (the server would never register the session: rmcp logged "no
+        // initialized session" on 156 of 500 hunt seeds).
+        let me = self.clone();
+        let _ = tokio::task::spawn_local(async move { me.post(&mcp::initialized()).await }).await;
         Some(token)
     }
 
