@@ -609,3 +609,53 @@ fn a_request_whose_stream_ended_is_still_answered() {
         }
     }
 }
+
+/// Issue 26, item 11: in streamable-http, naive accepts a resumption from
+/// the next id to be minted and then uses that id for the resumed stream's
+/// priming event. No check fired: the id lay within the allowance for ids
+/// minted unseen. The priming event proves it was minted after the accept.
+#[test]
+fn a_resumption_from_the_next_id_to_be_minted_is_outside_the_window() {
+    let plan = Plan::from_toml_str(
+        r#"
+[scenario]
+name = "next-id"
+dialect = "streamable-http"
+seed = 5
+duration = "30s"
+
+[[client]]
+name = "alice"
+
+[[step]]
+at = "0s"
+do = "connect"
+client = "alice"
+
+[[step]]
+at = "2s"
+do = "notify"
+client = "alice"
+count = 2
+
+[[step]]
+at = "5s"
+do = "sever"
+client = "alice"
+
+[[step]]
+at = "6s"
+do = "resume"
+client = "alice"
+last_event_id = { last_seen_plus = 1 }
+"#,
+        "next-id.toml",
+    )
+    .unwrap();
+    fires(
+        &judge(&plan, "naive"),
+        "replay-integrity",
+        &["alice's resumption from 4 was accepted on conn 4 at 6.100 s, but the session's newest id then was 3: it minted 4 as new at 6.100 s (as the priming event of that very stream)"],
+    );
+    quiet(&judge(&plan, "guarded"), "replay-integrity");
+}

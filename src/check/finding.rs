@@ -67,6 +67,8 @@ pub enum MintedWhere {
     },
     /// In the application's report.
     Application,
+    /// As the priming event of the resumed stream itself.
+    Priming,
 }
 
 /// When a write into a dropped mapping came, against the new connection's

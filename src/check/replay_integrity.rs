@@ -113,7 +113,9 @@ fn numeric(o: &Observed, c: &Conn, n: u64, token: &str, acc: (SimTime, u64, u64)
 }
 
 /// A resumption from an id above the session's newest when it was accepted:
-/// proven by an id minted as new later, at or below it, or by a gap wider
+/// proven by an id minted as new later, at or below it (reported by the
+/// application, on a POST's stream, or as the resumed stream's own priming
+/// event), or by a gap wider
 /// than the ids that could have been minted unseen.
 fn future_id(
     o: &Observed,
@@ -123,7 +125,7 @@ fn future_id(
     (t_acc, acc_seq, request_seq): (SimTime, u64, u64),
     unseen: u64,
 ) -> Option<Violation> {
-    let max = o.max_id_seen(token, t_acc);
+    let max = o.max_id_seen_before(token, acc_seq);
     if let Some(max) = max.filter(|m| n > *m) {
         // An id the session later minted as new, at or below `n`, proves `n`
         // had not been minted when the resumption was accepted. Minted as
@@ -146,14 +148,25 @@ fn future_id(
             .flat_map(|d| d.delivered.iter().map(move |e| (d, e)))
             .filter(|(_, e)| e.rpc.is_some() && e.numeric_id().is_some_and(in_range))
             .min_by_key(|(_, e)| e.seq);
+        // A priming event (an id, no message) on the resumed stream itself
+        // was minted for that stream, after the accept: a replay never
+        // carries one. Its id at or below `n` proves `n` was not minted yet
+        // (found in streamable-http: naive accepted a resumption from the
+        // next id to be minted and used that id for its priming event).
+        let primed = c
+            .delivered
+            .iter()
+            .filter(|e| e.rpc.is_none() && e.event == "message" && e.numeric_id().is_some_and(in_range))
+            .min_by_key(|e| e.seq);
         let post = |(d, e): (&Conn, &super::observe::Delivered)| {
             (e.seq, e.id.clone().unwrap_or_default(), e.t, MintedWhere::Post { client: d.client.clone(), conn: d.conn })
         };
-        let later = match (reported, on_post) {
-            (Some((seq, ..)), Some(p)) if p.1.seq < seq => Some(post(p)),
-            (Some((seq, id, t)), _) => Some((seq, id.to_string(), t, MintedWhere::Application)),
-            (None, p) => p.map(post),
-        };
+        let later = reported
+            .map(|(seq, id, t)| (seq, id.to_string(), t, MintedWhere::Application))
+            .into_iter()
+            .chain(on_post.map(post))
+            .chain(primed.map(|e| (e.seq, e.id.clone().unwrap_or_default(), e.t, MintedWhere::Priming)))
+            .min_by_key(|x| x.0);
         if let Some((seq, id, t, shown)) = later {
             return Some(Violation {
                 check: ID,

@@ -131,6 +131,7 @@ impl fmt::Display for Finding {
                 let where_ = match shown {
                     MintedWhere::Post { client, conn } => format!("on {client}'s conn {conn}"),
                     MintedWhere::Application => "reported by the application".to_string(),
+                    MintedWhere::Priming => "as the priming event of that very stream".to_string(),
                 };
                 write!(
                     f,

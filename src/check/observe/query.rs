@@ -290,27 +290,41 @@ impl Observed<'_> {
     /// Every numeric id the run shows for a session: delivered, written into
     /// dropped mappings, or reported by the application, up to `until`.
     pub fn ids_seen(&self, token: &str, until: SimTime) -> Vec<u64> {
+        self.ids_shown(token, |t, _| t <= until)
+    }
+
+    /// The ids a session showed at trace events that `shown(time, seq)` admits.
+    fn ids_shown(&self, token: &str, shown: impl Fn(SimTime, u64) -> bool) -> Vec<u64> {
         let mut out = Vec::new();
         for c in self.conns.values().filter(|c| c.token() == Some(token)) {
-            out.extend(c.delivered.iter().filter(|d| d.t <= until).filter_map(Delivered::numeric_id));
+            out.extend(c.delivered.iter().filter(|d| shown(d.t, d.seq)).filter_map(Delivered::numeric_id));
             if let Some(m) = self.mapping_of(c) {
-                for (_, _, _, evs) in m.dropped_writes.iter().filter(|w| w.0 <= until) {
+                for (_, _, _, evs) in m.dropped_writes.iter().filter(|w| shown(w.0, w.1)) {
                     out.extend(evs.iter().filter_map(|ev| ev.id.as_deref()?.parse::<u64>().ok()));
                 }
             }
         }
         for r in self.requests.values() {
-            if r.token() == Some(token) && r.issued.0 <= until {
+            if r.token() == Some(token) && shown(r.issued.0, r.issued.1) {
                 out.extend(r.event_id.as_deref().and_then(|i| i.parse::<u64>().ok()));
             }
         }
-        out.extend(self.notified.iter().filter(|(t, at, _, _)| t == token && *at <= until).map(|(_, _, id, _)| *id));
+        out.extend(
+            self.notified.iter().filter(|(t, at, _, seq)| t == token && shown(*at, *seq)).map(|(_, _, id, _)| *id),
+        );
         out
     }
 
     /// The highest id the run shows for a session up to `until` ([`Observed::ids_seen`]).
     pub fn max_id_seen(&self, token: &str, until: SimTime) -> Option<u64> {
         self.ids_seen(token, until).into_iter().max()
+    }
+
+    /// The highest id the run shows for a session before trace event `seq`
+    /// (a resumption's acceptance, say: not the events that followed it at
+    /// the same instant).
+    pub fn max_id_seen_before(&self, token: &str, seq: u64) -> Option<u64> {
+        self.ids_shown(token, |_, s| s < seq).into_iter().max()
     }
 
     /// An upper bound on ids a session may have minted that no one observed

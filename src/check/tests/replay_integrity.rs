@@ -50,3 +50,30 @@ fn refusing_a_resumption_from_an_id_never_minted_leaves_nothing_to_judge() {
     let t = resume_from_an_unminted_id().status("alice", 2, 404, None).trace();
     assert!(matches!(verdict(&t, CheckId::ReplayIntegrity), Status::NotApplicable { .. }));
 }
+
+#[test]
+fn a_resumption_from_the_next_id_proven_unminted_by_its_own_priming_event_is_a_violation() {
+    // alice held 1001, the newest id; she resumes from `from`, which the
+    // server accepts and primes with 1002.
+    let resumed_from = |from: &str| {
+        Tb::new(60)
+            .client("alice")
+            .uplink("alice", 1, "tok-1")
+            .at(200)
+            .notes("alice", 1, &["1001"])
+            .at(10_000)
+            .ended("alice", 1, "closed by the server")
+            .resume("alice", 2, "tok-1", Some(from))
+            .at(10_100)
+            .stream("alice", 2)
+            .event("alice", 2, Some("1002"), None, "")
+            .trace()
+    };
+    assert_eq!(
+        headlines(&resumed_from("1002"), CheckId::ReplayIntegrity),
+        ["alice's resumption from 1002 was accepted on conn 2 at 10.100 s, but the session's newest id then was 1001: it minted 1002 as new at 10.100 s (as the priming event of that very stream)"]
+    );
+    // From the newest id, the same priming event is the stream's next id.
+    let t = resumed_from("1001");
+    assert!(passed(&t, CheckId::ReplayIntegrity), "{:?}", verdict(&t, CheckId::ReplayIntegrity));
+}
