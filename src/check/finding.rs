@@ -172,6 +172,8 @@ pub enum Finding {
         accepted_at: SimTime,
         timed_out: Option<SimTime>,
     },
+    /// A re-issue that never reached its owner, who had a usable stream.
+    ReissueNeverDelivered { label: String, method: String, owner: String, new: RpcId, at: SimTime, live_since: SimTime },
     /// Two answers applied to one request.
     AnsweredTwice { label: String, method: String, first: (SimTime, RpcId), second: (SimTime, RpcId) },
     /// An answer applied that no client had sent.

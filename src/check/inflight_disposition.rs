@@ -7,7 +7,8 @@
 //! to a tombstoned id that the application applied; a request the
 //! application settled twice, or settled as answered before any answer to
 //! it was sent; a re-issued request delivered on one connection under both
-//! its old and its new id; a request the application marked not
+//! its old and its new id; a re-issue that never reached the owner while
+//! it had a usable stream; a request the application marked not
 //! reissuable that was re-issued (it must be failed, or the resumption refused).
 
 use super::observe::{Observed, Request};
@@ -35,6 +36,7 @@ pub fn judge(o: &Observed) -> Status {
     }
     judged |= answers_applied(o, &mut out);
     judged |= delivered_twice(o, &mut out);
+    reissues_undelivered(o, &mut out);
     if !judged {
         return not_applicable("no server request was in flight at an accepted resumption");
     }
@@ -191,6 +193,65 @@ fn answers_applied(o: &Observed, out: &mut Vec<Violation>) -> bool {
         }
     }
     judged
+}
+
+/// How long a re-issue may take to reach a usable stream (a round trip).
+const REISSUE_ALLOWANCE_US: u64 = 1_000_000;
+
+/// A re-issue must reach the client: one handed to the prior (fenced, or
+/// dead) writer instead of the accepted uplink leaves the request in
+/// flight under a fresh id, and shows otherwise only as a timeout, or as
+/// nothing when the timeout outlasts the run. Judged where the owner had
+/// a usable stream of the request's kind from within a round trip of the
+/// re-issue, for a round trip, and never received the new id; a re-issue
+/// the application then failed or saw answered is settled.
+fn reissues_undelivered(o: &Observed, out: &mut Vec<Violation>) {
+    for r in o.requests.values() {
+        let Some(token) = r.token() else { continue };
+        let stream = o.stream_of_request(r).filter(|s| s.is_call());
+        for (t_re, seq_re, _, _, new) in r.outcomes.iter().filter(|x| x.2 == Outcome::Reissued) {
+            let Some(new) = new else { continue };
+            let settled = r.outcomes.iter().any(|x| x.0 >= *t_re && matches!(x.2, Outcome::Failed | Outcome::Answered));
+            let received = o.conns.values().any(|c| {
+                c.client == r.owner
+                    && c.token() == Some(token)
+                    && c.delivered.iter().any(|d| d.request_id() == Some(new))
+            });
+            if settled || received {
+                continue;
+            }
+            let Some((since, _)) = o
+                .usable_streams(&r.owner, token, stream)
+                .into_iter()
+                .find(|(a, b)| a.0 <= t_re.0 + REISSUE_ALLOWANCE_US && b.0 >= a.0.max(t_re.0) + REISSUE_ALLOWANCE_US)
+            else {
+                continue;
+            };
+            // Where it went instead, when a NAT saw it: a dropped mapping.
+            let mut evidence = vec![r.issued.1, *seq_re];
+            evidence.extend(
+                o.mappings
+                    .values()
+                    .flat_map(|m| m.dropped_writes.iter())
+                    .find(|w| w.3.iter().any(|e| e.rpc.as_ref().is_some_and(|x| x.id.as_ref() == Some(new))))
+                    .map(|w| w.1),
+            );
+            out.push(Violation {
+                check: ID,
+                finding: Finding::ReissueNeverDelivered {
+                    label: r.label.clone(),
+                    method: r.method.clone(),
+                    owner: r.owner.clone(),
+                    new: new.clone(),
+                    at: *t_re,
+                    live_since: since,
+                },
+                t: *t_re,
+                evidence,
+                inherent: false,
+            });
+        }
+    }
 }
 
 /// A request re-issued under a fresh id must replace, not join, the old

@@ -226,6 +226,10 @@ impl fmt::Display for Finding {
                     "{label} ({method}) was in flight when {owner}'s resumption was accepted on conn {conn} at {accepted_at}; never re-issued or failed, {fate}"
                 )
             }
+            Finding::ReissueNeverDelivered { label, method, owner, new, at, live_since } => write!(
+                f,
+                "{label} ({method}) was re-issued as {new} at {at}, but {new} never reached {owner}, whose stream was usable from {live_since}: the re-issue went to no live uplink"
+            ),
             Finding::AnsweredTwice { label, method, first, second } => write!(
                 f,
                 "the application applied two answers to {label} ({method}): at {} (id {}) and again at {} (id {}); a server request is settled once",

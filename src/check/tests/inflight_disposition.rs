@@ -65,3 +65,23 @@ fn an_answer_to_a_tombstoned_id_must_not_be_applied() {
         "{h:?}"
     );
 }
+
+#[test]
+fn a_reissue_that_never_reaches_the_live_uplink_is_a_violation() {
+    // The application re-issues r1 as r1-b, but it goes to no live uplink:
+    // alice's conn 2 is live to the end (400 s, past any timeout's reach).
+    let t = in_flight_at_resume()
+        .push(What::RequestOutcome {
+            label: "r1".into(),
+            id: RpcId::Str("r1".into()),
+            outcome: Outcome::Reissued,
+            new_id: Some(RpcId::Str("r1-b".into())),
+            detail: String::new(),
+        })
+        .trace();
+    assert_eq!(
+        headlines(&t, CheckId::InflightDisposition),
+        ["r1 (sampling/createMessage) was re-issued as r1-b at 20.100 s, but r1-b never reached alice, whose stream was usable from 20.100 s: the re-issue went to no live uplink"]
+    );
+    // Delivered on the accepted uplink, it is the right disposition (above).
+}
