@@ -83,6 +83,10 @@ pub struct LateWrite {
     pub conn: ConnId,
     /// When the client saw that acceptance.
     pub accepted_at: SimTime,
+    /// Written before the client saw the acceptance, minted while the
+    /// resumption was on its way and never delivered: a second writer, or
+    /// a replay that left it out, and the trace cannot tell which.
+    pub or_gap: bool,
 }
 
 /// One violated property, as facts. Each variant is one shape of headline.
@@ -174,8 +178,37 @@ pub enum Finding {
     },
     /// A re-issue that never reached its owner, who had a usable stream.
     ReissueNeverDelivered { label: String, method: String, owner: String, new: RpcId, at: SimTime, live_since: SimTime },
+    /// A message written into a dropped standalone stream after the client
+    /// opened a fresh one (no `Last-Event-ID`), and delivered nowhere else.
+    LostToOldStream {
+        client: String,
+        mapping: MappingId,
+        /// The connection of the fresh standalone stream.
+        conn: ConnId,
+        /// When the client saw the fresh stream accepted.
+        opened_at: SimTime,
+        msg: Msg,
+        event: Option<String>,
+        at: SimTime,
+    },
+    /// A re-issue that is not the same request: another method, or other params.
+    ReissueChanged {
+        label: String,
+        old: (RpcId, String),
+        new: (RpcId, String),
+        /// `"method"` or `"params"`: what differs.
+        differs: &'static str,
+        at: SimTime,
+    },
     /// Two answers applied to one request.
-    AnsweredTwice { label: String, method: String, first: (SimTime, RpcId), second: (SimTime, RpcId) },
+    AnsweredTwice {
+        label: String,
+        method: String,
+        first: (SimTime, RpcId),
+        second: (SimTime, RpcId),
+        /// Who sent the answer applied second, when it was not the request's owner (a thief).
+        by: Option<String>,
+    },
     /// An answer applied that no client had sent.
     AnswerWithoutSender { label: String, method: String, id: RpcId, at: SimTime },
     /// A request and its re-issue both reached one connection.
@@ -245,6 +278,9 @@ pub enum Finding {
     RefusedByServerError { client: String, conn: ConnId, status: u16 },
     /// A resumption the scenario expects accepted was refused.
     ValidRefused { client: String, conn: ConnId, how: Refused, step_at: SimTime },
+    /// A resumption the trace proves valid was refused: from the newest id
+    /// the session had minted, which the client received, on its own live session.
+    ValidRefusedProven { client: String, conn: ConnId, how: Refused, last: u64, at: SimTime },
     /// A resumption's outcome was not the one the scenario expects.
     ExpectationMissed { client: String, conn: ConnId, got: String, expected: String, step_at: SimTime },
 

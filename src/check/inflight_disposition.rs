@@ -8,7 +8,8 @@
 //! application settled twice, or settled as answered before any answer to
 //! it was sent; a re-issued request delivered on one connection under both
 //! its old and its new id; a re-issue that never reached the owner while
-//! it had a usable stream; a request the application marked not
+//! it had a usable stream; a re-issue that is not the same request (its
+//! method or its params differ); a request the application marked not
 //! reissuable that was re-issued (it must be failed, or the resumption refused).
 
 use super::observe::{Observed, Request};
@@ -24,7 +25,7 @@ pub const EXPLAIN: super::Explain = super::Explain {
     meaning: "Server requests still unanswered at a resumption are re-issued on the new uplink under a fresh id (old id tombstoned) or failed explicitly; never left on the fenced writer.",
     evidence: "The application's outcomes per request (answered, failed, re-issued with new id, timed out), and the resumptions of the owner's session that were sent while the request was pending.",
     condition: "In-flight request disposition: every unanswered server request issued on the prior uplink is re-issued with a fresh id or failed to the application layer; a late answer to a tombstoned id is not applied.",
-    to_pass: "At each accepted resumption re-issue (or fail) every pending request; ignore answers to tombstoned ids.",
+    to_pass: "At each accepted resumption re-issue (or fail) every pending request, as the same method and params under a fresh id; ignore answers to tombstoned ids.",
 };
 
 pub fn judge(o: &Observed) -> Status {
@@ -37,6 +38,7 @@ pub fn judge(o: &Observed) -> Status {
     judged |= answers_applied(o, &mut out);
     judged |= delivered_twice(o, &mut out);
     reissues_undelivered(o, &mut out);
+    reissues_changed(o, &mut out);
     if !judged {
         return not_applicable("no server request was in flight at an accepted resumption");
     }
@@ -156,6 +158,16 @@ fn answers_applied(o: &Observed, out: &mut Vec<Violation>) -> bool {
         let applied: Vec<_> = r.outcomes.iter().filter(|x| x.2 == Outcome::Answered).collect();
         judged |= !applied.is_empty();
         if let [first, second, ..] = applied.as_slice() {
+            // Who sent the answer applied second: the last one to its id on
+            // the request's session sent by then, named when not the owner.
+            let by = o
+                .answers
+                .iter()
+                .filter(|a| a.id == second.3 && r.token().is_none_or(|t| a.session.as_deref() == Some(t)))
+                .filter(|a| a.sent(o).is_some_and(|s| s <= second.0))
+                .max_by_key(|a| a.sent(o))
+                .map(|a| a.client.clone())
+                .filter(|c| *c != r.owner);
             out.push(Violation {
                 check: ID,
                 finding: Finding::AnsweredTwice {
@@ -163,6 +175,7 @@ fn answers_applied(o: &Observed, out: &mut Vec<Violation>) -> bool {
                     method: r.method.clone(),
                     first: (first.0, first.3.clone()),
                     second: (second.0, second.3.clone()),
+                    by,
                 },
                 t: second.0,
                 evidence: vec![r.issued.1, first.1, second.1],
@@ -247,6 +260,45 @@ fn reissues_undelivered(o: &Observed, out: &mut Vec<Violation>) {
                     live_since: since,
                 },
                 t: *t_re,
+                evidence,
+                inherent: false,
+            });
+        }
+    }
+}
+
+/// A re-issue is the same request under a fresh id: the same method and
+/// params (their digest, leaving out `_meta`). Judged where the trace saw
+/// both the old id (delivered, or written into a dropped mapping) and the
+/// new one on the request's session.
+fn reissues_changed(o: &Observed, out: &mut Vec<Violation>) {
+    for r in o.requests.values() {
+        for (_, seq_re, _, old, new) in r.outcomes.iter().filter(|x| x.2 == Outcome::Reissued) {
+            let Some(new) = new else { continue };
+            let (Some((seq_a, a)), Some((seq_b, b))) = (o.first_sighting(r, old), o.first_sighting(r, new)) else {
+                continue;
+            };
+            let differs = if a.method != b.method {
+                "method"
+            } else if a.params != b.params {
+                "params"
+            } else {
+                continue;
+            };
+            let Some(t) = o.events.iter().find(|e| e.seq == seq_b).map(|e| e.t_us) else { continue };
+            let method = |x: &crate::wire::jsonrpc::RpcSummary| x.method.clone().unwrap_or_default();
+            let mut evidence = vec![seq_a, *seq_re, seq_b];
+            evidence.sort();
+            out.push(Violation {
+                check: ID,
+                finding: Finding::ReissueChanged {
+                    label: r.label.clone(),
+                    old: (old.clone(), method(a)),
+                    new: (new.clone(), method(b)),
+                    differs,
+                    at: t,
+                },
+                t,
                 evidence,
                 inherent: false,
             });

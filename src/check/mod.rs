@@ -91,6 +91,16 @@ impl Verdict {
     }
 }
 
+/// The one rule that tells a second writer from a gap in a replay, as
+/// `session-binding` and `replay-integrity` both state it in `explain`
+/// (the index's `Observed::replay_floor` carries it out).
+macro_rules! writer_or_gap_rule {
+    () => {
+        " Second writer or gap: a replay carries only events minted before the new writer was attached, so an event the application reported minting before the resuming request went out, or no later than an event the replay carried, was minted before the attach: if the replay left it out, that is replay-integrity's gap, even when the prior writer wrote it into the dead uplink. An event written there after the client saw the acceptance came from a second writer (session-binding). One written while the resumption was on its way, newer than the replay and never delivered, proves one of the two without saying which: session-binding reports it and says the trace cannot tell."
+    };
+}
+pub(crate) use writer_or_gap_rule;
+
 /// What `mcpsim explain CHECK` says.
 pub struct Explain {
     /// What the property means.

@@ -11,7 +11,10 @@
 //! owner that never obtained a new session after a refusal; an owner whose
 //! session died with a refused thief's resumption (the owner's next use of
 //! the token found no session, with no refusal of its own in between); a
-//! resumption whose outcome differs from its step's `expect`.
+//! resumption whose outcome differs from its step's `expect`; a refused
+//! resumption the trace proves valid (from the newest id the session had
+//! minted, which the client received, on its own live session: see
+//! `valid_refused` for the rule).
 
 use super::observe::{Conn, Observed};
 use super::{not_applicable, status, Finding, Status, Violation};
@@ -24,9 +27,9 @@ pub const ABOUT: &str =
 
 pub const EXPLAIN: super::Explain = super::Explain {
     meaning: "A refused resumption is explicit, kills the owner's token, and the owner re-initializes.",
-    evidence: "Resumption responses (status, stream, first events), later uses of the same token and whether they were served, and the owner's next session token.",
+    evidence: "Resumption responses (status, stream, first events), later uses of the same token and whether they were served, and the owner's next session token. A refusal is judged wrong where the trace proves the resumption valid: the client presented its own session and credential on the session's GET stream, from a numeric id it had received there that was the newest the session showed anywhere (delivered, written into a dropped mapping, reported by the application), with no POST or re-issue since that could have minted one unseen (so the window is empty, holds no answered request, and any retention keeps it), no server request of the session was in flight (one that cannot be carried over is a reason to refuse), and nothing had ended the session (no DELETE, end-session step or earlier refusal; a 404 or 410 may be the server's own expiry and is not judged).",
     condition: "The seed analysis, Condition of Validity: \"If any condition fails, the server must reject the resumption: close the new uplink with an explicit error event, invalidate the session token, and require the client to open a fresh session. The client's correct response to this rejection is to re-initialize.\" A thief's refusal is not the owner's: refusing a foreign principal must leave the owner's session alive (MCP security best practices: bind sessions to users).",
-    to_pass: "Refuse with an error event or an HTTP client error (never an empty 200, never a 5xx: a server error is a crash, not a refusal) and invalidate the token of a refused owner (a refused thief may be turned away without touching the owner's session).",
+    to_pass: "Accept a resumption from the newest id the client received on its own live session (nothing lies in its window to refuse). Refuse with an error event or an HTTP client error (never an empty 200, never a 5xx: a server error is a crash, not a refusal) and invalidate the token of a refused owner (a refused thief may be turned away without touching the owner's session).",
 };
 
 /// How long a refused client gets to obtain a new session (a few round trips;
@@ -40,6 +43,12 @@ pub fn judge(o: &Observed) -> Status {
     for c in o.conns.values() {
         let Some((t_rej, rej_seq, how)) = &c.rejected else { continue };
         judged = true;
+        let judged_by_step = out.iter().any(
+            |v| matches!(&v.finding, Finding::ValidRefused { client, conn, .. } if *client == c.client && *conn == c.conn),
+        );
+        if !judged_by_step {
+            out.extend(valid_refused(o, c, (*t_rej, *rej_seq, *how)));
+        }
         if *how == Refused::EmptyStream {
             out.push(Violation {
                 check: ID,
@@ -196,6 +205,80 @@ fn owner_session_killed(
         },
         t,
         evidence: thief.request_seq.into_iter().chain([rej_seq, seq]).collect(),
+        inherent: false,
+    })
+}
+
+/// A refusal of a resumption the trace proves valid, with no step to say
+/// so. Proven where: the client presented its own session, with its own
+/// credential, on the session's GET stream; `Last-Event-ID` is a number
+/// the client had received on that stream, and the newest id the session
+/// showed anywhere before the refusal (delivered, written into a dropped
+/// mapping, or reported by the application), with no POST or re-issue
+/// since that could have minted one unseen: the window is empty, so no
+/// answered request lies in it, and any retention keeps the newest event.
+/// No server request of the session was in flight (condition 4 may
+/// require refusing a resumption over one that cannot be carried over).
+/// The session was alive: nothing ended it (no DELETE, no `end-session`
+/// step, no earlier refusal of the owner), and the refusal did not say it
+/// was gone (404 and 410 may be a server's own expiry: not judged; nor is
+/// a 5xx, which is a crash and judged as one).
+fn valid_refused(o: &Observed, c: &Conn, (t_rej, rej_seq, how): (SimTime, u64, Refused)) -> Option<Violation> {
+    if matches!(how, Refused::Status(404 | 410 | 500..=599)) || !c.stream.is_get() || c.method != "GET" {
+        return None;
+    }
+    let last = c.last_event_id_number()?;
+    let token = c.presented_token.as_deref()?;
+    let t_req = c.request_t?;
+    if o.token_owner.get(token) != Some(&c.client) || c.credential.is_some() || o.foreign_on(c, token) {
+        return None;
+    }
+    // Received on this stream, before the request went out.
+    let received = o
+        .conns
+        .values()
+        .filter(|d| d.client == c.client && d.stream == c.stream && d.token() == Some(token))
+        .flat_map(|d| d.delivered.iter())
+        .filter(|e| e.t <= t_req && e.numeric_id() == Some(last))
+        .map(|e| e.t)
+        .min()?;
+    // The newest the session showed, and nothing could have been minted unseen since.
+    if o.max_id_seen_before(token, rej_seq) != Some(last) {
+        return None;
+    }
+    let since = o.reported_at(token, last).unwrap_or(received).min(received);
+    let answer_posts: Vec<_> = o.answers.iter().filter(|a| a.client == c.client).filter_map(|a| a.conn).collect();
+    let minting_post = o.conns.values().any(|d| {
+        d.method == "POST"
+            && d.presented_token.as_deref() == Some(token)
+            && d.opened >= since
+            && !(d.client == c.client && answer_posts.contains(&d.conn))
+    });
+    let reissued = o.requests.values().filter(|r| r.token() == Some(token)).any(|r| {
+        r.outcomes.iter().any(|x| x.2 == crate::trace::Outcome::Reissued && x.0 >= since && x.0 <= t_rej)
+    });
+    // Nor may a server request be in flight: one that cannot be carried
+    // over (not reissuable) is a reason to refuse by condition 4.
+    let in_flight = o.requests.values().filter(|r| r.token() == Some(token)).any(|r| {
+        r.issued.0 <= t_rej && r.resolution().is_none_or(|x| x.0 >= t_req)
+    });
+    if minting_post || reissued || in_flight {
+        return None;
+    }
+    // Alive, as far as anything in the trace says.
+    let ended = o.conns.values().any(|d| {
+        d.presented_token.as_deref() == Some(token)
+            && d.request_t.is_some_and(|r| r < t_req)
+            && (d.method == "DELETE" || d.rejected.is_some())
+    }) || o.steps.iter().any(|s| s.2 == StepKind::EndSession && s.0 <= t_req);
+    if ended {
+        return None;
+    }
+    Some(Violation {
+        check: ID,
+        finding: Finding::ValidRefusedProven { client: c.client.clone(), conn: c.conn, how, last, at: t_rej },
+        t: t_rej,
+        evidence: c.request_seq.into_iter().chain([rej_seq]).collect(),
         inherent: false,
     })
 }

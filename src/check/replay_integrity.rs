@@ -34,7 +34,10 @@ pub const ABOUT: &str =
 
 pub const EXPLAIN: super::Explain = super::Explain {
     meaning: "A resumption from Last-Event-ID N is accepted only if N lies in the retained window; then replay starts exactly at N+1.",
-    evidence: "The Last-Event-ID presented and the ids delivered on the accepted uplink; ids the client already held; every id the session showed (delivered, written into dropped mappings, reported by the application, which is how events that reached no socket are seen), plus an allowance for ids minted unseen.",
+    evidence: concat!(
+        "The Last-Event-ID presented and the ids delivered on the accepted uplink; ids the client already held; every id the session showed (delivered, written into dropped mappings, reported by the application, which is how events that reached no socket are seen), plus an allowance for ids minted unseen.",
+        super::writer_or_gap_rule!()
+    ),
     condition: "Replay window integrity: N must not be older than the oldest retained id nor newer than the last emitted id; an evicted N means a fresh session, never a partial replay.",
     to_pass: "Reject (explicitly) resumptions from evicted or never-minted ids; replay from N+1 otherwise.",
 };
@@ -257,7 +260,10 @@ fn window_gap(
     let t_req = c.request_t.unwrap_or(t_acc);
     let delivered: Vec<u64> = c.delivered.iter().filter_map(|d| d.numeric_id()).collect();
     let from = lowest.map_or(n + 1, |l| l.max(n + 1));
-    let minted = o.ids_seen(token, t_req);
+    let mut minted = o.ids_seen(token, t_req);
+    // And those the application reported minting no later than an event
+    // this replay carried: minted before the attach (the rule in `explain`).
+    minted.extend(o.replay_floor(c, token).map_or(vec![], |f| o.reported_by(token, f)));
     let newest = minted.iter().max().copied().unwrap_or(0);
     let mut window: Vec<u64> = minted.into_iter().filter(|i| *i >= from).collect();
     // Numbering is dense in legacy-sse: ids below the first one replayed are owed too.

@@ -20,7 +20,10 @@ pub const ABOUT: &str = "after a resumption is accepted, no server byte of the s
 
 pub const EXPLAIN: super::Explain = super::Explain {
     meaning: "When a client resumes a session on a new connection, the new uplink must become the session's only writer; the old writer is fenced first, never raced.",
-    evidence: "NAT records of bytes the server wrote into a client's dropped mapping after a resumption of the same session (same token) was accepted; the application's outcome for any server request among them.",
+    evidence: concat!(
+        "NAT records of bytes the server wrote into a client's dropped mapping after a resumption of the same session (same token) was accepted; the application's outcome for any server request among them.",
+        super::writer_or_gap_rule!()
+    ),
     condition: "Session binding: the prior uplink must be retired (closed and its writer fenced) before the new writer is attached; if it cannot be proven dead it must be fenced, not raced.",
     to_pass: "Fence every prior uplink of the session (bounded by a grace period) before attaching the new one; refuse the resumption if the fence cannot be confirmed.",
 };
@@ -56,16 +59,20 @@ pub fn judge(o: &Observed) -> Status {
             // after the request went out: the server cannot have attached the
             // new writer before (found by fuzzing: guarded's priming event for
             // the prior GET, written at the instant the new GET was sent).
+            // Events the trace proves were minted before the attach (the
+            // rule in `explain`) are the replay's to carry: a replay that
+            // left one out is replay-integrity's gap, not a second writer.
             let bound = replay_bound(new);
+            let token = new.token().unwrap_or_default();
+            let raced = |e: &crate::trace::SseSeen, b: u64| {
+                e.rpc.is_some()
+                    && e.id.as_deref().and_then(|i| i.parse::<u64>().ok()).is_some_and(|i| {
+                        i > b && !o.minted_before_attach(new, token, i) && (!new.delivered.is_empty() || unseen(o, new, i))
+                    })
+            };
             let after_attach = |w: &&(SimTime, u64, usize, Vec<crate::trace::SseSeen>)| {
                 w.0 > t_acc
-                    || bound.is_some_and(|b| {
-                        new.request_t.is_some_and(|r| w.0 > r)
-                            && w.3
-                                .iter()
-                                .filter(|e| e.rpc.is_some())
-                                .any(|e| e.id.as_deref().and_then(|i| i.parse::<u64>().ok()).is_some_and(|i| i > b))
-                    })
+                    || bound.is_some_and(|b| new.request_t.is_some_and(|r| w.0 > r) && w.3.iter().any(|e| raced(e, b)))
             };
             let late: Vec<_> = m.dropped_writes.iter().filter(after_attach).collect();
             let Some(first) = late.first() else { continue };
@@ -78,6 +85,7 @@ pub fn judge(o: &Observed) -> Status {
             out.push(Violation { check: ID, finding, t: first.0, evidence, inherent: false });
         }
     }
+    judged |= fresh_streams(o, &mut out);
     if !judged {
         return not_applicable("no resumption was accepted after an uplink of the same session was dropped");
     }
@@ -94,7 +102,17 @@ fn late_writes(
     late: &[&(SimTime, u64, usize, Vec<crate::trace::SseSeen>)],
     t_acc: SimTime,
 ) -> Finding {
-    let write = LateWrite { client: new.client.clone(), mapping, conn: new.conn, accepted_at: t_acc };
+    // Before the acceptance reached the client, a message never delivered
+    // anywhere may have been minted before the attach (and skipped by the
+    // replay) or after it (and raced): say so when nothing settles it.
+    // (A write after the client saw the acceptance proves the prior writer
+    // outlived the attach: a second writer, whatever the earlier ones were.)
+    let or_gap = late[0].0 <= t_acc && late.iter().all(|w| w.0 <= t_acc) && {
+        let ids = late.iter().filter(|w| w.0 <= t_acc).flat_map(|w| w.3.iter()).filter(|e| e.rpc.is_some());
+        let ids: Vec<u64> = ids.filter_map(|e| e.id.as_deref()?.parse().ok()).collect();
+        !ids.is_empty() && ids.iter().all(|i| delivered_nowhere(o, new, *i))
+    };
+    let write = LateWrite { client: new.client.clone(), mapping, conn: new.conn, accepted_at: t_acc, or_gap };
     let msg = |e: &crate::trace::SseSeen| Msg { rpc: e.rpc.clone(), event: e.event.clone() };
     // Name the worst thing written: a server request, else any event, else heartbeats.
     let request = late.iter().find_map(|w| {
@@ -141,7 +159,85 @@ fn late_writes(
 /// it was minted after the attach. `None` where ids are not numbers.
 fn replay_bound(new: &super::observe::Conn) -> Option<u64> {
     let n = new.last_event_id_number()?;
-    let first = new.delivered.first()?.t;
+    let Some(first) = new.delivered.first().map(|d| d.t) else { return Some(n) };
     let burst = new.delivered.iter().take_while(|d| d.t == first).filter_map(|d| d.numeric_id()).max();
     Some(burst.map_or(n, |b| b.max(n)))
+}
+
+/// Whether event `id` reached the client nowhere: not delivered on any of
+/// its connections of the session, nor written into the new connection's
+/// mapping (where a replay that did carry it may have gone, if that
+/// mapping was dropped in turn). Judged when the new connection delivered
+/// nothing at all.
+fn unseen(o: &Observed, new: &super::observe::Conn, id: u64) -> bool {
+    let written_to_new = o.mapping_of(new).is_some_and(|m| {
+        m.dropped_writes.iter().any(|w| w.3.iter().any(|e| e.id.as_deref().and_then(|i| i.parse().ok()) == Some(id)))
+    });
+    delivered_nowhere(o, new, id) && !written_to_new
+}
+
+/// Whether event `id` of `new`'s session was delivered on none of its client's connections.
+fn delivered_nowhere(o: &Observed, new: &super::observe::Conn, id: u64) -> bool {
+    let of = |c: &&super::observe::Conn| c.client == new.client && c.token() == new.token();
+    !o.conns.values().filter(of).any(|c| c.delivered.iter().any(|d| d.numeric_id() == Some(id)))
+}
+
+/// streamable-http: a fresh standalone GET (no `Last-Event-ID`) accepted
+/// while the session's prior standalone stream was half-open. MCP
+/// 2025-11-25 lets a client hold several streams, but the server sends
+/// each message on one of them: a message written into the dropped
+/// mapping after the fresh stream was accepted, and delivered on none of
+/// the client's connections, was lost to a second writer. Returns whether
+/// there was such a pair to judge.
+fn fresh_streams(o: &Observed, out: &mut Vec<Violation>) -> bool {
+    let mut judged = false;
+    for new in o.conns.values() {
+        let fresh = new.is_uplink() && new.session_header && new.method == "GET" && new.last_event_id.is_none();
+        let Some((200, true, t_acc, acc_seq)) = new.response.filter(|_| fresh && new.rejected.is_none()) else {
+            continue;
+        };
+        for prior in o.conns.values().filter(|c| {
+            c.client == new.client && c.stream == new.stream && c.conn != new.conn && c.opened <= new.opened
+        }) {
+            let Some(m) = o.mapping_of(prior) else { continue };
+            let Some((t_drop, drop_seq, _)) = &m.dropped else { continue };
+            if *t_drop > t_acc {
+                continue;
+            }
+            judged = true;
+            let lost = m.dropped_writes.iter().filter(|w| w.0 > t_acc).find_map(|w| {
+                let e = w.3.iter().find(|e| e.rpc.is_some() && !delivered_to(o, new, e))?;
+                Some((w, e))
+            });
+            let Some((w, e)) = lost else { continue };
+            out.push(Violation {
+                check: ID,
+                finding: Finding::LostToOldStream {
+                    client: new.client.clone(),
+                    mapping: m.mapping,
+                    conn: new.conn,
+                    opened_at: t_acc,
+                    msg: Msg { rpc: e.rpc.clone(), event: e.event.clone() },
+                    event: e.id.clone(),
+                    at: w.0,
+                },
+                t: w.0,
+                evidence: vec![*drop_seq, acc_seq, w.1],
+                inherent: false,
+            });
+        }
+    }
+    judged
+}
+
+/// Whether the message of a dropped write reached `new`'s client on any of
+/// its connections of the session: the same event id, or, without one, the
+/// same message.
+fn delivered_to(o: &Observed, new: &super::observe::Conn, e: &crate::trace::SseSeen) -> bool {
+    o.conns.values().filter(|c| c.client == new.client && c.token() == new.token()).any(|c| {
+        c.delivered.iter().any(|d| match &e.id {
+            Some(id) => d.id.as_deref() == Some(id.as_str()),
+            None => d.rpc == e.rpc,
+        })
+    })
 }

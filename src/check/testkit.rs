@@ -22,15 +22,21 @@ pub(crate) struct Tb {
 
 /// A notification's summary (as the client's SSE decoder records it).
 fn notification() -> Option<RpcSummary> {
-    Some(RpcSummary { kind: RpcKind::Notification, method: Some("notifications/message".into()), id: None })
+    Some(RpcSummary { kind: RpcKind::Notification, method: Some("notifications/message".into()), id: None, params: None })
 }
 
-/// A server request's summary.
+/// A server request's summary (every request built here carries the same params).
 fn request(rpc_id: &str) -> Option<RpcSummary> {
+    request_with(rpc_id, "params-digest")
+}
+
+/// A server request's summary, with `params` as its params digest.
+fn request_with(rpc_id: &str, params: &str) -> Option<RpcSummary> {
     Some(RpcSummary {
         kind: RpcKind::Request,
         method: Some("sampling/createMessage".into()),
         id: Some(RpcId::Str(rpc_id.into())),
+        params: Some(params.into()),
     })
 }
 
@@ -114,6 +120,16 @@ impl Tb {
             })
     }
 
+    /// streamable-http: a GET on `conn` for session `token`'s standalone
+    /// stream (`Mcp-Session-Id` presented; `last`, a resumption), not answered yet.
+    pub fn standalone_get(self, client: &str, conn: u32, token: &str, last: Option<&str>) -> Tb {
+        let mut t = self.request(client, conn, Purpose::Uplink, "GET", "/mcp", last);
+        if let Some((_, What::HttpRequest { session, .. })) = t.events.last_mut() {
+            *session = Some(token.into());
+        }
+        t
+    }
+
     /// A fresh uplink on `conn`: `GET /mcp/sse`, answered with a stream that
     /// hands out `token`.
     pub fn uplink(self, client: &str, conn: u32, token: &str) -> Tb {
@@ -153,6 +169,11 @@ impl Tb {
     /// Server request `rpc_id` as event `id`, delivered on `conn`.
     pub fn request_event(self, client: &str, conn: u32, id: &str, rpc_id: &str) -> Tb {
         self.event(client, conn, Some(id), request(rpc_id), rpc_id)
+    }
+
+    /// Server request `rpc_id` as event `id`, delivered on `conn`, its params digesting as `params`.
+    pub fn request_event_with(self, client: &str, conn: u32, id: &str, rpc_id: &str, params: &str) -> Tb {
+        self.event(client, conn, Some(id), request_with(rpc_id, params), rpc_id)
     }
 
     /// An SSE event delivered on `conn`.

@@ -84,6 +84,11 @@ fn rivalry(r: Rivalry) -> &'static str {
 fn late(w: &LateWrite, at: SimTime) -> String {
     if at > w.accepted_at {
         format!("{} after conn {} was accepted", secs_between(w.accepted_at, at), w.conn)
+    } else if w.or_gap {
+        format!(
+            "newer than conn {}'s replay, before its acceptance reached the client (minted while the resumption was on its way: a second writer, or a replay that left it out; the trace cannot tell which)",
+            w.conn
+        )
     } else {
         format!("newer than conn {}'s replay, before its acceptance reached the client", w.conn)
     }
@@ -109,12 +114,24 @@ impl fmt::Display for Finding {
                     late(write, *at)
                 )
             }
+            Finding::LostToOldStream { client, mapping, conn, opened_at, msg, event, at } => write!(
+                f,
+                "{} (event {}) written to {client}'s dropped standalone stream (mapping {mapping}) at {at}, {} after conn {conn} opened a fresh one, and delivered nowhere else: lost to a second writer (several streams may be open, but each message goes on one, and this one went on the dead one)",
+                describe_rpc(&msg.rpc, &msg.event),
+                event.as_deref().unwrap_or("-"),
+                secs_between(*opened_at, *at)
+            ),
             Finding::SecondWriter { write, bytes, from, carried } => {
                 let carried = carried.as_ref().map_or(" (heartbeats only)".to_string(), |(m, id)| {
                     format!(", among them {} (event {})", describe_rpc(&m.rpc, &m.event), id.as_deref().unwrap_or("-"))
                 });
                 let (client, mapping, conn) = (&write.client, write.mapping, write.conn);
-                if *from <= write.accepted_at {
+                if *from <= write.accepted_at && write.or_gap {
+                    write!(
+                        f,
+                        "{bytes} bytes written to {client}'s dropped uplink (mapping {mapping}) from {from}, events newer than conn {conn}'s replay, before its acceptance reached the client and never delivered: a second writer, or a replay that left them out (they were minted while the resumption was on its way; the trace cannot tell which){carried}"
+                    )
+                } else if *from <= write.accepted_at {
                     write!(
                         f,
                         "{bytes} bytes written to {client}'s dropped uplink (mapping {mapping}) from {from}, events newer than conn {conn}'s replay, before its acceptance reached the client: a second writer{carried}"
@@ -230,10 +247,19 @@ impl fmt::Display for Finding {
                 f,
                 "{label} ({method}) was re-issued as {new} at {at}, but {new} never reached {owner}, whose stream was usable from {live_since}: the re-issue went to no live uplink"
             ),
-            Finding::AnsweredTwice { label, method, first, second } => write!(
+            Finding::ReissueChanged { label, old, new, differs, at } => write!(
                 f,
-                "the application applied two answers to {label} ({method}): at {} (id {}) and again at {} (id {}); a server request is settled once",
-                first.0, first.1, second.0, second.1
+                "{label} was re-issued as {} ({}) at {at}, but the re-issue's {differs} differ from those of {} ({}): a re-issue is the same request under a fresh id",
+                new.0, new.1, old.0, old.1
+            ),
+            Finding::AnsweredTwice { label, method, first, second, by } => write!(
+                f,
+                "the application applied two answers to {label} ({method}): at {} (id {}) and again at {} (id {}{}); a server request is settled once",
+                first.0,
+                first.1,
+                second.0,
+                second.1,
+                by.as_ref().map(|b| format!(", an answer {b} sent")).unwrap_or_default()
             ),
             Finding::AnswerWithoutSender { label, method, id, at } => write!(
                 f,
@@ -333,6 +359,10 @@ impl fmt::Display for Finding {
             Finding::ValidRefused { client, conn, how, step_at } => write!(
                 f,
                 "{client}'s resumption on conn {conn} was refused ({how}), but the scenario expects it accepted (step at {step_at}): a valid resumption refused costs the client its session"
+            ),
+            Finding::ValidRefusedProven { client, conn, how, last, at } => write!(
+                f,
+                "{client}'s resumption on conn {conn} from {last} was refused ({how}) at {at}, yet {last} was the newest id its session had minted, {client} had received it, and the session was alive and its own: nothing lay in the window to refuse, and the refusal costs {client} its session"
             ),
             Finding::ExpectationMissed { client, conn, got, expected, step_at } => write!(
                 f,

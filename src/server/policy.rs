@@ -98,6 +98,10 @@ pub enum Decision {
         fence_prior: bool,
         /// The first event id to replay.
         replay_from: u64,
+        /// Leave the stream's newest event out of the replay (a bug no
+        /// built-in policy has: test mutants use it to prove a gap at the
+        /// end of a replay is blamed on replay-integrity).
+        skip_newest: bool,
         /// What to do with the unanswered requests issued on the resumed stream.
         inflight: Inflight,
     },
@@ -140,7 +144,7 @@ impl ResumptionPolicy for Naive {
     fn decide(&self, v: &ResumeView<'_>) -> Decision {
         let asked = v.last_event_id.map_or(0, |n| n.saturating_add(1));
         let oldest = v.retained.map_or(v.next_event_id, |(o, _)| o);
-        Decision::Accept { fence_prior: false, replay_from: asked.max(oldest), inflight: Inflight::Leave }
+        Decision::Accept { fence_prior: false, replay_from: asked.max(oldest), skip_newest: false, inflight: Inflight::Leave }
     }
 }
 
@@ -317,6 +321,7 @@ fn decide_guarded(v: &ResumeView<'_>, bug: Option<Mutation>) -> Decision {
     Decision::Accept {
         fence_prior: bug != Some(Mutation::NoFence),
         replay_from,
+        skip_newest: false,
         inflight: if bug == Some(Mutation::Orphaning) { Inflight::Leave } else { Inflight::Reissue },
     }
 }
@@ -412,7 +417,7 @@ mod tests {
     #[test]
     fn guarded_accepts_a_clean_resume_and_fences() {
         let d = Guarded::decision(&view(Some(1007), &[], &[]));
-        assert_eq!(d, Decision::Accept { fence_prior: true, replay_from: 1008, inflight: Inflight::Reissue });
+        assert_eq!(d, Decision::Accept { fence_prior: true, replay_from: 1008, skip_newest: false, inflight: Inflight::Reissue });
     }
 
     #[test]
@@ -507,7 +512,7 @@ mod tests {
         v.presented = "mallory";
         assert_eq!(
             Naive.decide(&v),
-            Decision::Accept { fence_prior: false, replay_from: 1000, inflight: Inflight::Leave }
+            Decision::Accept { fence_prior: false, replay_from: 1000, skip_newest: false, inflight: Inflight::Leave }
         );
     }
 }

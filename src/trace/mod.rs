@@ -556,7 +556,7 @@ impl TryFrom<String> for Refused {
 /// What a delivered SSE event was, in a few words.
 pub fn describe_rpc(rpc: &Option<RpcSummary>, event: &str) -> String {
     match rpc {
-        Some(RpcSummary { kind: RpcKind::Request, method, id }) => {
+        Some(RpcSummary { kind: RpcKind::Request, method, id, .. }) => {
             format!("{} {}", id.as_ref().map(|i| i.to_string()).unwrap_or_default(), method.as_deref().unwrap_or("?"))
         }
         Some(RpcSummary { kind: RpcKind::Response, id, .. }) => {

@@ -130,17 +130,23 @@ impl Message {
         self.to_value().to_string()
     }
 
-    /// What the trace keeps of it: kind, method and id.
+    /// What the trace keeps of it: kind, method and id, and for a request
+    /// a digest of its params.
     pub fn summary(&self) -> RpcSummary {
         match self {
-            Message::Request { id, method, .. } => {
-                RpcSummary { kind: RpcKind::Request, method: Some(method.clone()), id: Some(id.clone()) }
-            }
+            Message::Request { id, method, params } => RpcSummary {
+                kind: RpcKind::Request,
+                method: Some(method.clone()),
+                id: Some(id.clone()),
+                params: Some(params_digest(params)),
+            },
             Message::Notification { method, .. } => {
-                RpcSummary { kind: RpcKind::Notification, method: Some(method.clone()), id: None }
+                RpcSummary { kind: RpcKind::Notification, method: Some(method.clone()), id: None, params: None }
             }
-            Message::Response { id, .. } => RpcSummary { kind: RpcKind::Response, method: None, id: Some(id.clone()) },
-            Message::Error { id, .. } => RpcSummary { kind: RpcKind::Error, method: None, id: id.clone() },
+            Message::Response { id, .. } => {
+                RpcSummary { kind: RpcKind::Response, method: None, id: Some(id.clone()), params: None }
+            }
+            Message::Error { id, .. } => RpcSummary { kind: RpcKind::Error, method: None, id: id.clone(), params: None },
         }
     }
 }
@@ -156,6 +162,52 @@ pub struct RpcSummary {
     /// The id, for a request or a response (an error's, if it names one).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub id: Option<RpcId>,
+    /// For a request, a digest of its `params` ([`params_digest`]): a
+    /// re-issue must carry the same request under a fresh id, and the
+    /// trace cuts the data it keeps, so the digest is what tells.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub params: Option<String>,
+}
+
+/// A digest of a request's `params`: FNV-1a (64 bits, as 16 hex digits)
+/// of their JSON with object keys sorted, leaving out the top-level
+/// `_meta` (protocol metadata such as a progress token, which a re-issue
+/// may renew). Absent params digest as `null`.
+pub fn params_digest(params: &Value) -> String {
+    fn feed(h: &mut u64, bytes: &[u8]) {
+        for b in bytes {
+            *h ^= u64::from(*b);
+            *h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    fn walk(h: &mut u64, v: &Value, top: bool) {
+        match v {
+            Value::Object(o) => {
+                let mut keys: Vec<&String> = o.keys().filter(|k| !(top && k.as_str() == "_meta")).collect();
+                keys.sort();
+                feed(h, b"{");
+                for k in keys {
+                    feed(h, Value::String(k.clone()).to_string().as_bytes());
+                    feed(h, b":");
+                    walk(h, &o[k], false);
+                    feed(h, b",");
+                }
+                feed(h, b"}");
+            }
+            Value::Array(a) => {
+                feed(h, b"[");
+                for x in a {
+                    walk(h, x, false);
+                    feed(h, b",");
+                }
+                feed(h, b"]");
+            }
+            other => feed(h, other.to_string().as_bytes()),
+        }
+    }
+    let mut h = 0xcbf2_9ce4_8422_2325_u64;
+    walk(&mut h, params, true);
+    format!("{h:016x}")
 }
 
 /// The kind of a JSON-RPC message, as [`RpcSummary`] records it.
@@ -317,6 +369,19 @@ mod tests {
             (s.kind, s.method.as_deref(), s.id.clone()),
             (RpcKind::Request, Some("roots/list"), Some(RpcId::Str("req-43".into())))
         );
-        assert_eq!(serde_json::to_string(&s).unwrap(), r#"{"kind":"request","method":"roots/list","id":"req-43"}"#);
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(json.starts_with(r#"{"kind":"request","method":"roots/list","id":"req-43","params":""#), "{json}");
+    }
+
+    #[test]
+    fn params_digest_ignores_key_order_and_meta_but_not_content() {
+        let d = |t: &str| params_digest(&serde_json::from_str(t).unwrap());
+        assert_eq!(d(r#"{"a":1,"b":[1,{"x":2,"y":3}]}"#), d(r#"{"b":[1,{"y":3,"x":2}],"a":1}"#));
+        assert_eq!(d(r#"{"a":1}"#), d(r#"{"a":1,"_meta":{"progressToken":7}}"#));
+        assert_ne!(d(r#"{"a":1}"#), d(r#"{}"#));
+        assert_ne!(d(r#"{"a":1}"#), d("null"));
+        assert_ne!(d(r#"{"a":"1"}"#), d(r#"{"a":1}"#));
+        assert_ne!(d(r#"{"b":{"_meta":1}}"#), d(r#"{"b":{}}"#), "only the top-level _meta is metadata");
+        assert_eq!(d("null").len(), 16);
     }
 }

@@ -257,6 +257,22 @@ impl Observed<'_> {
         first.map(|(_, s)| s)
     }
 
+    /// The first sighting of server request id `id` on request `r`'s
+    /// session: `(seq, summary)` of its delivery, or of a dropped write
+    /// that carried it, whichever came first.
+    pub fn first_sighting(&self, r: &Request, id: &RpcId) -> Option<(u64, &RpcSummary)> {
+        let is_it = |rpc: &RpcSummary| rpc.kind == RpcKind::Request && rpc.id.as_ref() == Some(id);
+        let of_session = |c: &&Conn| c.client == r.owner && r.token().is_none_or(|t| c.token() == Some(t));
+        let mut seen: Vec<(u64, &RpcSummary)> = Vec::new();
+        for c in self.conns.values().filter(of_session) {
+            seen.extend(c.delivered.iter().filter_map(|d| Some((d.seq, d.rpc.as_ref().filter(|x| is_it(x))?))));
+            for (_, seq, _, evs) in self.mapping_of(c).map_or(&[][..], |m| &m.dropped_writes[..]) {
+                seen.extend(evs.iter().filter_map(|e| e.rpc.as_ref()).filter(|x| is_it(x)).map(|x| (*seq, x)));
+            }
+        }
+        seen.into_iter().min_by_key(|x| x.0)
+    }
+
     /// The request that JSON-RPC id `id` named on session `token` at time `t`.
     ///
     /// Ids are unique only within a session (servers such as rmcp restart
@@ -313,6 +329,55 @@ impl Observed<'_> {
             self.notified.iter().filter(|(t, at, _, seq)| t == token && shown(*at, *seq)).map(|(_, _, id, _)| *id),
         );
         out
+    }
+
+    /// When the application reported minting numeric id `id` on session
+    /// `token` (a notification, or a server request's event), if it did.
+    pub fn reported_at(&self, token: &str, id: u64) -> Option<SimTime> {
+        let notified = self.notified.iter().filter(|x| x.0 == token && x.2 == id).map(|x| x.1);
+        let issued = self
+            .requests
+            .values()
+            .filter(|r| r.token() == Some(token) && r.event_id.as_deref().and_then(|i| i.parse::<u64>().ok()) == Some(id))
+            .map(|r| r.issued.0);
+        notified.chain(issued).min()
+    }
+
+    /// The numeric ids the application reported minting on session `token`
+    /// at or before `t`.
+    pub fn reported_by(&self, token: &str, t: SimTime) -> Vec<u64> {
+        let notified = self.notified.iter().filter(|x| x.0 == token && x.1 <= t).map(|x| x.2);
+        let issued = self
+            .requests
+            .values()
+            .filter(|r| r.token() == Some(token) && r.issued.0 <= t)
+            .filter_map(|r| r.event_id.as_deref()?.parse::<u64>().ok());
+        notified.chain(issued).collect()
+    }
+
+    /// The one rule that tells a gap in a replay from a second writer. A
+    /// replay carries only events minted before the new writer was
+    /// attached, so an event the application reported minting no later
+    /// than one that resumption `c`'s replay (the first burst it
+    /// delivered) carried was minted before the attach too: the replay
+    /// owed it. Returns the latest such report time, if the replay carried
+    /// any reported event. (An event reported before the resuming request
+    /// went out was minted before the attach as well.)
+    pub fn replay_floor(&self, c: &Conn, token: &str) -> Option<SimTime> {
+        let first = c.delivered.first()?.t;
+        c.delivered
+            .iter()
+            .take_while(|d| d.t == first)
+            .filter(|d| d.rpc.is_some())
+            .filter_map(|d| self.reported_at(token, d.numeric_id()?))
+            .max()
+    }
+
+    /// Whether the trace proves event `id` of session `token` was minted
+    /// before resumption `c`'s writer was attached ([`Observed::replay_floor`]).
+    pub fn minted_before_attach(&self, c: &Conn, token: &str, id: u64) -> bool {
+        let Some(t) = self.reported_at(token, id) else { return false };
+        c.request_t.is_some_and(|r| t < r) || self.replay_floor(c, token).is_some_and(|f| t <= f)
     }
 
     /// The highest id the run shows for a session up to `until` ([`Observed::ids_seen`]).

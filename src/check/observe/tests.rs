@@ -51,6 +51,7 @@ fn event(conn: u32, id: &str, request: Option<i64>) -> What {
             kind: RpcKind::Request,
             method: Some("roots/list".into()),
             id: Some(RpcId::Num(n)),
+            params: None,
         }),
         data: String::new(),
     }

@@ -85,3 +85,55 @@ fn a_reissue_that_never_reaches_the_live_uplink_is_a_violation() {
     );
     // Delivered on the accepted uplink, it is the right disposition (above).
 }
+
+#[test]
+fn a_reissue_must_be_the_same_request() {
+    // The re-issue carries other params (here: emptied) under its fresh id.
+    let changed = in_flight_at_resume()
+        .push(What::RequestOutcome {
+            label: "r1".into(),
+            id: RpcId::Str("r1".into()),
+            outcome: Outcome::Reissued,
+            new_id: Some(RpcId::Str("r1-b".into())),
+            detail: String::new(),
+        })
+        .at(20_140)
+        .request_event_with("alice", 2, "1002", "r1-b", "digest-of-empty-params")
+        .trace();
+    assert_eq!(
+        headlines(&changed, CheckId::InflightDisposition),
+        ["r1 was re-issued as r1-b (sampling/createMessage) at 20.140 s, but the re-issue's params differ from those of r1 (sampling/createMessage): a re-issue is the same request under a fresh id"]
+    );
+    // The same params under the fresh id pass (see also a_request_reissued_at_the_resumption_is_disposed_of).
+    let same = reissue(in_flight_at_resume()).trace();
+    assert!(passed(&same, CheckId::InflightDisposition), "{:?}", verdict(&same, CheckId::InflightDisposition));
+}
+
+#[test]
+fn a_thiefs_answer_applied_after_the_owners_is_a_second_settlement() {
+    // alice answers r1; mallory, holding her stolen token, answers r1 again.
+    let base = || {
+        Tb::new(60)
+            .client("alice")
+            .client("mallory")
+            .uplink("alice", 1, "tok-1")
+            .at(1_000)
+            .issued("alice", "r1", "tok-1", "1001")
+            .request_event("alice", 1, "1001", "r1")
+            .at(2_000)
+            .answer("alice", 2, "tok-1", "r1", 202)
+            .outcome("r1", Outcome::Answered)
+            .steal("alice", "mallory", false)
+            .at(3_000)
+            .answer("mallory", 1, "tok-1", "r1", 202)
+    };
+    // The server acknowledged mallory's answer but did not apply it: settled once.
+    let ignored = base().trace();
+    assert!(passed(&ignored, CheckId::InflightDisposition), "{:?}", verdict(&ignored, CheckId::InflightDisposition));
+    // The application applied it: settled twice, and the words name the thief.
+    let applied = base().at(3_050).outcome("r1", Outcome::Answered).trace();
+    assert_eq!(
+        headlines(&applied, CheckId::InflightDisposition),
+        ["the application applied two answers to r1 (sampling/createMessage): at 2.000 s (id r1) and again at 3.050 s (id r1, an answer mallory sent); a server request is settled once"]
+    );
+}

@@ -136,3 +136,70 @@ fn a_server_error_answered_to_a_resumption_is_a_crash_not_a_refusal() {
     );
     assert!(passed(&refused_with(404), CheckId::RejectionProtocol));
 }
+
+/// alice received 1000..1002 on her uplink; it goes silent at 8 s and she
+/// resumes from 1002, the newest id her session minted, at 10 s on conn 2.
+fn resume_from_the_newest() -> Tb {
+    Tb::new(60)
+        .client("alice")
+        .uplink("alice", 1, "tok-1")
+        .at(200)
+        .notes("alice", 1, &["1000", "1001", "1002"])
+        .at(8_000)
+        .drop_mapping("alice", 1, "rebind")
+        .at(10_000)
+        .resume("alice", 2, "tok-1", Some("1002"))
+        .at(10_100)
+}
+
+#[test]
+fn a_resumption_from_the_newest_id_refused_is_a_valid_resumption_refused() {
+    // Issue 26, item 6: nothing lies in the window, yet the server refuses.
+    let t = resume_from_the_newest()
+        .stream("alice", 2)
+        .refused("alice", 2, Refused::ErrorEvent)
+        .at(10_500)
+        .uplink("alice", 3, "tok-2")
+        .trace();
+    assert_eq!(
+        headlines(&t, CheckId::RejectionProtocol),
+        ["alice's resumption on conn 2 from 1002 was refused (error event) at 10.100 s, yet 1002 was the newest id its session had minted, alice had received it, and the session was alive and its own: nothing lay in the window to refuse, and the refusal costs alice its session"]
+    );
+}
+
+#[test]
+fn a_refusal_with_anything_newer_in_the_window_is_not_judged_valid() {
+    // The application reported minting 1003 before the refusal: the window
+    // holds an event the trace cannot see into, so the refusal may be right.
+    let t = resume_from_the_newest()
+        .notified("alice", "tok-1", &["1003"])
+        .stream("alice", 2)
+        .refused("alice", 2, Refused::ErrorEvent)
+        .at(10_500)
+        .uplink("alice", 3, "tok-2")
+        .trace();
+    assert!(passed(&t, CheckId::RejectionProtocol), "{:?}", verdict(&t, CheckId::RejectionProtocol));
+    // A 404 may be the server's own expiry of the session: not judged either.
+    let t = resume_from_the_newest()
+        .status("alice", 2, 404, None)
+        .refused("alice", 2, Refused::Status(404))
+        .at(10_500)
+        .uplink("alice", 3, "tok-2")
+        .trace();
+    assert!(passed(&t, CheckId::RejectionProtocol), "{:?}", verdict(&t, CheckId::RejectionProtocol));
+    // Nor is a thief's, presenting alice's session without her credential.
+    let t = Tb::new(60)
+        .client("alice")
+        .client("mallory")
+        .uplink("alice", 1, "tok-1")
+        .at(200)
+        .notes("alice", 1, &["1000"])
+        .steal("alice", "mallory", false)
+        .at(10_000)
+        .resume("mallory", 1, "tok-1", Some("1000"))
+        .at(10_100)
+        .status("mallory", 1, 403, None)
+        .refused("mallory", 1, Refused::Status(403))
+        .trace();
+    assert!(passed(&t, CheckId::RejectionProtocol), "{:?}", verdict(&t, CheckId::RejectionProtocol));
+}

@@ -23,7 +23,7 @@ pub(super) async fn resume(
         return rpc_error(StatusCode::NOT_FOUND, "unknown or expired session");
     };
     let mut rounds = 0;
-    let (replay_from, inflight) = loop {
+    let (replay_from, skip_newest, inflight) = loop {
         let decision = match decide(shared, &token, &presented, last, stream) {
             Some(d) => d,
             None => return rpc_error(StatusCode::NOT_FOUND, "unknown or expired session"),
@@ -45,7 +45,7 @@ pub(super) async fn resume(
                 }
                 return refuse(how, &reason);
             }
-            Decision::Accept { fence_prior, replay_from, inflight } => {
+            Decision::Accept { fence_prior, replay_from, skip_newest, inflight } => {
                 let has_prior = shared
                     .state
                     .borrow()
@@ -68,7 +68,7 @@ pub(super) async fn resume(
                         last,
                         &format!("accepted: {how}; replay from {replay_from}; {inflight_words}"),
                     );
-                    break (replay_from, inflight);
+                    break (replay_from, skip_newest, inflight);
                 }
                 // Another resumption may attach while this one waits on a fence;
                 // a few rounds settle any realistic race, then refuse.
@@ -100,7 +100,11 @@ pub(super) async fn resume(
     let (uplink, tx, body) = attach(shared, &mut st, &token, stream, ctl);
     let s = st.sessions.get_mut(&token).expect("checked above");
     let mut replayed = 0;
-    for l in s.log.iter().filter(|l| l.id >= replay_from && l.stream == stream) {
+    let mut replay: Vec<_> = s.log.iter().filter(|l| l.id >= replay_from && l.stream == stream).collect();
+    if skip_newest {
+        replay.pop();
+    }
+    for l in replay {
         let _ = tx.send(Bytes::from(sse::encode(Some(&l.id.to_string()), None, &l.data)));
         replayed += 1;
     }
