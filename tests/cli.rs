@@ -145,16 +145,16 @@ fn hunt_prints_base_seed_repeat_command_and_a_repro_per_finding() {
         "{stderr}"
     );
     let stdout = text(&out.stdout);
-    assert!(stdout.contains("new bug a771fcd4 at seed 1: session-binding: "), "{stdout}");
-    assert!(stdout.contains("  violates session-binding in 2 step(s) (drop)"), "{stdout}");
+    assert!(stdout.contains("new bug ae9975b9 at seed 1: session-binding: "), "{stdout}");
+    assert!(stdout.contains("  violates session-binding in 2 step(s) (dead-writer)"), "{stdout}");
     assert!(stdout.contains("reach (seeds that got into each hard situation"), "{stdout}");
     assert!(stdout.contains("two resumes while a request is pending"), "{stdout}");
     assert!(stdout.contains("repro: mcpsim replay --server no-fence --seed 1"), "{stdout}");
-    assert!(out_dir.join("no-fence-session-binding-a771fcd4.toml").exists(), "{stderr}");
+    assert!(out_dir.join("no-fence-session-binding-ae9975b9.toml").exists(), "{stderr}");
     // The summary: one row per distinct bug.
     assert!(stdout.contains("hunted 4 seeds: "), "{stdout}");
-    let row = stdout.lines().find(|l| l.trim_start().starts_with("a771fcd4 ")).expect("a row for the bug");
-    assert!(row.contains("no-fence-session-binding-a771fcd4.toml"), "{row}");
+    let row = stdout.lines().find(|l| l.trim_start().starts_with("ae9975b9 ")).expect("a row for the bug");
+    assert!(row.contains("no-fence-session-binding-ae9975b9.toml"), "{row}");
     // --stop-on-first ends at the seed that found it, and says how to hunt exactly those seeds again.
     let out =
         mcpsim(&["hunt", "--server", "no-fence", "--seeds", "50", "--seed", "0", "--stop-on-first", "--no-shrink"]);

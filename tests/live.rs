@@ -123,6 +123,42 @@ fn a_live_report_says_it_is_live_and_how_to_run_it_again() {
 }
 
 #[test]
+fn a_step_that_runs_late_makes_the_run_timing_unreliable_with_exit_code_5() {
+    // Issue 26, item 15: the step loop stalls 0.5 s (real time) before the
+    // resume step (index 3), as a loaded machine would: 10 s of scenario
+    // time at time scale 0.05, far past the bound (2 ticks, at least 250 ms).
+    let late = |extra: &[&str]| {
+        let mut args = vec!["run", "--live", &*Box::leak(serve("guarded").into_boxed_str()), "scenarios/garbage-id.toml"];
+        args.extend_from_slice(&["--time-scale", "0.05"]);
+        args.extend_from_slice(extra);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpsim"))
+            .args(&args)
+            .env("MCPSIM_INJECT_STEP_DELAY", "3:500")
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("runs");
+        (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+    };
+    let (code, out, err) = late(&["--format", "json"]);
+    assert_eq!(code, 5, "{out}\n{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let live = &json["runs"][0]["live"];
+    assert_eq!(live["timing_unreliable"], true, "{live}");
+    assert_eq!(live["late_steps"][0]["step"], 3, "{live}");
+    assert_eq!(live["late_steps"][0]["do"], "resume", "{live}");
+    let lateness = live["late_steps"][0]["ran_us"].as_u64().unwrap() - live["late_steps"][0]["due_us"].as_u64().unwrap();
+    assert!(lateness >= 5_000_000, "{live}");
+    assert_eq!(json["summary"]["timing_unreliable"], 1, "{json}");
+    assert_eq!(json["summary"]["met"], 0, "a run cut loose from its timing never counts as met: {json}");
+    let (code, out, _) = late(&[]);
+    assert_eq!(code, 5, "{out}");
+    assert!(out.contains("step(s) ran later than 250ms after their due time; the latest, step 3 (resume), was due at 5.000 s"), "{out}");
+    assert!(out.starts_with("garbage-id · server guarded · LIVE") && out.lines().nth(1).unwrap().starts_with("TIMING UNRELIABLE: "), "{out}");
+    assert!(out.contains("expectation not judged: timing unreliable"), "{out}");
+    assert!(out.contains("1 run(s): 0 as expected, 0 not met, 0 without expectation, 1 timing unreliable"), "{out}");
+}
+
+#[test]
 fn what_a_server_does_not_report_is_said_not_guessed() {
     // Says ready and then nothing: no MCP port, no reports.
     let ready = r#"{"type":"ready","protocol":"mcpsim-control/1","server":"mute"}"#;

@@ -224,7 +224,14 @@ fn reissues_undelivered(o: &Observed, out: &mut Vec<Violation>) {
         let stream = o.stream_of_request(r).filter(|s| s.is_call());
         for (t_re, seq_re, _, _, new) in r.outcomes.iter().filter(|x| x.2 == Outcome::Reissued) {
             let Some(new) = new else { continue };
-            let settled = r.outcomes.iter().any(|x| x.0 >= *t_re && matches!(x.2, Outcome::Failed | Outcome::Answered));
+            // (A re-issue that was itself re-issued is disposed of by the
+            // later one, whose delivery is judged in its turn: found by a
+            // hunt, where guarded re-issued at a resumption the client had
+            // already given up on, then again at the next.)
+            let settled = r.outcomes.iter().any(|x| {
+                x.0 >= *t_re
+                    && (matches!(x.2, Outcome::Failed | Outcome::Answered) || (x.2 == Outcome::Reissued && &x.3 == new))
+            });
             let received = o.conns.values().any(|c| {
                 c.client == r.owner
                     && c.token() == Some(token)
@@ -233,11 +240,14 @@ fn reissues_undelivered(o: &Observed, out: &mut Vec<Violation>) {
             if settled || received {
                 continue;
             }
-            let Some((since, _)) = o
-                .usable_streams(&r.owner, token, stream)
-                .into_iter()
-                .find(|(a, b)| a.0 <= t_re.0 + REISSUE_ALLOWANCE_US && b.0 >= a.0.max(t_re.0) + REISSUE_ALLOWANCE_US)
-            else {
+            // A request that timed out after its re-issue had a round trip on
+            // a usable stream is the symptom judged here; one that timed out
+            // sooner ended before its re-issue could arrive.
+            let timed_out = r.outcomes.iter().find(|x| x.0 >= *t_re && x.2 == Outcome::TimedOut).map(|x| x.0);
+            let Some((since, _)) = o.usable_streams(&r.owner, token, stream).into_iter().find(|(a, b)| {
+                let due = a.0.max(t_re.0) + REISSUE_ALLOWANCE_US;
+                a.0 <= t_re.0 + REISSUE_ALLOWANCE_US && b.0 >= due && timed_out.is_none_or(|t| t.0 >= due)
+            }) else {
                 continue;
             };
             // Where it went instead, when a NAT saw it: a dropped mapping.

@@ -27,7 +27,7 @@ pub const ABOUT: &str =
 
 pub const EXPLAIN: super::Explain = super::Explain {
     meaning: "A refused resumption is explicit, kills the owner's token, and the owner re-initializes.",
-    evidence: "Resumption responses (status, stream, first events), later uses of the same token and whether they were served, and the owner's next session token. A refusal is judged wrong where the trace proves the resumption valid: the client presented its own session and credential on the session's GET stream, from a numeric id it had received there that was the newest the session showed anywhere (delivered, written into a dropped mapping, reported by the application), with no POST or re-issue since that could have minted one unseen (so the window is empty, holds no answered request, and any retention keeps it), no server request of the session was in flight (one that cannot be carried over is a reason to refuse), and nothing had ended the session (no DELETE, end-session step or earlier refusal; a 404 or 410 may be the server's own expiry and is not judged).",
+    evidence: "Resumption responses (status, stream, first events), later uses of the same token and whether they were served, and the owner's next session token. A refusal is judged wrong where the trace proves the resumption valid: the client presented its own session and credential on the session's GET stream, from a numeric id it had received there that was the newest the session showed anywhere (delivered, written into a dropped mapping, reported by the application), with no other request (a POST's response, another stream's priming event) or re-issue since that could have minted one unseen (so the window is empty, holds no answered request, and any retention keeps it), no server request of the session was in flight (one that cannot be carried over is a reason to refuse), and nothing had ended the session (no DELETE, end-session step or earlier refusal; a 404 or 410 may be the server's own expiry and is not judged).",
     condition: "The seed analysis, Condition of Validity: \"If any condition fails, the server must reject the resumption: close the new uplink with an explicit error event, invalidate the session token, and require the client to open a fresh session. The client's correct response to this rejection is to re-initialize.\" A thief's refusal is not the owner's: refusing a foreign principal must leave the owner's session alive (MCP security best practices: bind sessions to users).",
     to_pass: "Accept a resumption from the newest id the client received on its own live session (nothing lies in its window to refuse). Refuse with an error event or an HTTP client error (never an empty 200, never a 5xx: a server error is a crash, not a refusal) and invalidate the token of a refused owner (a refused thief may be turned away without touching the owner's session).",
 };
@@ -214,8 +214,9 @@ fn owner_session_killed(
 /// credential, on the session's GET stream; `Last-Event-ID` is a number
 /// the client had received on that stream, and the newest id the session
 /// showed anywhere before the refusal (delivered, written into a dropped
-/// mapping, or reported by the application), with no POST or re-issue
-/// since that could have minted one unseen: the window is empty, so no
+/// mapping, or reported by the application), with no other request (a
+/// POST's response, a stream's priming event) or re-issue since that could
+/// have minted one unseen: the window is empty, so no
 /// answered request lies in it, and any retention keeps the newest event.
 /// No server request of the session was in flight (condition 4 may
 /// require refusing a resumption over one that cannot be carried over).
@@ -248,8 +249,12 @@ fn valid_refused(o: &Observed, c: &Conn, (t_rej, rej_seq, how): (SimTime, u64, R
     }
     let since = o.reported_at(token, last).unwrap_or(received).min(received);
     let answer_posts: Vec<_> = o.answers.iter().filter(|a| a.client == c.client).filter_map(|a| a.conn).collect();
+    // Any other request on the session since may have minted an id no one
+    // saw: a POST's response, and in streamable-http any stream's priming
+    // event (a GET the server accepted after the client gave up on it).
     let minting_post = o.conns.values().any(|d| {
-        d.method == "POST"
+        d.conn_key() != c.conn_key()
+            && d.method != "DELETE"
             && d.presented_token.as_deref() == Some(token)
             && d.opened >= since
             && !(d.client == c.client && answer_posts.contains(&d.conn))

@@ -138,8 +138,10 @@ impl<'a> Table<'a> {
         let (sig, checks, shrunk) = if shrinkable {
             let plan = generate_in(o.seed, self.opts.dialect);
             let shrunk = shrink::shrink(&plan, &self.opts.server, &f.check, self.opts.shrink_budget);
-            let checks = violated_by(&shrunk.plan, &self.opts.server).unwrap_or_else(|| vec![f.check.clone()]);
-            (signature(&shrunk.plan, &checks), checks, Some(shrunk))
+            let verdicts = judged_by(&shrunk.plan, &self.opts.server).unwrap_or_default();
+            let checks = violated_in(&verdicts);
+            let checks = if checks.is_empty() { vec![f.check.clone()] } else { checks };
+            (signature(&verdicts), checks, Some(shrunk))
         } else {
             (format!("unshrunk | {}", f.bucket), vec![f.check.clone()], None)
         };
@@ -209,10 +211,14 @@ impl<'a> Table<'a> {
 /// The checks `plan` violates on `server` with a violation the server could
 /// have prevented (inherent ones, such as a leak to a thief holding the
 /// owner's credential, are not findings).
-fn violated_by(plan: &crate::scenario::Plan, server: &str) -> Option<Vec<String>> {
+fn judged_by(plan: &crate::scenario::Plan, server: &str) -> Option<Vec<check::Verdict>> {
     let run = crate::run(plan, server, None).ok()?;
-    let verdicts = check::judge(&run.trace);
-    Some(verdicts.iter().filter(|v| v.violations().iter().any(|x| !x.inherent)).map(|v| v.check.to_string()).collect())
+    Some(check::judge(&run.trace))
+}
+
+/// The checks with a violation a server could have prevented.
+fn violated_in(verdicts: &[check::Verdict]) -> Vec<String> {
+    verdicts.iter().filter(|v| v.violations().iter().any(|x| !x.inherent)).map(|v| v.check.to_string()).collect()
 }
 
 /// The failures of one judged seed, one per violated check, with buckets.
@@ -269,8 +275,7 @@ pub fn write_regression(
     shrunk: &shrink::Shrunk,
 ) -> Result<PathBuf> {
     let name = format!("{server}-{seed}-{target}");
-    let violated = violated_by(&shrunk.plan, server).unwrap_or_default();
-    let sig = signature(&shrunk.plan, &violated);
+    let sig = signature(&judged_by(&shrunk.plan, server).unwrap_or_default());
     write_regression_named(dir, &name, server, seed, target, origin, shrunk, &sig)
 }
 

@@ -11,29 +11,24 @@
 //!   consequence clause (after the first `;`) cut off. A seed whose bucket
 //!   was seen before is counted, not shrunk again: buckets are cheap and
 //!   deliberately finer than bugs.
-//! - A bucket's **signature**, from the scenario its first seed shrinks to
-//!   (shrunk while the bucket's check still fails): which condition breaks
-//!   (the [`root_check`] of the checks the shrunk scenario violates: the
-//!   others follow from it, and the table lists them all) and the
-//!   situations its steps make ([`signature`]: half-open drops, resumptions,
-//!   token theft, crashes, tool calls, DELETE; not the traffic every
-//!   scenario has). Buckets whose shrunk scenarios share a signature are
-//!   one bug. The smallest of those scenarios is the bug's reproducer.
+//! - A bucket's **signature**, from the run of the scenario its first seed
+//!   shrinks to (shrunk while the bucket's check still fails): the check
+//!   and the defect (a name for the [`crate::check::Finding`] kinds that
+//!   are one defect) of the violation that came first in that run
+//!   ([`signature`]). The first thing to go wrong names the root cause;
+//!   the rest follows from it.
+//!   Buckets whose shrunk runs share a signature are one bug. The smallest
+//!   of those scenarios is the bug's reproducer.
 //!
 //! Limits, on purpose:
-//! - Two bugs that break the same condition in the same situations get one
-//!   signature (the steps' clients, times, order and arguments are not part
-//!   of it). In practice a different bug needs a different situation to
-//!   show, and so shrinks to different steps or checks.
-//! - One bug can get two signatures when the shrinker stops at two local
-//!   minima (one kept a resume step the other could drop, say): the table
-//!   then lists it twice, each with a reproducer. Over-splitting shows a bug
-//!   twice; merging two would hide one. Measured on 2,000 seeds: naive and
-//!   rmcp give about a dozen each (see tests/hunt.rs), where they fail
-//!   1,700-1,900 seeds.
+//! - Two bugs that go wrong first in the same way (same check, same
+//!   defect) get one signature. Measured per mutant and dialect in
+//!   tests/hunt.rs, where each one-bug mutant gets one row.
+//! - The steps a reproducer shrank to are not part of a signature (they
+//!   split one bug wherever the shrinker stopped at two local minima).
 //! - Unshrunk hunts (`--no-shrink`, plug-in servers) group by bucket only.
 
-use crate::scenario::{Action, Plan};
+use crate::scenario::Plan;
 
 /// The shape of a violation headline: what stays when the seed changes.
 /// `names` are the plan's client names and principals.
@@ -70,10 +65,9 @@ pub fn bucket(check: &str, headline: &str, plan: &Plan) -> String {
     format!("{check}: {}", shape(headline, &names))
 }
 
-/// The order in which a reproducer's violated checks name its bug: a leak
-/// to another principal first (whatever else the thief's resumption broke),
-/// then the four conditions, then what follows from them (a request lost to
-/// a dead stream also fails liveness; a liveness failure alone is its own bug).
+/// Which check names a bug when two violations come at the same instant: a
+/// leak to another principal first (whatever else the thief's resumption
+/// broke), then the four conditions, then what follows from them.
 const ROOT_ORDER: [&str; 9] = [
     "confidentiality",
     "session-binding",
@@ -86,50 +80,72 @@ const ROOT_ORDER: [&str; 9] = [
     "liveness",
 ];
 
-/// The check that names a reproducer's bug: the first it violates of confidentiality,
-/// the four conditions, then what follows from them (`ROOT_ORDER`).
-pub fn root_check(violated: &[String]) -> &str {
-    ROOT_ORDER.iter().find(|c| violated.iter().any(|v| v == *c)).copied().unwrap_or("none")
-}
-
-/// What a step contributes to a signature: the situation it makes, or
-/// nothing for the traffic every scenario has (connecting, requests,
-/// notifications, answers, waiting). A rebind and a sever both leave a
-/// stream half-open, so both are `drop`; a reset ends the stream cleanly
-/// and the client resumes at once, so it is a `resume`. A theft with the
-/// owner's credential is, to any server, the owner on a second device:
-/// nothing new.
-fn situation(action: &Action) -> Option<&'static str> {
-    match action {
-        Action::Rebind { .. } | Action::Sever { .. } => Some("drop"),
-        Action::Reset { .. } | Action::Resume { .. } => Some("resume"),
-        Action::StealToken { credential: false, .. } => Some("steal-token"),
-        Action::StealToken { credential: true, .. } => None,
-        Action::CrashClient { .. } => Some("crash-client"),
-        Action::CallTool { .. } => Some("call-tool"),
-        Action::EndSession { .. } => Some("end-session"),
-        Action::Connect { .. }
-        | Action::ServerRequest { .. }
-        | Action::Notify { .. }
-        | Action::Answer { .. }
-        | Action::Wait => None,
+/// The defect a finding shows, named once for the finding kinds that are
+/// one defect seen from different sides: a prior writer that outlived the
+/// attach wrote a request, or heartbeats, or lost a message beside a fresh
+/// stream (`dead-writer`); a replay that left events of its window out, at
+/// its start, middle or end, numbered or not (`left-out`: a truncating
+/// server shows each, depending on the ids and where the shrinker stops);
+/// and so on. Kinds that are different defects of one condition keep
+/// different names (a replay that leaves events out is not one that
+/// accepts an id never minted).
+pub fn defect(f: &crate::check::Finding) -> &'static str {
+    use crate::check::Finding as F;
+    match f {
+        F::RequestToDeadUplink { .. } | F::SecondWriter { .. } | F::LostToOldStream { .. } => "dead-writer",
+        F::MintedLater { .. } | F::NeverShownAbove { .. } | F::NeverCarried { .. } => "unminted-id",
+        F::OlderThanRetained { .. } | F::ReplayStartedLate { .. } | F::WindowGap { .. } | F::Skipped { .. } => {
+            "left-out"
+        }
+        F::HandedAgain { .. } | F::IdReused { .. } => "stale-correlation",
+        F::ReissuedNotReissuable { .. } => "not-reissuable",
+        F::AnswerToTombstone { .. } | F::AnsweredTwice { .. } | F::AnswerWithoutSender { .. } => "answer-misapplied",
+        F::LeftInFlight { .. } | F::ReissueNeverDelivered { .. } => "left-in-flight",
+        F::ReissueChanged { .. } => "reissue-changed",
+        F::ReachedTwice { .. } => "reached-twice",
+        F::Leak { .. } | F::ForeignDelete { .. } | F::ForeignAnswer { .. } => "foreign-principal",
+        F::TimedOut { .. } | F::Unresolved { .. } | F::NoLiveUplink { .. } | F::NotificationsLost { .. } => "stuck",
+        F::SilentRefusal { .. } => "silent-refusal",
+        F::TokenStillWorked { .. } | F::OwnerSessionKilled { .. } => "token-lifetime",
+        F::NeverRenewed { .. } => "never-renewed",
+        F::RefusedByServerError { .. } => "server-error",
+        F::ValidRefused { .. } | F::ValidRefusedProven { .. } | F::ExpectationMissed { .. } => "wrong-outcome",
+        F::ResentHeld { .. }
+        | F::HeldIdReused { .. }
+        | F::DeliveredTwice { .. }
+        | F::TwoEventsOneId { .. }
+        | F::FreshStreamResent { .. } => "resent",
+        F::OutOfOrder { .. } => "out-of-order",
+        F::Protocol { .. } | F::ServerError { .. } => "broken-protocol",
     }
 }
 
-/// The signature of a shrunk reproducer: the check that names its bug
-/// ([`root_check`]) and the situations its steps make, as a set (the
-/// shrinker may keep a step before or after another where either order
-/// shows the same bug; a resume beside a drop is implied by it).
-pub fn signature(plan: &Plan, violated: &[String]) -> String {
-    let mut kinds: Vec<&str> = plan.steps.iter().filter_map(|s| situation(&s.action)).collect();
-    kinds.sort();
-    kinds.dedup();
-    // A client whose stream went silent resumes by itself: a resume step
-    // beside a drop is one the shrinker could not remove, not a new situation.
-    if kinds.contains(&"drop") {
-        kinds.retain(|k| *k != "resume");
-    }
-    format!("{} | {}", root_check(violated), if kinds.is_empty() { "traffic only".into() } else { kinds.join(" + ") })
+/// How close two violations must be to count as one moment: a write
+/// reaches the NAT a network hop after the application reported it.
+const SAME_MOMENT_US: u64 = 1_000_000;
+
+/// The signature of a shrunk reproducer: the check and the [`defect`] of
+/// the violation that came first in its run (those within a second of the
+/// first are one moment, and [`ROOT_ORDER`] picks among them). The first
+/// thing to go wrong is the bug's root cause; what follows from it (a
+/// request lost to a dead stream times out later, and fails liveness)
+/// comes after. Neither the reproducer's steps nor the shrinker's local
+/// minimum enter it, so one bug met from different seeds, and shrunk to
+/// different steps, gets one signature; two bugs that go wrong first with
+/// the same defect share one.
+pub fn signature(verdicts: &[crate::check::Verdict]) -> String {
+    let rank = |c: &str| ROOT_ORDER.iter().position(|r| *r == c).unwrap_or(ROOT_ORDER.len());
+    let all: Vec<(&str, &crate::check::Violation)> = verdicts
+        .iter()
+        .flat_map(|v| v.violations().iter().filter(|x| !x.inherent).map(move |x| (v.check.as_str(), x)))
+        .collect();
+    let Some(t0) = all.iter().map(|(_, x)| x.t.0).min() else { return "none".into() };
+    let first = all
+        .iter()
+        .filter(|(_, x)| x.t.0 <= t0 + SAME_MOMENT_US)
+        .min_by_key(|(check, x)| (rank(check), x.t))
+        .expect("t0 is one of them");
+    format!("{} | {}", first.0, defect(&first.1.finding))
 }
 
 /// A short, stable name for a signature (8 hex digits of its FNV-1a), for

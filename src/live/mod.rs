@@ -35,6 +35,7 @@ use crate::server::{AppHook, AppReporter};
 use crate::trace::{LiveInfo, Recorder, Run, SimTime, What};
 use crate::world::nat::{Nat, NatCmd};
 use crate::world::{record_header, start_client, Hosts, Schedule, World};
+use crate::trace::LateStep;
 use control::{FromServer, ToServer, PROTOCOL};
 use process::{describe_exit, Process};
 use std::cell::RefCell;
@@ -123,6 +124,9 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
     let mut world = build(plan, port, &rec, app).await?;
     let mut schedule = Schedule::new(plan.steps.len());
     let tick = LOOP_EVERY.div_f64(opts.time_scale);
+    let lateness_bound = (plan.network.tick * 2).max(Duration::from_millis(250));
+    let mut late_steps = Vec::new();
+    let injected = injected_step_delay()?;
     let mut aborted = None;
     loop {
         let now = clock::now().unwrap_or_default();
@@ -130,6 +134,23 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
             break;
         }
         for (index, at) in schedule.due(plan, &rec, now, tick) {
+            if let Some(delay) = injected.filter(|(i, _)| *i == index).map(|(_, d)| d) {
+                tokio::time::sleep(delay).await;
+            }
+            // A step's lateness: from when it was meant to run to when the
+            // loop hands it over (a due time still ahead waits inside the
+            // actor, on time).
+            let handed = clock::now().unwrap_or_default();
+            if let Some(intended) = schedule.intended(index) {
+                if handed > intended + lateness_bound {
+                    late_steps.push(LateStep {
+                        index,
+                        action: plan.steps[index].action.kind().as_str().to_string(),
+                        due: intended,
+                        ran: handed,
+                    });
+                }
+            }
             world.apply(&plan.steps[index], index, at);
         }
         if let Some(why) = fatal.borrow_mut().take() {
@@ -172,7 +193,26 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
         duration: plan.duration,
         trace,
         aborted,
-        live: Some(LiveInfo { command: opts.command.clone(), time_scale: opts.time_scale, notes }),
+        live: Some(LiveInfo {
+            command: opts.command.clone(),
+            time_scale: opts.time_scale,
+            notes,
+            late_steps,
+            lateness_bound,
+        }),
+    })
+}
+
+/// A test hook: `MCPSIM_INJECT_STEP_DELAY=<step index>:<milliseconds>`
+/// stalls the live step loop that long (real time) before it hands that
+/// step over, as an overloaded machine would. It lets a test prove that a
+/// late step makes the run "timing unreliable" without loading the machine.
+fn injected_step_delay() -> Result<Option<(usize, Duration)>> {
+    let Some(v) = std::env::var_os("MCPSIM_INJECT_STEP_DELAY") else { return Ok(None) };
+    let v = v.to_string_lossy();
+    let parsed = v.split_once(':').and_then(|(i, ms)| Some((i.parse().ok()?, Duration::from_millis(ms.parse().ok()?))));
+    parsed.map(Some).ok_or_else(|| {
+        Error::usage(format!("MCPSIM_INJECT_STEP_DELAY={v:?}: expected <step index>:<milliseconds>, e.g. 2:1500"))
     })
 }
 

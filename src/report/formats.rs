@@ -9,7 +9,11 @@
 //!     "scenario": str, "file": str|null, "server": str, "seed": u64,
 //!     "repro": str, "outcome": str, "aborted": str|null,
 //!     "live": {"command": str, "time_scale": f64, "reproducible": false,
-//!              "notes": [str]}          (live runs only),
+//!              "notes": [str], "timing_unreliable": bool,
+//!              "lateness_bound_us": u64,
+//!              "late_steps": [{"step": u64, "do": str, "due_us": u64, "ran_us": u64}]}
+//!                                       (live runs only; a timing-unreliable
+//!                                        run's expectation is not counted),
 //!     "verdicts": [{
 //!       "check": str,
 //!       "status": "passed" | "violated" | "not-applicable",
@@ -21,7 +25,8 @@
 //!     }],
 //!     "expectation": {"expected": [str], "violated": [str], "met": bool} | null
 //!   }],
-//!   "summary": {"runs": u64, "met": u64, "unmet": u64, "without_expectation": u64}
+//!   "summary": {"runs": u64, "met": u64, "unmet": u64, "without_expectation": u64,
+//!               "timing_unreliable": u64}
 //! }
 //! ```
 //! Fields are only ever added, never renamed or removed, within `/1`.
@@ -70,6 +75,25 @@ struct JsonLive<'a> {
     time_scale: f64,
     reproducible: bool,
     notes: &'a [String],
+    timing_unreliable: bool,
+    lateness_bound_us: u64,
+    late_steps: Vec<JsonLateStep<'a>>,
+}
+
+/// A live step that ran late.
+#[derive(Serialize)]
+struct JsonLateStep<'a> {
+    step: usize,
+    #[serde(rename = "do")]
+    action: &'a str,
+    due_us: u64,
+    ran_us: u64,
+}
+
+/// Whether a run's timing was unreliable (a live step ran late): its
+/// expectation is then not counted either way.
+fn unreliable(j: &Judged) -> bool {
+    j.run.live.as_ref().is_some_and(|l| l.timing_unreliable())
 }
 
 #[derive(Serialize)]
@@ -78,14 +102,17 @@ struct Summary {
     met: usize,
     unmet: usize,
     without_expectation: usize,
+    timing_unreliable: usize,
 }
 
 fn summary(runs: &[Judged]) -> Summary {
+    let judged = || runs.iter().filter(|j| !unreliable(j));
     Summary {
         runs: runs.len(),
-        met: runs.iter().filter(|j| j.expectation.is_some_and(|e| e.met)).count(),
-        unmet: runs.iter().filter(|j| j.expectation.is_some_and(|e| !e.met)).count(),
-        without_expectation: runs.iter().filter(|j| j.expectation.is_none()).count(),
+        met: judged().filter(|j| j.expectation.is_some_and(|e| e.met)).count(),
+        unmet: judged().filter(|j| j.expectation.is_some_and(|e| !e.met)).count(),
+        without_expectation: judged().filter(|j| j.expectation.is_none()).count(),
+        timing_unreliable: runs.iter().filter(|j| unreliable(j)).count(),
     }
 }
 
@@ -108,6 +135,18 @@ pub fn json(runs: &[Judged]) -> String {
                     time_scale: l.time_scale,
                     reproducible: false,
                     notes: &l.notes,
+                    timing_unreliable: l.timing_unreliable(),
+                    lateness_bound_us: l.lateness_bound.as_micros() as u64,
+                    late_steps: l
+                        .late_steps
+                        .iter()
+                        .map(|s| JsonLateStep {
+                            step: s.index,
+                            action: &s.action,
+                            due_us: s.due.as_micros() as u64,
+                            ran_us: s.ran.as_micros() as u64,
+                        })
+                        .collect(),
                 }),
                 verdicts: j.verdicts,
                 expectation: j.expectation,
@@ -148,14 +187,15 @@ pub fn junit(runs: &[Judged]) -> String {
     let s = summary(runs);
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     out.push_str(&format!(
-        "<testsuites name=\"mcpsim\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">\n",
-        s.runs, s.unmet, s.without_expectation
+        "<testsuites name=\"mcpsim\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\">\n",
+        s.runs, s.unmet, s.timing_unreliable, s.without_expectation
     ));
     for (name, cases) in suites {
-        let failures = cases.iter().filter(|j| j.expectation.is_some_and(|e| !e.met)).count();
-        let skipped = cases.iter().filter(|j| j.expectation.is_none()).count();
+        let failures = cases.iter().filter(|j| !unreliable(j) && j.expectation.is_some_and(|e| !e.met)).count();
+        let errors = cases.iter().filter(|j| unreliable(j)).count();
+        let skipped = cases.iter().filter(|j| !unreliable(j) && j.expectation.is_none()).count();
         out.push_str(&format!(
-            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" skipped=\"{skipped}\">\n",
+            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\">\n",
             xml_escape(name),
             cases.len()
         ));
@@ -173,7 +213,12 @@ pub fn junit(runs: &[Judged]) -> String {
                 j.run.duration.as_secs_f64(),
                 j.run.seed
             ));
+            let timing = j.run.live.as_ref().and_then(|l| l.timing_words());
             match j.expectation {
+                _ if timing.is_some() => out.push_str(&format!(
+                    "      <error message=\"{}\" type=\"timing\"/>\n",
+                    xml_escape(timing.as_deref().unwrap_or_default())
+                )),
                 None => out.push_str("      <skipped message=\"no [expect] entry for this server\"/>\n"),
                 Some(e) if !e.met => {
                     out.push_str(&format!(

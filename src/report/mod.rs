@@ -45,6 +45,10 @@ pub fn text(run: &Run, verdicts: &[Verdict], expectation: Option<&Expectation>) 
             );
         }
     }
+    let unreliable = run.live.as_ref().and_then(|l| l.timing_words());
+    if let Some(words) = &unreliable {
+        let _ = writeln!(out, "{words}");
+    }
     for line in timeline(run) {
         let _ = writeln!(out, "  {:>10}  {}", fmt_time(line.0), line.1);
     }
@@ -56,8 +60,14 @@ pub fn text(run: &Run, verdicts: &[Verdict], expectation: Option<&Expectation>) 
         }
     }
     let _ = writeln!(out, "outcome: {}", outcome(run));
-    if let Some(e) = expectation {
-        let _ = writeln!(out, "{}", expectation_line(&run.server, e));
+    match (expectation, &unreliable) {
+        (Some(_), Some(_)) => {
+            let _ = writeln!(out, "expectation not judged: timing unreliable (see the first line)");
+        }
+        (Some(e), None) => {
+            let _ = writeln!(out, "{}", expectation_line(&run.server, e));
+        }
+        (None, _) => {}
     }
     let _ = writeln!(out, "repro: {}", run.repro());
     out

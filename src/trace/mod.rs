@@ -30,7 +30,7 @@ use std::time::Duration;
 mod recorder;
 mod run;
 pub use recorder::{Clock, Recorder};
-pub use run::{Fnv1a, LiveInfo, Run};
+pub use run::{Fnv1a, LateStep, LiveInfo, Run};
 
 /// Simulated time in microseconds since the start of the run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -42,6 +42,50 @@ pub struct LiveInfo {
     /// What the server process did not tell (requests it never reported,
     /// say), so verdicts that need it are not guessed.
     pub notes: Vec<String>,
+    /// Steps that ran later than [`LiveInfo::lateness_bound`] after their
+    /// due time (the machine could not keep up): the run's timing is not
+    /// what the scenario says, so its verdicts are not counted.
+    pub late_steps: Vec<LateStep>,
+    /// How late a step may run: two of the scenario's ticks, at least 250 ms
+    /// of scenario time.
+    pub lateness_bound: Duration,
+}
+
+/// A live step that ran late, in scenario time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LateStep {
+    /// The step's index in the plan's `steps`.
+    pub index: usize,
+    /// Its kind (`do = "..."`).
+    pub action: String,
+    /// When it was due.
+    pub due: Duration,
+    /// When it ran.
+    pub ran: Duration,
+}
+
+impl LiveInfo {
+    /// Whether a step ran later than the bound: the run is "timing unreliable".
+    pub fn timing_unreliable(&self) -> bool {
+        !self.late_steps.is_empty()
+    }
+
+    /// The words for the latest step, when the timing is unreliable.
+    pub fn timing_words(&self) -> Option<String> {
+        let worst = self.late_steps.iter().max_by_key(|s| s.ran.saturating_sub(s.due))?;
+        let f = |d: Duration| crate::trace::SimTime::from_duration(d);
+        Some(format!(
+            "TIMING UNRELIABLE: {} step(s) ran later than {} after their due time; the latest, step {} ({}), was due at {} and ran at {}, {:.3} s late. The machine could not keep up at time scale {}: the verdicts are not counted (slow the run down with a larger --time-scale, or free the machine)",
+            self.late_steps.len(),
+            crate::scenario::format_duration(self.lateness_bound),
+            worst.index,
+            worst.action,
+            f(worst.due),
+            f(worst.ran),
+            worst.ran.saturating_sub(worst.due).as_secs_f64(),
+            self.time_scale
+        ))
+    }
 }
 
 impl Run {

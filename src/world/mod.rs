@@ -392,11 +392,19 @@ impl<H: Hosts> World<H> {
 pub(crate) struct Schedule {
     /// When each step fired, and how long the trace was then.
     fired: Vec<Option<(Duration, usize)>>,
+    /// When each fired step was meant to run (its `at`, or its trigger's
+    /// time plus its delay): live runs measure lateness against it.
+    intended: Vec<Option<Duration>>,
 }
 
 impl Schedule {
     pub(crate) fn new(n: usize) -> Self {
-        Self { fired: vec![None; n] }
+        Self { fired: vec![None; n], intended: vec![None; n] }
+    }
+
+    /// When fired step `i` was meant to run.
+    pub(crate) fn intended(&self, i: usize) -> Option<Duration> {
+        self.intended.get(i).copied().flatten()
     }
 
     /// The steps to hand over before the coming tick ends, with their due times, in order.
@@ -412,20 +420,20 @@ impl Schedule {
             if step.action.clients().iter().any(|c| crashing.contains(c)) {
                 continue;
             }
-            let due = match &step.after {
-                // (A step held back behind a crash fires now, not in the past.)
-                None => (step.at < now + tick).then_some(step.at.max(now)),
+            // When the step should run; it runs then, or now if that is past.
+            let intended = match &step.after {
+                None => Some(step.at),
                 Some(after) => {
                     // Armed once every earlier step fired; look at events since the last of them.
                     let Some(since) = self.fired[..i].iter().try_fold(0usize, |m, f| f.map(|(_, len)| m.max(len)))
                     else {
                         continue;
                     };
-                    self.trigger_time(plan, rec, &after.trigger, since)
-                        .map(|t| (t + after.delay).max(now))
-                        .filter(|due| *due < now + tick)
+                    self.trigger_time(plan, rec, &after.trigger, since).map(|t| t + after.delay)
                 }
             };
+            // (A step held back behind a crash fires now, not in the past.)
+            let due = intended.filter(|at| *at < now + tick).map(|at| at.max(now));
             // Actors wait for a due time inside the tick on their own clocks,
             // but a crash is done by the step loop, between ticks: it fires at
             // the first tick boundary at or after its time, and says so.
@@ -439,6 +447,7 @@ impl Schedule {
             };
             if let Some(due) = due {
                 self.fired[i] = Some((due, rec.len()));
+                self.intended[i] = intended;
                 out.push((i, due));
             }
         }

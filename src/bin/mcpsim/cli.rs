@@ -10,7 +10,7 @@ use std::path::PathBuf;
     about = "Deterministic simulation and fault injection for MCP servers that resume SSE streams with Last-Event-ID"
 )]
 #[command(
-    after_help = "Exit codes: 0 ok, 1 check failed / expectation not met, 2 usage, 3 invalid scenario, 4 I/O or internal error"
+    after_help = "Exit codes: 0 ok, 1 check failed / expectation not met, 2 usage, 3 invalid scenario, 4 I/O or internal error, 5 live timing unreliable (a step ran late)"
 )]
 pub(crate) struct Cli {
     #[command(subcommand)]

@@ -42,6 +42,24 @@ pub(crate) mod exit {
     pub const FINDING: u8 = 1;
     /// An I/O error, a run that stopped early, or a hunt seed the watchdog stopped.
     pub const IO: u8 = 4;
+    /// A live run whose steps ran late (the machine could not keep up): its
+    /// verdicts are not counted. Outranks every code but 4.
+    pub const TIMING: u8 = 5;
+
+    /// The code of several outcomes together: 4 outranks 5, which outranks
+    /// the rest (3, 2, 1, 0 in that order).
+    pub fn worst(a: u8, b: u8) -> u8 {
+        let rank = |c: u8| match c {
+            IO => 6,
+            TIMING => 5,
+            c => c.min(4),
+        };
+        if rank(b) > rank(a) {
+            b
+        } else {
+            a
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -75,5 +93,22 @@ fn main() -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::from(e.exit_code() as u8)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::exit::*;
+
+    #[test]
+    fn four_outranks_five_which_outranks_the_rest() {
+        assert_eq!(worst(OK, TIMING), TIMING);
+        assert_eq!(worst(TIMING, FINDING), TIMING);
+        assert_eq!(worst(FINDING, TIMING), TIMING);
+        assert_eq!(worst(TIMING, IO), IO);
+        assert_eq!(worst(IO, TIMING), IO);
+        assert_eq!(worst(TIMING, 3), TIMING);
+        assert_eq!(worst(FINDING, 2), 2);
+        assert_eq!(worst(OK, FINDING), FINDING);
     }
 }

@@ -192,7 +192,7 @@ fn bug_table(report: &mcpsim::hunt::HuntReport) -> String {
             b.checks.join(", ")
         ));
     }
-    t.push_str("\nwhat each bug's reproducer does:");
+    t.push_str("\nwhat went wrong first in each bug's reproducer:");
     for b in &report.bugs {
         let shape = b.signature.split(" | ").skip(1).collect::<Vec<_>>().join(" | ");
         t.push_str(&format!("\n  {:<8}  {shape}", b.id));

@@ -114,8 +114,9 @@ pub(crate) fn run(
         code: exit::OK,
         io_errors: Vec::new(),
         failed: Vec::new(),
+        unreliable: Vec::new(),
         judged: Vec::new(),
-        counts: (0, 0, 0),
+        counts: (0, 0, 0, 0),
         skipped: std::collections::BTreeMap::new(),
     };
     for plan in &plans {
@@ -139,7 +140,7 @@ pub(crate) fn run(
                 Err(e) => {
                     let on = if live.is_some() { "the live server".to_string() } else { server.clone() };
                     eprintln!("error: {} on {on}: {e}", plan.name);
-                    runs.code = runs.code.max(e.exit_code() as u8);
+                    runs.code = exit::worst(runs.code, e.exit_code() as u8);
                 }
             }
         }
@@ -201,8 +202,10 @@ struct Runs {
     failed: Vec<String>,
     /// For JSON and JUnit, printed together at the end.
     judged: Vec<(mcpsim::Run, Vec<mcpsim::check::Verdict>, Option<mcpsim::check::Expectation>)>,
-    /// (as expected, not met, without expectation)
-    counts: (usize, usize, usize),
+    /// "scenario on server" for each live run whose timing was unreliable.
+    unreliable: Vec<String>,
+    /// (as expected, not met, without expectation, timing unreliable)
+    counts: (usize, usize, usize, usize),
     /// Runs skipped because the server does not speak the scenario's dialect, per server.
     skipped: std::collections::BTreeMap<String, usize>,
 }
@@ -214,7 +217,11 @@ impl Runs {
         let server = run.server.clone();
         let verdicts = mcpsim::check::judge(&run.trace);
         let expectation = mcpsim::check::expectation(plan, &server, &verdicts);
+        // A live run whose steps ran late did not play the scenario: its
+        // verdicts are not counted, either way.
+        let unreliable = run.live.as_ref().is_some_and(|l| l.timing_unreliable());
         match &expectation {
+            _ if unreliable => self.counts.3 += 1,
             Some(e) if e.met => self.counts.0 += 1,
             Some(_) => self.counts.1 += 1,
             None => self.counts.2 += 1,
@@ -223,13 +230,16 @@ impl Runs {
         if self.format == RunFormat::Text {
             self.print(&run, &verdicts, expectation.as_ref(), &timeline_note);
         }
-        if expectation.as_ref().is_some_and(|e| !e.met) {
+        if unreliable {
+            self.unreliable.push(format!("{} on {server}", run.scenario));
+            self.code = exit::worst(self.code, exit::TIMING);
+        } else if expectation.as_ref().is_some_and(|e| !e.met) {
             self.failed.push(format!("{} on {server}", run.scenario));
-            self.code = self.code.max(exit::FINDING);
+            self.code = exit::worst(self.code, exit::FINDING);
         }
         if let Some(why) = &run.aborted {
             eprintln!("error: {} on {server} stopped early (seed {}): {why}", run.scenario, run.seed);
-            self.code = self.code.max(exit::IO);
+            self.code = exit::worst(self.code, exit::IO);
         }
         if let Some(t) = &self.trace {
             let path =
@@ -317,11 +327,21 @@ impl Runs {
         if !self.failed.is_empty() {
             eprintln!("{} run(s) did not meet their expectation: {}", self.failed.len(), self.failed.join(", "));
         }
-        let (met, not_met, without) = self.counts;
+        if !self.unreliable.is_empty() {
+            eprintln!(
+                "{} live run(s) had unreliable timing (a step ran late; their verdicts are not counted): {}",
+                self.unreliable.len(),
+                self.unreliable.join(", ")
+            );
+        }
+        let (met, not_met, without, unreliable) = self.counts;
         let mut tally = format!(
             "{} run(s): {met} as expected, {not_met} not met, {without} without expectation",
-            met + not_met + without
+            met + not_met + without + unreliable
         );
+        if unreliable > 0 {
+            tally.push_str(&format!(", {unreliable} timing unreliable"));
+        }
         for (server, n) in &self.skipped {
             tally.push_str(&format!(
                 "; {n} legacy-sse scenario(s) skipped for {server}, which speaks only streamable-http"
@@ -336,7 +356,7 @@ impl Runs {
             eprintln!("error: {e}");
         }
         if !self.io_errors.is_empty() {
-            self.code = self.code.max(exit::IO);
+            self.code = exit::worst(self.code, exit::IO);
         }
         self.code
     }
