@@ -27,7 +27,7 @@ pub const ABOUT: &str =
 
 pub const EXPLAIN: super::Explain = super::Explain {
     meaning: "A refused resumption is explicit, kills the owner's token, and the owner re-initializes.",
-    evidence: "Resumption responses (status, stream, first events), later uses of the same token and whether they were served, and the owner's next session token. A refusal is judged wrong where the trace proves the resumption valid: the client presented its own session and credential on the session's GET stream, from a numeric id it had received there that was the newest the session showed anywhere (delivered, written into a dropped mapping, reported by the application), with no other request (a POST's response, another stream's priming event) or re-issue since that could have minted one unseen (so the window is empty, holds no answered request, and any retention keeps it), no server request of the session was in flight (one that cannot be carried over is a reason to refuse), and nothing had ended the session (no DELETE, end-session step or earlier refusal; a 404 or 410 may be the server's own expiry and is not judged).",
+    evidence: "Resumption responses (status, stream, first events), later uses of the same token and whether they were served, and the owner's next session token. A refusal is judged wrong where the trace proves the resumption valid: the client presented its own session and credential on the session's GET stream, from a numeric id it had received there that was the newest the session showed anywhere (delivered, written into a dropped mapping, reported by the application), with no other request (a POST's response, another stream's priming event) or re-issue since that could have minted one unseen (so the window is empty, holds no answered request, and any retention keeps it), no server request of the session was in flight (one that cannot be carried over is a reason to refuse), no earlier connection of the stream was still half-open (a fence that cannot be confirmed is one too), and nothing had ended the session (no DELETE, end-session step or earlier refusal; a 404 or 410 may be the server's own expiry and is not judged).",
     condition: "The seed analysis, Condition of Validity: \"If any condition fails, the server must reject the resumption: close the new uplink with an explicit error event, invalidate the session token, and require the client to open a fresh session. The client's correct response to this rejection is to re-initialize.\" A thief's refusal is not the owner's: refusing a foreign principal must leave the owner's session alive (MCP security best practices: bind sessions to users).",
     to_pass: "Accept a resumption from the newest id the client received on its own live session (nothing lies in its window to refuse). Refuse with an error event or an HTTP client error (never an empty 200, never a 5xx: a server error is a crash, not a refusal) and invalidate the token of a refused owner (a refused thief may be turned away without touching the owner's session).",
 };
@@ -219,7 +219,9 @@ fn owner_session_killed(
 /// have minted one unseen: the window is empty, so no
 /// answered request lies in it, and any retention keeps the newest event.
 /// No server request of the session was in flight (condition 4 may
-/// require refusing a resumption over one that cannot be carried over).
+/// require refusing a resumption over one that cannot be carried over),
+/// and no earlier connection of the stream was still half-open (a fence
+/// that cannot be confirmed is a reason to refuse).
 /// The session was alive: nothing ended it (no DELETE, no `end-session`
 /// step, no earlier refusal of the owner), and the refusal did not say it
 /// was gone (404 and 410 may be a server's own expiry: not judged; nor is
@@ -267,7 +269,18 @@ fn valid_refused(o: &Observed, c: &Conn, (t_rej, rej_seq, how): (SimTime, u64, R
     let in_flight = o.requests.values().filter(|r| r.token() == Some(token)).any(|r| {
         r.issued.0 <= t_rej && r.resolution().is_none_or(|x| x.0 >= t_req)
     });
-    if minting_post || reissued || in_flight {
+    // Nor may a prior connection of the stream still be half-open: a server
+    // that cannot confirm its writer dead must fence it, and refuses if the
+    // fence is not confirmed in time (the seed's rule; found by a hunt with
+    // `fence_delay` past `fence_grace`).
+    let half_open_prior = o.conns.values().any(|p| {
+        p.client == c.client
+            && p.conn != c.conn
+            && p.stream == c.stream
+            && p.opened < t_req
+            && o.mapping_of(p).is_some_and(|m| m.dropped.is_some() && m.reset.is_none_or(|r| r.0 > t_req))
+    });
+    if minting_post || reissued || in_flight || half_open_prior {
         return None;
     }
     // Alive, as far as anything in the trace says.

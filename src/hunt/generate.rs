@@ -76,6 +76,17 @@ pub enum ReachKind {
     CallStreamTheft,
     /// streamable-http: a DELETE from the owner or from a thief.
     EndSession,
+    /// A burst that overflows the retention window while the owner's stream
+    /// is half-open, then a resume from its last seen id (evicted by then).
+    RetentionOverflow,
+    /// A delayed fence (`fence_delay`), a silent drop, then a resume.
+    FenceDelay,
+    /// A request marked not reissuable, pending when its owner resumes.
+    NotReissuable,
+    /// A request answered late (after its timeout or its re-issue), then a
+    /// stale resume from an id before it: the window covers a request the
+    /// server has settled.
+    StaleAfterLateAnswer,
 }
 
 impl ReachKind {
@@ -88,6 +99,12 @@ impl ReachKind {
         ReachKind::EndSession,
     ];
 
+    /// The situations added after the first five (issue 26), drawn from a
+    /// stream of their own (`hunt.reach2`) so that the first five keep
+    /// their draws.
+    pub const LATER: [ReachKind; 4] =
+        [ReachKind::RetentionOverflow, ReachKind::FenceDelay, ReachKind::NotReissuable, ReachKind::StaleAfterLateAnswer];
+
     /// Whether a plan in `dialect` can hold it. DELETE and tool calls exist
     /// only in streamable-http. The window's edges are drawn in legacy-sse
     /// only: in streamable-http a session's streams share one id space, so
@@ -99,6 +116,10 @@ impl ReachKind {
             ReachKind::CallStreamTheft | ReachKind::EndSession => dialect == Dialect::StreamableHttp,
             ReachKind::WindowEdge => dialect == Dialect::LegacySse,
             ReachKind::PendingResumes | ReachKind::LateAnswer => true,
+            ReachKind::RetentionOverflow
+            | ReachKind::FenceDelay
+            | ReachKind::NotReissuable
+            | ReachKind::StaleAfterLateAnswer => true,
         }
     }
 }
@@ -148,7 +169,16 @@ pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
     for &kind in &reach_kinds {
         d.reach(kind, &mut reach);
     }
-    let faults = kinds.iter().map(|k| format!("{k:?}")).chain(reach_kinds.iter().map(|k| format!("{k:?}")));
+    let mut later = Seed(seed).stream("hunt.reach2");
+    let later_kinds: Vec<ReachKind> =
+        ReachKind::LATER.into_iter().filter(|kind| kind.fits(dialect) && later.random_bool(0.1)).collect();
+    for &kind in &later_kinds {
+        d.reach(kind, &mut later);
+    }
+    let faults = kinds
+        .iter()
+        .map(|k| format!("{k:?}"))
+        .chain(reach_kinds.iter().chain(&later_kinds).map(|k| format!("{k:?}")));
     d.into_plan(seed, dialect, faults.collect::<Vec<_>>().join(", "))
 }
 
@@ -163,6 +193,7 @@ struct Draft {
     /// The last request label drawn (`r<n>`).
     label: u32,
     retention: usize,
+    fence_delay: Duration,
     thieves: usize,
 }
 
@@ -182,7 +213,7 @@ impl Draft {
             })
             .collect();
         let owners: Vec<String> = clients.iter().map(|c| c.name.clone()).collect();
-        let mut d = Draft { rng, streamable, clients, owners, steps: Vec::new(), label: 0, retention: 64, thieves: 0 };
+        let mut d = Draft { rng, streamable, clients, owners, steps: Vec::new(), label: 0, retention: 64, fence_delay: Duration::ZERO, thieves: 0 };
         for (i, o) in d.owners.clone().into_iter().enumerate() {
             d.push(ms(i as u64 * 100), Action::Connect { client: o });
         }
@@ -360,6 +391,44 @@ impl Draft {
                 self.push(at + ms(d), resume_last_seen(o));
             }
             ReachKind::CallStreamTheft | ReachKind::EndSession => self.theft_or_end(kind, reach, o, at),
+            ReachKind::RetentionOverflow => {
+                if self.retention == 64 {
+                    self.retention = reach.random_range(2..=6);
+                }
+                self.push(at, Action::Sever { client: o.clone() });
+                let count = self.retention as u64 + reach.random_range(4..=10);
+                self.push(at + ms(300), Action::Notify { client: o.clone(), count });
+                self.push(at + ms(1_200), resume_last_seen(o));
+            }
+            ReachKind::FenceDelay => {
+                self.fence_delay = ms(reach.random_range(200..3_000));
+                self.slow(&o);
+                let request = reach_request(&mut self.label, &o, "elicitation/create");
+                self.push(at, request);
+                self.push(at + ms(300), Action::Sever { client: o.clone() });
+                self.push(at + ms(reach.random_range(500..1_500)), resume_last_seen(o));
+            }
+            ReachKind::NotReissuable => {
+                self.slow(&o);
+                self.label += 1;
+                let (client, label) = (o.clone(), format!("r{}", self.label));
+                let method = "elicitation/create".to_string();
+                self.push(at, Action::ServerRequest { client, method, label, reissuable: false });
+                self.push(at + ms(400), Action::Sever { client: o.clone() });
+                self.push(at + ms(reach.random_range(600..1_500)), resume_last_seen(o));
+            }
+            ReachKind::StaleAfterLateAnswer => {
+                // The owner answers after the request's timeout (8 s), then
+                // resumes from the first id it saw, before the request.
+                let think = ms(reach.random_range(500..2_000)) + Duration::from_secs(8);
+                if let Some(c) = self.clients.iter_mut().find(|c| c.name == o) {
+                    c.think_time = c.think_time.max(think);
+                }
+                let request = reach_request(&mut self.label, &o, "roots/list");
+                self.push(at, request);
+                let stale = self.seen(o.clone(), 0);
+                self.push(at + think + ms(1_000), Action::Resume { client: o, last_event_id: stale, expect: None });
+            }
         }
     }
 
@@ -407,7 +476,7 @@ impl Draft {
                 retention: self.retention,
                 heartbeat: Dur(Duration::from_secs(2)),
                 fence_grace: Dur(Duration::from_secs(2)),
-                fence_delay: Dur(Duration::ZERO),
+                fence_delay: Dur(self.fence_delay),
                 request_timeout: Dur(Duration::from_secs(8)),
             },
             network: NetworkConfig { tick: TICK, latency_min: ms(5), latency_max, half_open_lifetime },

@@ -134,7 +134,7 @@ fn run_seed_with(
     let trace_hash = run.trace.jsonl_hash();
     let observed = check::observe::Observed::new(&run.trace);
     let verdicts = check::judge_observed(&observed);
-    let reached = reach::reached_observed(&observed, plan.server.retention).into_iter().map(String::from).collect();
+    let reached = reach::reached_observed(&observed, &plan.server).into_iter().map(String::from).collect();
     let mut violated = Vec::new();
     let mut firsts = Vec::new();
     for v in &verdicts {

@@ -13,10 +13,11 @@
 
 use crate::check::observe::Observed;
 use crate::trace::Trace;
+use crate::scenario::ServerConfig;
 use crate::trace::{Outcome, Purpose};
 
 /// The situations a hunt measures, in the order the summary prints them.
-pub const SITUATIONS: [&str; 7] = [
+pub const SITUATIONS: [&str; 11] = [
     WINDOW_EDGE,
     PENDING_RESUMES,
     ANSWER_AFTER_REISSUE,
@@ -24,7 +25,20 @@ pub const SITUATIONS: [&str; 7] = [
     CALL_STREAM_THEFT,
     OWNER_DELETE,
     FOREIGN_DELETE,
+    RETENTION_OVERFLOW,
+    FENCE_DELAY,
+    NOT_REISSUABLE,
+    STALE_OVER_SETTLED,
 ];
+
+/// A resume from an id older than the window's edge: evicted, the retention overflowed.
+pub const RETENTION_OVERFLOW: &str = "resume from an id the retention let go";
+/// A resume sent while the prior stream was half-open, to a server that delays its fences.
+pub const FENCE_DELAY: &str = "resume under a delayed fence";
+/// A resume while a request marked not reissuable was pending on the session.
+pub const NOT_REISSUABLE: &str = "resume while a non-reissuable request is pending";
+/// A resume from an id before a request its owner had answered late.
+pub const STALE_OVER_SETTLED: &str = "stale resume over a late-answered request";
 
 /// A resume from the oldest retained id minus one or two, or from the next id to be minted.
 pub const WINDOW_EDGE: &str = "resume at the window's edge";
@@ -42,15 +56,16 @@ pub const OWNER_DELETE: &str = "DELETE by the session's owner";
 pub const FOREIGN_DELETE: &str = "DELETE by a non-owner";
 
 /// The situations a run reached, read from its trace, in [`SITUATIONS`]
-/// order. `retention` is the server's replay window (the plan's
-/// `[server] retention`).
-pub fn reached(trace: &Trace, retention: usize) -> Vec<&'static str> {
-    reached_observed(&Observed::new(trace), retention)
+/// order. `server` is the plan's `[server]`: its replay window
+/// (`retention`) and its `fence_delay`.
+pub fn reached(trace: &Trace, server: &ServerConfig) -> Vec<&'static str> {
+    reached_observed(&Observed::new(trace), server)
 }
 
 /// [`reached`] on a trace already indexed (a hunt indexes it once for the
 /// checks and for this).
-pub(crate) fn reached_observed(o: &Observed, retention: usize) -> Vec<&'static str> {
+pub(crate) fn reached_observed(o: &Observed, server: &ServerConfig) -> Vec<&'static str> {
+    let retention = server.retention;
     let found = [
         window_edge(o, retention),
         pending_resumes(o),
@@ -59,6 +74,10 @@ pub(crate) fn reached_observed(o: &Observed, retention: usize) -> Vec<&'static s
         call_stream_theft(o),
         delete(o, true),
         delete(o, false),
+        retention_overflow(o, retention),
+        !server.fence_delay.0.is_zero() && resumed_past_half_open(o),
+        not_reissuable_pending(o),
+        stale_over_settled(o),
     ];
     SITUATIONS.iter().zip(found).filter(|(_, hit)| *hit).map(|(s, _)| *s).collect()
 }
@@ -130,5 +149,68 @@ fn delete(o: &Observed, by_owner: bool) -> bool {
                 .as_deref()
                 .and_then(|t| o.token_owner.get(t))
                 .is_some_and(|owner| (*owner == c.client) == by_owner)
+    })
+}
+
+/// A resumption from an id more than one below the oldest retained id (the
+/// newest id the session showed minus the retention): one the window let go.
+fn retention_overflow(o: &Observed, retention: usize) -> bool {
+    o.conns.values().any(|c| {
+        let (Some(l), Some(tok), Some(t)) = (c.last_event_id_number(), c.presented_token.as_deref(), c.request_t)
+        else {
+            return false;
+        };
+        o.max_id_seen(tok, t).is_some_and(|newest| l + (retention as u64) + 2 < newest)
+    })
+}
+
+/// A resume (a GET with `Last-Event-ID`) sent while an earlier connection
+/// of the same stream was half-open (its mapping dropped silently before):
+/// the server has a writer to fence.
+fn resumed_past_half_open(o: &Observed) -> bool {
+    o.conns.values().any(|new| {
+        let Some(sent) = new.request_t.filter(|_| new.last_event_id.is_some()) else { return false };
+        o.conns.values().any(|prior| {
+            prior.client == new.client
+                && prior.conn != new.conn
+                && prior.stream == new.stream
+                && !prior.stream.is_none()
+                && o.mapping_of(prior).and_then(|m| m.dropped.as_ref()).is_some_and(|d| d.0 < sent)
+        })
+    })
+}
+
+/// A resume (a GET with `Last-Event-ID`) on a session while one of its
+/// requests marked not reissuable was unsettled.
+fn not_reissuable_pending(o: &Observed) -> bool {
+    o.requests.values().filter(|r| !r.reissuable).any(|r| {
+        let Some(tok) = r.token() else { return false };
+        let to = r.resolution().map_or(o.end, |x| x.0);
+        o.conns.values().any(|c| {
+            c.last_event_id.is_some()
+                && c.presented_token.as_deref() == Some(tok)
+                && c.request_t.is_some_and(|t| r.issued.0 < t && t < to)
+        })
+    })
+}
+
+/// The owner answered a request late (after its timeout or its re-issue),
+/// then resumed from an id below the request's event: a window over a
+/// request the server had settled.
+fn stale_over_settled(o: &Observed) -> bool {
+    o.requests.values().any(|r| {
+        let Some(event) = r.event_id.as_deref().and_then(|e| e.parse::<u64>().ok()) else { return false };
+        let late = o.answers.iter().filter(|a| a.client == r.owner && a.session.as_deref() == r.token()).find(|a| {
+            r.resolution().is_some_and(|x| x.2 == Outcome::TimedOut && x.0 <= a.t)
+                || r.ids.iter().position(|id| *id == a.id).is_some_and(|k| {
+                    r.ids.get(k + 1).and_then(|next| r.id_since(next)).is_some_and(|s| s <= a.t)
+                })
+        });
+        let Some(late) = late else { return false };
+        o.conns.values().any(|c| {
+            c.client == r.owner
+                && c.request_t.is_some_and(|t| t > late.t)
+                && c.last_event_id_number().is_some_and(|l| l < event)
+        })
     })
 }

@@ -137,8 +137,9 @@ fn a_server_error_answered_to_a_resumption_is_a_crash_not_a_refusal() {
     assert!(passed(&refused_with(404), CheckId::RejectionProtocol));
 }
 
-/// alice received 1000..1002 on her uplink; it goes silent at 8 s and she
-/// resumes from 1002, the newest id her session minted, at 10 s on conn 2.
+/// alice received 1000..1002 on her uplink; it breaks at 8 s (a reset: no
+/// writer is left half-open) and she resumes from 1002, the newest id her
+/// session minted, at 10 s on conn 2.
 fn resume_from_the_newest() -> Tb {
     Tb::new(60)
         .client("alice")
@@ -146,7 +147,7 @@ fn resume_from_the_newest() -> Tb {
         .at(200)
         .notes("alice", 1, &["1000", "1001", "1002"])
         .at(8_000)
-        .drop_mapping("alice", 1, "rebind")
+        .ended("alice", 1, "stream error: connection reset")
         .at(10_000)
         .resume("alice", 2, "tok-1", Some("1002"))
         .at(10_100)
@@ -183,6 +184,24 @@ fn a_refusal_with_anything_newer_in_the_window_is_not_judged_valid() {
     let t = resume_from_the_newest()
         .status("alice", 2, 404, None)
         .refused("alice", 2, Refused::Status(404))
+        .at(10_500)
+        .uplink("alice", 3, "tok-2")
+        .trace();
+    assert!(passed(&t, CheckId::RejectionProtocol), "{:?}", verdict(&t, CheckId::RejectionProtocol));
+    // Nor one while the prior stream is still half-open: the server may
+    // not be able to confirm its fence, and must then refuse.
+    let t = Tb::new(60)
+        .client("alice")
+        .uplink("alice", 1, "tok-1")
+        .at(200)
+        .notes("alice", 1, &["1000"])
+        .at(8_000)
+        .drop_mapping("alice", 1, "rebind")
+        .at(10_000)
+        .resume("alice", 2, "tok-1", Some("1000"))
+        .at(10_100)
+        .stream("alice", 2)
+        .refused("alice", 2, Refused::ErrorEvent)
         .at(10_500)
         .uplink("alice", 3, "tok-2")
         .trace();

@@ -120,7 +120,7 @@ pub(super) async fn resume(
         ),
     );
 
-    dispose_inflight(shared, s, stream, inflight, &[]);
+    dispose_inflight(shared, s, stream, (inflight, false), &[]);
     if s.calls.get(&stream).is_some_and(|c| c.done) {
         // The tool call's stream was complete: the replay was its tail.
         let _ = tx.send(ChannelBody::END);
@@ -131,13 +131,28 @@ pub(super) async fn resume(
 
 /// Carries out a policy's in-flight disposition for the pending requests of
 /// `stream` (except `skip`: requests just delivered on the new writer).
-pub(super) fn dispose_inflight(shared: &Shared, s: &mut Session, stream: StreamId, inflight: Inflight, skip: &[RpcId]) {
+pub(super) fn dispose_inflight(
+    shared: &Shared,
+    s: &mut Session,
+    stream: StreamId,
+    (inflight, fresh): (Inflight, bool),
+    skip: &[RpcId],
+) {
     let retention = shared.cfg.retention;
     let pending: Vec<usize> = (0..s.requests.len())
         .filter(|&i| s.requests[i].state == RequestState::Pending && s.requests[i].stream == stream)
         .filter(|&i| !skip.contains(&s.requests[i].id))
         .collect();
     for i in pending {
+        // On a fresh standalone stream (`fresh`), a request that must not be
+        // re-issued is failed instead (condition 4): the policy's decision
+        // there sees no requests, so it cannot refuse over one (found by a
+        // hunt: guarded re-issued a non-reissuable request on a fresh GET).
+        // A resumption's decision sees them, and carries out what it says.
+        let inflight = match inflight {
+            Inflight::Reissue if fresh && !s.requests[i].reissuable => Inflight::Fail,
+            other => other,
+        };
         match inflight {
             Inflight::Leave => {}
             Inflight::Fail => {

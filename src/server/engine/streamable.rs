@@ -204,7 +204,7 @@ async fn open_standalone(shared: &Shared, ctl: Rc<ConnCtl>, token: &str, who: &s
         .note(&s.name, format!("standalone stream on uplink U{uplink}; {} queued request(s) sent", queued.len()));
     // Requests already written to an earlier standalone stream the client
     // evidently lost (it presents no id): the policy's in-flight rule applies.
-    dispose_inflight(shared, s, STANDALONE, inflight, &queued);
+    dispose_inflight(shared, s, STANDALONE, (inflight, true), &queued);
     sse_response(body)
 }
 
