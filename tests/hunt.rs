@@ -260,7 +260,11 @@ const MUTANT_TABLE: [(&str, Dialect, &[&str], &str); 14] = [
     (
         "no-fence",
         Dialect::StreamableHttp,
-        &["session-binding | dead-writer", "inflight-disposition | left-in-flight", "inflight-disposition | reached-twice"],
+        &[
+            "session-binding | dead-writer",
+            "inflight-disposition | left-in-flight",
+            "inflight-disposition | reached-twice",
+        ],
         "two writers: late writes into the dropped uplink (session-binding); a re-issue handed to the \
          unfenced prior writer, which never reaches the new stream, or reaches a live one under both ids \
          (inflight-disposition)",
@@ -297,7 +301,11 @@ const MUTANT_TABLE: [(&str, Dialect, &[&str], &str); 14] = [
     (
         "inclusive-replay",
         Dialect::LegacySse,
-        &["stream-order | resent", "correlation-consistency | stale-correlation", "inflight-disposition | reached-twice"],
+        &[
+            "stream-order | resent",
+            "correlation-consistency | stale-correlation",
+            "inflight-disposition | reached-twice",
+        ],
         "one defect with three faces: the Last-Event-ID event sent again is a duplicate (stream-order); \
          when it is a request already answered, correlation-consistency names the bug; when it is a \
          request in flight, inflight-disposition does",

@@ -128,7 +128,8 @@ fn a_step_that_runs_late_makes_the_run_timing_unreliable_with_exit_code_5() {
     // resume step (index 3), as a loaded machine would: 10 s of scenario
     // time at time scale 0.05, far past the bound (2 ticks, at least 250 ms).
     let late = |extra: &[&str]| {
-        let mut args = vec!["run", "--live", &*Box::leak(serve("guarded").into_boxed_str()), "scenarios/garbage-id.toml"];
+        let mut args =
+            vec!["run", "--live", &*Box::leak(serve("guarded").into_boxed_str()), "scenarios/garbage-id.toml"];
         args.extend_from_slice(&["--time-scale", "0.05"]);
         args.extend_from_slice(extra);
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpsim"))
@@ -146,14 +147,24 @@ fn a_step_that_runs_late_makes_the_run_timing_unreliable_with_exit_code_5() {
     assert_eq!(live["timing_unreliable"], true, "{live}");
     assert_eq!(live["late_steps"][0]["step"], 3, "{live}");
     assert_eq!(live["late_steps"][0]["do"], "resume", "{live}");
-    let lateness = live["late_steps"][0]["ran_us"].as_u64().unwrap() - live["late_steps"][0]["due_us"].as_u64().unwrap();
+    let lateness =
+        live["late_steps"][0]["ran_us"].as_u64().unwrap() - live["late_steps"][0]["due_us"].as_u64().unwrap();
     assert!(lateness >= 5_000_000, "{live}");
     assert_eq!(json["summary"]["timing_unreliable"], 1, "{json}");
     assert_eq!(json["summary"]["met"], 0, "a run cut loose from its timing never counts as met: {json}");
     let (code, out, _) = late(&[]);
     assert_eq!(code, 5, "{out}");
-    assert!(out.contains("step(s) ran later than 250ms after their due time; the latest, step 3 (resume), was due at 5.000 s"), "{out}");
-    assert!(out.starts_with("garbage-id · server guarded · LIVE") && out.lines().nth(1).unwrap().starts_with("TIMING UNRELIABLE: "), "{out}");
+    assert!(
+        out.contains(
+            "step(s) ran later than 250ms after their due time; the latest, step 3 (resume), was due at 5.000 s"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.starts_with("garbage-id · server guarded · LIVE")
+            && out.lines().nth(1).unwrap().starts_with("TIMING UNRELIABLE: "),
+        "{out}"
+    );
     assert!(out.contains("expectation not judged: timing unreliable"), "{out}");
     assert!(out.contains("1 run(s): 0 as expected, 0 not met, 0 without expectation, 1 timing unreliable"), "{out}");
 }

@@ -692,7 +692,8 @@ fn a_replay_that_leaves_out_the_newest_event_is_blamed_on_replay_integrity() {
             let violated = |id: &str| matches!(verdict(&v, id).status, Status::Violated { .. });
             // The rule in both checks' `explain`: where the trace cannot tell
             // a skipped event from a raced one, session-binding says so.
-            let plain = headlines(&v, "session-binding").into_iter().filter(|h| !h.contains("the trace cannot tell which"));
+            let plain =
+                headlines(&v, "session-binding").into_iter().filter(|h| !h.contains("the trace cannot tell which"));
             if plain.count() > 0 {
                 blamed.push(format!("{dialect:?} seed {seed}: {:?}", headlines(&v, "session-binding")));
             }

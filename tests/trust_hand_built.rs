@@ -83,7 +83,12 @@ impl T {
                 conn: ConnId(1),
                 id: Some(event.to_string()),
                 event: "message".into(),
-                rpc: Some(RpcSummary { kind: RpcKind::Request, method: Some(method.into()), id: Some(RpcId::Num(id)), params: None }),
+                rpc: Some(RpcSummary {
+                    kind: RpcKind::Request,
+                    method: Some(method.into()),
+                    id: Some(RpcId::Num(id)),
+                    params: None,
+                }),
                 data: format!("{{\"id\":{id},\"method\":\"{method}\",\"label\":\"{label}\"}}"),
             },
         )

@@ -261,14 +261,18 @@ fn valid_refused(o: &Observed, c: &Conn, (t_rej, rej_seq, how): (SimTime, u64, R
             && d.opened >= since
             && !(d.client == c.client && answer_posts.contains(&d.conn))
     });
-    let reissued = o.requests.values().filter(|r| r.token() == Some(token)).any(|r| {
-        r.outcomes.iter().any(|x| x.2 == crate::trace::Outcome::Reissued && x.0 >= since && x.0 <= t_rej)
-    });
+    let reissued = o
+        .requests
+        .values()
+        .filter(|r| r.token() == Some(token))
+        .any(|r| r.outcomes.iter().any(|x| x.2 == crate::trace::Outcome::Reissued && x.0 >= since && x.0 <= t_rej));
     // Nor may a server request be in flight: one that cannot be carried
     // over (not reissuable) is a reason to refuse by condition 4.
-    let in_flight = o.requests.values().filter(|r| r.token() == Some(token)).any(|r| {
-        r.issued.0 <= t_rej && r.resolution().is_none_or(|x| x.0 >= t_req)
-    });
+    let in_flight = o
+        .requests
+        .values()
+        .filter(|r| r.token() == Some(token))
+        .any(|r| r.issued.0 <= t_rej && r.resolution().is_none_or(|x| x.0 >= t_req));
     // Nor may a prior connection of the stream still be half-open: a server
     // that cannot confirm its writer dead must fence it, and refuses if the
     // fence is not confirmed in time (the seed's rule; found by a hunt with

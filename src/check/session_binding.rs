@@ -67,7 +67,9 @@ pub fn judge(o: &Observed) -> Status {
             let raced = |e: &crate::trace::SseSeen, b: u64| {
                 e.rpc.is_some()
                     && e.id.as_deref().and_then(|i| i.parse::<u64>().ok()).is_some_and(|i| {
-                        i > b && !o.minted_before_attach(new, token, i) && (!new.delivered.is_empty() || unseen(o, new, i))
+                        i > b
+                            && !o.minted_before_attach(new, token, i)
+                            && (!new.delivered.is_empty() || unseen(o, new, i))
                     })
             };
             let after_attach = |w: &&(SimTime, u64, usize, Vec<crate::trace::SseSeen>)| {

@@ -84,8 +84,7 @@ fn judge_stream(o: &Observed, c: &Conn, out: &mut Vec<Violation>) -> bool {
             };
             out.push(violation(finding, vec![e.seq, d.seq]));
         } else if let Some(p) = prev.filter(|p| {
-            matches!((p.numeric_id(), d.numeric_id()), (Some(a), Some(b)) if b < a)
-                || minted_before(&rank, d, p)
+            matches!((p.numeric_id(), d.numeric_id()), (Some(a), Some(b)) if b < a) || minted_before(&rank, d, p)
         }) {
             let after = p.id.clone().unwrap_or_else(|| "-".into());
             let finding = Finding::OutOfOrder { client: c.client.clone(), conn: c.conn, id: id.into(), after, at: d.t };

@@ -22,7 +22,12 @@ pub(crate) struct Tb {
 
 /// A notification's summary (as the client's SSE decoder records it).
 fn notification() -> Option<RpcSummary> {
-    Some(RpcSummary { kind: RpcKind::Notification, method: Some("notifications/message".into()), id: None, params: None })
+    Some(RpcSummary {
+        kind: RpcKind::Notification,
+        method: Some("notifications/message".into()),
+        id: None,
+        params: None,
+    })
 }
 
 /// A server request's summary (every request built here carries the same params).

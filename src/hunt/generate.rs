@@ -102,8 +102,12 @@ impl ReachKind {
     /// The situations added after the first five (issue 26), drawn from a
     /// stream of their own (`hunt.reach2`) so that the first five keep
     /// their draws.
-    pub const LATER: [ReachKind; 4] =
-        [ReachKind::RetentionOverflow, ReachKind::FenceDelay, ReachKind::NotReissuable, ReachKind::StaleAfterLateAnswer];
+    pub const LATER: [ReachKind; 4] = [
+        ReachKind::RetentionOverflow,
+        ReachKind::FenceDelay,
+        ReachKind::NotReissuable,
+        ReachKind::StaleAfterLateAnswer,
+    ];
 
     /// Whether a plan in `dialect` can hold it. DELETE and tool calls exist
     /// only in streamable-http. The window's edges are drawn in legacy-sse
@@ -175,10 +179,8 @@ pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
     for &kind in &later_kinds {
         d.reach(kind, &mut later);
     }
-    let faults = kinds
-        .iter()
-        .map(|k| format!("{k:?}"))
-        .chain(reach_kinds.iter().chain(&later_kinds).map(|k| format!("{k:?}")));
+    let faults =
+        kinds.iter().map(|k| format!("{k:?}")).chain(reach_kinds.iter().chain(&later_kinds).map(|k| format!("{k:?}")));
     d.into_plan(seed, dialect, faults.collect::<Vec<_>>().join(", "))
 }
 
@@ -213,7 +215,17 @@ impl Draft {
             })
             .collect();
         let owners: Vec<String> = clients.iter().map(|c| c.name.clone()).collect();
-        let mut d = Draft { rng, streamable, clients, owners, steps: Vec::new(), label: 0, retention: 64, fence_delay: Duration::ZERO, thieves: 0 };
+        let mut d = Draft {
+            rng,
+            streamable,
+            clients,
+            owners,
+            steps: Vec::new(),
+            label: 0,
+            retention: 64,
+            fence_delay: Duration::ZERO,
+            thieves: 0,
+        };
         for (i, o) in d.owners.clone().into_iter().enumerate() {
             d.push(ms(i as u64 * 100), Action::Connect { client: o });
         }

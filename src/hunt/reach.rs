@@ -12,8 +12,8 @@
 //! socket carried has a newer edge than the one measured here.
 
 use crate::check::observe::Observed;
-use crate::trace::Trace;
 use crate::scenario::ServerConfig;
+use crate::trace::Trace;
 use crate::trace::{Outcome, Purpose};
 
 /// The situations a hunt measures, in the order the summary prints them.
@@ -202,9 +202,10 @@ fn stale_over_settled(o: &Observed) -> bool {
         let Some(event) = r.event_id.as_deref().and_then(|e| e.parse::<u64>().ok()) else { return false };
         let late = o.answers.iter().filter(|a| a.client == r.owner && a.session.as_deref() == r.token()).find(|a| {
             r.resolution().is_some_and(|x| x.2 == Outcome::TimedOut && x.0 <= a.t)
-                || r.ids.iter().position(|id| *id == a.id).is_some_and(|k| {
-                    r.ids.get(k + 1).and_then(|next| r.id_since(next)).is_some_and(|s| s <= a.t)
-                })
+                || r.ids
+                    .iter()
+                    .position(|id| *id == a.id)
+                    .is_some_and(|k| r.ids.get(k + 1).and_then(|next| r.id_since(next)).is_some_and(|s| s <= a.t))
         });
         let Some(late) = late else { return false };
         o.conns.values().any(|c| {

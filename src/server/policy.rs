@@ -144,7 +144,12 @@ impl ResumptionPolicy for Naive {
     fn decide(&self, v: &ResumeView<'_>) -> Decision {
         let asked = v.last_event_id.map_or(0, |n| n.saturating_add(1));
         let oldest = v.retained.map_or(v.next_event_id, |(o, _)| o);
-        Decision::Accept { fence_prior: false, replay_from: asked.max(oldest), skip_newest: false, inflight: Inflight::Leave }
+        Decision::Accept {
+            fence_prior: false,
+            replay_from: asked.max(oldest),
+            skip_newest: false,
+            inflight: Inflight::Leave,
+        }
     }
 }
 
@@ -417,7 +422,10 @@ mod tests {
     #[test]
     fn guarded_accepts_a_clean_resume_and_fences() {
         let d = Guarded::decision(&view(Some(1007), &[], &[]));
-        assert_eq!(d, Decision::Accept { fence_prior: true, replay_from: 1008, skip_newest: false, inflight: Inflight::Reissue });
+        assert_eq!(
+            d,
+            Decision::Accept { fence_prior: true, replay_from: 1008, skip_newest: false, inflight: Inflight::Reissue }
+        );
     }
 
     #[test]

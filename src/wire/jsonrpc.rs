@@ -146,7 +146,9 @@ impl Message {
             Message::Response { id, .. } => {
                 RpcSummary { kind: RpcKind::Response, method: None, id: Some(id.clone()), params: None }
             }
-            Message::Error { id, .. } => RpcSummary { kind: RpcKind::Error, method: None, id: id.clone(), params: None },
+            Message::Error { id, .. } => {
+                RpcSummary { kind: RpcKind::Error, method: None, id: id.clone(), params: None }
+            }
         }
     }
 }

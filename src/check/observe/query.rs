@@ -338,7 +338,9 @@ impl Observed<'_> {
         let issued = self
             .requests
             .values()
-            .filter(|r| r.token() == Some(token) && r.event_id.as_deref().and_then(|i| i.parse::<u64>().ok()) == Some(id))
+            .filter(|r| {
+                r.token() == Some(token) && r.event_id.as_deref().and_then(|i| i.parse::<u64>().ok()) == Some(id)
+            })
             .map(|r| r.issued.0);
         notified.chain(issued).min()
     }
