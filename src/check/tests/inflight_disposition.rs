@@ -18,8 +18,8 @@ fn in_flight_at_resume() -> Tb {
         .stream("alice", 2)
 }
 
-/// The application re-issues r1 as `r1-b` (event 1002) on the new uplink.
-fn reissue(t: Tb) -> Tb {
+/// The application reports r1 re-issued as `r1-b`.
+fn reissued(t: Tb) -> Tb {
     t.push(What::RequestOutcome {
         label: "r1".into(),
         id: RpcId::Str("r1".into()),
@@ -27,8 +27,11 @@ fn reissue(t: Tb) -> Tb {
         new_id: Some(RpcId::Str("r1-b".into())),
         detail: String::new(),
     })
-    .at(20_140)
-    .request_event("alice", 2, "1002", "r1-b")
+}
+
+/// The application re-issues r1 as `r1-b` (event 1002) on the new uplink.
+fn reissue(t: Tb) -> Tb {
+    reissued(t).at(20_140).request_event("alice", 2, "1002", "r1-b")
 }
 
 #[test]
@@ -70,15 +73,7 @@ fn an_answer_to_a_tombstoned_id_must_not_be_applied() {
 fn a_reissue_that_never_reaches_the_live_uplink_is_a_violation() {
     // The application re-issues r1 as r1-b, but it goes to no live uplink:
     // alice's conn 2 is live to the end (400 s, past any timeout's reach).
-    let t = in_flight_at_resume()
-        .push(What::RequestOutcome {
-            label: "r1".into(),
-            id: RpcId::Str("r1".into()),
-            outcome: Outcome::Reissued,
-            new_id: Some(RpcId::Str("r1-b".into())),
-            detail: String::new(),
-        })
-        .trace();
+    let t = reissued(in_flight_at_resume()).trace();
     assert_eq!(
         headlines(&t, CheckId::InflightDisposition),
         ["r1 (sampling/createMessage) was re-issued as r1-b at 20.100 s, but r1-b never reached alice, whose stream was usable from 20.100 s: the re-issue went to no live uplink"]
@@ -89,14 +84,7 @@ fn a_reissue_that_never_reaches_the_live_uplink_is_a_violation() {
 #[test]
 fn a_reissue_must_be_the_same_request() {
     // The re-issue carries other params (here: emptied) under its fresh id.
-    let changed = in_flight_at_resume()
-        .push(What::RequestOutcome {
-            label: "r1".into(),
-            id: RpcId::Str("r1".into()),
-            outcome: Outcome::Reissued,
-            new_id: Some(RpcId::Str("r1-b".into())),
-            detail: String::new(),
-        })
+    let changed = reissued(in_flight_at_resume())
         .at(20_140)
         .request_event_with("alice", 2, "1002", "r1-b", "digest-of-empty-params")
         .trace();
