@@ -133,6 +133,11 @@ pub enum What {
         scenario: String,
         /// The server under test, by name.
         server: String,
+        /// The dialect the run speaks (`legacy-sse`, `streamable-http`):
+        /// what the checks read the rest of the trace as. Empty in traces
+        /// written before it was recorded.
+        #[serde(default)]
+        dialect: String,
         /// The seed of the run.
         seed: u64,
         /// The scenario's duration, in microseconds of simulated time.
