@@ -482,9 +482,11 @@ fn a_hunt_counts_how_often_it_reaches_each_situation() {
     for s in [RETENTION_OVERFLOW, FENCE_DELAY, NOT_REISSUABLE] {
         assert!(legacy.reach[s] > 0, "legacy-sse never reached {s}: {:?}", legacy.reach);
     }
-    for s in [RETENTION_OVERFLOW, FENCE_DELAY, NOT_REISSUABLE, STALE_OVER_SETTLED] {
+    for s in [RETENTION_OVERFLOW, FENCE_DELAY, NOT_REISSUABLE, STALE_OVER_SETTLED, SPANS_STREAMS] {
         assert!(streamable.reach[s] > 0, "streamable-http never reached {s}: {:?}", streamable.reach);
     }
+    // A legacy-sse session has one stream.
+    assert_eq!(legacy.reach[SPANS_STREAMS], 0);
 }
 
 #[test]

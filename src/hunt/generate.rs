@@ -87,6 +87,16 @@ pub enum ReachKind {
     /// stale resume from an id before it: the window covers a request the
     /// server has settled.
     StaleAfterLateAnswer,
+    /// streamable-http: a burst on the standalone stream, a silent drop, then
+    /// a resume at the edge of the window as the server numbers it. The
+    /// reference engine (and any server numbering a session's events in one
+    /// sequence) keeps `retention` events of the whole session, so the edge
+    /// is the session's newest id minus the retention; resuming from the
+    /// standalone stream's last seen id plus an offset reaches it when the
+    /// burst is all the session minted since. When a tool call minted ids in
+    /// between, the resume names an id another stream carried: a window that
+    /// spans another stream's events, the other situation this draws.
+    StreamableWindowEdge,
 }
 
 impl ReachKind {
@@ -124,6 +134,7 @@ impl ReachKind {
             | ReachKind::FenceDelay
             | ReachKind::NotReissuable
             | ReachKind::StaleAfterLateAnswer => true,
+            ReachKind::StreamableWindowEdge => dialect == Dialect::StreamableHttp,
         }
     }
 }
@@ -179,8 +190,19 @@ pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
     for &kind in &later_kinds {
         d.reach(kind, &mut later);
     }
-    let faults =
-        kinds.iter().map(|k| format!("{k:?}")).chain(reach_kinds.iter().chain(&later_kinds).map(|k| format!("{k:?}")));
+    // streamable-http's window edge, from a third stream (so the draws above stay as they were).
+    let mut edge = Seed(seed).stream("hunt.reach3");
+    let edge_kinds: Vec<ReachKind> = [ReachKind::StreamableWindowEdge]
+        .into_iter()
+        .filter(|kind| kind.fits(dialect) && edge.random_bool(0.1))
+        .collect();
+    for &kind in &edge_kinds {
+        d.reach(kind, &mut edge);
+    }
+    let faults = kinds
+        .iter()
+        .map(|k| format!("{k:?}"))
+        .chain(reach_kinds.iter().chain(&later_kinds).chain(&edge_kinds).map(|k| format!("{k:?}")));
     d.into_plan(seed, dialect, faults.collect::<Vec<_>>().join(", "))
 }
 
@@ -363,7 +385,7 @@ impl Draft {
         let resume_last_seen =
             |client: String| Action::Resume { client, last_event_id: LastEventId::LastSeen, expect: None };
         match kind {
-            ReachKind::WindowEdge => {
+            ReachKind::WindowEdge | ReachKind::StreamableWindowEdge => {
                 if self.retention == 64 {
                     self.retention = reach.random_range(2..=6);
                 }

@@ -17,7 +17,7 @@ use crate::trace::Trace;
 use crate::trace::{Outcome, Purpose};
 
 /// The situations a hunt measures, in the order the summary prints them.
-pub const SITUATIONS: [&str; 11] = [
+pub const SITUATIONS: [&str; 12] = [
     WINDOW_EDGE,
     PENDING_RESUMES,
     ANSWER_AFTER_REISSUE,
@@ -29,7 +29,12 @@ pub const SITUATIONS: [&str; 11] = [
     FENCE_DELAY,
     NOT_REISSUABLE,
     STALE_OVER_SETTLED,
+    SPANS_STREAMS,
 ];
+
+/// A resume of one stream from an id below events another stream of the
+/// session carried (session-wide numbering): its window spans them.
+pub const SPANS_STREAMS: &str = "resume whose window spans another stream's events";
 
 /// A resume from an id older than the window's edge: evicted, the retention overflowed.
 pub const RETENTION_OVERFLOW: &str = "resume from an id the retention let go";
@@ -78,6 +83,7 @@ pub(crate) fn reached_observed(o: &Observed, server: &ServerConfig) -> Vec<&'sta
         !server.fence_delay.0.is_zero() && resumed_past_half_open(o),
         not_reissuable_pending(o),
         stale_over_settled(o),
+        spans_streams(o),
     ];
     SITUATIONS.iter().zip(found).filter(|(_, hit)| *hit).map(|(s, _)| *s).collect()
 }
@@ -213,5 +219,26 @@ fn stale_over_settled(o: &Observed) -> bool {
                 && c.request_t.is_some_and(|t| t > late.t)
                 && c.last_event_id_number().is_some_and(|l| l < event)
         })
+    })
+}
+
+/// A resume (numeric `Last-Event-ID` L) of a stream while another stream of
+/// the session had carried, before the resume went out, an event numbered
+/// above L: under session-wide numbering the window from L spans it.
+fn spans_streams(o: &Observed) -> bool {
+    o.conns.values().any(|c| {
+        let (Some(l), Some(tok), Some(t)) = (c.last_event_id_number(), c.presented_token.as_deref(), c.request_t)
+        else {
+            return false;
+        };
+        let others: std::collections::BTreeSet<&crate::check::observe::StreamKey> = o
+            .conns
+            .values()
+            .filter(|d| d.token() == Some(tok) && !d.stream.is_none() && d.stream != c.stream)
+            .map(|d| &d.stream)
+            .collect();
+        others
+            .into_iter()
+            .any(|s| o.stream_ids(s, t).iter().any(|(_, id, msg)| *msg && id.parse::<u64>().is_ok_and(|i| i > l)))
     })
 }
