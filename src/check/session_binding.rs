@@ -64,11 +64,12 @@ pub fn judge(o: &Observed) -> Status {
             // left one out is replay-integrity's gap, not a second writer.
             let bound = replay_bound(new);
             let token = new.token().unwrap_or_default();
+            let floor = o.replay_floor(new, token);
             let raced = |e: &crate::trace::SseSeen, b: u64| {
                 e.rpc.is_some()
                     && e.id.as_deref().and_then(|i| i.parse::<u64>().ok()).is_some_and(|i| {
                         i > b
-                            && !o.minted_before_attach(new, token, i)
+                            && !o.minted_before_attach(new, floor, token, i)
                             && (!new.delivered.is_empty() || unseen(o, new, i))
                     })
             };

@@ -331,30 +331,26 @@ impl Observed<'_> {
         out
     }
 
-    /// When the application reported minting numeric id `id` on session
-    /// `token` (a notification, or a server request's event), if it did.
-    pub fn reported_at(&self, token: &str, id: u64) -> Option<SimTime> {
-        let notified = self.notified.iter().filter(|x| x.0 == token && x.2 == id).map(|x| x.1);
+    /// `(time, id)` of every numeric id the application reported minting on
+    /// session `token` (a notification, or a server request's event).
+    fn reported<'s>(&'s self, token: &'s str) -> impl Iterator<Item = (SimTime, u64)> + 's {
+        let notified = self.notified.iter().filter(move |x| x.0 == token).map(|x| (x.1, x.2));
         let issued = self
             .requests
             .values()
-            .filter(|r| {
-                r.token() == Some(token) && r.event_id.as_deref().and_then(|i| i.parse::<u64>().ok()) == Some(id)
-            })
-            .map(|r| r.issued.0);
-        notified.chain(issued).min()
+            .filter(move |r| r.token() == Some(token))
+            .filter_map(|r| Some((r.issued.0, r.event_id.as_deref()?.parse::<u64>().ok()?)));
+        notified.chain(issued)
     }
 
-    /// The numeric ids the application reported minting on session `token`
-    /// at or before `t`.
+    /// When the application reported minting numeric id `id` on session `token`, if it did.
+    pub fn reported_at(&self, token: &str, id: u64) -> Option<SimTime> {
+        self.reported(token).filter(|x| x.1 == id).map(|x| x.0).min()
+    }
+
+    /// The numeric ids the application reported minting on session `token` at or before `t`.
     pub fn reported_by(&self, token: &str, t: SimTime) -> Vec<u64> {
-        let notified = self.notified.iter().filter(|x| x.0 == token && x.1 <= t).map(|x| x.2);
-        let issued = self
-            .requests
-            .values()
-            .filter(|r| r.token() == Some(token) && r.issued.0 <= t)
-            .filter_map(|r| r.event_id.as_deref()?.parse::<u64>().ok());
-        notified.chain(issued).collect()
+        self.reported(token).filter(|x| x.0 <= t).map(|x| x.1).collect()
     }
 
     /// The one rule that tells a gap in a replay from a second writer. A
@@ -376,10 +372,12 @@ impl Observed<'_> {
     }
 
     /// Whether the trace proves event `id` of session `token` was minted
-    /// before resumption `c`'s writer was attached ([`Observed::replay_floor`]).
-    pub fn minted_before_attach(&self, c: &Conn, token: &str, id: u64) -> bool {
+    /// before resumption `c`'s writer was attached; `floor` is `c`'s
+    /// [`Observed::replay_floor`] (computed once by the caller, which asks
+    /// this of every event a dropped mapping received).
+    pub fn minted_before_attach(&self, c: &Conn, floor: Option<SimTime>, token: &str, id: u64) -> bool {
         let Some(t) = self.reported_at(token, id) else { return false };
-        c.request_t.is_some_and(|r| t < r) || self.replay_floor(c, token).is_some_and(|f| t <= f)
+        c.request_t.is_some_and(|r| t < r) || floor.is_some_and(|f| t <= f)
     }
 
     /// The highest id the run shows for a session up to `until` ([`Observed::ids_seen`]).
