@@ -137,6 +137,14 @@ named_enum! {
     StreamOrder = "stream-order",
     /// The server spoke the protocol the harness can read.
     Protocol = "protocol",
+    /// stateless-http: state minted for one principal is refused from another.
+    StateBinding = "state-binding",
+    /// stateless-http: tampered, expired or moved state is refused and never acted on.
+    StateIntegrity = "state-integrity",
+    /// stateless-http: a `once` state is redeemed once; no preventable duplicate runs.
+    ExactlyOnce = "exactly-once",
+    /// stateless-http: a close that reached the server cancels its request.
+    Cancellation = "cancellation",
     }
 }
 
@@ -169,7 +177,50 @@ named_enum! {
         CrashClient = "crash-client",
         /// Does nothing.
         Wait = "wait",
+        /// stateless-http: a client calls a tool the scenario declares.
+        Call = "call",
+        /// stateless-http: one client presents another's `requestState` (and credential, if asked).
+        StealRequestState = "steal-request-state",
+        /// stateless-http: a client presents its `requestState` altered (flipped, truncated, or on another call).
+        TamperRequestState = "tamper-request-state",
+        /// stateless-http: a client presents a completed round's `requestState` again.
+        ReplayRequestState = "replay-request-state",
     }
+}
+
+impl CheckId {
+    /// The checks of the stateful dialects (legacy-sse, streamable-http), in report order.
+    pub const STATEFUL: &'static [CheckId] = &[
+        CheckId::SessionBinding,
+        CheckId::ReplayIntegrity,
+        CheckId::CorrelationConsistency,
+        CheckId::InflightDisposition,
+        CheckId::Confidentiality,
+        CheckId::Liveness,
+        CheckId::RejectionProtocol,
+        CheckId::StreamOrder,
+        CheckId::Protocol,
+    ];
+    /// The checks of stateless-http, in report order.
+    pub const STATELESS: &'static [CheckId] = &[
+        CheckId::StateBinding,
+        CheckId::StateIntegrity,
+        CheckId::ExactlyOnce,
+        CheckId::Cancellation,
+        CheckId::Confidentiality,
+        CheckId::Liveness,
+        CheckId::Protocol,
+    ];
+}
+
+/// The built-in servers that speak stateless-http: naive and guarded (which
+/// speak every dialect), then the stateless mutants, which speak only it.
+pub const STATELESS_SERVERS: &[&str] =
+    &["naive", "guarded", "unbound-state", "unsealed-state", "reusable-state", "uncancelled"];
+
+/// Whether built-in server `name` speaks a stateful dialect (legacy-sse or streamable-http).
+pub fn speaks_stateful(name: &str) -> bool {
+    SERVERS.contains(&name) && !STATELESS_SERVERS[2..].contains(&name)
 }
 
 impl StepKind {
@@ -177,7 +228,14 @@ impl StepKind {
     pub fn is_fault(self) -> bool {
         matches!(
             self,
-            StepKind::Rebind | StepKind::Sever | StepKind::Reset | StepKind::CrashClient | StepKind::StealToken
+            StepKind::Rebind
+                | StepKind::Sever
+                | StepKind::Reset
+                | StepKind::CrashClient
+                | StepKind::StealToken
+                | StepKind::StealRequestState
+                | StepKind::TamperRequestState
+                | StepKind::ReplayRequestState
         )
     }
 }
@@ -193,7 +251,8 @@ pub fn expect_keys() -> impl Iterator<Item = &'static str> {
 }
 
 /// The built-in servers, in listing order: the reference engine's policies
-/// (naive, guarded, then guarded's mutants), then rmcp.
+/// (naive, guarded, then guarded's mutants), then rmcp, then the stateless
+/// server's mutants (naive and guarded speak every dialect).
 pub const SERVERS: &[&str] = &[
     "naive",
     "guarded",
@@ -205,6 +264,10 @@ pub const SERVERS: &[&str] = &[
     "inclusive-replay",
     "empty-ok",
     "rmcp",
+    "unbound-state",
+    "unsealed-state",
+    "reusable-state",
+    "uncancelled",
 ];
 
 #[cfg(test)]
@@ -225,11 +288,23 @@ mod tests {
     }
 
     #[test]
-    fn every_step_kind_has_one_name_and_the_faults_are_the_five_that_break_something() {
+    fn every_step_kind_has_one_name_and_the_faults_are_the_ones_that_break_something() {
         for (k, n) in StepKind::ALL.iter().zip(StepKind::NAMES) {
             assert_eq!(StepKind::from_name(n), Some(*k));
         }
         let faults: Vec<&str> = StepKind::ALL.iter().filter(|k| k.is_fault()).map(|k| k.as_str()).collect();
-        assert_eq!(faults, ["rebind", "sever", "reset", "steal-token", "crash-client"]);
+        assert_eq!(
+            faults,
+            [
+                "rebind",
+                "sever",
+                "reset",
+                "steal-token",
+                "crash-client",
+                "steal-request-state",
+                "tamper-request-state",
+                "replay-request-state"
+            ]
+        );
     }
 }

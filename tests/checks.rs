@@ -15,9 +15,18 @@ fn scenarios() -> Vec<Plan> {
 
 mod common;
 
+/// The servers that speak a stateful dialect (the matrix's columns; the
+/// stateless dialect has its own matrix in `tests/stateless.rs`).
+fn stateful_servers() -> Vec<&'static str> {
+    mcpsim::server::known_servers()
+        .into_iter()
+        .filter(|s| mcpsim::server::dialects(s).iter().any(|d| d.has_sessions()))
+        .collect()
+}
+
 /// Whether `server` speaks `plan`'s dialect.
 fn applies(plan: &Plan, server: &str) -> bool {
-    !mcpsim::server::streamable_only(server) || plan.dialect == Dialect::StreamableHttp
+    mcpsim::server::speaks(server, plan.dialect)
 }
 
 struct Cell {
@@ -47,7 +56,7 @@ fn violated(cell: &Cell) -> Vec<check::CheckId> {
 #[test]
 fn verdict_matrix_and_reports_match_their_snapshots() {
     let m = matrix();
-    let servers = mcpsim::server::known_servers();
+    let servers = stateful_servers();
     let mut names: Vec<&String> = m.keys().map(|k| &k.0).collect();
     names.dedup();
     let w = names.iter().map(|n| n.len()).max().unwrap_or(0).max(36);

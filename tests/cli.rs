@@ -194,7 +194,11 @@ fn hunt_prints_base_seed_repeat_command_and_a_repro_per_finding() {
 fn list_explain_and_check() {
     let out = mcpsim(&["list", "checks"]);
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(text(&out.stdout).lines().count(), mcpsim::check::CHECKS.len());
+    // The stateful checks, a blank line and a heading, then stateless-http's.
+    assert_eq!(
+        text(&out.stdout).lines().count(),
+        mcpsim::check::CHECKS.len() + 2 + mcpsim::check::stateless::CHECKS.len()
+    );
     let out = mcpsim(&["list", "servers"]);
     assert!(text(&out.stdout).contains("no-fence           guarded, but attaches the new uplink without fencing"));
     let out = mcpsim(&["list", "scenarios"]);

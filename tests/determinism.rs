@@ -16,7 +16,7 @@ fn bundled() -> Vec<Plan> {
 fn every_bundled_scenario_gives_byte_identical_traces() {
     for plan in bundled() {
         for server in mcpsim::server::known_servers() {
-            if mcpsim::server::streamable_only(server) && plan.dialect != Dialect::StreamableHttp {
+            if !mcpsim::server::speaks(server, plan.dialect) {
                 continue;
             }
             let a = mcpsim::run(&plan, server, None).unwrap().trace.to_jsonl();
@@ -57,7 +57,7 @@ fn trace_time_never_runs_backwards_in_bundled_scenarios() {
     plans.extend(std::fs::read_dir(root).unwrap().map(|e| Plan::load(&e.unwrap().path()).unwrap()));
     for plan in plans {
         for server in ["naive", "guarded", "rmcp"] {
-            if mcpsim::server::streamable_only(server) && plan.dialect != Dialect::StreamableHttp {
+            if !mcpsim::server::speaks(server, plan.dialect) {
                 continue;
             }
             let run = mcpsim::run(&plan, server, None).unwrap();

@@ -71,9 +71,10 @@ fn junit_has_one_testcase_per_scenario_and_server_and_failures_carry_evidence() 
     let doc = roxmltree::Document::parse(&out).expect("JUnit output is XML");
     let root = doc.root_element();
     assert_eq!(root.tag_name().name(), "testsuites");
-    // Servers that speak only streamable-http sit out legacy-sse files.
-    let all = mcpsim::server::known_servers().len();
-    let legacy_servers = mcpsim::server::known_servers().iter().filter(|s| !mcpsim::server::streamable_only(s)).count();
+    // Servers sit out files of dialects they do not speak.
+    let speaking = |d| mcpsim::server::known_servers().iter().filter(|s| mcpsim::server::speaks(s, d)).count();
+    let all = speaking(mcpsim::scenario::Dialect::StreamableHttp);
+    let legacy_servers = speaking(mcpsim::scenario::Dialect::LegacySse);
     let regressions: Vec<mcpsim::scenario::Plan> = std::fs::read_dir("scenarios/regressions")
         .unwrap()
         .map(|e| mcpsim::scenario::Plan::load(&e.unwrap().path()).unwrap())

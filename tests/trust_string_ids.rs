@@ -3,7 +3,7 @@
 //! they judge numbers (split from tests/trust.rs).
 
 use mcpsim::check::{self, Verdict};
-use mcpsim::scenario::{Dialect, Plan};
+use mcpsim::scenario::Plan;
 use std::path::Path;
 
 mod common;
@@ -56,7 +56,7 @@ fn every_verdict_stands_when_the_event_ids_are_strings() {
     for path in common::bundled_scenarios() {
         let plan = Plan::load(&path).unwrap();
         for server in mcpsim::server::known_servers() {
-            if mcpsim::server::streamable_only(server) && plan.dialect != Dialect::StreamableHttp {
+            if !mcpsim::server::speaks(server, plan.dialect) {
                 continue;
             }
             let mut trace = mcpsim::run(&plan, server, None).unwrap().trace;

@@ -93,6 +93,9 @@ pub struct LateWrite {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[allow(missing_docs)] // the fields are named for what they hold; each variant says what it means
 pub enum Finding {
+    /// A finding of a stateless-http check.
+    Stateless(crate::check::stateless::finding::StatelessFinding),
+
     // ---- session-binding ----
     /// A server request written into a dropped uplink after the new one was
     /// attached.

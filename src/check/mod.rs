@@ -23,6 +23,7 @@ mod protocol;
 mod rejection_protocol;
 mod replay_integrity;
 mod session_binding;
+pub mod stateless;
 mod stream_order;
 #[cfg(test)]
 mod testkit;
@@ -122,7 +123,30 @@ pub struct Check {
     /// The longer explanation `mcpsim explain` prints.
     pub explain: Explain,
     /// Judges a run from its observable record.
-    pub(crate) judge: fn(&Observed) -> Status,
+    pub(crate) judge: Judge,
+}
+
+/// How a check reads the trace: through the stateful index (legacy-sse and
+/// streamable-http), or the stateless one.
+#[derive(Clone, Copy)]
+pub(crate) enum Judge {
+    Stateful(fn(&Observed) -> Status),
+    Stateless(fn(&stateless::Index) -> Status),
+}
+
+/// The checks of `dialect`: the same ids mean the same property in every
+/// dialect that has them.
+pub fn checks_for(dialect: crate::scenario::Dialect) -> &'static [Check] {
+    if dialect.has_sessions() {
+        &CHECKS
+    } else {
+        &stateless::CHECKS
+    }
+}
+
+/// Every check of every dialect, each id once, stateful ones first.
+pub fn all_checks() -> impl Iterator<Item = &'static Check> {
+    CHECKS.iter().chain(stateless::CHECKS.iter().filter(|c| !CHECKS.iter().any(|s| s.id == c.id)))
 }
 
 /// Every check, in the order of DESIGN.md §1, then `protocol` (for servers under test).
@@ -131,56 +155,86 @@ pub const CHECKS: [Check; 9] = [
         id: session_binding::ID,
         about: session_binding::ABOUT,
         explain: session_binding::EXPLAIN,
-        judge: session_binding::judge,
+        judge: Judge::Stateful(session_binding::judge),
     },
     Check {
         id: replay_integrity::ID,
         about: replay_integrity::ABOUT,
         explain: replay_integrity::EXPLAIN,
-        judge: replay_integrity::judge,
+        judge: Judge::Stateful(replay_integrity::judge),
     },
     Check {
         id: correlation_consistency::ID,
         about: correlation_consistency::ABOUT,
         explain: correlation_consistency::EXPLAIN,
-        judge: correlation_consistency::judge,
+        judge: Judge::Stateful(correlation_consistency::judge),
     },
     Check {
         id: inflight_disposition::ID,
         about: inflight_disposition::ABOUT,
         explain: inflight_disposition::EXPLAIN,
-        judge: inflight_disposition::judge,
+        judge: Judge::Stateful(inflight_disposition::judge),
     },
     Check {
         id: confidentiality::ID,
         about: confidentiality::ABOUT,
         explain: confidentiality::EXPLAIN,
-        judge: confidentiality::judge,
+        judge: Judge::Stateful(confidentiality::judge),
     },
-    Check { id: liveness::ID, about: liveness::ABOUT, explain: liveness::EXPLAIN, judge: liveness::judge },
+    Check {
+        id: liveness::ID,
+        about: liveness::ABOUT,
+        explain: liveness::EXPLAIN,
+        judge: Judge::Stateful(liveness::judge),
+    },
     Check {
         id: rejection_protocol::ID,
         about: rejection_protocol::ABOUT,
         explain: rejection_protocol::EXPLAIN,
-        judge: rejection_protocol::judge,
+        judge: Judge::Stateful(rejection_protocol::judge),
     },
     Check {
         id: stream_order::ID,
         about: stream_order::ABOUT,
         explain: stream_order::EXPLAIN,
-        judge: stream_order::judge,
+        judge: Judge::Stateful(stream_order::judge),
     },
-    Check { id: protocol::ID, about: protocol::ABOUT, explain: protocol::EXPLAIN, judge: protocol::judge },
+    Check {
+        id: protocol::ID,
+        about: protocol::ABOUT,
+        explain: protocol::EXPLAIN,
+        judge: Judge::Stateful(protocol::judge),
+    },
 ];
 
-/// Judges a run with every check.
+/// Judges a run with every check of its dialect (the trace header names it).
 pub fn judge(trace: &Trace) -> Vec<Verdict> {
-    judge_observed(&Observed::new(trace))
+    let stateless = trace.events.iter().take(1).any(|e| {
+        matches!(&e.what, crate::trace::What::RunStarted { dialect, .. } if dialect == crate::scenario::Dialect::StatelessHttp.name())
+    });
+    if stateless {
+        let ix = stateless::Index::new(trace);
+        stateless::CHECKS
+            .iter()
+            .map(|c| match c.judge {
+                Judge::Stateless(f) => Verdict { check: c.id, status: f(&ix) },
+                Judge::Stateful(_) => unreachable!("stateless::CHECKS are stateless"),
+            })
+            .collect()
+    } else {
+        judge_observed(&Observed::new(trace))
+    }
 }
 
-/// Runs every check on a trace already indexed (for callers that read the index too).
+/// Runs every stateful check on a trace already indexed (for callers that read the index too).
 pub(crate) fn judge_observed(obs: &Observed) -> Vec<Verdict> {
-    CHECKS.iter().map(|c| Verdict { check: c.id, status: (c.judge)(obs) }).collect()
+    CHECKS
+        .iter()
+        .map(|c| match c.judge {
+            Judge::Stateful(f) => Verdict { check: c.id, status: f(obs) },
+            Judge::Stateless(_) => unreachable!("CHECKS are stateful"),
+        })
+        .collect()
 }
 
 /// The ids of the checks that found violations, in check order.

@@ -20,6 +20,7 @@
 mod conn;
 use conn::unsendable;
 pub mod dial;
+mod stateless;
 mod stream;
 mod streamable;
 
@@ -73,6 +74,42 @@ pub enum ClientCmd {
     },
     /// streamable-http: end the session with DELETE.
     EndSession,
+    /// stateless-http: call `tool`; `label` names the call.
+    Call {
+        /// The call's label (sent as the `call` argument).
+        label: String,
+        /// The tool.
+        tool: String,
+    },
+    /// stateless-http: present `held` on a request for call `call` (tool
+    /// `tool`) once, as a step asks: stolen, altered or again.
+    Present {
+        /// The call whose request carries it.
+        call: String,
+        /// That call's tool.
+        tool: String,
+        /// The state, and the input requests it answers.
+        held: HeldState,
+        /// How the client came by it.
+        how: crate::trace::stateless::StateHow,
+        /// The credential to present on this request, if not the client's own.
+        credential: Option<String>,
+    },
+}
+
+/// stateless-http: a `requestState` a client holds for one of its calls.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeldState {
+    /// The call's tool.
+    pub tool: String,
+    /// The state, as the server sent it.
+    pub state: String,
+    /// The input requests it came with: (key, method).
+    pub requests: Vec<(String, String)>,
+    /// When the client received it (µs of scenario time).
+    pub received_us: Option<u64>,
+    /// Whether the round it continues has completed.
+    pub spent: bool,
 }
 
 /// Which id a resumption presents.
@@ -98,6 +135,28 @@ pub struct ClientShared {
     /// Connection numbers stay unique across restarts, so a trace never
     /// names two connections of one client alike.
     pub conn_seq: std::cell::Cell<u32>,
+    /// stateless-http: the latest `requestState` of each call, by label (a
+    /// step that steals, alters or replays one reads it here).
+    pub states: RefCell<BTreeMap<String, HeldState>>,
+}
+
+/// A client host's body for `dialect`: the stateless client, or the
+/// stateful one (legacy-sse and streamable-http).
+pub(crate) fn body(
+    spec: ClientSpec,
+    dialect: Dialect,
+    dialer: Rc<dyn Dialer>,
+    rec: Recorder,
+    shared: Rc<ClientShared>,
+    inbox: Inbox<ClientCmd>,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> {
+    if dialect.has_sessions() {
+        let c = Client::new(spec, dialect, dialer, rec, shared, inbox);
+        Box::pin(c.run())
+    } else {
+        let c = stateless::Client::new(spec, dialer, rec, shared, inbox);
+        Box::pin(c.run())
+    }
 }
 
 /// The port the server (and each NAT) listens on.
@@ -280,6 +339,8 @@ impl Client {
                 ClientCmd::EndSession => {
                     tokio::task::spawn_local(self.clone().end_session());
                 }
+                // stateless-http's commands (the loader keeps them out of stateful plans).
+                ClientCmd::Call { .. } | ClientCmd::Present { .. } => {}
             }
         }
     }

@@ -512,10 +512,12 @@ impl Draft {
                 fence_grace: Dur(Duration::from_secs(2)),
                 fence_delay: Dur(self.fence_delay),
                 request_timeout: Dur(Duration::from_secs(8)),
+                ..ServerConfig::default()
             },
             network: NetworkConfig { tick: TICK, latency_min: ms(5), latency_max, half_open_lifetime },
             clients: self.clients,
             steps: self.steps,
+            tools: Vec::new(),
             expect: BTreeMap::new(),
             source: None,
         }

@@ -47,10 +47,10 @@ pub fn default_dialect(server: &str) -> Dialect {
 
 /// ` --dialect X` when `dialect` is not `server`'s default (for repro commands).
 pub fn dialect_flag(server: &str, dialect: Dialect) -> String {
-    match dialect {
-        d if d == default_dialect(server) => String::new(),
-        Dialect::LegacySse => " --dialect legacy-sse".into(),
-        Dialect::StreamableHttp => " --dialect streamable-http".into(),
+    if dialect == default_dialect(server) {
+        String::new()
+    } else {
+        format!(" --dialect {}", dialect.name())
     }
 }
 

@@ -117,6 +117,25 @@ pub fn defect(f: &crate::check::Finding) -> &'static str {
         | F::FreshStreamResent { .. } => "resent",
         F::OutOfOrder { .. } => "out-of-order",
         F::Protocol { .. } | F::ServerError { .. } => "broken-protocol",
+        F::Stateless(s) => stateless_defect(s),
+    }
+}
+
+/// [`defect`] for the stateless-http findings.
+fn stateless_defect(f: &crate::check::stateless::finding::StatelessFinding) -> &'static str {
+    use crate::check::stateless::finding::StatelessFinding as S;
+    match f {
+        S::RanAfterClose { .. } => "ran-after-close",
+        S::HalfOpen { .. } => "half-open",
+        S::DuplicateAfterClose { .. } | S::DuplicateUnpreventable { .. } => "ran-twice",
+        S::OnceRedeemedTwice { .. } => "redeemed-twice",
+        S::StolenStateHonoured { .. } => "foreign-state",
+        S::TamperedStateHonoured { .. } => "tampered-state",
+        S::ExpiredStateHonoured { .. } => "expired-state",
+        S::OtherPrincipalsResult { .. } => "foreign-principal",
+        S::CallNeverCompleted { .. } => "stuck",
+        S::Wire { .. } => "broken-protocol",
+        S::ServerError { .. } => "server-error",
     }
 }
 

@@ -7,6 +7,7 @@
 //! POST traffic and heartbeat-only writes are summarised, not listed.
 
 mod formats;
+mod stateless_words;
 mod timeline;
 mod words;
 
@@ -163,6 +164,12 @@ fn response_line(
         Some((Purpose::Call, Some(lei))) if status == 200 => {
             Some(format!("{client}'s resumption of a tool call's stream from {lei} answered 200 on conn {conn}"))
         }
+        Some((Purpose::Call, None))
+            if status == 200
+                && matches!(what, What::HttpResponse { content_type: Some(ct), .. } if ct.starts_with("application/json")) =>
+        {
+            Some(format!("{client}'s tool call got a JSON response on conn {conn}"))
+        }
         Some((Purpose::Call, None)) if status == 200 => {
             Some(format!("{client}'s tool call got its stream on conn {conn}"))
         }
@@ -270,8 +277,14 @@ fn timeline(run: &Run) -> Vec<(SimTime, String)> {
     lines
 }
 
-/// One line: what became of each server request, and the dropped writes.
+/// One line: what became of each server request (of each call, in
+/// stateless-http), and the dropped writes.
 pub fn outcome(run: &Run) -> String {
+    if run.trace.events.first().is_some_and(|e| {
+        matches!(&e.what, What::RunStarted { dialect, .. } if dialect == crate::scenario::Dialect::StatelessHttp.name())
+    }) {
+        return stateless_outcome(run);
+    }
     let mut last: BTreeMap<String, Outcome> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
     let mut dropped_with_events = 0;
@@ -293,6 +306,53 @@ pub fn outcome(run: &Run) -> String {
         .collect();
     let reqs = if reqs.is_empty() { "no server requests".to_string() } else { reqs.join(", ") };
     format!("{reqs}; {dropped_with_events} write(s) carried events into dropped mappings")
+}
+
+/// [`outcome`] of a stateless-http run: each call, and the executions.
+fn stateless_outcome(run: &Run) -> String {
+    use crate::trace::stateless::{CallEnd, ExecStep};
+    let mut calls: Vec<(String, usize, Option<&'static str>)> = Vec::new();
+    let (mut execs, mut effects, mut cancelled, mut dropped) = (0, 0, 0, 0);
+    for e in run.trace.iter() {
+        match &e.what {
+            What::CallSent { client, call, .. } => {
+                let key = format!("{client}/{call}");
+                match calls.iter_mut().find(|c| c.0 == key) {
+                    Some(c) => c.1 += 1,
+                    None => calls.push((key, 1, None)),
+                }
+            }
+            What::CallEnded { client, call, end, .. } => {
+                let key = format!("{client}/{call}");
+                if let Some(c) = calls.iter_mut().find(|c| c.0 == key) {
+                    c.2 = Some(match end {
+                        CallEnd::Complete { .. } => "completed",
+                        CallEnd::InputRequired { .. } => "asked for input",
+                        CallEnd::Error { .. } => "refused",
+                        CallEnd::Status { .. } => "failed (HTTP)",
+                        CallEnd::Lost { .. } => "lost",
+                        CallEnd::Garbled { .. } => "unreadable",
+                    });
+                }
+            }
+            What::Execution { step, .. } => match step {
+                ExecStep::Started => execs += 1,
+                ExecStep::Effect => effects += 1,
+                ExecStep::Cancelled => cancelled += 1,
+                ExecStep::Completed => {}
+            },
+            What::DroppedWrite { events, .. } if !events.is_empty() => dropped += 1,
+            _ => {}
+        }
+    }
+    let calls: Vec<String> = calls
+        .iter()
+        .map(|(k, n, end)| format!("{k} {} ({n} request(s))", end.unwrap_or("unanswered at the end")))
+        .collect();
+    let calls = if calls.is_empty() { "no calls".to_string() } else { calls.join(", ") };
+    format!(
+        "{calls}; {execs} execution(s), {effects} side effect(s), {cancelled} cancelled; {dropped} write(s) carried events into dropped mappings"
+    )
 }
 
 /// One event in words (used for timelines and violation evidence).
@@ -361,5 +421,75 @@ pub fn describe(what: &What) -> String {
             format!("app: notified {client}'s session as events {}", event_ids.join(", "))
         }
         What::ServerNote { session, note, .. } => format!("server ({session}): {note}"),
+        What::CallSent { client, conn, call, tool, id, attempt, state, credential } => {
+            use crate::trace::stateless::{Attempt, StateHow};
+            let why = match attempt {
+                Attempt::First => "calls",
+                Attempt::Retry => "retries (input responses)",
+                Attempt::Reissue => "re-issues",
+                Attempt::Presented => "presents state on",
+            };
+            let st = state.as_ref().map_or(String::new(), |p| match &p.how {
+                StateHow::AsReceived => format!(" with requestState {}", p.fp),
+                StateHow::Stolen { from } => format!(" with {from}'s requestState {}", p.fp),
+                StateHow::Flipped => format!(" with an altered requestState {}", p.fp),
+                StateHow::Truncated => format!(" with a truncated requestState {}", p.fp),
+                StateHow::Moved { from_call } => format!(" with the requestState of {from_call} ({})", p.fp),
+                StateHow::Replayed => format!(" with a spent round's requestState {}", p.fp),
+            });
+            let cred =
+                credential.as_ref().map(|p| format!(", presenting principal {p}'s credential")).unwrap_or_default();
+            format!("{client} {why} {tool} ({call}) as request {id} on conn {conn}{st}{cred}")
+        }
+        What::CallEnded { client, conn, call, id, end } => {
+            use crate::trace::stateless::CallEnd;
+            let how = match end {
+                CallEnd::Complete { is_error: false, .. } => "got the result".to_string(),
+                CallEnd::Complete { is_error: true, .. } => "got an error result".to_string(),
+                CallEnd::InputRequired { .. } => "was asked for input (input_required)".to_string(),
+                CallEnd::Error { code, message } => format!("got JSON-RPC error {code} ({message})"),
+                CallEnd::Status { status } => format!("got HTTP {status}"),
+                CallEnd::Lost { why } => format!("lost the response: {why}"),
+                CallEnd::Garbled { what } => format!("could not read the response: {what}"),
+            };
+            format!("{client}'s request {id} ({call}) on conn {conn} {how}")
+        }
+        What::ToolOffered { tool, once, idempotent } => format!(
+            "tool {tool}{}{}",
+            if *once { " (one-time state)" } else { "" },
+            if *idempotent { " (idempotent)" } else { "" }
+        ),
+        What::CallAbandoned { client, call, why } => format!("{client} gives up on {call}: {why}"),
+        What::Execution { exec, tool, call, id, principal, on_behalf_of, step } => {
+            use crate::trace::stateless::ExecStep;
+            let what = match step {
+                ExecStep::Started => "started",
+                ExecStep::Effect => "did its side effect",
+                ExecStep::Cancelled => "was cancelled",
+                ExecStep::Completed => "completed",
+            };
+            let behalf = on_behalf_of
+                .as_ref()
+                .filter(|b| *b != principal)
+                .map(|b| format!(", acting for {b}"))
+                .unwrap_or_default();
+            format!("app: execution E{exec} of {tool} ({call}, request {id} from {principal}{behalf}) {what}")
+        }
+        What::StateMinted { call, id, principal, fp, lifetime_us, once } => format!(
+            "app: minted requestState {fp} for {principal} ({call}, request {id}){}{}",
+            lifetime_us.map(|l| format!(", valid {:.1} s", l as f64 / 1e6)).unwrap_or_default(),
+            if *once { ", one-time" } else { "" }
+        ),
+        What::StateChecked { call, id, principal, fp, verdict } => {
+            use crate::trace::stateless::StateVerdict;
+            match verdict {
+                StateVerdict::Accepted => {
+                    format!("app: accepted requestState {fp} from {principal} ({call}, request {id})")
+                }
+                StateVerdict::Refused { why } => {
+                    format!("app: refused requestState {fp} from {principal} ({call}, request {id}): {why}")
+                }
+            }
+        }
     }
 }

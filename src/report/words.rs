@@ -97,6 +97,7 @@ fn late(w: &LateWrite, at: SimTime) -> String {
 impl fmt::Display for Finding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Finding::Stateless(s) => write!(f, "{s}"),
             Finding::RequestToDeadUplink { write, label, msg, method, event, at, delivered_elsewhere, fate } => {
                 let label = label.clone().unwrap_or_else(|| describe_rpc(&msg.rpc, &msg.event));
                 let client = &write.client;

@@ -69,8 +69,11 @@ impl Plan {
             labels: BTreeSet::new(),
             step_ids: Vec::new(),
             last_at: Duration::ZERO,
+            tools: Vec::new(),
+            calls: BTreeMap::new(),
         };
         let network = l.network(&raw.server, raw.network)?;
+        l.tools(raw.tools)?;
         let clients = l.clients(raw.clients, &raw.server)?;
         let step_spans: Vec<std::ops::Range<usize>> = raw.steps.iter().map(|s| s.action.span()).collect();
         let steps = raw.steps.into_iter().map(|s| l.step(s)).collect::<Result<Vec<_>>>()?;
@@ -97,6 +100,7 @@ impl Plan {
             network,
             clients,
             steps,
+            tools: l.tools.clone(),
             expect,
             source: None,
         };
@@ -126,9 +130,84 @@ struct Loader<'a> {
     labels: BTreeSet<String>,
     step_ids: Vec<String>,
     last_at: Duration,
+    /// `[[tool]]`, in file order.
+    tools: Vec<ToolSpec>,
+    /// stateless-http: each `call` step's label, and its tool.
+    calls: BTreeMap<String, String>,
+}
+
+/// The words for "needs dialect ...": the dialects whose steps include `kind`.
+pub(super) fn dialects_with(kind: StepKind) -> String {
+    let names: Vec<String> =
+        Dialect::ALL.iter().filter(|d| d.step_kinds().contains(&kind)).map(|d| format!("{:?}", d.name())).collect();
+    names.join(" or ")
 }
 
 impl Loader<'_> {
+    fn tools(&mut self, raw: Vec<RawTool>) -> Result<()> {
+        for t in raw {
+            let name = t.name.get_ref().clone();
+            if self.dialect != Dialect::StatelessHttp {
+                return Err(self.err(
+                    t.name.span(),
+                    "[[tool]] needs dialect = \"stateless-http\" in [scenario] (the other dialects call the built-in `ask` tool)".into(),
+                ));
+            }
+            if name.is_empty() || !name.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch)) {
+                return Err(self.err(
+                    t.name.span(),
+                    format!("tool name {name:?} must be non-empty ASCII letters, digits, '-', '_' or '.'"),
+                ));
+            }
+            if self.tools.iter().any(|x| x.name == name) {
+                return Err(self.err(t.name.span(), format!("tool {name:?} is defined twice")));
+            }
+            if let Some(m) = &t.input {
+                if !SERVER_REQUEST_METHODS.contains(&m.get_ref().as_str()) {
+                    return Err(self.err(
+                        m.span(),
+                        format!(
+                            "unknown input method {:?}{} (one of: {})",
+                            m.get_ref(),
+                            hint(m.get_ref(), SERVER_REQUEST_METHODS),
+                            SERVER_REQUEST_METHODS.join(", ")
+                        ),
+                    ));
+                }
+            }
+            if t.progress_every.is_some_and(|d| d.0.is_zero()) {
+                return Err(self.err(t.name.span(), format!("tool {name:?}: progress_every must be more than 0s")));
+            }
+            self.tools.push(ToolSpec {
+                name,
+                runs: t.runs.map_or(Duration::ZERO, |d| d.0),
+                progress_every: t.progress_every.map(|d| d.0),
+                input: t.input.map(Spanned::into_inner),
+                once: t.once.unwrap_or(false),
+                idempotent: t.idempotent.unwrap_or(false),
+            });
+        }
+        Ok(())
+    }
+
+    /// A stateless call's label that an earlier `call` step made.
+    fn call_label(&self, s: &RawStep, field: &Option<Spanned<String>>, name: &str) -> Result<String> {
+        let Some(l) = field else {
+            return Err(self.err(s.action.span(), format!("step `{}` needs `{name}`", s.action.get_ref())));
+        };
+        if !self.calls.contains_key(l.get_ref()) {
+            return Err(self.err(
+                l.span(),
+                format!(
+                    "{name} {:?} is not the label of an earlier `call` step{}",
+                    l.get_ref(),
+                    hint(l.get_ref(), self.calls.keys().map(String::as_str))
+                ),
+            ));
+        }
+        Ok(l.get_ref().clone())
+    }
+
     fn err(&self, span: std::ops::Range<usize>, msg: String) -> Error {
         Error::scenario_at(self.path, self.text, Some(span), msg)
     }
@@ -310,14 +389,14 @@ impl Loader<'_> {
     fn action(&mut self, s: &RawStep) -> Result<Action> {
         let action_name = s.action.get_ref().as_str();
         let client = |l: &Self| l.client(s, &s.client, "client");
+        if let Some(kind) = StepKind::from_name(action_name).filter(|k| !self.dialect.step_kinds().contains(k)) {
+            return Err(self.err(
+                s.action.span(),
+                format!("step `{action_name}` needs dialect = {} in [scenario]", dialects_with(kind)),
+            ));
+        }
         Ok(match action_name {
             "connect" => Action::Connect { client: client(self)? },
-            "call-tool" | "end-session" if self.dialect != Dialect::StreamableHttp => {
-                return Err(self.err(
-                    s.action.span(),
-                    format!("step `{action_name}` needs dialect = \"streamable-http\" in [scenario]"),
-                ))
-            }
             "server-request" | "call-tool" => self.request(s)?,
             "notify" => Action::Notify { client: client(self)?, count: s.count.as_ref().map_or(1, |c| *c.get_ref()) },
             "answer" => {
@@ -349,15 +428,62 @@ impl Loader<'_> {
             }
             "crash-client" => Action::CrashClient { client: client(self)? },
             "wait" => Action::Wait,
+            "call" => self.call(s)?,
+            "steal-request-state" => {
+                let from = self.client(s, &s.from, "from")?;
+                let to = self.client(s, &s.to, "to")?;
+                if from == to {
+                    return Err(self.err(s.action.span(), "steal-request-state needs two different clients".into()));
+                }
+                let label = self.call_label(s, &s.label, "label")?;
+                Action::StealRequestState {
+                    from,
+                    to,
+                    label,
+                    credential: s.credential.as_ref().is_some_and(|c| *c.get_ref()),
+                }
+            }
+            "tamper-request-state" => {
+                let label = self.call_label(s, &s.label, "label")?;
+                let how = match s.how.as_ref().map(|h| *h.get_ref()) {
+                    None => {
+                        return Err(self.err(
+                            s.action.span(),
+                            "step `tamper-request-state` needs `how` (\"flip\", \"truncate\" or \"move\")".into(),
+                        ))
+                    }
+                    Some(TamperHow::Flip) => Tamper::Flip,
+                    Some(TamperHow::Truncate) => Tamper::Truncate,
+                    Some(TamperHow::Move) => {
+                        let onto = self.call_label(s, &s.onto, "onto")?;
+                        if onto == label {
+                            return Err(self.err(s.action.span(), "`onto` must name another call than `label`".into()));
+                        }
+                        let tool = self.calls[&onto].clone();
+                        Tamper::Move { onto, tool }
+                    }
+                };
+                Action::TamperRequestState { client: client(self)?, label, how }
+            }
+            "replay-request-state" => {
+                Action::ReplayRequestState { label: self.call_label(s, &s.label, "label")?, client: client(self)? }
+            }
             other => {
+                // The kinds of this dialect's family (the stateful dialects share their words).
+                let family = self.dialect.has_sessions();
+                let kinds: Vec<&str> = StepKind::ALL
+                    .iter()
+                    .filter(|k| Dialect::ALL.iter().any(|d| d.has_sessions() == family && d.step_kinds().contains(k)))
+                    .map(|k| k.as_str())
+                    .collect();
                 return Err(self.err(
                     s.action.span(),
                     format!(
                         "unknown step kind {other:?}{} (one of: {})",
-                        hint(other, STEP_KINDS.iter().copied()),
-                        STEP_KINDS.join(", ")
+                        hint(other, kinds.iter().copied()),
+                        kinds.join(", ")
                     ),
-                ))
+                ));
             }
         })
     }
@@ -399,6 +525,38 @@ impl Loader<'_> {
     }
 
     /// A `resume` step's `last_event_id`, in any of its forms.
+    fn call(&mut self, s: &RawStep) -> Result<Action> {
+        let client = self.client(s, &s.client, "client")?;
+        let Some(tool) = &s.tool else {
+            return Err(self.err(s.action.span(), "step `call` needs `tool`".into()));
+        };
+        if !self.tools.iter().any(|t| &t.name == tool.get_ref()) {
+            let known: Vec<&str> = self.tools.iter().map(|t| t.name.as_str()).collect();
+            return Err(self.err(
+                tool.span(),
+                format!(
+                    "unknown tool {:?}{} (declared in [[tool]]: {})",
+                    tool.get_ref(),
+                    hint(tool.get_ref(), known.iter().copied()),
+                    if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                ),
+            ));
+        }
+        let label = self.label(s)?;
+        let l = label.get_ref();
+        if l.is_empty() || !l.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch)) {
+            return Err(self.err(
+                label.span(),
+                format!("call label {l:?} must be non-empty ASCII letters, digits, '-', '_' or '.'"),
+            ));
+        }
+        if !self.labels.insert(l.clone()) {
+            return Err(self.err(label.span(), format!("label {l:?} is used twice")));
+        }
+        self.calls.insert(l.clone(), tool.get_ref().clone());
+        Ok(Action::Call { client, tool: tool.get_ref().clone(), label: label.into_inner() })
+    }
+
     fn last_event_id(&self, s: &RawStep) -> Result<LastEventId> {
         let Some(v) = &s.last_event_id else { return Ok(LastEventId::LastSeen) };
         Ok(match v.get_ref() {
@@ -447,6 +605,10 @@ impl Loader<'_> {
             Action::Resume { .. } => &["client", "last_event_id", "expect"],
             Action::StealToken { .. } => &["from", "to", "credential"],
             Action::Wait => &[],
+            Action::Call { .. } => &["client", "tool", "label"],
+            Action::StealRequestState { .. } => &["from", "to", "label", "credential"],
+            Action::TamperRequestState { .. } => &["client", "label", "how", "onto"],
+            Action::ReplayRequestState { .. } => &["client", "label"],
         };
         let present = [
             ("client", s.client.as_ref().map(|x| x.span())),
@@ -459,6 +621,9 @@ impl Loader<'_> {
             ("credential", s.credential.as_ref().map(|x| x.span())),
             ("expect", s.expect.as_ref().map(|x| x.span())),
             ("reissuable", s.reissuable.as_ref().map(|x| x.span())),
+            ("tool", s.tool.as_ref().map(|x| x.span())),
+            ("how", s.how.as_ref().map(|x| x.span())),
+            ("onto", s.onto.as_ref().map(|x| x.span())),
         ];
         for (field, span) in present {
             if let Some(span) = span {
@@ -476,30 +641,74 @@ impl Loader<'_> {
         raw: BTreeMap<Spanned<String>, Spanned<Vec<Spanned<String>>>>,
     ) -> Result<BTreeMap<String, Vec<String>>> {
         let mut expect = BTreeMap::new();
-        for (server, checks) in raw {
-            if !crate::vocab::expect_keys().any(|k| k == server.get_ref()) {
+        // A scenario's [expect] names the servers and the checks of its dialect.
+        let stateful = self.dialect.has_sessions();
+        let servers: Vec<&str> = crate::vocab::SERVERS
+            .iter()
+            .copied()
+            .filter(|s| {
+                if stateful {
+                    crate::vocab::speaks_stateful(s)
+                } else {
+                    crate::vocab::STATELESS_SERVERS.contains(s)
+                }
+            })
+            .collect();
+        let live: &[&str] = if stateful { crate::vocab::LIVE_SERVERS } else { &[] };
+        let checks: Vec<&str> =
+            if stateful { crate::vocab::CheckId::STATEFUL } else { crate::vocab::CheckId::STATELESS }
+                .iter()
+                .map(|c| c.as_str())
+                .collect();
+        for (server, list) in raw {
+            let name = server.get_ref().as_str();
+            if !servers.contains(&name) && !live.contains(&name) {
+                let other = crate::vocab::expect_keys().any(|k| k == name);
                 return Err(self.err(
                     server.span(),
-                    format!(
-                        "[expect] names unknown server {:?}{} (known: {}; live only: {})",
-                        server.get_ref(),
-                        hint(server.get_ref(), crate::vocab::expect_keys()),
-                        crate::vocab::SERVERS.join(", "),
-                        crate::vocab::LIVE_SERVERS.join(", ")
-                    ),
+                    if other {
+                        format!(
+                            "[expect] names server {name:?}, which does not speak dialect {:?} (those that do: {})",
+                            self.dialect.name(),
+                            servers.join(", ")
+                        )
+                    } else if live.is_empty() {
+                        format!(
+                            "[expect] names unknown server {name:?}{} (known: {})",
+                            hint(name, servers.iter().copied()),
+                            servers.join(", ")
+                        )
+                    } else {
+                        format!(
+                            "[expect] names unknown server {name:?}{} (known: {}; live only: {})",
+                            hint(name, servers.iter().chain(live).copied()),
+                            servers.join(", "),
+                            live.join(", ")
+                        )
+                    },
                 ));
             }
             let mut ids = Vec::new();
-            for c in checks.into_inner() {
-                if !CHECK_IDS.contains(&c.get_ref().as_str()) {
+            for c in list.into_inner() {
+                if !checks.contains(&c.get_ref().as_str()) {
+                    let other = CHECK_IDS.contains(&c.get_ref().as_str());
                     return Err(self.err(
                         c.span(),
-                        format!(
-                            "[expect] names unknown check {:?}{} (known: {})",
-                            c.get_ref(),
-                            hint(c.get_ref(), CHECK_IDS.iter().copied()),
-                            CHECK_IDS.join(", ")
-                        ),
+                        if other {
+                            format!(
+                                "[expect] names check {:?}, which dialect {:?} does not have (its checks: {})",
+                                c.get_ref(),
+                                self.dialect.name(),
+                                checks.join(", ")
+                            )
+                        } else {
+                            format!(
+                                "[expect] names unknown check {:?}{} (known: {})",
+                                c.get_ref(),
+                                hint(c.get_ref(), checks.iter().copied()),
+                                checks.join(", ")
+                            )
+                        },
                     ));
                 }
                 ids.push(c.into_inner());

@@ -52,6 +52,9 @@ pub enum Dialect {
     LegacySse,
     /// MCP 2025-11-25 Streamable HTTP: one endpoint, `Mcp-Session-Id`, resume by GET.
     StreamableHttp,
+    /// MCP 2026-07-28: no sessions; every request is its own POST, and a
+    /// server's questions are Multi Round-Trip Requests carrying `requestState`.
+    StatelessHttp,
 }
 
 impl Dialect {
@@ -60,12 +63,104 @@ impl Dialect {
         match self {
             Dialect::LegacySse => "legacy-sse",
             Dialect::StreamableHttp => "streamable-http",
+            Dialect::StatelessHttp => "stateless-http",
         }
     }
 
+    /// Every dialect, in listing order.
+    pub const ALL: [Dialect; 3] = [Dialect::LegacySse, Dialect::StreamableHttp, Dialect::StatelessHttp];
+
     /// The dialect called `name`, if any.
     pub fn from_name(name: &str) -> Option<Self> {
-        [Dialect::LegacySse, Dialect::StreamableHttp].into_iter().find(|d| d.name() == name)
+        Self::ALL.into_iter().find(|d| d.name() == name)
+    }
+
+    /// The step kinds a scenario of this dialect may use.
+    pub fn step_kinds(self) -> &'static [StepKind] {
+        use StepKind::*;
+        match self {
+            Dialect::LegacySse => {
+                &[Connect, ServerRequest, Notify, Answer, Rebind, Sever, Reset, Resume, StealToken, CrashClient, Wait]
+            }
+            Dialect::StreamableHttp => &[
+                Connect,
+                ServerRequest,
+                CallTool,
+                EndSession,
+                Notify,
+                Answer,
+                Rebind,
+                Sever,
+                Reset,
+                Resume,
+                StealToken,
+                CrashClient,
+                Wait,
+            ],
+            Dialect::StatelessHttp => &[
+                Call,
+                StealRequestState,
+                TamperRequestState,
+                ReplayRequestState,
+                Rebind,
+                Sever,
+                Reset,
+                CrashClient,
+                Wait,
+            ],
+        }
+    }
+
+    /// Whether a session (and `Last-Event-ID`) exists in this dialect.
+    pub fn has_sessions(self) -> bool {
+        self != Dialect::StatelessHttp
+    }
+}
+
+/// `[[tool]]` (stateless-http): a tool the server offers, and what calling it does.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ToolSpec {
+    /// Its name (`tools/call` `name`).
+    pub name: String,
+    /// How long one execution runs before its side effect and its result.
+    pub runs: Duration,
+    /// How often an execution sends `notifications/progress` (none: never).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress_every: Option<Duration>,
+    /// The input the tool asks for first, by method (an MRTR round); none: it runs at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input: Option<String>,
+    /// Its `requestState` is a one-time redemption: the server must refuse it a second time.
+    pub once: bool,
+    /// Running it twice does no harm (a re-issue that runs it again is no loss).
+    pub idempotent: bool,
+}
+
+/// How a `tamper-request-state` step alters the state it presents.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "how", rename_all = "kebab-case")]
+pub enum Tamper {
+    /// One character changed, near the end.
+    Flip,
+    /// Cut to half its length.
+    Truncate,
+    /// Presented, unchanged, on another call (`onto`, which calls `tool`).
+    Move {
+        /// The call whose request carries it.
+        onto: String,
+        /// That call's tool.
+        tool: String,
+    },
+}
+
+impl Tamper {
+    /// Its word in scenario files and traces.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Tamper::Flip => "flip",
+            Tamper::Truncate => "truncate",
+            Tamper::Move { .. } => "move",
+        }
     }
 }
 
@@ -104,6 +199,8 @@ pub struct ServerConfig {
     pub fence_delay: Dur,
     /// When an unanswered server request times out.
     pub request_timeout: Dur,
+    /// stateless-http: how long a `requestState` the reference server mints stays valid.
+    pub state_lifetime: Dur,
 }
 
 impl Default for ServerConfig {
@@ -115,6 +212,7 @@ impl Default for ServerConfig {
             fence_grace: Dur(Duration::from_secs(5)),
             fence_delay: Dur(Duration::ZERO),
             request_timeout: Dur(Duration::from_secs(300)),
+            state_lifetime: Dur(Duration::from_secs(60)),
         }
     }
 }
@@ -308,6 +406,44 @@ pub enum Action {
     },
     /// Does nothing.
     Wait,
+    /// stateless-http: the client calls `tool`; `label` names the call.
+    Call {
+        /// The client that calls.
+        client: String,
+        /// The tool (a `[[tool]]`).
+        tool: String,
+        /// The scenario's name for the call.
+        label: String,
+    },
+    /// stateless-http: `to` presents the `requestState` `from` holds for call
+    /// `label`, on a request of its own for the same call.
+    StealRequestState {
+        /// The victim.
+        from: String,
+        /// The thief.
+        to: String,
+        /// The victim's call.
+        label: String,
+        /// Whether the thief also presents the victim's credential.
+        credential: bool,
+    },
+    /// stateless-http: the client presents its `requestState` for call `label`, altered.
+    TamperRequestState {
+        /// The client that tampers.
+        client: String,
+        /// The call whose state it alters.
+        label: String,
+        /// How.
+        #[serde(flatten)]
+        how: Tamper,
+    },
+    /// stateless-http: the client presents the last `requestState` of call `label` again.
+    ReplayRequestState {
+        /// The client that presents it again.
+        client: String,
+        /// The call.
+        label: String,
+    },
 }
 
 impl Action {
@@ -332,13 +468,17 @@ impl Action {
             Action::StealToken { .. } => StepKind::StealToken,
             Action::CrashClient { .. } => StepKind::CrashClient,
             Action::Wait => StepKind::Wait,
+            Action::Call { .. } => StepKind::Call,
+            Action::StealRequestState { .. } => StepKind::StealRequestState,
+            Action::TamperRequestState { .. } => StepKind::TamperRequestState,
+            Action::ReplayRequestState { .. } => StepKind::ReplayRequestState,
         }
     }
 
     /// The clients this step names.
     pub fn clients(&self) -> Vec<&str> {
         match self {
-            Action::StealToken { from, to, .. } => vec![from, to],
+            Action::StealToken { from, to, .. } | Action::StealRequestState { from, to, .. } => vec![from, to],
             Action::Connect { client }
             | Action::ServerRequest { client, .. }
             | Action::CallTool { client, .. }
@@ -349,7 +489,10 @@ impl Action {
             | Action::Sever { client }
             | Action::Reset { client }
             | Action::Resume { client, .. }
-            | Action::CrashClient { client } => vec![client],
+            | Action::CrashClient { client }
+            | Action::Call { client, .. }
+            | Action::TamperRequestState { client, .. }
+            | Action::ReplayRequestState { client, .. } => vec![client],
             Action::Wait => vec![],
         }
     }
@@ -395,6 +538,18 @@ impl Action {
             }
             Action::CrashClient { client } => format!("{client} crashes"),
             Action::Wait => "wait".into(),
+            Action::Call { client, tool, label } => format!("{client} calls tool {tool} ({label})"),
+            Action::StealRequestState { from, to, label, credential } => format!(
+                "{to} presents {from}'s requestState of {label}{}",
+                if *credential { format!(" with {from}'s credential") } else { String::new() }
+            ),
+            Action::TamperRequestState { client, label, how } => match how {
+                Tamper::Move { onto, .. } => format!("{client} presents its requestState of {label} on {onto}"),
+                other => format!("{client} presents its requestState of {label} altered ({})", other.word()),
+            },
+            Action::ReplayRequestState { client, label } => {
+                format!("{client} presents its last requestState of {label} again")
+            }
         }
     }
 }
@@ -474,6 +629,8 @@ pub struct Plan {
     pub clients: Vec<ClientSpec>,
     /// The steps, in file order.
     pub steps: Vec<Step>,
+    /// `[[tool]]` (stateless-http): the tools the server offers, in file order.
+    pub tools: Vec<ToolSpec>,
     /// server name → the checks it must violate (empty: must pass all).
     pub expect: BTreeMap<String, Vec<String>>,
     /// The file the plan was loaded from (set by [`Plan::load`]; none for a plan built in code).

@@ -24,6 +24,9 @@ pub(super) struct RawFile {
     pub(super) clients: Vec<RawClient>,
     #[serde(default, rename = "step")]
     pub(super) steps: Vec<RawStep>,
+    /// stateless-http: the tools the server offers.
+    #[serde(default, rename = "tool")]
+    pub(super) tools: Vec<RawTool>,
     #[serde(default)]
     #[schemars(schema_with = "expect_schema")]
     pub(super) expect: BTreeMap<Spanned<String>, Spanned<Vec<Spanned<String>>>>,
@@ -87,6 +90,26 @@ pub(super) struct RawClient {
     pub(super) auto_answer: Option<bool>,
 }
 
+/// `[[tool]]` (stateless-http): a tool the server offers.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTool {
+    #[schemars(with = "String")]
+    pub(super) name: Spanned<String>,
+    /// How long one execution runs before its side effect and result (default 0s).
+    pub(super) runs: Option<Dur>,
+    /// How often an execution sends progress (default: never).
+    pub(super) progress_every: Option<Dur>,
+    /// The input the tool asks for first (an MRTR round), by method.
+    #[serde(default)]
+    #[schemars(schema_with = "method_schema")]
+    pub(super) input: Option<Spanned<String>>,
+    /// Its requestState is a one-time redemption (default false).
+    pub(super) once: Option<bool>,
+    /// Running it twice does no harm (default false).
+    pub(super) idempotent: Option<bool>,
+}
+
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawStep {
@@ -128,6 +151,24 @@ pub(super) struct RawStep {
     /// under a fresh id (its effect is not idempotent); default `true`.
     #[schemars(with = "Option<bool>")]
     pub(super) reissuable: Option<Spanned<bool>>,
+    /// `call` only (stateless-http): the tool to call, a `[[tool]]`.
+    #[schemars(with = "Option<String>")]
+    pub(super) tool: Option<Spanned<String>>,
+    /// `tamper-request-state` only: `"flip"`, `"truncate"` or `"move"` (with `onto`).
+    #[schemars(with = "Option<TamperHow>")]
+    pub(super) how: Option<Spanned<TamperHow>>,
+    /// `tamper-request-state` with `how = "move"`: the call whose request carries the state.
+    #[schemars(with = "Option<String>")]
+    pub(super) onto: Option<Spanned<String>>,
+}
+
+/// How a `tamper-request-state` step alters the state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub(super) enum TamperHow {
+    Flip,
+    Truncate,
+    Move,
 }
 
 /// What a triggered step waits for (`after = { event = ..., ... }`).

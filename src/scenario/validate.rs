@@ -3,7 +3,7 @@
 //! shrinker (for every candidate it tries). A plan that passes runs; a plan
 //! the shrinker writes therefore loads back.
 
-use super::{Action, Dialect, LastEventId, Plan, Trigger};
+use super::{Action, LastEventId, Plan, Trigger};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -41,10 +41,12 @@ impl Plan {
             if let Some(c) = used.into_iter().find(|c| !known(c)) {
                 return Err(at(format!("names unknown client {c:?}")));
             }
-            if matches!(s.action, Action::CallTool { .. } | Action::EndSession { .. })
-                && self.dialect != Dialect::StreamableHttp
-            {
-                return Err(at(format!("`{}` needs dialect \"streamable-http\"", s.action.name())));
+            if !self.dialect.step_kinds().contains(&s.action.kind()) {
+                return Err(at(format!(
+                    "`{}` needs dialect {}",
+                    s.action.name(),
+                    super::load::dialects_with(s.action.kind())
+                )));
             }
             match &s.after {
                 None => {
@@ -88,6 +90,21 @@ impl Plan {
                 }
                 Action::Answer { label, .. } if !labels.contains(label.as_str()) => {
                     return Err(at(format!("answers label {label:?}, which no earlier step issues")));
+                }
+                Action::Call { label, tool, .. } => {
+                    if !labels.insert(label) {
+                        return Err(at(format!("label {label:?} is used twice")));
+                    }
+                    if !self.tools.iter().any(|t| &t.name == tool) {
+                        return Err(at(format!("calls tool {tool:?}, which no [[tool]] declares")));
+                    }
+                }
+                Action::StealRequestState { label, .. }
+                | Action::TamperRequestState { label, .. }
+                | Action::ReplayRequestState { label, .. }
+                    if !labels.contains(label.as_str()) =>
+                {
+                    return Err(at(format!("names call {label:?}, which no earlier step makes")));
                 }
                 _ => {}
             }

@@ -36,6 +36,16 @@ impl Plan {
                 c.auto_answer
             );
         }
+        for t in &self.tools {
+            let _ = writeln!(out, "[[tool]]\nname = {}\nruns = {}", q(&t.name), d(t.runs));
+            if let Some(p) = t.progress_every {
+                let _ = writeln!(out, "progress_every = {}", d(p));
+            }
+            if let Some(m) = &t.input {
+                let _ = writeln!(out, "input = {}", q(m));
+            }
+            let _ = writeln!(out, "once = {}\nidempotent = {}\n", t.once, t.idempotent);
+        }
         for step in &self.steps {
             write_step(&mut out, step);
         }
@@ -71,6 +81,10 @@ impl Plan {
             // Before the blank line the writer above ends the table with.
             out.pop();
             let _ = writeln!(out, "fence_delay = {}\n", d(s.fence_delay.0));
+        }
+        if s.state_lifetime != ServerConfig::default().state_lifetime {
+            out.pop();
+            let _ = writeln!(out, "state_lifetime = {}\n", d(s.state_lifetime.0));
         }
         let n = &self.network;
         let latency = if n.latency_min == n.latency_max {
@@ -136,6 +150,22 @@ fn write_step(out: &mut String, step: &Step) {
             let _ = writeln!(out, "from = {}\nto = {}\ncredential = {credential}", q(from), q(to));
         }
         Action::Wait => {}
+        Action::Call { client, tool, label } => {
+            let _ = writeln!(out, "client = {}\ntool = {}\nlabel = {}", q(client), q(tool), q(label));
+        }
+        Action::StealRequestState { from, to, label, credential } => {
+            let _ =
+                writeln!(out, "from = {}\nto = {}\nlabel = {}\ncredential = {credential}", q(from), q(to), q(label));
+        }
+        Action::TamperRequestState { client, label, how } => {
+            let _ = writeln!(out, "client = {}\nlabel = {}\nhow = {}", q(client), q(label), q(how.word()));
+            if let Tamper::Move { onto, .. } = how {
+                let _ = writeln!(out, "onto = {}", q(onto));
+            }
+        }
+        Action::ReplayRequestState { client, label } => {
+            let _ = writeln!(out, "client = {}\nlabel = {}", q(client), q(label));
+        }
     }
     out.push('\n');
 }

@@ -2,13 +2,15 @@
 //! boundary for servers under test.
 
 mod engine;
+mod http;
 pub mod plug;
 pub mod policy;
 pub mod rmcp;
+pub mod stateless;
 
 pub use crate::inbox::Inbox;
 pub use engine::Engine;
-pub use plug::{AppCommand, AppHook, AppReporter, ServerPlug};
+pub use plug::{AppCommand, AppHook, AppReporter, ExecutionOf, ServerPlug};
 pub use policy::{Decision, ResumptionPolicy};
 
 use crate::error::{Error, Result};
@@ -26,32 +28,89 @@ pub fn streamable_only(name: &str) -> bool {
     name == "rmcp"
 }
 
+/// The dialects built-in server `name` speaks (none for an unknown name).
+pub fn dialects(name: &str) -> Vec<Dialect> {
+    let stateful = policy::builtin_policies().iter().any(|p| p.name() == name);
+    let stateless = stateless::POLICIES.iter().any(|p| p.name == name);
+    Dialect::ALL
+        .into_iter()
+        .filter(|d| match d {
+            Dialect::StatelessHttp => stateless,
+            Dialect::StreamableHttp => stateful || name == "rmcp",
+            Dialect::LegacySse => stateful,
+        })
+        .collect()
+}
+
+/// Whether built-in server `name` speaks `dialect`.
+pub fn speaks(name: &str, dialect: Dialect) -> bool {
+    dialects(name).contains(&dialect)
+}
+
 /// Whether `--server` accepts `name`.
 pub fn is_known_server(name: &str) -> bool {
     known_servers().contains(&name)
 }
 
 /// One-line descriptions of the built-in servers.
-pub fn describe_servers() -> Vec<(&'static str, &'static str)> {
-    let mut all: Vec<_> = policy::builtin_policies().iter().map(|p| (p.name(), p.description())).collect();
-    all.push(("rmcp", "the official Rust SDK's StreamableHttpService (rmcp 3.11.0), streamable-http only"));
+pub fn describe_servers() -> Vec<(String, String)> {
+    let mut all: Vec<(String, String)> = policy::builtin_policies()
+        .iter()
+        .map(|p| {
+            let about = match stateless::POLICIES.iter().find(|s| s.name == p.name()) {
+                Some(s) => format!("{}; in stateless-http: {}", p.description(), s.description),
+                None => p.description().to_string(),
+            };
+            (p.name().to_string(), about)
+        })
+        .collect();
+    all.push((
+        "rmcp".into(),
+        "the official Rust SDK's StreamableHttpService (rmcp 3.11.0), streamable-http only".into(),
+    ));
+    // naive and guarded speak every dialect (their line says both); the stateless mutants follow.
+    let stateless_only: Vec<(String, String)> = stateless::POLICIES
+        .iter()
+        .filter(|p| !all.iter().any(|(n, _)| n == p.name))
+        .map(|p| (p.name.to_string(), p.description.to_string()))
+        .collect();
+    all.extend(stateless_only);
     all
 }
 
 /// The built-in server `name`, configured for `plan`; the error names the
 /// known servers, or the dialect the server lacks.
 pub fn for_plan(name: &str, plan: &Plan, seed: Seed) -> Result<Rc<dyn ServerPlug>> {
-    if streamable_only(name) && plan.dialect != Dialect::StreamableHttp {
+    let speaks_it = dialects(name);
+    if !speaks_it.is_empty() && !speaks_it.contains(&plan.dialect) {
+        let names: Vec<String> = speaks_it.iter().map(|d| format!("{:?}", d.name())).collect();
         return Err(Error::usage(format!(
-            "server {name:?} speaks only dialect \"streamable-http\"; scenario {:?} is \"legacy-sse\"",
-            plan.name
+            "server {name:?} speaks only dialect {}; scenario {:?} is {:?}",
+            names.join(" and "),
+            plan.name,
+            plan.dialect.name()
         )));
+    }
+    if plan.dialect == Dialect::StatelessHttp {
+        return builtin_stateless(name, &plan.server, &plan.tools, seed)
+            .ok_or_else(|| Error::usage(format!("unknown server {name:?} (known: {})", known_servers().join(", "))));
     }
     builtin(name, &plan.server, plan.dialect, seed)
         .ok_or_else(|| Error::usage(format!("unknown server {name:?} (known: {})", known_servers().join(", "))))
 }
 
-/// A built-in server by name.
+/// A built-in stateless-http server by name, offering `tools`.
+pub fn builtin_stateless(
+    name: &str,
+    cfg: &ServerConfig,
+    tools: &[crate::scenario::ToolSpec],
+    seed: Seed,
+) -> Option<Rc<dyn ServerPlug>> {
+    let policy = *stateless::POLICIES.iter().find(|p| p.name == name)?;
+    Some(Rc::new(stateless::StatelessServer::new(policy, cfg.clone(), tools.to_vec(), seed)))
+}
+
+/// A built-in server by name (legacy-sse or streamable-http).
 pub fn builtin(name: &str, cfg: &ServerConfig, dialect: Dialect, seed: Seed) -> Option<Rc<dyn ServerPlug>> {
     if name == "rmcp" {
         return Some(Rc::new(rmcp::Rmcp::new(cfg.clone(), seed)));
@@ -68,11 +127,27 @@ mod tests {
     fn the_server_vocabulary_names_exactly_the_servers_that_build() {
         let mut built: Vec<&str> = policy::builtin_policies().iter().map(|p| p.name()).collect();
         built.push("rmcp");
+        built.extend(stateless::POLICIES.iter().map(|p| p.name).filter(|n| !["naive", "guarded"].contains(n)));
         assert_eq!(built, crate::vocab::SERVERS);
-        let file = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/streamable-http/clean-resume.toml");
-        let plan = Plan::load(file.as_ref()).unwrap();
+        for (file, dialect) in [
+            ("streamable-http/clean-resume.toml", Dialect::StreamableHttp),
+            ("stateless-http/nat-rebind.toml", Dialect::StatelessHttp),
+        ] {
+            let file = format!("{}/scenarios/{file}", env!("CARGO_MANIFEST_DIR"));
+            let plan = Plan::load(file.as_ref()).unwrap();
+            for name in crate::vocab::SERVERS {
+                assert_eq!(for_plan(name, &plan, Seed(1)).is_ok(), speaks(name, dialect), "{name} on {file}");
+            }
+        }
+        assert_eq!(dialects("naive"), Dialect::ALL);
+        assert_eq!(dialects("rmcp"), [Dialect::StreamableHttp]);
+        assert_eq!(dialects("uncancelled"), [Dialect::StatelessHttp]);
+        assert_eq!(dialects("no-fence"), [Dialect::LegacySse, Dialect::StreamableHttp]);
+        assert!(dialects("nope").is_empty());
+        let stateless: Vec<&str> = stateless::POLICIES.iter().map(|p| p.name).collect();
+        assert_eq!(stateless, crate::vocab::STATELESS_SERVERS);
         for name in crate::vocab::SERVERS {
-            assert!(for_plan(name, &plan, Seed(1)).is_ok(), "{name}");
+            assert_eq!(crate::vocab::speaks_stateful(name), dialects(name).iter().any(|d| d.has_sessions()), "{name}");
         }
     }
 }

@@ -169,6 +169,77 @@ impl AppReporter {
     pub fn note(&self, session: &str, note: impl Into<String>) {
         self.recorder.record(What::ServerNote { session: session.into(), note: note.into(), explanation: true });
     }
+
+    // ---- stateless-http (MCP 2026-07-28) ----
+
+    /// Reports one step of tool execution `exec` (the server's own number),
+    /// which serves request `id` (call `run.call`) from `run.principal`.
+    pub fn execution(&self, exec: u32, run: &ExecutionOf, step: crate::trace::stateless::ExecStep) {
+        self.recorder.record(What::Execution {
+            exec,
+            tool: run.tool.clone(),
+            call: run.call.clone(),
+            id: run.id.clone(),
+            principal: run.principal.clone(),
+            on_behalf_of: run.on_behalf_of.clone(),
+            step,
+        });
+    }
+
+    /// Reports a `requestState` minted for `principal` in answer to request
+    /// `id` (call `call`); `state` is its text (the trace keeps a fingerprint).
+    pub fn state_minted(
+        &self,
+        call: &str,
+        id: &RpcId,
+        principal: &str,
+        state: &str,
+        lifetime: Option<std::time::Duration>,
+        once: bool,
+    ) {
+        self.recorder.record(What::StateMinted {
+            call: call.into(),
+            id: id.clone(),
+            principal: principal.into(),
+            fp: crate::wire::mrtr::fingerprint(state),
+            lifetime_us: lifetime.map(|l| l.as_micros() as u64),
+            once,
+        });
+    }
+
+    /// Reports what the application decided about the `requestState` that
+    /// request `id` (call `call`, from `principal`) presented.
+    pub fn state_checked(
+        &self,
+        call: &str,
+        id: &RpcId,
+        principal: &str,
+        state: &str,
+        verdict: crate::trace::stateless::StateVerdict,
+    ) {
+        self.recorder.record(What::StateChecked {
+            call: call.into(),
+            id: id.clone(),
+            principal: principal.into(),
+            fp: crate::wire::mrtr::fingerprint(state),
+            verdict,
+        });
+    }
+}
+
+/// What a tool execution serves: reported with each of its steps.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExecutionOf {
+    /// The tool.
+    pub tool: String,
+    /// The request's `call` argument.
+    pub call: String,
+    /// The request's JSON-RPC id.
+    pub id: RpcId,
+    /// The principal whose credential the request presented.
+    pub principal: String,
+    /// The principal its `requestState` was minted for, if it continues one.
+    pub on_behalf_of: Option<String>,
 }
 
 /// The hook a plug-in's application receives.

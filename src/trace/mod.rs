@@ -29,6 +29,7 @@ use std::time::Duration;
 
 mod recorder;
 mod run;
+pub mod stateless;
 pub use recorder::{Clock, Recorder};
 pub use run::{Fnv1a, LateStep, LiveInfo, Run};
 
@@ -454,6 +455,113 @@ pub enum What {
         client: String,
         /// What went wrong, in words.
         error: String,
+    },
+
+    // ---- stateless-http (MCP 2026-07-28) ----
+    /// The run's header: a tool the scenario declares (`[[tool]]`).
+    ToolOffered {
+        /// Its name.
+        tool: String,
+        /// Its `requestState` is a one-time redemption.
+        #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+        once: bool,
+        /// Running it twice does no harm.
+        #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+        idempotent: bool,
+    },
+    /// A client sent one attempt of a tool call (every attempt has its own JSON-RPC id).
+    CallSent {
+        /// The client that sent it.
+        client: String,
+        /// The connection it went out on.
+        conn: ConnId,
+        /// The scenario's label for the call (the client sends it as the `call` argument).
+        call: String,
+        /// The tool.
+        tool: String,
+        /// This attempt's JSON-RPC id.
+        id: RpcId,
+        /// Why this attempt.
+        attempt: stateless::Attempt,
+        /// The `requestState` it carried, if any.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        state: Option<stateless::Presented>,
+        /// The principal whose credential it presented, when not the client's own.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        credential: Option<String>,
+    },
+    /// How a client saw one attempt of a call end.
+    CallEnded {
+        /// The client.
+        client: String,
+        /// The connection that carried the attempt.
+        conn: ConnId,
+        /// The call's label.
+        call: String,
+        /// The attempt's JSON-RPC id.
+        id: RpcId,
+        /// How it ended.
+        #[serde(flatten)]
+        end: stateless::CallEnd,
+    },
+    /// A client gave up on a call: it will send no more attempts.
+    CallAbandoned {
+        /// The client.
+        client: String,
+        /// The call's label.
+        call: String,
+        /// Why, in words.
+        why: String,
+    },
+    /// The application reports one step of a tool execution.
+    Execution {
+        /// The server's number for the execution (1, 2, ... per server process).
+        exec: u32,
+        /// The tool.
+        tool: String,
+        /// The `call` argument of the request it serves.
+        call: String,
+        /// The JSON-RPC id of the request it serves.
+        id: RpcId,
+        /// The principal whose credential the request presented.
+        principal: String,
+        /// The principal the execution acts for: the one its `requestState` was minted for, if it continues one.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        on_behalf_of: Option<String>,
+        /// What happened.
+        #[serde(flatten)]
+        step: stateless::ExecStep,
+    },
+    /// The application minted a `requestState` (an `InputRequiredResult`).
+    StateMinted {
+        /// The `call` argument of the request it answers.
+        call: String,
+        /// The JSON-RPC id of that request.
+        id: RpcId,
+        /// The principal it was minted for.
+        principal: String,
+        /// The state's fingerprint (FNV-1a of its text, hex).
+        fp: String,
+        /// How long the server will accept it (µs), if it expires.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        lifetime_us: Option<u64>,
+        /// Whether it is a one-time redemption.
+        #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+        once: bool,
+    },
+    /// The application checked a presented `requestState`.
+    StateChecked {
+        /// The `call` argument of the request that carried it.
+        call: String,
+        /// That request's JSON-RPC id.
+        id: RpcId,
+        /// The principal whose credential that request presented.
+        principal: String,
+        /// The presented state's fingerprint.
+        fp: String,
+        /// What the application decided.
+        #[serde(flatten)]
+        verdict: stateless::StateVerdict,
     },
 
     // ---- explanation only ----

@@ -5,4 +5,5 @@ pub mod body;
 pub mod http1;
 pub mod jsonrpc;
 pub mod legacy;
+pub mod mrtr;
 pub mod sse;

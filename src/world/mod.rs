@@ -10,12 +10,13 @@ mod panics;
 pub use nat::NatCmd;
 
 use crate::client::ResumeFrom;
-use crate::client::{Client, ClientCmd, ClientShared};
+use crate::client::{ClientCmd, ClientShared};
 use crate::error::{Error, Result};
 use crate::inbox::Inbox;
-use crate::scenario::{Action, LastEventId, Plan, SeenOn, Step, Trigger};
+use crate::scenario::{Action, LastEventId, Plan, SeenOn, Step, Tamper, Trigger};
 use crate::seed::Seed;
 use crate::server::{AppCommand, AppHook, AppReporter, ServerPlug};
+use crate::trace::stateless::StateHow;
 use crate::trace::{Recorder, Run, SimTime, What};
 use nat::{Nat, SimNet};
 use std::collections::BTreeMap;
@@ -172,6 +173,9 @@ pub(crate) fn record_header(rec: &Recorder, plan: &Plan, server: &str, seed: See
             max_backoff_us: crate::client::MAX_BACKOFF.as_micros() as u64,
         });
     }
+    for t in &plan.tools {
+        rec.record(What::ToolOffered { tool: t.name.clone(), once: t.once, idempotent: t.idempotent });
+    }
 }
 
 /// A client host's body, run each time it (re)starts: it remembers nothing
@@ -186,8 +190,8 @@ pub(crate) fn start_client(
 ) -> impl std::future::Future<Output = ()> {
     inbox.clear();
     *shared.token.borrow_mut() = None;
-    let c = Client::new(spec.clone(), dialect, dialer, rec.clone(), shared.clone(), inbox.clone());
-    async move { c.run().await }
+    shared.states.borrow_mut().clear();
+    crate::client::body(spec.clone(), dialect, dialer, rec.clone(), shared.clone(), inbox.clone())
 }
 
 impl<H: Hosts> World<H> {
@@ -363,6 +367,65 @@ impl<H: Hosts> World<H> {
                 }
             }
             Action::Wait => {}
+            Action::Call { client, tool, label } => {
+                client_cmd(self, client, ClientCmd::Call { label: label.clone(), tool: tool.clone() })
+            }
+            Action::StealRequestState { from, to, label, credential } => {
+                let held = self.clients[from].1.states.borrow().get(label).cloned();
+                match held {
+                    Some(held) => {
+                        let cred = credential.then(|| self.clients[from].1.credential.borrow().clone());
+                        let how = StateHow::Stolen { from: from.clone() };
+                        let (call, tool) = (label.clone(), held.tool.clone());
+                        client_cmd(self, to, ClientCmd::Present { call, tool, held, how, credential: cred })
+                    }
+                    None => {
+                        self.app.report.error(to, format!("cannot steal: {from} holds no requestState for {label}"))
+                    }
+                }
+            }
+            Action::TamperRequestState { client, label, how } => {
+                let held = self.clients[client].1.states.borrow().get(label).cloned();
+                match held {
+                    Some(mut held) => {
+                        let (call, tool, how) = match how {
+                            Tamper::Flip => {
+                                held.state = crate::wire::mrtr::flip(&held.state);
+                                (label.clone(), held.tool.clone(), StateHow::Flipped)
+                            }
+                            Tamper::Truncate => {
+                                held.state = crate::wire::mrtr::truncate(&held.state);
+                                (label.clone(), held.tool.clone(), StateHow::Truncated)
+                            }
+                            Tamper::Move { onto, tool } => {
+                                (onto.clone(), tool.clone(), StateHow::Moved { from_call: label.clone() })
+                            }
+                        };
+                        client_cmd(self, client, ClientCmd::Present { call, tool, held, how, credential: None })
+                    }
+                    None => self
+                        .app
+                        .report
+                        .error(client, format!("cannot tamper: {client} holds no requestState for {label}")),
+                }
+            }
+            Action::ReplayRequestState { client, label } => {
+                let held = self.clients[client].1.states.borrow().get(label).cloned();
+                match held {
+                    Some(held) => {
+                        let (call, tool) = (label.clone(), held.tool.clone());
+                        client_cmd(
+                            self,
+                            client,
+                            ClientCmd::Present { call, tool, held, how: StateHow::Replayed, credential: None },
+                        )
+                    }
+                    None => self
+                        .app
+                        .report
+                        .error(client, format!("cannot present again: {client} holds no requestState for {label}")),
+                }
+            }
         }
     }
 

@@ -42,6 +42,11 @@ pub fn bundled_scenarios() -> Vec<PathBuf> {
     paths
 }
 
+/// The bundled stateless-http scenarios (`scenarios/stateless-http/*.toml`), relative, sorted.
+pub fn stateless_scenarios() -> Vec<PathBuf> {
+    toml_files_under("scenarios/stateless-http")
+}
+
 /// Every `.toml` file below `dir` (relative to the package root), sorted.
 pub fn toml_files_under(dir: &str) -> Vec<PathBuf> {
     fn walk(abs: &Path, rel: &Path, out: &mut Vec<PathBuf>) {

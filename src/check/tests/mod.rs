@@ -15,6 +15,7 @@ mod protocol;
 mod rejection_protocol;
 mod replay_integrity;
 mod session_binding;
+mod stateless;
 mod stream_order;
 
 /// The verdict of check `id` on `trace`.

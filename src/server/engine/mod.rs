@@ -27,7 +27,7 @@ use crate::wire::body::ChannelBody;
 use crate::wire::jsonrpc::{mcp, Message, RpcId};
 use crate::wire::{legacy, sse};
 use bytes::Bytes;
-use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -42,7 +42,7 @@ use std::rc::Rc;
 use std::time::Duration;
 use tokio::sync::{mpsc, Notify};
 
-type Body = BoxBody<Bytes, Infallible>;
+use super::http::Body;
 
 /// The reference engine with one policy: a server plug-in.
 pub struct Engine {
@@ -84,9 +84,11 @@ impl ServerPlug for Engine {
                 let svc = hyper::service::service_fn(move |req| {
                     let (shared, ctl) = (svc_shared.clone(), svc_ctl.clone());
                     async move {
-                        Ok::<_, Infallible>(match shared.dialect {
-                            Dialect::LegacySse => handle(shared, ctl, req).await,
-                            Dialect::StreamableHttp => streamable::handle(shared, ctl, req).await,
+                        // (`server::builtin` serves stateless-http with `server::stateless`, never here.)
+                        Ok::<_, Infallible>(if shared.dialect == Dialect::LegacySse {
+                            handle(shared, ctl, req).await
+                        } else {
+                            streamable::handle(shared, ctl, req).await
                         })
                     }
                 });
@@ -262,29 +264,4 @@ impl Session {
     }
 }
 
-fn full(status: StatusCode, text: String) -> Response<Body> {
-    let mut r = Response::new(Full::new(Bytes::from(text)).boxed());
-    *r.status_mut() = status;
-    r.headers_mut().insert("content-type", "application/json".parse().unwrap());
-    r
-}
-
-fn rpc_error(status: StatusCode, message: &str) -> Response<Body> {
-    full(status, Message::Error { id: None, code: -32000, message: message.into() }.to_json())
-}
-
-fn sse_response(body: ChannelBody) -> Response<Body> {
-    let mut r = Response::new(body.boxed());
-    r.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
-    r.headers_mut().insert("cache-control", "no-cache".parse().unwrap());
-    r
-}
-
-fn credential(req: &Request<Incoming>) -> String {
-    req.headers()
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("anonymous")
-        .to_string()
-}
+use super::http::{credential, full, rpc_error, sse_response};

@@ -11,11 +11,16 @@ pub(crate) fn list(what: ListWhat) -> Result<u8, Error> {
     match what {
         ListWhat::Servers => {
             for (name, about) in mcpsim::server::describe_servers() {
-                out!("{name:<18} {about}");
+                let speaks: Vec<&str> = mcpsim::server::dialects(&name).iter().map(|d| d.name()).collect();
+                out!("{name:<18} {about} [{}]", speaks.join(", "));
             }
         }
         ListWhat::Checks => {
             for c in mcpsim::check::CHECKS {
+                out!("{:<24} {}", c.id, c.about);
+            }
+            out!("\nstateless-http (MCP 2026-07-28) has its own checks:");
+            for c in mcpsim::check::stateless::CHECKS {
                 out!("{:<24} {}", c.id, c.about);
             }
         }
@@ -37,14 +42,31 @@ pub(crate) fn list(what: ListWhat) -> Result<u8, Error> {
 }
 
 pub(crate) fn explain(id: &str) -> Result<u8, Error> {
-    let Some(c) = mcpsim::check::CHECKS.iter().find(|c| c.id == id) else {
+    let stateful = mcpsim::check::CHECKS.iter().find(|c| c.id == id);
+    let stateless = mcpsim::check::stateless::CHECKS.iter().find(|c| c.id == id);
+    if stateful.is_none() && stateless.is_none() {
         let ids = mcpsim::check::CheckId::NAMES;
         let hint = mcpsim::error::did_you_mean(id, ids.iter().copied())
             .map_or(String::new(), |s| format!(", did you mean {s:?}?"));
         return Err(Error::usage(format!("unknown check {id:?}{hint} (known: {})", ids.join(", "))));
+    }
+    let show = |c: &mcpsim::check::Check, prefix: &str| {
+        let e = &c.explain;
+        out!("{prefix}{}: {}\n\nWhat it means\n  {}\n\nEvidence it uses\n  {}\n\nCondition of the analysis\n  {}\n\nTo pass, a server must\n  {}", c.id, c.about, e.meaning, e.evidence, e.condition, e.to_pass);
     };
-    let e = &c.explain;
-    out!("{}: {}\n\nWhat it means\n  {}\n\nEvidence it uses\n  {}\n\nCondition of the analysis\n  {}\n\nTo pass, a server must\n  {}", c.id, c.about, e.meaning, e.evidence, e.condition, e.to_pass);
+    if let Some(c) = stateful {
+        show(c, "");
+    }
+    if let Some(c) = stateless {
+        show(
+            c,
+            if stateful.is_some() {
+                "\nIn stateless-http (MCP 2026-07-28), "
+            } else {
+                "stateless-http (MCP 2026-07-28): "
+            },
+        );
+    }
     Ok(exit::OK)
 }
 

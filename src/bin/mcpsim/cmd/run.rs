@@ -125,10 +125,12 @@ pub(crate) fn run(
             // unless both were asked for by name (then the run explains the mismatch).
             if (!explicit || bundled)
                 && live.is_none()
-                && mcpsim::server::streamable_only(server)
-                && plan.dialect != mcpsim::scenario::Dialect::StreamableHttp
+                && mcpsim::server::is_known_server(server)
+                && !mcpsim::server::speaks(server, plan.dialect)
             {
-                *runs.skipped.entry(server.clone()).or_default() += 1;
+                let e = runs.skipped.entry(server.clone()).or_default();
+                e.0 += 1;
+                e.1.insert(plan.dialect.name());
                 continue;
             }
             let result = match &live {
@@ -207,7 +209,7 @@ struct Runs {
     /// (as expected, not met, without expectation, timing unreliable)
     counts: (usize, usize, usize, usize),
     /// Runs skipped because the server does not speak the scenario's dialect, per server.
-    skipped: std::collections::BTreeMap<String, usize>,
+    skipped: std::collections::BTreeMap<String, (usize, std::collections::BTreeSet<&'static str>)>,
 }
 
 impl Runs {
@@ -342,9 +344,24 @@ impl Runs {
         if unreliable > 0 {
             tally.push_str(&format!(", {unreliable} timing unreliable"));
         }
-        for (server, n) in &self.skipped {
+        // Servers skipped alike are named together.
+        // (count, dialects skipped, dialects spoken) → servers.
+        type Key = (usize, String, String);
+        let mut groups: Vec<(Key, Vec<&str>)> = Vec::new();
+        for (server, (n, dialects)) in &self.skipped {
+            let its: Vec<&str> = mcpsim::server::dialects(server).iter().map(|d| d.name()).collect();
+            let skipped: Vec<&str> = dialects.iter().copied().collect();
+            let key = (*n, skipped.join(" or "), its.join(" and "));
+            match groups.iter_mut().find(|g| g.0 == key) {
+                Some(g) => g.1.push(server),
+                None => groups.push((key, vec![server])),
+            }
+        }
+        for ((n, skipped, its), servers) in groups {
+            let speak = if servers.len() == 1 { "speaks" } else { "speak" };
             tally.push_str(&format!(
-                "; {n} legacy-sse scenario(s) skipped for {server}, which speaks only streamable-http"
+                "; {n} {skipped} scenario(s) skipped for {}, which {speak} only {its}",
+                servers.join(", ")
             ));
         }
         if self.format == RunFormat::Text {

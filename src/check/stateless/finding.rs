@@ -1,0 +1,85 @@
+//! What the stateless-http checks find, as facts (their words are in
+//! `report::words`).
+
+use crate::trace::SimTime;
+use crate::vocab::{ConnId, MappingId};
+use crate::wire::jsonrpc::RpcId;
+
+/// One request of a call, as the findings name it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Req {
+    /// The client that sent it.
+    pub client: String,
+    /// The call's label.
+    pub call: String,
+    /// The tool.
+    pub tool: String,
+    /// Its JSON-RPC id.
+    pub id: RpcId,
+}
+
+/// A stateless-http finding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[allow(missing_docs)] // the fields are named for what they hold; each variant says what it means
+pub enum StatelessFinding {
+    // ---- cancellation ----
+    /// An execution went on to its side effect (or result) after the close
+    /// of its request's stream reached the server.
+    RanAfterClose { exec: u32, req: Req, closed: &'static str, closed_at: SimTime, what: &'static str, at: SimTime },
+    /// An execution whose stream went half-open: the server could not know.
+    HalfOpen {
+        exec: u32,
+        req: Req,
+        mapping: MappingId,
+        dropped_at: SimTime,
+        dead_bytes: usize,
+        effect_at: Option<SimTime>,
+    },
+
+    // ---- exactly-once ----
+    /// A call's side effect happened more than once, and the server had been
+    /// shown that one of those requests was cancelled before its effect.
+    DuplicateAfterClose {
+        call: String,
+        tool: String,
+        effects: Vec<(u32, SimTime)>,
+        cancelled_exec: u32,
+        closed_at: SimTime,
+    },
+    /// A call's side effect happened more than once, and nothing the server
+    /// saw told the requests apart: the protocol cannot prevent it.
+    DuplicateUnpreventable { call: String, tool: String, effects: Vec<(u32, SimTime)> },
+    /// A one-time state acted on twice.
+    OnceRedeemedTwice { fp: String, call: String, first: (RpcId, SimTime), second: (RpcId, SimTime), by: String },
+
+    // ---- state-binding ----
+    /// A state minted for one principal acted on for another.
+    StolenStateHonoured {
+        req: Req,
+        victim: String,
+        thief_principal: String,
+        at: SimTime,
+        how: &'static str,
+        with_credential: bool,
+    },
+
+    // ---- state-integrity ----
+    /// An altered or moved state acted on.
+    TamperedStateHonoured { req: Req, tamper: String, at: SimTime, how: &'static str },
+    /// A state presented after the lifetime the server gave it, acted on.
+    ExpiredStateHonoured { req: Req, expired_at: SimTime, sent_at: SimTime, how: &'static str },
+
+    // ---- confidentiality ----
+    /// A client received a result carrying another principal's data.
+    OtherPrincipalsResult { req: Req, principal: String, data_of: String, at: SimTime, with_credential: bool },
+
+    // ---- liveness ----
+    /// A call never completed.
+    CallNeverCompleted { client: String, call: String, attempts: usize, last: String },
+
+    // ---- protocol ----
+    /// A client saw the server break the 2026-07-28 wire.
+    Wire { client: String, conn: ConnId, problem: String, what: String },
+    /// A server error (5xx) answered a request.
+    ServerError { req: Req, status: u16 },
+}

@@ -1,0 +1,209 @@
+//! What the stateless checks read of a trace, indexed once: each attempt a
+//! client sent and how it ended, each execution the application reported
+//! and its steps, the states it minted and checked, and which NAT mapping
+//! carried each attempt (and when its close reached the server, or when it
+//! went half-open).
+
+use crate::trace::stateless::{Attempt, CallEnd, ExecStep, Presented, StateVerdict};
+use crate::trace::{ConnId, MappingId, SimTime, Trace, What};
+use crate::wire::jsonrpc::RpcId;
+use std::collections::BTreeMap;
+
+/// One attempt of a call, as the client sent it.
+#[derive(Clone, Debug)]
+pub(crate) struct Sent {
+    pub seq: u64,
+    pub t: SimTime,
+    pub client: String,
+    pub conn: ConnId,
+    pub call: String,
+    pub tool: String,
+    pub id: RpcId,
+    pub attempt: Attempt,
+    pub state: Option<Presented>,
+    /// The principal whose credential it presented.
+    pub principal: String,
+    /// How it ended, when, and the event's seq.
+    pub end: Option<(CallEnd, SimTime, u64)>,
+    /// The NAT mapping that carried it.
+    pub mapping: Option<MappingId>,
+}
+
+/// One execution, as the application reported it.
+#[derive(Clone, Debug)]
+pub(crate) struct Exec {
+    pub exec: u32,
+    pub tool: String,
+    pub call: String,
+    pub principal: String,
+    pub on_behalf_of: Option<String>,
+    /// Each step, when, and its seq.
+    pub steps: Vec<(ExecStep, SimTime, u64)>,
+    /// The attempt it serves (index into `sent`).
+    pub sent: Option<usize>,
+}
+
+impl Exec {
+    /// When it reached `step`, if it did.
+    pub fn at(&self, step: &ExecStep) -> Option<(SimTime, u64)> {
+        self.steps.iter().find(|(s, _, _)| s == step).map(|(_, t, q)| (*t, *q))
+    }
+}
+
+/// What happened to a NAT mapping.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct MappingFate {
+    /// When the client's close or a reset went upstream to the server (and the event's seq, and which).
+    pub closed: Option<(SimTime, u64, &'static str)>,
+    /// When it went half-open (silently dropped), and the event's seq.
+    pub dropped: Option<(SimTime, u64)>,
+    /// Bytes the server wrote into it after it was dropped, and the seqs.
+    pub dead_bytes: usize,
+    pub dead_writes: Vec<u64>,
+}
+
+/// A minted state.
+#[derive(Clone, Debug)]
+pub(crate) struct Minted {
+    pub t: SimTime,
+    pub seq: u64,
+    pub lifetime_us: Option<u64>,
+    pub once: bool,
+}
+
+/// The index.
+#[derive(Default)]
+pub(crate) struct Index {
+    pub clients: BTreeMap<String, String>,
+    pub tools: BTreeMap<String, (bool, bool)>,
+    pub sent: Vec<Sent>,
+    pub execs: BTreeMap<u32, Exec>,
+    pub mappings: BTreeMap<(String, MappingId), MappingFate>,
+    pub minted: BTreeMap<String, Minted>,
+    /// (call, id, principal, fp, verdict, t, seq)
+    pub checked: Vec<(String, RpcId, String, String, StateVerdict, SimTime, u64)>,
+    pub abandoned: Vec<(String, String, String, SimTime, u64)>,
+    pub crashed: BTreeMap<String, SimTime>,
+    /// Protocol problems clients saw: (client, conn, problem, what, t, seq).
+    pub problems: Vec<(String, ConnId, String, String, SimTime, u64)>,
+    pub end: SimTime,
+}
+
+impl Index {
+    pub(crate) fn new(trace: &Trace) -> Index {
+        let mut ix = Index::default();
+        let mut ports: BTreeMap<(String, ConnId), u16> = BTreeMap::new();
+        let mut by_port: BTreeMap<(String, u16), MappingId> = BTreeMap::new();
+        for e in trace.iter() {
+            let (t, seq) = (e.t_us, e.seq);
+            match &e.what {
+                What::RunStarted { duration_us, .. } => ix.end = SimTime(*duration_us),
+                What::ClientJoined { client, principal, .. } => {
+                    ix.clients.insert(client.clone(), principal.clone());
+                }
+                What::ToolOffered { tool, once, idempotent } => {
+                    ix.tools.insert(tool.clone(), (*once, *idempotent));
+                }
+                What::Connect { client, conn, port, .. } => {
+                    ports.insert((client.clone(), *conn), *port);
+                }
+                What::MappingOpened { client, mapping, down_port, .. } => {
+                    by_port.insert((client.clone(), *down_port), *mapping);
+                }
+                What::MappingDropped { client, mapping, .. } => {
+                    ix.mappings.entry((client.clone(), *mapping)).or_default().dropped.get_or_insert((t, seq));
+                }
+                What::MappingReset { client, mapping, .. } => {
+                    ix.mappings.entry((client.clone(), *mapping)).or_default().closed.get_or_insert((t, seq, "reset"));
+                }
+                What::MappingClosed { client, mapping, by } if by == "client" => {
+                    let f = ix.mappings.entry((client.clone(), *mapping)).or_default();
+                    if f.dropped.is_none() {
+                        f.closed.get_or_insert((t, seq, "closed by the client"));
+                    }
+                }
+                What::DroppedWrite { client, mapping, bytes, .. } => {
+                    let f = ix.mappings.entry((client.clone(), *mapping)).or_default();
+                    if f.closed.is_none() {
+                        f.dead_bytes += bytes;
+                        f.dead_writes.push(seq);
+                    }
+                }
+                What::CallSent { client, conn, call, tool, id, attempt, state, credential } => {
+                    let own = ix.clients.get(client).cloned().unwrap_or_default();
+                    ix.sent.push(Sent {
+                        seq,
+                        t,
+                        client: client.clone(),
+                        conn: *conn,
+                        call: call.clone(),
+                        tool: tool.clone(),
+                        id: id.clone(),
+                        attempt: attempt.clone(),
+                        state: state.clone(),
+                        principal: credential.clone().unwrap_or(own),
+                        end: None,
+                        mapping: None,
+                    });
+                }
+                What::CallEnded { client, conn, end, .. } => {
+                    if let Some(s) = ix.sent.iter_mut().rev().find(|s| &s.client == client && s.conn == *conn) {
+                        s.end.get_or_insert((end.clone(), t, seq));
+                    }
+                }
+                What::CallAbandoned { client, call, why } => {
+                    ix.abandoned.push((client.clone(), call.clone(), why.clone(), t, seq));
+                }
+                What::ClientCrashed { client } => {
+                    ix.crashed.entry(client.clone()).or_insert(t);
+                }
+                What::Execution { exec, tool, call, id, principal, on_behalf_of, step } => {
+                    let sent = ix
+                        .sent
+                        .iter()
+                        .rposition(|s| &s.call == call && &s.id == id && &s.principal == principal && s.t <= t);
+                    let x = ix.execs.entry(*exec).or_insert_with(|| Exec {
+                        exec: *exec,
+                        tool: tool.clone(),
+                        call: call.clone(),
+                        principal: principal.clone(),
+                        on_behalf_of: on_behalf_of.clone(),
+                        steps: Vec::new(),
+                        sent,
+                    });
+                    x.steps.push((step.clone(), t, seq));
+                }
+                What::StateMinted { fp, lifetime_us, once, .. } => {
+                    ix.minted.entry(fp.clone()).or_insert(Minted { t, seq, lifetime_us: *lifetime_us, once: *once });
+                }
+                What::StateChecked { call, id, principal, fp, verdict } => {
+                    ix.checked.push((call.clone(), id.clone(), principal.clone(), fp.clone(), verdict.clone(), t, seq));
+                }
+                What::ProtocolError { client, conn, problem, what } => {
+                    ix.problems.push((client.clone(), *conn, problem.clone(), what.clone(), t, seq));
+                }
+                _ => {}
+            }
+        }
+        for s in &mut ix.sent {
+            s.mapping =
+                ports.get(&(s.client.clone(), s.conn)).and_then(|p| by_port.get(&(s.client.clone(), *p))).copied();
+        }
+        ix
+    }
+
+    /// What became of the mapping that carried attempt `s`.
+    pub(crate) fn fate(&self, s: &Sent) -> Option<&MappingFate> {
+        self.mappings.get(&(s.client.clone(), s.mapping?))
+    }
+
+    /// The executions that serve attempt `i`.
+    pub(crate) fn execs_of(&self, i: usize) -> impl Iterator<Item = &Exec> {
+        self.execs.values().filter(move |x| x.sent == Some(i))
+    }
+
+    /// Whether the tool is declared idempotent.
+    pub(crate) fn idempotent(&self, tool: &str) -> bool {
+        self.tools.get(tool).is_some_and(|t| t.1)
+    }
+}

@@ -1,0 +1,488 @@
+//! The checks of `stateless-http` (MCP 2026-07-28): the seed's four
+//! conditions restated for a protocol without sessions or resumption
+//! (`docs/stateless-http.md`, Part 2):
+//!
+//! | seed condition | check |
+//! |---|---|
+//! | session binding | `state-binding` (and `confidentiality`) |
+//! | replay-window integrity | `state-integrity` |
+//! | correlation-window consistency | `exactly-once` |
+//! | in-flight request disposition | `cancellation` (and `liveness`) |
+//!
+//! One rule for all: a break that never reached the server is not the
+//! server's fault. A half-open socket gives the server no close; what
+//! follows from it is reported as inherent, with its reason.
+
+pub mod finding;
+mod index;
+
+use super::{not_applicable, status, Check, CheckId, Explain, Finding, Judge, Status, Violation};
+use crate::trace::stateless::{Attempt, CallEnd, ExecStep, StateHow, StateVerdict};
+use crate::trace::SimTime;
+use finding::{Req, StatelessFinding as F};
+pub(crate) use index::Index;
+
+/// How long a close takes to reach the server and stop an execution, at
+/// most, before running on counts against it: a hop is 5 to 40 ms in the
+/// bundled scenarios and hunts, and the tick 20 ms; one second is far above both.
+pub const CLOSE_GRACE: SimTime = SimTime(1_000_000);
+
+fn v(check: CheckId, finding: F, t: SimTime, evidence: Vec<u64>, inherent: bool) -> Violation {
+    Violation { check, finding: Finding::Stateless(finding), t, evidence, inherent }
+}
+
+fn req(ix: &Index, i: usize) -> Req {
+    let s = &ix.sent[i];
+    Req { client: s.client.clone(), call: s.call.clone(), tool: s.tool.clone(), id: s.id.clone() }
+}
+
+/// `cancellation`: a close that reached the server stops its request.
+fn cancellation(ix: &Index) -> Status {
+    let mut out = Vec::new();
+    let mut judged = false;
+    for x in ix.execs.values() {
+        let Some(i) = x.sent else { continue };
+        let Some(fate) = ix.fate(&ix.sent[i]) else { continue };
+        let (started, _) = x.at(&ExecStep::Started).unwrap_or((SimTime(0), 0));
+        let running_at = |t: SimTime| {
+            !x.steps.iter().any(|(s, u, _)| matches!(s, ExecStep::Completed | ExecStep::Cancelled) && *u <= t)
+        };
+        if let Some((dropped_at, dseq)) = fate.dropped.filter(|d| d.0 >= started && running_at(d.0)) {
+            // Half-open first: the server could not know, until a reset (if any) reached it.
+            judged = true;
+            let effect = x.at(&ExecStep::Effect);
+            let mut evidence = vec![ix.sent[i].seq, dseq];
+            evidence.extend(fate.dead_writes.iter().take(3));
+            evidence.extend(effect.map(|e| e.1));
+            out.push(v(
+                CheckId::Cancellation,
+                F::HalfOpen {
+                    exec: x.exec,
+                    req: req(ix, i),
+                    mapping: ix.sent[i].mapping.expect("a fate has a mapping"),
+                    dropped_at,
+                    dead_bytes: fate.dead_bytes,
+                    effect_at: effect.map(|e| e.0),
+                },
+                dropped_at,
+                evidence,
+                true,
+            ));
+        }
+        if let Some((closed_at, cseq, how)) = fate.closed.filter(|c| c.0 >= started && running_at(c.0)) {
+            judged = true;
+            let late = x.steps.iter().find(|(s, t, _)| {
+                matches!(s, ExecStep::Effect | ExecStep::Completed) && t.0 > closed_at.0 + CLOSE_GRACE.0
+            });
+            if let Some((step, at, seq)) = late {
+                let what = if *step == ExecStep::Effect { "did its side effect" } else { "completed" };
+                out.push(v(
+                    CheckId::Cancellation,
+                    F::RanAfterClose { exec: x.exec, req: req(ix, i), closed: how, closed_at, what, at: *at },
+                    *at,
+                    vec![ix.sent[i].seq, cseq, *seq],
+                    false,
+                ));
+            }
+        }
+    }
+    if !judged {
+        return not_applicable("no request's stream closed or went half-open while its execution ran");
+    }
+    status(out)
+}
+
+/// `exactly-once`: one-time states redeemed once; no duplicate side effect the server could have prevented.
+fn exactly_once(ix: &Index) -> Status {
+    let mut out = Vec::new();
+    let mut judged = false;
+    // Side effects per (acting principal, call).
+    let mut by_call: std::collections::BTreeMap<(String, String), Vec<&index::Exec>> = Default::default();
+    // Executions a step forced (a stolen, altered or replayed state) are
+    // the other checks' findings; a replayed one-time state is judged below.
+    let own = |x: &&index::Exec| x.sent.is_none_or(|i| ix.sent[i].attempt != Attempt::Presented);
+    for x in ix.execs.values().filter(|x| x.at(&ExecStep::Effect).is_some()).filter(own) {
+        let who = x.on_behalf_of.clone().unwrap_or_else(|| x.principal.clone());
+        by_call.entry((who, x.call.clone())).or_default().push(x);
+    }
+    for ((_, call), xs) in &by_call {
+        let tool = xs[0].tool.clone();
+        if ix.idempotent(&tool) {
+            continue;
+        }
+        judged = true;
+        if xs.len() < 2 {
+            continue;
+        }
+        let effects: Vec<(u32, SimTime)> = xs.iter().map(|x| (x.exec, x.at(&ExecStep::Effect).unwrap().0)).collect();
+        let evidence: Vec<u64> = xs.iter().map(|x| x.at(&ExecStep::Effect).unwrap().1).collect();
+        let at = effects[1].1;
+        // Preventable: some execution's close reached the server before its effect.
+        let shown = xs.iter().find_map(|x| {
+            let i = x.sent?;
+            let (closed_at, _, _) = ix.fate(&ix.sent[i])?.closed?;
+            let (effect_at, _) = x.at(&ExecStep::Effect)?;
+            let (started, _) = x.at(&ExecStep::Started)?;
+            (closed_at >= started && closed_at.0 + CLOSE_GRACE.0 < effect_at.0).then_some((x.exec, closed_at))
+        });
+        match shown {
+            Some((cancelled_exec, closed_at)) => out.push(v(
+                CheckId::ExactlyOnce,
+                F::DuplicateAfterClose { call: call.clone(), tool, effects, cancelled_exec, closed_at },
+                at,
+                evidence,
+                false,
+            )),
+            None => out.push(v(
+                CheckId::ExactlyOnce,
+                F::DuplicateUnpreventable { call: call.clone(), tool, effects },
+                at,
+                evidence,
+                true,
+            )),
+        }
+    }
+    // One-time states: at most one acceptance that led to an execution.
+    let mut accepted: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
+    for (k, c) in ix.checked.iter().enumerate() {
+        if ix.minted.get(&c.3).is_some_and(|m| m.once) {
+            judged = true;
+            if c.4 == StateVerdict::Accepted {
+                accepted.entry(c.3.as_str()).or_default().push(k);
+            }
+        }
+    }
+    for (fp, ks) in accepted {
+        if ks.len() < 2 {
+            continue;
+        }
+        let (a, b) = (&ix.checked[ks[0]], &ix.checked[ks[1]]);
+        out.push(v(
+            CheckId::ExactlyOnce,
+            F::OnceRedeemedTwice {
+                fp: fp.to_string(),
+                call: b.0.clone(),
+                first: (a.1.clone(), a.5),
+                second: (b.1.clone(), b.5),
+                by: b.2.clone(),
+            },
+            b.5,
+            vec![a.6, b.6],
+            false,
+        ));
+    }
+    if !judged {
+        return not_applicable("no side effect of a tool that is not idempotent, and no one-time state presented");
+    }
+    status(out)
+}
+
+/// The attempt's outcome if the server acted on its state: completed, or
+/// an execution started for it.
+fn acted_on(ix: &Index, i: usize) -> Option<(&'static str, SimTime, u64)> {
+    let s = &ix.sent[i];
+    if let Some((CallEnd::Complete { .. }, t, seq)) = &s.end {
+        return Some(("completed the call", *t, *seq));
+    }
+    ix.execs_of(i).next().and_then(|x| x.at(&ExecStep::Started)).map(|(t, seq)| ("started an execution", t, seq))
+}
+
+/// `state-binding`: state minted for one principal is refused from another.
+fn state_binding(ix: &Index) -> Status {
+    let mut out = Vec::new();
+    let mut judged = false;
+    for (i, s) in ix.sent.iter().enumerate() {
+        let Some(StateHow::Stolen { from }) = s.state.as_ref().map(|p| &p.how) else { continue };
+        judged = true;
+        let victim = ix.clients.get(from).cloned().unwrap_or_else(|| from.clone());
+        let Some((how, at, seq)) = acted_on(ix, i) else { continue };
+        let with_credential = s.principal == victim;
+        out.push(v(
+            CheckId::StateBinding,
+            F::StolenStateHonoured {
+                req: req(ix, i),
+                victim: from.clone(),
+                thief_principal: s.principal.clone(),
+                at,
+                how,
+                with_credential,
+            },
+            at,
+            vec![s.seq, seq],
+            with_credential,
+        ));
+    }
+    if !judged {
+        return not_applicable("no client presented another's requestState");
+    }
+    status(out)
+}
+
+/// `state-integrity`: altered, moved or expired state is refused, never acted on.
+fn state_integrity(ix: &Index) -> Status {
+    let mut out = Vec::new();
+    let mut judged = false;
+    for (i, s) in ix.sent.iter().enumerate() {
+        let Some(p) = &s.state else { continue };
+        if p.how.is_tampered() {
+            judged = true;
+            if let Some((how, at, seq)) = acted_on(ix, i) {
+                let tamper = match &p.how {
+                    StateHow::Flipped => "altered (one character changed)".to_string(),
+                    StateHow::Truncated => "truncated".to_string(),
+                    StateHow::Moved { from_call } => format!("minted for {from_call}, presented on {}", s.call),
+                    _ => unreachable!("is_tampered"),
+                };
+                out.push(v(
+                    CheckId::StateIntegrity,
+                    F::TamperedStateHonoured { req: req(ix, i), tamper, at, how },
+                    at,
+                    vec![s.seq, seq],
+                    false,
+                ));
+            }
+            continue;
+        }
+        // Expiry, as the server declared it when minting.
+        let Some(m) = ix.minted.get(&p.fp) else { continue };
+        let Some(life) = m.lifetime_us else { continue };
+        let expired_at = SimTime(m.t.0 + life);
+        // Sent at least a grace after it expired: the server sees it later still.
+        if s.t.0 > expired_at.0 + CLOSE_GRACE.0 {
+            judged = true;
+            if let Some((how, at, seq)) = acted_on(ix, i) {
+                out.push(v(
+                    CheckId::StateIntegrity,
+                    F::ExpiredStateHonoured { req: req(ix, i), expired_at, sent_at: s.t, how },
+                    at,
+                    vec![m.seq, s.seq, seq],
+                    false,
+                ));
+            }
+        }
+    }
+    if !judged {
+        return not_applicable("no client presented an altered, moved or expired requestState");
+    }
+    status(out)
+}
+
+/// `confidentiality`: no client receives another principal's results.
+fn confidentiality(ix: &Index) -> Status {
+    let mut out = Vec::new();
+    let mut judged = false;
+    for (i, s) in ix.sent.iter().enumerate() {
+        let Some((CallEnd::Complete { data_of: Some(d), .. }, at, seq)) = &s.end else { continue };
+        judged = true;
+        let own = ix.clients.get(&s.client).cloned().unwrap_or_default();
+        if *d != own {
+            let with_credential = s.principal == *d;
+            out.push(v(
+                CheckId::Confidentiality,
+                F::OtherPrincipalsResult {
+                    req: req(ix, i),
+                    principal: own,
+                    data_of: d.clone(),
+                    at: *at,
+                    with_credential,
+                },
+                *at,
+                vec![s.seq, *seq],
+                with_credential,
+            ));
+        }
+    }
+    if !judged {
+        return not_applicable("no call completed with a result that names whose data it carries");
+    }
+    status(out)
+}
+
+/// `liveness`: every call a client made completes, re-issued or not.
+fn liveness(ix: &Index) -> Status {
+    let mut out = Vec::new();
+    let mut calls: Vec<(&str, &str)> = Vec::new();
+    for s in ix.sent.iter().filter(|s| s.attempt == Attempt::First) {
+        if !calls.contains(&(&s.client, &s.call)) {
+            calls.push((&s.client, &s.call));
+        }
+    }
+    if calls.is_empty() {
+        return not_applicable("no client made a call");
+    }
+    for (client, call) in calls {
+        if ix.crashed.contains_key(client) {
+            continue;
+        }
+        let attempts: Vec<_> = ix
+            .sent
+            .iter()
+            .filter(|s| s.client == client && s.call == call && s.attempt != Attempt::Presented)
+            .collect();
+        let done = attempts.iter().any(|s| matches!(s.end, Some((CallEnd::Complete { .. }, _, _))));
+        if done {
+            continue;
+        }
+        let last = attempts.last().expect("a first attempt");
+        let abandoned = ix.abandoned.iter().find(|a| a.0 == client && a.1 == call);
+        let (words, t, seq) = match (&last.end, abandoned) {
+            (_, Some(a)) => (format!("the client gave up: {}", a.2), a.3, a.4),
+            // An explicit refusal ends a call, and is right when the state was
+            // not valid any more; a refusal of a valid request is not.
+            (Some((CallEnd::Error { code, message }, t, seq)), _) => match valid_state(ix, last) {
+                true => (format!("its last request, valid, got JSON-RPC error {code} ({message})"), *t, *seq),
+                false => continue,
+            },
+            (Some((CallEnd::Status { status }, t, seq)), _) => {
+                (format!("its last request got HTTP {status}"), *t, *seq)
+            }
+            (Some((CallEnd::Garbled { what }, t, seq)), _) => {
+                (format!("its last response was unreadable: {what}"), *t, *seq)
+            }
+            // Still under way at the end (a long tool, or a re-issue waiting): not judged.
+            _ => continue,
+        };
+        out.push(v(
+            CheckId::Liveness,
+            F::CallNeverCompleted {
+                client: client.to_string(),
+                call: call.to_string(),
+                attempts: attempts.len(),
+                last: words,
+            },
+            t,
+            vec![attempts[0].seq, seq],
+            false,
+        ));
+    }
+    status(out)
+}
+
+/// Whether attempt `s` was valid as sent: no state, or its own state as the
+/// server handed it, inside the lifetime the server gave it.
+fn valid_state(ix: &Index, s: &index::Sent) -> bool {
+    match &s.state {
+        None => true,
+        Some(p) if p.how == StateHow::AsReceived => {
+            ix.minted.get(&p.fp).is_none_or(|m| m.lifetime_us.is_none_or(|l| s.t.0 <= m.t.0 + l))
+        }
+        Some(_) => false,
+    }
+}
+
+/// `protocol`: the server spoke MCP 2026-07-28 as a client can read it.
+fn protocol(ix: &Index) -> Status {
+    let mut out = Vec::new();
+    for (client, conn, problem, what, t, seq) in &ix.problems {
+        out.push(v(
+            CheckId::Protocol,
+            F::Wire { client: client.clone(), conn: *conn, problem: problem.clone(), what: what.clone() },
+            *t,
+            vec![*seq],
+            false,
+        ));
+    }
+    for (i, s) in ix.sent.iter().enumerate() {
+        if let Some((CallEnd::Status { status }, t, seq)) = &s.end {
+            if *status >= 500 {
+                out.push(v(
+                    CheckId::Protocol,
+                    F::ServerError { req: req(ix, i), status: *status },
+                    *t,
+                    vec![s.seq, *seq],
+                    false,
+                ));
+            }
+        }
+    }
+    if ix.sent.iter().all(|s| s.end.is_none()) && out.is_empty() {
+        return not_applicable("no request was answered");
+    }
+    out.sort_by_key(|v| v.t);
+    status(out)
+}
+
+const fn check(id: CheckId, about: &'static str, explain: Explain, judge: fn(&Index) -> Status) -> Check {
+    Check { id, about, explain, judge: Judge::Stateless(judge) }
+}
+
+/// The checks of stateless-http, in the order of the seed's conditions.
+pub const CHECKS: [Check; 7] = [
+    check(
+        CheckId::StateBinding,
+        "state minted for one principal is refused when another presents it",
+        Explain {
+            meaning: "A requestState handed to principal P is honoured only on a request authenticated as P.",
+            evidence: "A request that presented another client's requestState (steal-request-state), and whether the server acted on it: the call completed, or the application reported an execution for it. A thief who also presents the victim's credential is the victim to any server: inherent.",
+            condition: "Session binding (condition 1): the session's event sequence belonged to the principal that created it; here the state does.",
+            to_pass: "Bind the principal into the state and refuse it from anyone else (MRTR: SHOULD; MUST when the state carries an elicitation).",
+        },
+        state_binding,
+    ),
+    check(
+        CheckId::StateIntegrity,
+        "altered, moved or expired state is refused and never acted on",
+        Explain {
+            meaning: "The server acts only on state it minted, unmodified, unexpired, for this very request (tool and arguments).",
+            evidence: "A request whose requestState was altered or truncated (tamper-request-state), moved onto another call, or sent after the lifetime the application declared when minting it, and whether the server acted on it.",
+            condition: "Replay-window integrity (condition 2): a resumption from N was valid only inside the retained window; here a state is valid only as minted, in its lifetime, for its request.",
+            to_pass: "Seal the state (HMAC or AEAD), bind it to the tool and a digest of the arguments, give it a short expiry, and refuse whatever fails.",
+        },
+        state_integrity,
+    ),
+    check(
+        CheckId::ExactlyOnce,
+        "a one-time state is redeemed once; no duplicate side effect the server could have prevented",
+        Explain {
+            meaning: "A one-time state is acted on once. A call's side effect happens once, unless nothing the server saw told the requests apart.",
+            evidence: "The application's side effects per call and acting principal, and which request's close reached the server before its effect; the application's acceptances of a one-time state. A re-issue after a half-open break runs a tool that is not idempotent twice, and no server can tell a re-issue from a new call: inherent.",
+            condition: "Correlation-window consistency (condition 3): an answered request was never re-sent; here a settled action is never done again.",
+            to_pass: "Keep a single-use registry for one-time states, and stop an execution whose request was cancelled.",
+        },
+        exactly_once,
+    ),
+    check(
+        CheckId::Cancellation,
+        "a close that reached the server cancels its request",
+        Explain {
+            meaning: "Once the client's close of a response stream (FIN or RST) has reached the server, the server sends nothing more for that request and does no more of its work.",
+            evidence: "The NAT's record of the close going upstream (a reset, or the client's close of a live mapping) and the application's report of the execution's side effect or completion more than a second later. A half-open break never reaches the server: what it wrote into the dead mapping, and whether the work ran to its effect, is reported as inherent.",
+            condition: "In-flight request disposition (condition 4): a request in flight at a resumption was re-issued or failed; here the close is the disposition.",
+            to_pass: "Treat the close of the response stream as cancellation: stop the work and write nothing more.",
+        },
+        cancellation,
+    ),
+    check(
+        CheckId::Confidentiality,
+        "no client receives another principal's results",
+        Explain {
+            meaning: "Nothing computed for principal P reaches a client of another principal.",
+            evidence: "Each completed result, and the principal whose data it names, against the principal of the client that received it.",
+            condition: "Session binding (condition 1), seen from the victim's side.",
+            to_pass: "Act for the principal that authenticated the request, never for the one a state names.",
+        },
+        confidentiality,
+    ),
+    check(
+        CheckId::Liveness,
+        "every call completes, re-issued if its response was lost",
+        Explain {
+            meaning: "Every call a client makes ends with its result; a lost response is re-issued under a new id and completes.",
+            evidence: "Each call's attempts and how each ended. A call still under way at the end is not judged.",
+            condition: "In-flight request disposition (condition 4): nothing waits forever.",
+            to_pass: "Answer every request; accept a re-issue.",
+        },
+        liveness,
+    ),
+    check(
+        CheckId::Protocol,
+        "the server spoke MCP 2026-07-28 as a client can read it",
+        Explain {
+            meaning: "Responses are JSON or SSE; every result carries a known resultType; no server-initiated request; no 5xx.",
+            evidence: "What clients could not read, server requests on a response stream, and server errors.",
+            condition: "None: the harness can judge the four conditions only over a protocol it can read.",
+            to_pass: "Speak MCP 2026-07-28.",
+        },
+        protocol,
+    ),
+];

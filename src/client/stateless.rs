@@ -1,0 +1,387 @@
+//! The simulated client of `stateless-http` (MCP 2026-07-28).
+//!
+//! No session and no uplink: each attempt of a tool call is its own POST on
+//! its own connection, with the standard headers and `_meta`. A response is
+//! JSON, or an SSE stream scoped to the request (progress, then the result).
+//! An `InputRequiredResult` ends the request: after `think_time` the client
+//! retries under a new id with `inputResponses` and the `requestState`
+//! echoed. A stream that breaks or stays silent past `heartbeat_timeout`
+//! loses the request: the client closes it (which is the cancellation, if
+//! the close gets through) and re-issues it under a new id, with the same
+//! backoff as the stateful clients, at most [`MAX_REISSUES`] times.
+//!
+//! Everything it records is what a real client could observe.
+
+use super::dial::Dialer;
+use super::{AbortOnDrop, ClientCmd, ClientShared, HeldState, MAX_BACKOFF, MAX_EVENT_BYTES};
+use crate::clock::timeout;
+use crate::inbox::Inbox;
+use crate::scenario::ClientSpec;
+use crate::trace::stateless::{Attempt, CallEnd, Presented, StateHow};
+use crate::trace::{ConnId, Purpose, Recorder, What};
+use crate::wire::jsonrpc::{Message, RpcId};
+use crate::wire::mrtr::{self, Continuation, ResultKind};
+use crate::wire::sse::{Decoder, Item};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// How many times a client re-issues one round of a call after losing its response.
+pub const MAX_REISSUES: u32 = 5;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client waits for a response's head, or a JSON body.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One stateless client actor.
+pub(crate) struct Client {
+    spec: ClientSpec,
+    dialer: Rc<dyn Dialer>,
+    rec: Recorder,
+    shared: Rc<ClientShared>,
+    inbox: Inbox<ClientCmd>,
+    rpc_seq: Cell<i64>,
+}
+
+/// What a request's credential and state are, for one attempt.
+struct Send<'a> {
+    call: &'a str,
+    tool: &'a str,
+    attempt: Attempt,
+    cont: Option<&'a Continuation>,
+    how: StateHow,
+    received_us: Option<u64>,
+    credential: Option<String>,
+}
+
+impl Client {
+    pub(crate) fn new(
+        spec: ClientSpec,
+        dialer: Rc<dyn Dialer>,
+        rec: Recorder,
+        shared: Rc<ClientShared>,
+        inbox: Inbox<ClientCmd>,
+    ) -> Rc<Self> {
+        *shared.credential.borrow_mut() = spec.principal.clone();
+        Rc::new(Client { spec, dialer, rec, shared, inbox, rpc_seq: Cell::new(0) })
+    }
+
+    fn name(&self) -> String {
+        self.spec.name.clone()
+    }
+
+    fn next_id(&self) -> RpcId {
+        self.rpc_seq.set(self.rpc_seq.get() + 1);
+        RpcId::Num(self.rpc_seq.get())
+    }
+
+    /// The actor's main loop: one command at a time; calls run on their own.
+    pub(crate) async fn run(self: Rc<Self>) {
+        loop {
+            match self.inbox.recv().await {
+                ClientCmd::Call { label, tool } => {
+                    tokio::task::spawn_local(self.clone().call(label, tool));
+                }
+                ClientCmd::Present { call, tool, held, how, credential } => {
+                    let me = self.clone();
+                    tokio::task::spawn_local(async move {
+                        let cont = Continuation { requests: held.requests.clone(), state: Some(held.state.clone()) };
+                        let send = Send {
+                            call: &call,
+                            tool: &tool,
+                            attempt: Attempt::Presented,
+                            cont: Some(&cont),
+                            how,
+                            received_us: held.received_us,
+                            credential,
+                        };
+                        me.attempt(me.next_id(), send).await;
+                    });
+                }
+                // The stateful commands mean nothing here (the loader keeps them out of stateless plans).
+                _ => {}
+            }
+        }
+    }
+
+    /// One call, round after round, re-issuing a lost round, until it completes or fails.
+    async fn call(self: Rc<Self>, label: String, tool: String) {
+        let mut cont: Option<Continuation> = None;
+        let mut received_us = None;
+        let mut attempt = Attempt::First;
+        let mut reissues = 0;
+        let mut backoff = Duration::ZERO;
+        loop {
+            let send = Send {
+                call: &label,
+                tool: &tool,
+                attempt: attempt.clone(),
+                cont: cont.as_ref(),
+                how: StateHow::AsReceived,
+                received_us,
+                credential: None,
+            };
+            match self.attempt(self.next_id(), send).await {
+                CallEnd::InputRequired { .. } => {
+                    // `attempt` kept the continuation for us.
+                    let held = self.shared.states.borrow().get(&label).cloned();
+                    let Some(held) = held else { return };
+                    received_us = held.received_us;
+                    cont = Some(Continuation { requests: held.requests, state: Some(held.state) });
+                    attempt = Attempt::Retry;
+                    reissues = 0;
+                    backoff = Duration::ZERO;
+                    crate::clock::sleep(self.spec.think_time).await;
+                }
+                CallEnd::Lost { .. } => {
+                    reissues += 1;
+                    if reissues > MAX_REISSUES {
+                        self.rec.record(What::CallAbandoned {
+                            client: self.name(),
+                            call: label.clone(),
+                            why: format!("{MAX_REISSUES} re-issues lost their responses too"),
+                        });
+                        return;
+                    }
+                    backoff = (backoff * 2).clamp(Duration::from_secs(1), MAX_BACKOFF);
+                    crate::clock::sleep(backoff).await;
+                    attempt = Attempt::Reissue;
+                }
+                CallEnd::Complete { .. } => {
+                    if let Some(h) = self.shared.states.borrow_mut().get_mut(&label) {
+                        h.spent = true;
+                    }
+                    return;
+                }
+                // An explicit answer: the call is over.
+                CallEnd::Error { .. } | CallEnd::Status { .. } | CallEnd::Garbled { .. } => return,
+            }
+        }
+    }
+
+    /// Sends one attempt and reads its response to the end; records both.
+    async fn attempt(&self, id: RpcId, s: Send<'_>) -> CallEnd {
+        let n = self.shared.conn_seq.get() + 1;
+        self.shared.conn_seq.set(n);
+        let conn = ConnId(n);
+        // (On input_required, `exchange` keeps the state under the call.)
+        let end = self.exchange(conn, &id, &s).await;
+        self.rec.record(What::CallEnded { client: self.name(), conn, call: s.call.to_string(), id, end: end.clone() });
+        end
+    }
+
+    async fn exchange(&self, conn: ConnId, id: &RpcId, s: &Send<'_>) -> CallEnd {
+        let stream = match timeout(CONNECT_TIMEOUT, self.dialer.dial()).await {
+            Ok(Ok(d)) => {
+                self.rec.record(What::Connect {
+                    client: self.name(),
+                    conn,
+                    port: d.local_port,
+                    purpose: Purpose::Call,
+                });
+                d.stream
+            }
+            Ok(Err(e)) => {
+                self.rec.record(What::ConnectFailed { client: self.name(), conn, error: e.to_string() });
+                return CallEnd::Lost { why: format!("could not connect: {e}") };
+            }
+            Err(_) => {
+                self.rec.record(What::ConnectFailed { client: self.name(), conn, error: "connect timed out".into() });
+                return CallEnd::Lost { why: "connect timed out".into() };
+            }
+        };
+        let Ok((mut sender, driver)) =
+            hyper::client::conn::http1::handshake::<_, Full<Bytes>>(TokioIo::new(stream)).await
+        else {
+            return CallEnd::Lost { why: "HTTP handshake failed".into() };
+        };
+        let _driver = AbortOnDrop(tokio::task::spawn_local(async move {
+            let _ = driver.await;
+        }));
+        let own = self.shared.credential.borrow().clone();
+        let presented = s.credential.clone().unwrap_or(own);
+        let msg = mrtr::tool_call(id.clone(), &self.spec.name, s.tool, s.call, s.cont);
+        let mut req = Request::post(mrtr::ENDPOINT)
+            .header("host", self.dialer.authority())
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("authorization", format!("Bearer {presented}"));
+        for (k, v) in mrtr::standard_headers(&msg) {
+            req = req.header(k, v);
+        }
+        let state = s.cont.and_then(|c| c.state.as_ref()).map(|st| Presented {
+            fp: mrtr::fingerprint(st),
+            how: s.how.clone(),
+            received_us: s.received_us,
+        });
+        self.rec.record(What::CallSent {
+            client: self.name(),
+            conn,
+            call: s.call.to_string(),
+            tool: s.tool.to_string(),
+            id: id.clone(),
+            attempt: s.attempt.clone(),
+            state,
+            credential: (presented != self.spec.principal).then_some(presented),
+        });
+        let req = match req.body(Full::new(Bytes::from(msg.to_json()))) {
+            Ok(r) => r,
+            Err(e) => return CallEnd::Garbled { what: format!("the request cannot be sent: {e}") },
+        };
+        let resp = match timeout(HEAD_TIMEOUT, sender.send_request(req)).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return CallEnd::Lost { why: format!("POST failed: {e}") },
+            Err(_) => return CallEnd::Lost { why: "no response".into() },
+        };
+        let status = resp.status().as_u16();
+        let content_type = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).map(str::to_string);
+        self.rec.record(What::HttpResponse { client: self.name(), conn, status, content_type: content_type.clone() });
+        let ct = content_type.unwrap_or_default();
+        if ct.starts_with("text/event-stream") {
+            return self.read_stream(conn, id, s.call, s.tool, resp.into_body()).await;
+        }
+        let body = match timeout(HEAD_TIMEOUT, resp.into_body().collect()).await {
+            Ok(Ok(b)) => b.to_bytes(),
+            Ok(Err(e)) => return CallEnd::Lost { why: format!("the body broke: {e}") },
+            Err(_) => return CallEnd::Lost { why: "the body never ended".into() },
+        };
+        if !ct.starts_with("application/json") {
+            if status != 200 {
+                return CallEnd::Status { status };
+            }
+            return self.garbled(conn, format!("a 200 that is neither JSON nor SSE (content-type {ct:?})"));
+        }
+        match std::str::from_utf8(&body).ok().and_then(|t| Message::parse(t).ok()) {
+            Some(m) => self.on_final(conn, id, s.call, s.tool, m, status),
+            None if status != 200 => CallEnd::Status { status },
+            None => self.garbled(conn, "a JSON body that is not a JSON-RPC message".into()),
+        }
+    }
+
+    fn garbled(&self, conn: ConnId, what: String) -> CallEnd {
+        self.rec.record(What::ProtocolError {
+            client: self.name(),
+            conn,
+            problem: "garbage".into(),
+            what: what.clone(),
+        });
+        CallEnd::Garbled { what }
+    }
+
+    /// The message that ends a request: its response, or an error.
+    fn on_final(&self, conn: ConnId, id: &RpcId, call: &str, tool: &str, msg: Message, status: u16) -> CallEnd {
+        match msg {
+            Message::Error { code, message, .. } => CallEnd::Error { code, message },
+            Message::Response { id: rid, result } if rid == *id => match mrtr::result_kind(&result) {
+                Ok(ResultKind::Complete { is_error, data_of }) => CallEnd::Complete { is_error, data_of },
+                Ok(ResultKind::InputRequired(c)) => {
+                    let fp = c.state.as_deref().map(mrtr::fingerprint);
+                    if let Some(state) = c.state {
+                        let received_us = crate::clock::now().map(|d| d.as_micros() as u64);
+                        self.shared.states.borrow_mut().insert(
+                            call.to_string(),
+                            HeldState {
+                                tool: tool.to_string(),
+                                state,
+                                requests: c.requests,
+                                received_us,
+                                spent: false,
+                            },
+                        );
+                    }
+                    CallEnd::InputRequired { state: fp }
+                }
+                Err(what) => self.garbled(conn, what),
+            },
+            Message::Response { id: rid, .. } => self.garbled(conn, format!("a response to {rid}, not to {id}")),
+            _ if status != 200 => CallEnd::Status { status },
+            other => self.garbled(
+                conn,
+                format!("{} instead of a response", crate::trace::describe_rpc(&Some(other.summary()), "message")),
+            ),
+        }
+    }
+
+    /// Reads a request's SSE stream: notifications, then the response.
+    async fn read_stream(
+        &self,
+        conn: ConnId,
+        id: &RpcId,
+        call: &str,
+        tool: &str,
+        mut body: hyper::body::Incoming,
+    ) -> CallEnd {
+        let silence = self.spec.heartbeat_timeout;
+        let mut decoder = Decoder::new();
+        let mut last_item = crate::clock::Stamp::now();
+        loop {
+            let left = silence.saturating_sub(last_item.elapsed());
+            let frame = match timeout(left, body.frame()).await {
+                Err(_) => {
+                    self.rec.record(What::UplinkSilent {
+                        client: self.name(),
+                        conn,
+                        silent_ms: silence.as_millis() as u64,
+                    });
+                    return CallEnd::Lost { why: format!("silent for {:.1} s", silence.as_secs_f64()) };
+                }
+                Ok(None) => {
+                    self.rec.record(What::UplinkEnded {
+                        client: self.name(),
+                        conn,
+                        reason: crate::trace::SERVER_ENDED.into(),
+                    });
+                    return CallEnd::Lost { why: "the stream ended without the response".into() };
+                }
+                Ok(Some(Err(e))) => {
+                    self.rec.record(What::UplinkEnded {
+                        client: self.name(),
+                        conn,
+                        reason: format!("stream error: {e}"),
+                    });
+                    return CallEnd::Lost { why: format!("the stream broke: {e}") };
+                }
+                Ok(Some(Ok(f))) => f,
+            };
+            let Some(data) = frame.data_ref() else { continue };
+            let items = decoder.feed(data);
+            if !items.is_empty() {
+                last_item = crate::clock::Stamp::now();
+            }
+            if decoder.pending_bytes() > MAX_EVENT_BYTES {
+                return self.garbled(conn, format!("an event grew past {MAX_EVENT_BYTES} bytes"));
+            }
+            for item in items {
+                let Item::Event(ev) = item else { continue };
+                let msg = Message::parse(&ev.data).ok();
+                let data: String = ev.data.chars().take(256).collect();
+                self.rec.record(What::SseEvent {
+                    client: self.name(),
+                    conn,
+                    id: ev.id.clone(),
+                    event: ev.event.clone(),
+                    rpc: msg.as_ref().map(Message::summary),
+                    data,
+                });
+                match msg {
+                    Some(Message::Notification { .. }) => {}
+                    Some(Message::Request { method, .. }) => {
+                        self.rec.record(What::ProtocolError {
+                            client: self.name(),
+                            conn,
+                            problem: "server-request".into(),
+                            what: format!("the server sent a {method} request, which MCP 2026-07-28 forbids"),
+                        });
+                    }
+                    Some(m) => return self.on_final(conn, id, call, tool, m, 200),
+                    None => {
+                        return self.garbled(conn, "an event whose data is not a JSON-RPC message".into());
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! The words for stateless-http findings: who, which request, what the
+//! server did, and when.
+
+use crate::check::stateless::finding::{Req, StatelessFinding as F};
+use crate::trace::SimTime;
+use std::fmt;
+
+impl fmt::Display for Req {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}'s request {} ({}, tool {})", self.client, self.id, self.call, self.tool)
+    }
+}
+
+fn effects(list: &[(u32, SimTime)]) -> String {
+    list.iter().map(|(e, t)| format!("E{e} at {t}")).collect::<Vec<_>>().join(", ")
+}
+
+impl fmt::Display for F {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            F::RanAfterClose { exec, req, closed, closed_at, what, at } => write!(
+                f,
+                "execution E{exec} of {req} {what} at {at}, {:.1} s after its stream was {closed} at {closed_at}; the close is the cancellation, and it had reached the server",
+                at.secs_f64() - closed_at.secs_f64()
+            ),
+            F::HalfOpen { exec, req, mapping, dropped_at, dead_bytes, effect_at } => write!(
+                f,
+                "the stream of {req} went half-open at {dropped_at} (mapping {mapping}): the server wrote {dead_bytes} bytes into the dead mapping, and execution E{exec} {} (inherent: no server sees a close that never reaches it)",
+                match effect_at {
+                    Some(t) => format!("ran to its side effect at {t}"),
+                    None => "did not reach its side effect".into(),
+                }
+            ),
+            F::DuplicateAfterClose { call, tool, effects: list, cancelled_exec, closed_at } => write!(
+                f,
+                "{call} ({tool}, not idempotent) took effect {} times ({}); E{cancelled_exec}'s request had been cancelled by a close that reached the server at {closed_at}, so the server could have stopped it",
+                list.len(),
+                effects(list)
+            ),
+            F::DuplicateUnpreventable { call, tool, effects: list } => write!(
+                f,
+                "{call} ({tool}, not idempotent) took effect {} times ({}); no close reached the server before the effects, and nothing in MCP 2026-07-28 tells a re-issue from a new call",
+                list.len(),
+                effects(list)
+            ),
+            F::OnceRedeemedTwice { fp, call, first, second, by } => write!(
+                f,
+                "one-time requestState {fp} was redeemed twice: for request {} at {}, and again for {by}'s request {} ({call}) at {}",
+                first.0, first.1, second.0, second.1
+            ),
+            F::StolenStateHonoured { req, victim, thief_principal, at, how, with_credential } => {
+                if *with_credential {
+                    write!(
+                        f,
+                        "{req} presented {victim}'s requestState and {victim}'s credential, and the server {how} at {at}: no server can tell the thief from {victim}"
+                    )
+                } else {
+                    write!(
+                        f,
+                        "{req} presented {victim}'s requestState as principal {thief_principal}, and the server {how} at {at}"
+                    )
+                }
+            }
+            F::TamperedStateHonoured { req, tamper, at, how } => {
+                write!(f, "{req} presented a requestState {tamper}, and the server {how} at {at}")
+            }
+            F::ExpiredStateHonoured { req, expired_at, sent_at, how } => write!(
+                f,
+                "{req} presented a requestState at {sent_at} that expired at {expired_at} by the server's own lifetime, and the server {how}"
+            ),
+            F::OtherPrincipalsResult { req, principal, data_of, at, with_credential } => write!(
+                f,
+                "{req} (principal {principal}) received {data_of}'s result at {at}{}",
+                if *with_credential { format!(", presenting {data_of}'s credential: no server can tell them apart") } else { String::new() }
+            ),
+            F::CallNeverCompleted { client, call, attempts, last } => {
+                write!(f, "{client}'s call {call} never completed after {attempts} request(s): {last}")
+            }
+            F::Wire { client, conn, problem, what } => write!(f, "{client}'s conn {conn}: {problem}: {what}"),
+            F::ServerError { req, status } => write!(f, "{req} was answered HTTP {status}: the server failed"),
+        }
+    }
+}

@@ -1,0 +1,400 @@
+//! The reference server for `stateless-http` (MCP 2026-07-28): every
+//! request is its own POST; a tool that needs input answers with an
+//! `InputRequiredResult` carrying `requestState`, and the client's retry
+//! (a new request, a new id) brings the state back; a tool's response is
+//! JSON, or an SSE stream of progress then the result, scoped to that one
+//! request. Closing that stream is the cancellation.
+//!
+//! What the server checks is its [`StatelessPolicy`]: `naive` checks
+//! nothing, `guarded` everything the specification asks, and each mutant
+//! leaves one thing out. The application reports every execution, its side
+//! effect, its cancellation and completion, and every state it mints and
+//! checks (`AppReporter`), so the checks judge from the trace alone.
+
+mod state;
+
+use super::http::{credential, full, sse_response, Body};
+use super::plug::{AppHook, ExecutionOf, ServerPlug};
+use crate::scenario::{ServerConfig, ToolSpec};
+use crate::seed::Seed;
+use crate::trace::stateless::{ExecStep, StateVerdict};
+use crate::wire::body::ChannelBody;
+use crate::wire::jsonrpc::{params_digest, Message, RpcId};
+use crate::wire::{mrtr, sse};
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use rand::RngCore;
+use rand_chacha::ChaCha8Rng;
+use serde_json::{json, Value};
+use state::{Codec, Payload};
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeSet;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+
+/// What a stateless reference server checks and does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatelessPolicy {
+    /// Its name (`--server`).
+    pub name: &'static str,
+    /// One line on what it does.
+    pub description: &'static str,
+    /// Seals `requestState` with HMAC-SHA-256 under a per-process key.
+    pub seal: bool,
+    /// Refuses state presented by another principal than the one it was minted for.
+    pub bind_principal: bool,
+    /// Refuses state presented on another tool or other arguments.
+    pub bind_request: bool,
+    /// Refuses state past `[server] state_lifetime`.
+    pub expiry: bool,
+    /// Keeps a single-use registry for `once` tools.
+    pub single_use: bool,
+    /// Stops an execution when the close of its response stream reaches it.
+    pub cancel_on_close: bool,
+}
+
+const ALL_CHECKS: StatelessPolicy = StatelessPolicy {
+    name: "guarded",
+    description:
+        "sealed state bound to principal, request and lifetime; one-time states redeemed once; a closed stream cancels",
+    seal: true,
+    bind_principal: true,
+    bind_request: true,
+    expiry: true,
+    single_use: true,
+    cancel_on_close: true,
+};
+
+/// The built-in stateless servers: naive, guarded, then guarded's one-bug mutants.
+pub const POLICIES: &[StatelessPolicy] = &[
+    StatelessPolicy {
+        name: "naive",
+        description:
+            "plain JSON state, believed as sent; no single-use registry; a closed stream does not stop the work",
+        seal: false,
+        bind_principal: false,
+        bind_request: false,
+        expiry: false,
+        single_use: false,
+        cancel_on_close: false,
+    },
+    ALL_CHECKS,
+    StatelessPolicy {
+        name: "unbound-state",
+        description: "guarded, but state is not bound to the principal it was minted for",
+        bind_principal: false,
+        ..ALL_CHECKS
+    },
+    StatelessPolicy {
+        name: "unsealed-state",
+        description: "guarded, but state carries no integrity tag (its fields are still checked)",
+        seal: false,
+        ..ALL_CHECKS
+    },
+    StatelessPolicy {
+        name: "reusable-state",
+        description: "guarded, but a one-time state can be redeemed again",
+        single_use: false,
+        ..ALL_CHECKS
+    },
+    StatelessPolicy {
+        name: "uncancelled",
+        description: "guarded, but a closed response stream does not stop the execution",
+        cancel_on_close: false,
+        ..ALL_CHECKS
+    },
+];
+
+/// A stateless reference server: a policy, the scenario's tools and `[server]`.
+pub struct StatelessServer {
+    policy: StatelessPolicy,
+    cfg: ServerConfig,
+    tools: Vec<ToolSpec>,
+    seed: Seed,
+    /// Which life of the process this is (a restart draws a new key).
+    lives: Cell<u32>,
+}
+
+impl StatelessServer {
+    /// The server `policy`, offering `tools`; its keys and nonces are drawn from `seed`.
+    pub fn new(policy: StatelessPolicy, cfg: ServerConfig, tools: Vec<ToolSpec>, seed: Seed) -> Self {
+        Self { policy, cfg, tools, seed, lives: Cell::new(0) }
+    }
+}
+
+/// One process's memory.
+struct Shared {
+    policy: StatelessPolicy,
+    cfg: ServerConfig,
+    tools: Vec<ToolSpec>,
+    app: AppHook,
+    codec: Codec,
+    rng: RefCell<ChaCha8Rng>,
+    /// Nonces of one-time states already redeemed.
+    redeemed: RefCell<BTreeSet<String>>,
+    /// Executions numbered from 1.
+    execs: Cell<u32>,
+}
+
+impl ServerPlug for StatelessServer {
+    fn name(&self) -> &str {
+        self.policy.name
+    }
+
+    fn serve(&self, listener: crate::net::Listener, app: AppHook) -> Pin<Box<dyn Future<Output = ()>>> {
+        let life = self.lives.get() + 1;
+        self.lives.set(life);
+        let mut rng = self.seed.stream(&format!("server.stateless.{life}"));
+        let mut key = [0u8; 32];
+        rng.fill_bytes(&mut key);
+        let shared = Rc::new(Shared {
+            policy: self.policy,
+            cfg: self.cfg.clone(),
+            tools: self.tools.clone(),
+            app,
+            codec: Codec::new(self.policy.seal.then_some(key)),
+            rng: RefCell::new(rng),
+            redeemed: RefCell::new(BTreeSet::new()),
+            execs: Cell::new(0),
+        });
+        Box::pin(async move {
+            loop {
+                let Ok((stream, _peer)) = listener.accept().await else { continue };
+                let shared = shared.clone();
+                let svc = hyper::service::service_fn(move |req| {
+                    let shared = shared.clone();
+                    async move { Ok::<_, Infallible>(handle(shared, req).await) }
+                });
+                tokio::task::spawn_local(async move {
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .timer(TokioTimer::new())
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        })
+    }
+}
+
+/// A JSON-RPC message as a JSON response with `status`.
+fn json(status: StatusCode, msg: &Message) -> Response<Body> {
+    full(status, msg.to_json())
+}
+
+fn error(status: StatusCode, id: Option<RpcId>, code: i64, message: impl Into<String>) -> Response<Body> {
+    json(status, &Message::Error { id, code, message: message.into() })
+}
+
+/// The value of header `name`, if it is there and readable.
+fn header<'a>(req: &'a Request<Incoming>, name: &str) -> Option<&'a str> {
+    req.headers().get(name).and_then(|v| v.to_str().ok())
+}
+
+async fn handle(shared: Rc<Shared>, req: Request<Incoming>) -> Response<Body> {
+    if req.uri().path() != mrtr::ENDPOINT {
+        return error(StatusCode::NOT_FOUND, None, -32601, "no such endpoint");
+    }
+    if req.method() != hyper::Method::POST {
+        // "SHOULD answer GET/DELETE with 405": no sessions, no standalone stream.
+        let mut r = error(StatusCode::METHOD_NOT_ALLOWED, None, -32600, "only POST");
+        r.headers_mut().insert("allow", "POST".parse().unwrap());
+        return r;
+    }
+    let principal = credential(&req);
+    let version = header(&req, "mcp-protocol-version").map(str::to_string);
+    let h_method = header(&req, "mcp-method").map(str::to_string);
+    let h_name = header(&req, "mcp-name").map(str::to_string);
+    let body = match req.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return error(StatusCode::BAD_REQUEST, None, -32700, "unreadable body"),
+    };
+    let msg = match std::str::from_utf8(&body)
+        .map_err(|e| e.to_string())
+        .and_then(|t| Message::parse(t).map_err(|e| e.to_string()))
+    {
+        Ok(m) => m,
+        Err(e) => return error(StatusCode::BAD_REQUEST, None, -32700, e),
+    };
+    let Message::Request { id, method, params } = msg else {
+        // No client notification is defined over HTTP; a response has nothing to answer.
+        let mut r = Response::new(http_body_util::Full::new(Bytes::new()).boxed());
+        *r.status_mut() = StatusCode::ACCEPTED;
+        return r;
+    };
+    // Headers must agree with the body (HeaderMismatch, 400).
+    let meta_version = params.get("_meta").and_then(|m| m.get(mrtr::META_VERSION)).and_then(Value::as_str);
+    let name = params.get("name").or_else(|| params.get("uri")).and_then(Value::as_str);
+    let mismatch = if version.as_deref() != Some(mrtr::PROTOCOL_VERSION) {
+        Some(format!("MCP-Protocol-Version {version:?} is not {:?}", mrtr::PROTOCOL_VERSION))
+    } else if meta_version != version.as_deref() {
+        Some(format!("_meta protocolVersion {meta_version:?} disagrees with the header {version:?}"))
+    } else if h_method.as_deref() != Some(method.as_str()) {
+        Some(format!("Mcp-Method {h_method:?} disagrees with method {method:?}"))
+    } else if name.is_some() && h_name.as_deref() != name {
+        Some(format!("Mcp-Name {h_name:?} disagrees with {name:?}"))
+    } else {
+        None
+    };
+    if let Some(why) = mismatch {
+        return error(StatusCode::BAD_REQUEST, Some(id), mrtr::HEADER_MISMATCH, why);
+    }
+    match method.as_str() {
+        "server/discover" => json(
+            StatusCode::OK,
+            &Message::Response {
+                id,
+                result: json!({
+                    "resultType": "complete",
+                    "supportedVersions": [mrtr::PROTOCOL_VERSION],
+                    "capabilities": {"tools": {}},
+                    "_meta": {"io.modelcontextprotocol/serverInfo": {"name": shared.policy.name, "version": "mcpsim"}},
+                }),
+            },
+        ),
+        "tools/list" => {
+            let tools: Vec<Value> = shared
+                .tools
+                .iter()
+                .map(|t| json!({"name": t.name, "inputSchema": {"type": "object"}, "annotations": {"idempotentHint": t.idempotent}}))
+                .collect();
+            json(StatusCode::OK, &Message::Response { id, result: json!({"resultType": "complete", "tools": tools}) })
+        }
+        "tools/call" => call(&shared, id, &principal, &params),
+        other => error(StatusCode::NOT_FOUND, Some(id), -32601, format!("method not found: {other}")),
+    }
+}
+
+fn now_us() -> u64 {
+    crate::clock::now().map_or(0, |d| d.as_micros() as u64)
+}
+
+/// `tools/call`: a first round that asks for input, a retry that brings
+/// the state back, or a tool that runs at once.
+fn call(shared: &Rc<Shared>, id: RpcId, principal: &str, params: &Value) -> Response<Body> {
+    let tool_name = params.get("name").and_then(Value::as_str).unwrap_or("");
+    let Some(tool) = shared.tools.iter().find(|t| t.name == tool_name).cloned() else {
+        return error(StatusCode::OK, Some(id), mrtr::INVALID_PARAMS, format!("unknown tool {tool_name:?}"));
+    };
+    let args = params.get("arguments").cloned().unwrap_or(Value::Null);
+    let call = args.get(mrtr::CALL_ARG).and_then(Value::as_str).unwrap_or("").to_string();
+    let digest = params_digest(&args);
+    let report = &shared.app.report;
+    let mut on_behalf_of = None;
+    if let Some(method) = &tool.input {
+        match params.get("requestState") {
+            None => {
+                let nonce = format!("{:016x}", shared.rng.borrow_mut().next_u64());
+                let lifetime = shared.cfg.state_lifetime.0;
+                let payload = Payload {
+                    t: tool.name.clone(),
+                    a: digest,
+                    p: principal.to_string(),
+                    e: now_us() + lifetime.as_micros() as u64,
+                    n: nonce,
+                };
+                let st = shared.codec.seal(&payload);
+                // The state says when it expires whether or not this policy enforces it.
+                report.state_minted(&call, &id, principal, &st, Some(lifetime), tool.once);
+                let ask = format!("{} needs your confirmation", tool.name);
+                return json(StatusCode::OK, &mrtr::input_required(id, "confirm", method, &ask, &st));
+            }
+            Some(Value::String(st)) => {
+                let verdict = check_state(shared, &tool, &digest, principal, st);
+                match verdict {
+                    Ok(p) => {
+                        report.state_checked(&call, &id, principal, st, StateVerdict::Accepted);
+                        on_behalf_of = Some(p.p);
+                    }
+                    Err(why) => {
+                        report.state_checked(&call, &id, principal, st, StateVerdict::Refused { why: why.clone() });
+                        return error(
+                            StatusCode::OK,
+                            Some(id),
+                            mrtr::INVALID_PARAMS,
+                            format!("invalid requestState: {why}"),
+                        );
+                    }
+                }
+            }
+            Some(other) => {
+                return error(
+                    StatusCode::OK,
+                    Some(id),
+                    mrtr::INVALID_PARAMS,
+                    format!("requestState must be a string, not {other}"),
+                )
+            }
+        }
+    }
+    let n = shared.execs.get() + 1;
+    shared.execs.set(n);
+    let run =
+        ExecutionOf { tool: tool.name.clone(), call, id: id.clone(), principal: principal.to_string(), on_behalf_of };
+    report.execution(n, &run, ExecStep::Started);
+    let data_of = run.on_behalf_of.clone().unwrap_or_else(|| principal.to_string());
+    if tool.runs.is_zero() {
+        report.execution(n, &run, ExecStep::Effect);
+        report.execution(n, &run, ExecStep::Completed);
+        return json(StatusCode::OK, &mrtr::complete(id, &format!("{} done", tool.name), &data_of));
+    }
+    let (tx, body) = ChannelBody::new();
+    let token = params.get("_meta").and_then(|m| m.get("progressToken")).and_then(Value::as_str).map(str::to_string);
+    let shared = shared.clone();
+    tokio::task::spawn_local(async move {
+        let start = crate::clock::Stamp::now();
+        let mut sent = 0u64;
+        loop {
+            let next =
+                tool.progress_every.map(|p| p * (sent as u32 + 1)).filter(|t| *t < tool.runs).unwrap_or(tool.runs);
+            let wait = next.saturating_sub(start.elapsed());
+            // Biased: a close that arrived wins over a timer due at the same moment.
+            let closed = tokio::select! {
+                biased;
+                _ = tx.closed(), if shared.policy.cancel_on_close => true,
+                _ = crate::clock::sleep(wait) => false,
+            };
+            if closed {
+                shared.app.report.execution(n, &run, ExecStep::Cancelled);
+                return;
+            }
+            if next >= tool.runs {
+                break;
+            }
+            sent += 1;
+            if let Some(t) = &token {
+                // Into a dead socket, too: the server cannot tell.
+                let _ = tx.send(Bytes::from(sse::encode(None, None, &mrtr::progress(t, sent).to_json())));
+            }
+        }
+        shared.app.report.execution(n, &run, ExecStep::Effect);
+        let result = mrtr::complete(run.id.clone(), &format!("{} done", run.tool), &data_of);
+        let _ = tx.send(Bytes::from(sse::encode(None, None, &result.to_json())));
+        shared.app.report.execution(n, &run, ExecStep::Completed);
+        let _ = tx.send(ChannelBody::END);
+    });
+    sse_response(body)
+}
+
+/// Opens and checks a presented state under the policy: the payload, or why it is refused.
+fn check_state(shared: &Shared, tool: &ToolSpec, digest: &str, principal: &str, st: &str) -> Result<Payload, String> {
+    let p = shared.codec.open(st)?;
+    let pol = &shared.policy;
+    if pol.bind_request && (p.t != tool.name || p.a != digest) {
+        return Err(format!("it was minted for another request ({} with other arguments)", p.t));
+    }
+    if pol.bind_principal && p.p != principal {
+        return Err(format!("it was minted for {}, not {principal}", p.p));
+    }
+    if pol.expiry && now_us() > p.e {
+        return Err("it has expired".into());
+    }
+    if tool.once && pol.single_use && !shared.redeemed.borrow_mut().insert(p.n.clone()) {
+        return Err("this one-time state was already redeemed".into());
+    }
+    Ok(p)
+}

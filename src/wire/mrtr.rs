@@ -1,0 +1,278 @@
+//! MCP 2026-07-28 (`stateless-http`) on the wire, pure: the per-request
+//! `_meta` and headers, `tools/call` with `inputResponses` and
+//! `requestState`, reading a result's `resultType`, and the ways a
+//! `tamper-request-state` step alters a state.
+//!
+//! Sources: `docs/specification/2026-07-28/` of
+//! modelcontextprotocol/modelcontextprotocol (`basic/index.mdx` § `_meta`,
+//! § ResultType; `basic/patterns/mrtr.mdx`; `basic/transports/streamable-http.mdx`
+//! § Standard Request Headers). Our notes: `docs/stateless-http.md`.
+
+use super::jsonrpc::{Message, RpcId};
+use serde_json::{json, Value};
+
+/// The protocol version every request names (`MCP-Protocol-Version`, `_meta`).
+pub const PROTOCOL_VERSION: &str = "2026-07-28";
+/// The one endpoint.
+pub const ENDPOINT: &str = "/mcp";
+/// `_meta` key of the protocol version.
+pub const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// `_meta` key of the client's capabilities.
+pub const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// `_meta` key of the client's self-description.
+pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+/// The key the simulated client's calls name themselves by, in `arguments`.
+pub const CALL_ARG: &str = "call";
+/// HeaderMismatch: a standard header disagrees with the body (HTTP 400).
+pub const HEADER_MISMATCH: i64 = -32020;
+/// Invalid params (also a rejected `requestState` in the reference server).
+pub const INVALID_PARAMS: i64 = -32602;
+
+/// A request's `_meta`: protocol version, capabilities (all three input kinds), client info.
+pub fn meta(client: &str, progress_token: Option<&str>) -> Value {
+    let mut m = json!({
+        META_VERSION: PROTOCOL_VERSION,
+        META_CAPABILITIES: {"elicitation": {}, "sampling": {}, "roots": {}},
+        META_CLIENT_INFO: {"name": client, "version": "mcpsim"},
+    });
+    if let Some(t) = progress_token {
+        m["progressToken"] = json!(t);
+    }
+    m
+}
+
+/// What a retry carries besides the call: the input responses (by the
+/// server's keys) and the state, echoed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Continuation {
+    /// The `inputRequests` keys and their methods, answered in `inputResponses`.
+    pub requests: Vec<(String, String)>,
+    /// The `requestState`, as the client presents it.
+    pub state: Option<String>,
+}
+
+/// `tools/call` of `tool` for the call `call` (its `call` argument), with a
+/// continuation when it answers an `InputRequiredResult`.
+pub fn tool_call(id: RpcId, client: &str, tool: &str, call: &str, cont: Option<&Continuation>) -> Message {
+    let mut params = json!({
+        "name": tool,
+        "arguments": {CALL_ARG: call},
+        "_meta": meta(client, Some(&format!("{call}/{id}"))),
+    });
+    if let Some(c) = cont {
+        if !c.requests.is_empty() {
+            let responses: serde_json::Map<String, Value> =
+                c.requests.iter().map(|(k, m)| (k.clone(), input_response(m, client))).collect();
+            params["inputResponses"] = Value::Object(responses);
+        }
+        if let Some(s) = &c.state {
+            params["requestState"] = json!(s);
+        }
+    }
+    Message::Request { id, method: "tools/call".into(), params }
+}
+
+/// The client's answer to one input request.
+fn input_response(method: &str, client: &str) -> Value {
+    match method {
+        "sampling/createMessage" => {
+            json!({"role": "assistant", "content": {"type": "text", "text": format!("answer from {client}")}, "model": "sim"})
+        }
+        "roots/list" => json!({"roots": [{"uri": format!("file:///home/{client}"), "name": client}]}),
+        _ => json!({"action": "accept", "content": {"confirmed": true}}),
+    }
+}
+
+/// The standard headers a request needs: `Mcp-Method`, and `Mcp-Name` for
+/// the methods that name something.
+pub fn standard_headers(msg: &Message) -> Vec<(&'static str, String)> {
+    let mut out = vec![("mcp-protocol-version", PROTOCOL_VERSION.to_string())];
+    if let Message::Request { method, params, .. } = msg {
+        out.push(("mcp-method", method.clone()));
+        if let Some(name) = params.get("name").or_else(|| params.get("uri")).and_then(Value::as_str) {
+            out.push(("mcp-name", name.to_string()));
+        }
+    }
+    out
+}
+
+/// A result as the 2026-07-28 client reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ResultKind {
+    /// `resultType: "complete"`.
+    Complete {
+        /// The result's `isError`.
+        is_error: bool,
+        /// The principal whose data the reference tools' result names (`for`).
+        data_of: Option<String>,
+    },
+    /// `resultType: "input_required"`.
+    InputRequired(Continuation),
+}
+
+/// Reads a result's `resultType` ("every result MUST carry" it); an error
+/// says what is missing or unknown.
+pub fn result_kind(result: &Value) -> Result<ResultKind, String> {
+    match result.get("resultType").and_then(Value::as_str) {
+        Some("complete") => Ok(ResultKind::Complete {
+            is_error: result.get("isError").and_then(Value::as_bool).unwrap_or(false),
+            data_of: result
+                .get("structuredContent")
+                .and_then(|s| s.get("for"))
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        }),
+        Some("input_required") => {
+            let requests: Vec<(String, String)> = result
+                .get("inputRequests")
+                .and_then(Value::as_object)
+                .map(|o| {
+                    o.iter()
+                        .map(|(k, v)| (k.clone(), v.get("method").and_then(Value::as_str).unwrap_or("").to_string()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let state = match result.get("requestState") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(other) => return Err(format!("requestState is not a string: {other}")),
+            };
+            if requests.is_empty() && state.is_none() {
+                return Err("an input_required result with neither inputRequests nor requestState".into());
+            }
+            Ok(ResultKind::InputRequired(Continuation { requests, state }))
+        }
+        Some(other) => Err(format!("unknown resultType {other:?}")),
+        None => Err("a result without resultType".into()),
+    }
+}
+
+/// An `InputRequiredResult` asking `method` under key `key`, with `state`.
+pub fn input_required(id: RpcId, key: &str, method: &str, message: &str, state: &str) -> Message {
+    let params = match method {
+        "elicitation/create" => json!({"mode": "form", "message": message,
+            "requestedSchema": {"type": "object", "properties": {"confirmed": {"type": "boolean"}}}}),
+        "sampling/createMessage" => {
+            json!({"messages": [{"role": "user", "content": {"type": "text", "text": message}}], "maxTokens": 16})
+        }
+        _ => json!({}),
+    };
+    Message::Response {
+        id,
+        result: json!({
+            "resultType": "input_required",
+            "inputRequests": {key: {"method": method, "params": params}},
+            "requestState": state,
+        }),
+    }
+}
+
+/// A complete tool result, naming the principal whose data it carries.
+pub fn complete(id: RpcId, text: &str, data_of: &str) -> Message {
+    Message::Response {
+        id,
+        result: json!({
+            "resultType": "complete",
+            "content": [{"type": "text", "text": text}],
+            "structuredContent": {"for": data_of},
+            "isError": false,
+        }),
+    }
+}
+
+/// `notifications/progress` for `token`.
+pub fn progress(token: &str, n: u64) -> Message {
+    Message::Notification {
+        method: "notifications/progress".into(),
+        params: json!({"progressToken": token, "progress": n, "message": format!("working ({n})")}),
+    }
+}
+
+/// A state with one character changed near its end (an alphanumeric one,
+/// so that a state in plain text stays well-formed and only its meaning changes).
+pub fn flip(state: &str) -> String {
+    let mut chars: Vec<char> = state.chars().collect();
+    if let Some(i) = (0..chars.len()).rev().find(|&i| chars[i].is_ascii_alphanumeric()) {
+        chars[i] = match chars[i] {
+            '0' => '1',
+            '9' => '8',
+            'a' => 'b',
+            'z' => 'y',
+            'A' => 'B',
+            'Z' => 'Y',
+            c => (c as u8 - 1) as char,
+        };
+    } else if let Some(c) = chars.last_mut() {
+        *c = if *c == 'x' { 'y' } else { 'x' };
+    } else {
+        chars.push('x');
+    }
+    chars.into_iter().collect()
+}
+
+/// A state cut to half its length (at a character boundary).
+pub fn truncate(state: &str) -> String {
+    state.chars().take(state.chars().count() / 2).collect()
+}
+
+/// A short, stable print of a state's text: FNV-1a (64 bits), hex.
+pub fn fingerprint(state: &str) -> String {
+    let mut h = 0xcbf2_9ce4_8422_2325_u64;
+    for b in state.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{:08x}", h >> 32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_retry_carries_responses_and_state_at_the_top_of_params_and_a_new_id() {
+        let cont =
+            Continuation { requests: vec![("confirm".into(), "elicitation/create".into())], state: Some("S".into()) };
+        let m = tool_call(RpcId::Num(2), "alice", "deploy", "d1", Some(&cont));
+        let Message::Request { params, id, .. } = &m else { panic!() };
+        assert_eq!(*id, RpcId::Num(2));
+        assert_eq!(params["requestState"], "S");
+        assert_eq!(params["inputResponses"]["confirm"]["action"], "accept");
+        assert_eq!(params["arguments"]["call"], "d1");
+        assert_eq!(params["_meta"][META_VERSION], PROTOCOL_VERSION);
+        let h = standard_headers(&m);
+        assert!(h.contains(&("mcp-method", "tools/call".into())) && h.contains(&("mcp-name", "deploy".into())));
+    }
+
+    #[test]
+    fn result_types_are_read_and_unknown_or_missing_ones_are_errors() {
+        let ir = input_required(RpcId::Num(1), "k", "elicitation/create", "ok?", "st");
+        let Message::Response { result, .. } = ir else { panic!() };
+        assert_eq!(
+            result_kind(&result).unwrap(),
+            ResultKind::InputRequired(Continuation {
+                requests: vec![("k".into(), "elicitation/create".into())],
+                state: Some("st".into())
+            })
+        );
+        let Message::Response { result, .. } = complete(RpcId::Num(1), "done", "alice") else { panic!() };
+        assert_eq!(
+            result_kind(&result).unwrap(),
+            ResultKind::Complete { is_error: false, data_of: Some("alice".into()) }
+        );
+        assert!(result_kind(&json!({"content": []})).unwrap_err().contains("without resultType"));
+        assert!(result_kind(&json!({"resultType": "partial"})).unwrap_err().contains("unknown resultType"));
+        assert!(result_kind(&json!({"resultType": "input_required"})).is_err());
+    }
+
+    #[test]
+    fn tampering_changes_the_state_and_keeps_plain_text_well_formed() {
+        let s = r#"{"p":"alice","n":"ab12"}"#;
+        let f = flip(s);
+        assert_ne!(f, s);
+        assert!(serde_json::from_str::<Value>(&f).is_ok(), "{f}");
+        assert_eq!(truncate("abcdef"), "abc");
+        assert_ne!(fingerprint("a"), fingerprint("b"));
+        assert_eq!(fingerprint("a").len(), 8);
+    }
+}
