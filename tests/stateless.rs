@@ -191,3 +191,48 @@ fn stateful_servers_refuse_a_stateless_scenario_and_stateless_steps_need_their_d
     .to_string();
     assert!(err.contains("step `resume` needs dialect = \"legacy-sse\" or \"streamable-http\""), "{err}");
 }
+
+/// One signature per one-bug mutant in a stateless hunt of 300 seeds (shrunk),
+/// and the check that exists to catch it among its reproducer's checks.
+const STATELESS_MUTANTS: [(&str, &str, CheckId); 4] = [
+    ("unbound-state", "state-binding | foreign-state", CheckId::StateBinding),
+    ("unsealed-state", "state-integrity | tampered-state", CheckId::StateIntegrity),
+    ("reusable-state", "exactly-once | redeemed-twice", CheckId::ExactlyOnce),
+    ("uncancelled", "cancellation | ran-after-close", CheckId::Cancellation),
+];
+
+fn hunt_options(server: &str, seeds: u64) -> mcpsim::hunt::HuntOptions {
+    mcpsim::hunt::HuntOptions {
+        jobs: 2,
+        shrink_budget: 0,
+        dialect: Dialect::StatelessHttp,
+        ..mcpsim::hunt::HuntOptions::new(server, mcpsim::hunt::Limit::Seeds(seeds))
+    }
+}
+
+#[test]
+fn a_stateless_hunt_catches_each_mutant_by_its_own_check_with_one_signature() {
+    for (server, signature, own) in STATELESS_MUTANTS {
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("stateless-{server}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let opts = mcpsim::hunt::HuntOptions { out: Some(dir), shrink_budget: 150, ..hunt_options(server, 300) };
+        let report = mcpsim::hunt::hunt(&opts, |_| {}).unwrap();
+        let rows: Vec<&str> = report.bugs.iter().map(|b| b.signature.as_str()).collect();
+        assert_eq!(rows, [signature], "{server}: {} failing seeds", report.failing_seeds);
+        assert!(report.bugs[0].checks.iter().any(|c| own == **c), "{server}: {:?}", report.bugs[0].checks);
+    }
+}
+
+#[test]
+fn guarded_is_clean_on_stateless_seeds_and_they_are_deterministic() {
+    let opts = mcpsim::hunt::HuntOptions { check_determinism: true, ..hunt_options("guarded", 300) };
+    let report = mcpsim::hunt::hunt(&opts, |_| {}).unwrap();
+    assert_eq!(report.seeds_run, 300);
+    assert!(report.bugs.is_empty(), "{:#?}", report.bugs);
+    assert_eq!(report.nondeterministic_seeds(), 0);
+    // The hunt reached every situation it measures.
+    for s in mcpsim::hunt::stateless::SITUATIONS {
+        assert!(report.reach[s] > 0, "{s}: {:?}", report.reach);
+    }
+}

@@ -162,6 +162,9 @@ pub fn generate(seed: u64) -> Plan {
 /// their own stream, then the network): changing that order changes every
 /// seed's plan, and so every hunt repro.
 pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
+    if !dialect.has_sessions() {
+        return super::stateless::generate(seed);
+    }
     let mut rng = Seed(seed).stream("hunt.plan");
     let owners = rng.random_range(1..=3usize);
     let mut kinds: Vec<FaultKind> = FaultKind::ALL.iter().copied().filter(|_| rng.random_bool(0.4)).collect();

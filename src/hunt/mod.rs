@@ -16,6 +16,7 @@ pub mod generate;
 pub mod reach;
 pub mod shrink;
 pub mod signature;
+pub mod stateless;
 
 pub use bugs::{write_regression, Bug, Failure};
 
@@ -38,11 +39,8 @@ use std::rc::Rc;
 /// The dialect a hunt of `server` speaks unless told otherwise: the only one
 /// a streamable-http-only server (rmcp) speaks, else legacy-sse.
 pub fn default_dialect(server: &str) -> Dialect {
-    if crate::server::streamable_only(server) {
-        Dialect::StreamableHttp
-    } else {
-        Dialect::LegacySse
-    }
+    // The first dialect a built-in server speaks; legacy-sse for a plug.
+    crate::server::dialects(server).first().copied().unwrap_or(Dialect::LegacySse)
 }
 
 /// ` --dialect X` when `dialect` is not `server`'s default (for repro commands).
@@ -51,6 +49,15 @@ pub fn dialect_flag(server: &str, dialect: Dialect) -> String {
         String::new()
     } else {
         format!(" --dialect {}", dialect.name())
+    }
+}
+
+/// The hard situations a hunt in `dialect` measures, in the order its summary prints them.
+pub fn situations(dialect: Dialect) -> &'static [&'static str] {
+    if dialect.has_sessions() {
+        &reach::SITUATIONS
+    } else {
+        &stateless::SITUATIONS
     }
 }
 
@@ -132,9 +139,13 @@ fn run_seed_with(
     };
     let run = run_once()?;
     let trace_hash = run.trace.jsonl_hash();
-    let observed = check::observe::Observed::new(&run.trace);
-    let verdicts = check::judge_observed(&observed);
-    let reached = reach::reached_observed(&observed, &plan.server).into_iter().map(String::from).collect();
+    let (verdicts, reached): (Vec<check::Verdict>, Vec<String>) = if dialect.has_sessions() {
+        let observed = check::observe::Observed::new(&run.trace);
+        let reached = reach::reached_observed(&observed, &plan.server).into_iter().map(String::from).collect();
+        (check::judge_observed(&observed), reached)
+    } else {
+        (check::judge(&run.trace), stateless::reached(&run.trace).into_iter().map(String::from).collect())
+    };
     let mut violated = Vec::new();
     let mut firsts = Vec::new();
     for v in &verdicts {
@@ -362,7 +373,7 @@ pub fn hunt(opts: &HuntOptions, on: impl FnMut(Progress)) -> Result<HuntReport> 
         seeds_run: 0,
         failing_seeds: 0,
         bugs: Vec::new(),
-        reach: reach::SITUATIONS.iter().map(|s| (s.to_string(), 0)).collect(),
+        reach: situations(opts.dialect).iter().map(|s| (s.to_string(), 0)).collect(),
         harness_failures: Vec::new(),
     };
     let mut first_error = None;

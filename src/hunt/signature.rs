@@ -68,7 +68,14 @@ pub fn bucket(check: &str, headline: &str, plan: &Plan) -> String {
 /// Which check names a bug when two violations come at the same instant: a
 /// leak to another principal first (whatever else the thief's resumption
 /// broke), then the four conditions, then what follows from them.
-const ROOT_ORDER: [&str; 9] = [
+const ROOT_ORDER: [&str; 13] = [
+    // stateless-http's (its checks never meet the stateful ones in one run):
+    // a state honoured for the wrong principal comes before the result it
+    // leaks, a close ignored before the duplicate it causes.
+    "state-binding",
+    "state-integrity",
+    "cancellation",
+    "exactly-once",
     "confidentiality",
     "session-binding",
     "replay-integrity",

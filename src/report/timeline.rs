@@ -233,6 +233,45 @@ impl Chart {
             What::UplinkEnded { client, conn, .. } | What::UplinkSilent { client, conn, .. } => {
                 self.stream_ended(client, *conn)
             }
+            // stateless-http: each attempt of a call, how it ended (an MRTR
+            // round ends with input_required), and what the application did.
+            What::CallSent { client, call, tool, id, attempt, state, .. } => {
+                let Some((cx, nx)) = self.client_lanes(client) else { return };
+                self.time_label(t);
+                let round = match attempt {
+                    crate::trace::stateless::Attempt::First => "",
+                    crate::trace::stateless::Attempt::Retry => " retry",
+                    crate::trace::stateless::Attempt::Reissue => " re-issue",
+                    crate::trace::stateless::Attempt::Presented => " presented",
+                };
+                let st = state.as_ref().map_or(String::new(), |p| format!(" state {}", p.fp));
+                self.arrow(e, cx, nx, &format!("{tool} {call} #{id}{round}{st}"), "answer");
+                self.next_row();
+            }
+            What::CallEnded { client, end, .. } => {
+                use crate::trace::stateless::CallEnd;
+                let x = self.lane_x.get(client).copied().unwrap_or(self.server_x);
+                self.time_label(t);
+                let class = match end {
+                    CallEnd::Complete { .. } | CallEnd::InputRequired { .. } => "app",
+                    _ => "fault",
+                };
+                self.marker(class, e, x);
+                self.next_row();
+            }
+            What::Execution {
+                step: crate::trace::stateless::ExecStep::Effect | crate::trace::stateless::ExecStep::Cancelled,
+                ..
+            } => {
+                self.time_label(t);
+                self.marker("app", e, self.server_x);
+                self.next_row();
+            }
+            What::StateChecked { verdict: crate::trace::stateless::StateVerdict::Refused { .. }, .. } => {
+                self.time_label(t);
+                self.marker("fault", e, self.server_x);
+                self.next_row();
+            }
             _ => {}
         }
     }

@@ -253,6 +253,7 @@ pub(crate) struct HuntArgs {
 pub(crate) enum DialectArg {
     LegacySse,
     StreamableHttp,
+    StatelessHttp,
 }
 
 impl DialectArg {
@@ -261,6 +262,7 @@ impl DialectArg {
             None => mcpsim::hunt::default_dialect(server),
             Some(DialectArg::LegacySse) => mcpsim::scenario::Dialect::LegacySse,
             Some(DialectArg::StreamableHttp) => mcpsim::scenario::Dialect::StreamableHttp,
+            Some(DialectArg::StatelessHttp) => mcpsim::scenario::Dialect::StatelessHttp,
         }
     }
 }

@@ -20,7 +20,7 @@ use super::{not_applicable, status, Check, CheckId, Explain, Finding, Judge, Sta
 use crate::trace::stateless::{Attempt, CallEnd, ExecStep, StateHow, StateVerdict};
 use crate::trace::SimTime;
 use finding::{Req, StatelessFinding as F};
-pub(crate) use index::Index;
+pub(crate) use index::{Index, Sent};
 
 /// How long a close takes to reach the server and stop an execution, at
 /// most, before running on counts against it: a hop is 5 to 40 ms in the
@@ -329,9 +329,26 @@ fn liveness(ix: &Index) -> Status {
             (_, Some(a)) => (format!("the client gave up: {}", a.2), a.3, a.4),
             // An explicit refusal ends a call, and is right when the state was
             // not valid any more; a refusal of a valid request is not.
-            (Some((CallEnd::Error { code, message }, t, seq)), _) => match valid_state(ix, last) {
-                true => (format!("its last request, valid, got JSON-RPC error {code} ({message})"), *t, *seq),
-                false => continue,
+            (Some((CallEnd::Error { code, message }, t, seq)), _) => match validity(ix, last) {
+                Validity::Valid => {
+                    (format!("its last request, valid, got JSON-RPC error {code} ({message})"), *t, *seq)
+                }
+                Validity::Invalid => continue,
+                Validity::Spent => {
+                    out.push(v(
+                        CheckId::Liveness,
+                        F::CallNeverCompleted {
+                            client: client.to_string(),
+                            call: call.to_string(),
+                            attempts: attempts.len(),
+                            last: format!("its one-time state had been redeemed by another request of the client, so this one was refused (error {code}); inherent: nothing tells a re-issue from a second redemption"),
+                        },
+                        *t,
+                        vec![attempts[0].seq, *seq],
+                        true,
+                    ));
+                    continue;
+                }
             },
             (Some((CallEnd::Status { status }, t, seq)), _) => {
                 (format!("its last request got HTTP {status}"), *t, *seq)
@@ -358,16 +375,39 @@ fn liveness(ix: &Index) -> Status {
     status(out)
 }
 
+/// What a refusal of an attempt means.
+enum Validity {
+    /// The attempt was valid when the server got it: refusing it is the server's doing.
+    Valid,
+    /// Its state was not valid any more (altered, another's, expired, or
+    /// close enough to its expiry that the trace cannot tell): a refusal is right.
+    Invalid,
+    /// Its one-time state had been redeemed already, by another request (an
+    /// earlier one whose response the client never got, or one of its own
+    /// presentations): refusing is right, and the result is lost (inherent:
+    /// the protocol cannot tell a re-issue from a second redemption).
+    Spent,
+}
+
 /// Whether attempt `s` was valid as sent: no state, or its own state as the
-/// server handed it, inside the lifetime the server gave it.
-fn valid_state(ix: &Index, s: &index::Sent) -> bool {
-    match &s.state {
-        None => true,
-        Some(p) if p.how == StateHow::AsReceived => {
-            ix.minted.get(&p.fp).is_none_or(|m| m.lifetime_us.is_none_or(|l| s.t.0 <= m.t.0 + l))
-        }
-        Some(_) => false,
+/// server handed it, surely inside the lifetime the server gave it (a
+/// [`CLOSE_GRACE`] from its end), and not a one-time state already redeemed.
+fn validity(ix: &Index, s: &index::Sent) -> Validity {
+    let Some(p) = &s.state else { return Validity::Valid };
+    if p.how != StateHow::AsReceived {
+        return Validity::Invalid;
     }
+    let Some(m) = ix.minted.get(&p.fp) else { return Validity::Valid };
+    if m.lifetime_us.is_some_and(|l| s.t.0 + CLOSE_GRACE.0 > m.t.0 + l) {
+        return Validity::Invalid;
+    }
+    // Redeemed by another request (a re-issue's lost original, or the client's own second presentation).
+    let redeemed =
+        ix.checked.iter().any(|c| c.3 == p.fp && c.4 == StateVerdict::Accepted && !(c.1 == s.id && c.2 == s.principal));
+    if m.once && redeemed {
+        return Validity::Spent;
+    }
+    Validity::Valid
 }
 
 /// `protocol`: the server spoke MCP 2026-07-28 as a client can read it.

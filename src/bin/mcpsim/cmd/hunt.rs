@@ -125,7 +125,7 @@ fn summary(report: &mcpsim::hunt::HuntReport, opts: &HuntOptions) -> String {
     }
     if report.seeds_run > 0 {
         summary.push_str("\nreach (seeds that got into each hard situation, read from their traces):");
-        for s in mcpsim::hunt::reach::SITUATIONS {
+        for &s in mcpsim::hunt::situations(opts.dialect) {
             let n = report.reach.get(s).copied().unwrap_or(0);
             summary.push_str(&format!("\n  {s:<48} {n:>7} ({:.1} %)", 100.0 * n as f64 / report.seeds_run as f64));
         }

@@ -1,0 +1,312 @@
+//! Hunts in `stateless-http` (MCP 2026-07-28): the seeded generator of
+//! stateless plans, and the situations a stateless run reached.
+//!
+//! A plan: one to three owners call the scenario's tools at random times
+//! (a long tool with progress, a tool that asks for input first, a one-time
+//! redemption, an idempotent one); a swarm of fault kinds, each at its own
+//! rate, breaks their streams (rebind, sever, reset), steals, alters or
+//! replays their `requestState`, or lets it expire. Faults stop at
+//! [`FAULTS_END`]; the run goes on to [`DURATION`] so that re-issues can
+//! complete.
+
+use crate::check::stateless::Index;
+use crate::scenario::{Action, ClientSpec, Dialect, Dur, NetworkConfig, Plan, ServerConfig, Step, Tamper, ToolSpec};
+use crate::seed::Seed;
+use crate::trace::stateless::{Attempt, ExecStep, StateHow};
+use crate::trace::Trace;
+use rand::seq::IndexedRandom;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// When faults stop.
+pub const FAULTS_END: Duration = Duration::from_secs(12);
+/// How long a generated stateless run lasts.
+pub const DURATION: Duration = Duration::from_secs(40);
+
+/// Fault kinds a stateless seed may enable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum StatelessFault {
+    /// The NAT drops every live mapping of an owner silently.
+    Rebind,
+    /// The NAT drops the mapping of an owner's latest stream silently.
+    Sever,
+    /// The NAT resets the mapping of an owner's latest stream.
+    Reset,
+    /// A thief presents an owner's state (sometimes with the owner's credential).
+    Steal,
+    /// An owner presents its state altered, truncated or on another call.
+    Tamper,
+    /// An owner presents a completed round's state again.
+    Replay,
+    /// An owner thinks longer than the state lives.
+    Expire,
+}
+
+impl StatelessFault {
+    /// Every kind, in the order a seed draws them.
+    pub const ALL: [StatelessFault; 7] = [
+        StatelessFault::Rebind,
+        StatelessFault::Sever,
+        StatelessFault::Reset,
+        StatelessFault::Steal,
+        StatelessFault::Tamper,
+        StatelessFault::Replay,
+        StatelessFault::Expire,
+    ];
+}
+
+/// The tools every generated plan offers.
+fn tools(rng: &mut ChaCha8Rng) -> Vec<ToolSpec> {
+    let tool = |name: &str, runs: u64, progress: Option<u64>, input: bool, once: bool, idempotent: bool| ToolSpec {
+        name: name.into(),
+        runs: ms(runs),
+        progress_every: progress.map(ms),
+        input: input.then(|| "elicitation/create".to_string()),
+        once,
+        idempotent,
+    };
+    vec![
+        tool("work", rng.random_range(2_000..10_000), Some(rng.random_range(500..1_500)), false, false, false),
+        tool("ask", rng.random_range(0..3) * 1_000, Some(1_000), true, false, false),
+        tool("redeem", 0, None, true, true, false),
+        tool("lookup", rng.random_range(0..2_000), Some(700), false, false, true),
+    ]
+}
+
+struct Draft {
+    rng: ChaCha8Rng,
+    owners: Vec<String>,
+    clients: Vec<ClientSpec>,
+    tools: Vec<ToolSpec>,
+    steps: Vec<Step>,
+    /// Each call made so far: (client, label, tool, when).
+    calls: Vec<(String, String, String, Duration)>,
+    thieves: usize,
+    lifetime: Duration,
+}
+
+impl Draft {
+    fn push(&mut self, at: Duration, action: Action) {
+        self.steps.push(Step { at, after: None, id: None, action });
+    }
+
+    fn call(&mut self, at: Duration, client: &str, tool: &str) {
+        let label = format!("c{}", self.calls.len() + 1);
+        self.calls.push((client.into(), label.clone(), tool.into(), at));
+        self.push(at, Action::Call { client: client.into(), tool: tool.into(), label });
+    }
+
+    /// A call of an owner to a tool that asks for input, made now, whose state a fault can use.
+    fn input_call(&mut self, at: Duration, tool: &str) -> (String, String) {
+        let o = self.owners.choose(&mut self.rng).expect("owners").clone();
+        self.call(at, &o, tool);
+        (o, self.calls.last().expect("just made").1.clone())
+    }
+
+    fn traffic(&mut self) {
+        for o in self.owners.clone() {
+            for _ in 0..self.rng.random_range(1..=3) {
+                let at = ms(self.rng.random_range(200..FAULTS_END.as_millis() as u64));
+                let tool = ["work", "ask", "redeem", "lookup"].choose(&mut self.rng).expect("tools").to_string();
+                self.call(at, &o, &tool);
+            }
+        }
+    }
+
+    /// Slows an owner's answers so that a fault lands between two rounds.
+    fn slow(&mut self, o: &str, at_least: Duration) {
+        if let Some(c) = self.clients.iter_mut().find(|c| c.name == o) {
+            c.think_time = c.think_time.max(at_least);
+        }
+    }
+
+    fn fault(&mut self, kind: StatelessFault) {
+        let at = ms(self.rng.random_range(500..FAULTS_END.as_millis() as u64));
+        let o = self.owners.choose(&mut self.rng).expect("owners").clone();
+        match kind {
+            StatelessFault::Rebind => self.push(at, Action::Rebind { client: o }),
+            StatelessFault::Sever => self.push(at, Action::Sever { client: o }),
+            StatelessFault::Reset => self.push(at, Action::Reset { client: o }),
+            StatelessFault::Steal => {
+                let (victim, label) = self.input_call(at, "ask");
+                self.slow(&victim, ms(3_000));
+                self.thieves += 1;
+                let thief = format!("thief{}", self.thieves);
+                self.clients.push(client(&thief, ms(500)));
+                let credential = self.rng.random_bool(0.3);
+                let d = self.rng.random_range(500..2_500);
+                self.push(at + ms(d), Action::StealRequestState { from: victim, to: thief, label, credential });
+            }
+            StatelessFault::Tamper => {
+                let tool = if self.rng.random_bool(0.5) { "ask" } else { "redeem" };
+                let (owner, label) = self.input_call(at, tool);
+                self.slow(&owner, ms(3_000));
+                let how = match self.rng.random_range(0..3) {
+                    0 => Tamper::Flip,
+                    1 => Tamper::Truncate,
+                    _ => {
+                        self.call(at + ms(100), &owner, "ask");
+                        let onto = self.calls.last().expect("just made").1.clone();
+                        Tamper::Move { onto, tool: "ask".into() }
+                    }
+                };
+                let d = self.rng.random_range(500..2_500);
+                self.push(at + ms(d), Action::TamperRequestState { client: owner, label, how });
+            }
+            StatelessFault::Replay => {
+                let tool = if self.rng.random_bool(0.7) { "redeem" } else { "ask" };
+                let (owner, label) = self.input_call(at, tool);
+                let d = self.rng.random_range(2_000..6_000);
+                self.push(at + ms(d), Action::ReplayRequestState { client: owner, label });
+            }
+            StatelessFault::Expire => {
+                self.lifetime = ms(self.rng.random_range(1_000..4_000));
+                let (owner, _) = self.input_call(at, "ask");
+                let think = self.lifetime + ms(self.rng.random_range(0..3_000));
+                self.slow(&owner, think);
+            }
+        }
+    }
+
+    fn into_plan(mut self, seed: u64, faults: String) -> Plan {
+        self.steps.sort_by_key(|s| s.at);
+        let latency_max = ms(self.rng.random_range(5..40));
+        let half_open_lifetime = Duration::from_secs(self.rng.random_range(5..20));
+        Plan {
+            name: format!("hunt-{seed}"),
+            description: format!("generated from seed {seed}; faults: {faults}"),
+            dialect: Dialect::StatelessHttp,
+            seed: Seed(seed),
+            duration: DURATION,
+            server: ServerConfig {
+                heartbeat: Dur(Duration::from_secs(2)),
+                state_lifetime: Dur(self.lifetime),
+                ..ServerConfig::default()
+            },
+            network: NetworkConfig { tick: super::generate::TICK, latency_min: ms(5), latency_max, half_open_lifetime },
+            clients: self.clients,
+            steps: self.steps,
+            tools: self.tools,
+            expect: BTreeMap::new(),
+            source: None,
+        }
+    }
+}
+
+fn client(name: &str, think_time: Duration) -> ClientSpec {
+    ClientSpec {
+        name: name.into(),
+        principal: name.into(),
+        think_time,
+        heartbeat_timeout: Duration::from_secs(5),
+        auto_answer: true,
+    }
+}
+
+/// Draws the stateless plan of one seed (its own stream, `hunt.stateless`).
+pub fn generate(seed: u64) -> Plan {
+    let mut rng = Seed(seed).stream("hunt.stateless");
+    let owners: Vec<String> = (1..=rng.random_range(1..=3usize)).map(|i| format!("owner{i}")).collect();
+    let mut kinds: Vec<StatelessFault> = StatelessFault::ALL.iter().copied().filter(|_| rng.random_bool(0.4)).collect();
+    if kinds.is_empty() {
+        kinds.push(*StatelessFault::ALL.choose(&mut rng).expect("non-empty"));
+    }
+    let rates: Vec<(StatelessFault, u32)> = kinds.iter().map(|k| (*k, rng.random_range(1..=2))).collect();
+    let clients = owners.iter().map(|o| client(o, ms(rng.random_range(200..1_500)))).collect();
+    let tools = tools(&mut rng);
+    let mut d = Draft {
+        rng,
+        owners,
+        clients,
+        tools,
+        steps: Vec::new(),
+        calls: Vec::new(),
+        thieves: 0,
+        lifetime: Duration::from_secs(60),
+    };
+    d.traffic();
+    for &(kind, rate) in &rates {
+        for _ in 0..rate {
+            d.fault(kind);
+        }
+    }
+    let faults = kinds.iter().map(|k| format!("{k:?}").to_lowercase()).collect::<Vec<_>>().join(", ");
+    d.into_plan(seed, faults)
+}
+
+/// The situations a stateless hunt measures, in the order the summary prints them.
+pub const SITUATIONS: [&str; 9] =
+    [HALF_OPEN_MID_RUN, CLOSE_MID_RUN, REISSUED, RAN_TWICE, STOLEN, TAMPERED, EXPIRED, ONCE_AGAIN, INPUT_THEN_BREAK];
+
+/// An execution was running when its stream went half-open.
+pub const HALF_OPEN_MID_RUN: &str = "stream half-open while its execution ran";
+/// A close (FIN or RST) reached the server while the execution ran.
+pub const CLOSE_MID_RUN: &str = "close reached the server while its execution ran";
+/// A call re-issued under a new id after a lost response.
+pub const REISSUED: &str = "call re-issued after a lost response";
+/// A tool that is not idempotent took effect twice for one call.
+pub const RAN_TWICE: &str = "one call took effect twice";
+/// Another client's state presented.
+pub const STOLEN: &str = "stolen requestState presented";
+/// An altered, truncated or moved state presented.
+pub const TAMPERED: &str = "altered or moved requestState presented";
+/// A state presented after the lifetime the server gave it.
+pub const EXPIRED: &str = "expired requestState presented";
+/// A one-time state presented again.
+pub const ONCE_AGAIN: &str = "one-time requestState presented again";
+/// A retry (carrying input responses) whose response was lost, then re-issued.
+pub const INPUT_THEN_BREAK: &str = "retry with input responses re-issued";
+
+/// The situations a stateless run reached, read from its trace.
+pub fn reached(trace: &Trace) -> Vec<&'static str> {
+    let ix = Index::new(trace);
+    // Whether some execution was running when its mapping was dropped (or closed).
+    let mid_run = |closed: bool| {
+        ix.execs.values().any(|x| {
+            let Some(i) = x.sent else { return false };
+            let Some(f) = ix.fate(&ix.sent[i]) else { return false };
+            let t = if closed { f.closed.map(|c| c.0) } else { f.dropped.map(|d| d.0) };
+            let started = x.at(&ExecStep::Started).map(|s| s.0);
+            let ended =
+                x.steps.iter().find(|(s, _, _)| matches!(s, ExecStep::Completed | ExecStep::Cancelled)).map(|e| e.1);
+            matches!((t, started), (Some(t), Some(s)) if t >= s && ended.is_none_or(|e| t < e))
+        })
+    };
+    let mut effects: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for x in ix.execs.values().filter(|x| x.at(&ExecStep::Effect).is_some() && !ix.idempotent(&x.tool)) {
+        *effects.entry((x.on_behalf_of.clone().unwrap_or_else(|| x.principal.clone()), x.call.clone())).or_default() +=
+            1;
+    }
+    let how = |s: &crate::check::stateless::Sent| s.state.as_ref().map(|p| p.how.clone());
+    let expired = ix.sent.iter().any(|s| {
+        s.state
+            .as_ref()
+            .is_some_and(|p| ix.minted.get(&p.fp).is_some_and(|m| m.lifetime_us.is_some_and(|l| s.t.0 > m.t.0 + l)))
+    });
+    let once_again = ix.sent.iter().any(|s| {
+        how(s) == Some(StateHow::Replayed)
+            && s.state.as_ref().is_some_and(|p| ix.minted.get(&p.fp).is_some_and(|m| m.once))
+    });
+    let retry_reissued = ix
+        .sent
+        .iter()
+        .any(|s| s.attempt == Attempt::Reissue && s.state.as_ref().is_some_and(|p| p.how == StateHow::AsReceived));
+    let found = [
+        mid_run(false),
+        mid_run(true),
+        ix.sent.iter().any(|s| s.attempt == Attempt::Reissue),
+        effects.values().any(|n| *n > 1),
+        ix.sent.iter().any(|s| matches!(how(s), Some(StateHow::Stolen { .. }))),
+        ix.sent.iter().any(|s| how(s).is_some_and(|h| h.is_tampered())),
+        expired,
+        once_again,
+        retry_reissued,
+    ];
+    SITUATIONS.iter().zip(found).filter(|(_, f)| *f).map(|(s, _)| *s).collect()
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
