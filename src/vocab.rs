@@ -185,6 +185,8 @@ named_enum! {
         TamperRequestState = "tamper-request-state",
         /// stateless-http: a client presents a completed round's `requestState` again.
         ReplayRequestState = "replay-request-state",
+        /// stateless-http: the server's process restarts: its memory and per-process keys are gone.
+        RestartServer = "restart-server",
     }
 }
 
@@ -216,7 +218,7 @@ impl CheckId {
 /// The built-in servers that speak stateless-http: naive and guarded (which
 /// speak every dialect), then the stateless mutants, which speak only it.
 pub const STATELESS_SERVERS: &[&str] =
-    &["naive", "guarded", "unbound-state", "unsealed-state", "reusable-state", "uncancelled"];
+    &["naive", "guarded", "unbound-state", "unsealed-state", "reusable-state", "uncancelled", "ephemeral-key"];
 
 /// Whether built-in server `name` speaks a stateful dialect (legacy-sse or streamable-http).
 pub fn speaks_stateful(name: &str) -> bool {
@@ -236,6 +238,7 @@ impl StepKind {
                 | StepKind::StealRequestState
                 | StepKind::TamperRequestState
                 | StepKind::ReplayRequestState
+                | StepKind::RestartServer
         )
     }
 }
@@ -268,6 +271,7 @@ pub const SERVERS: &[&str] = &[
     "unsealed-state",
     "reusable-state",
     "uncancelled",
+    "ephemeral-key",
 ];
 
 #[cfg(test)]
@@ -303,7 +307,8 @@ mod tests {
                 "crash-client",
                 "steal-request-state",
                 "tamper-request-state",
-                "replay-request-state"
+                "replay-request-state",
+                "restart-server"
             ]
         );
     }

@@ -38,9 +38,12 @@ fn matrix() -> BTreeMap<(String, String), (Vec<Verdict>, String)> {
 fn the_stateless_matrix_meets_every_expectation_and_matches_its_snapshots() {
     let m = matrix();
     let servers = servers();
-    assert_eq!(servers, ["naive", "guarded", "unbound-state", "unsealed-state", "reusable-state", "uncancelled"]);
+    assert_eq!(
+        servers,
+        ["naive", "guarded", "unbound-state", "unsealed-state", "reusable-state", "uncancelled", "ephemeral-key"]
+    );
     let plans = plans();
-    assert!(plans.len() >= 9, "{} stateless scenarios", plans.len());
+    assert!(plans.len() >= 10, "{} stateless scenarios", plans.len());
     let mut table = format!("{:<44}", "scenario \\ server");
     for s in &servers {
         table.push_str(&format!(" {s:<16}"));
@@ -80,6 +83,7 @@ fn every_stateless_check_fires_somewhere_and_each_mutant_is_caught_by_its_own_ch
         ("unsealed-state", CheckId::StateIntegrity),
         ("reusable-state", CheckId::ExactlyOnce),
         ("uncancelled", CheckId::Cancellation),
+        ("ephemeral-key", CheckId::Liveness),
     ] {
         let caught: Vec<String> = plans()
             .iter()
@@ -95,9 +99,9 @@ fn every_stateless_check_fires_somewhere_and_each_mutant_is_caught_by_its_own_ch
         let fired = m.values().any(|(v, _)| check::violated(v).contains(&c.id));
         let quiet =
             m.values().any(|(v, _)| v.iter().any(|x| x.check == c.id && !matches!(x.status, Status::Violated { .. })));
-        // No built-in stateless server hangs a call or garbles the wire: the
-        // hand-built traces (src/check/tests/stateless.rs) prove those two fire.
-        if c.id != CheckId::Protocol && c.id != CheckId::Liveness {
+        // No built-in stateless server garbles the wire: the hand-built
+        // traces (src/check/tests/stateless.rs) prove that protocol fires.
+        if c.id != CheckId::Protocol {
             assert!(fired && quiet, "{}: fired {fired}, quiet {quiet}", c.id);
         }
     }
@@ -194,11 +198,12 @@ fn stateful_servers_refuse_a_stateless_scenario_and_stateless_steps_need_their_d
 
 /// One signature per one-bug mutant in a stateless hunt of 300 seeds (shrunk),
 /// and the check that exists to catch it among its reproducer's checks.
-const STATELESS_MUTANTS: [(&str, &str, CheckId); 4] = [
+const STATELESS_MUTANTS: [(&str, &str, CheckId); 5] = [
     ("unbound-state", "state-binding | foreign-state", CheckId::StateBinding),
     ("unsealed-state", "state-integrity | tampered-state", CheckId::StateIntegrity),
     ("reusable-state", "exactly-once | redeemed-twice", CheckId::ExactlyOnce),
     ("uncancelled", "cancellation | ran-after-close", CheckId::Cancellation),
+    ("ephemeral-key", "liveness | stuck", CheckId::Liveness),
 ];
 
 fn hunt_options(server: &str, seeds: u64) -> mcpsim::hunt::HuntOptions {

@@ -30,6 +30,9 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
+/// Where an attempt leaves what the next round carries (an `input_required` answer's requests and state).
+type Next = std::cell::RefCell<Option<Continuation>>;
+
 /// How many times a client re-issues one round of a call after losing its response.
 pub const MAX_REISSUES: u32 = 5;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -98,7 +101,7 @@ impl Client {
                             received_us: held.received_us,
                             credential,
                         };
-                        me.attempt(me.next_id(), send).await;
+                        let _ = me.attempt(me.next_id(), send).await;
                     });
                 }
                 // The stateful commands mean nothing here (the loader keeps them out of stateless plans).
@@ -124,13 +127,12 @@ impl Client {
                 received_us,
                 credential: None,
             };
-            match self.attempt(self.next_id(), send).await {
+            let (end, next) = self.attempt(self.next_id(), send).await;
+            match end {
                 CallEnd::InputRequired { .. } => {
-                    // `attempt` kept the continuation for us.
-                    let held = self.shared.states.borrow().get(&label).cloned();
-                    let Some(held) = held else { return };
-                    received_us = held.received_us;
-                    cont = Some(Continuation { requests: held.requests, state: Some(held.state) });
+                    // The next round answers this one's requests, with its state if it gave one.
+                    received_us = crate::clock::now().map(|d| d.as_micros() as u64);
+                    cont = next;
                     attempt = Attempt::Retry;
                     reissues = 0;
                     backoff = Duration::ZERO;
@@ -163,17 +165,18 @@ impl Client {
     }
 
     /// Sends one attempt and reads its response to the end; records both.
-    async fn attempt(&self, id: RpcId, s: Send<'_>) -> CallEnd {
+    /// On `input_required`, also what the next round carries.
+    async fn attempt(&self, id: RpcId, s: Send<'_>) -> (CallEnd, Option<Continuation>) {
         let n = self.shared.conn_seq.get() + 1;
         self.shared.conn_seq.set(n);
         let conn = ConnId(n);
-        // (On input_required, `exchange` keeps the state under the call.)
-        let end = self.exchange(conn, &id, &s).await;
+        let next = Next::default();
+        let end = self.exchange(conn, &id, &s, &next).await;
         self.rec.record(What::CallEnded { client: self.name(), conn, call: s.call.to_string(), id, end: end.clone() });
-        end
+        (end, next.into_inner())
     }
 
-    async fn exchange(&self, conn: ConnId, id: &RpcId, s: &Send<'_>) -> CallEnd {
+    async fn exchange(&self, conn: ConnId, id: &RpcId, s: &Send<'_>, next: &Next) -> CallEnd {
         let stream = match timeout(CONNECT_TIMEOUT, self.dialer.dial()).await {
             Ok(Ok(d)) => {
                 self.rec.record(What::Connect {
@@ -241,7 +244,7 @@ impl Client {
         self.rec.record(What::HttpResponse { client: self.name(), conn, status, content_type: content_type.clone() });
         let ct = content_type.unwrap_or_default();
         if ct.starts_with("text/event-stream") {
-            return self.read_stream(conn, id, s.call, s.tool, resp.into_body()).await;
+            return self.read_stream(conn, (id, s.call, s.tool), resp.into_body(), next).await;
         }
         let body = match timeout(HEAD_TIMEOUT, resp.into_body().collect()).await {
             Ok(Ok(b)) => b.to_bytes(),
@@ -255,7 +258,7 @@ impl Client {
             return self.garbled(conn, format!("a 200 that is neither JSON nor SSE (content-type {ct:?})"));
         }
         match std::str::from_utf8(&body).ok().and_then(|t| Message::parse(t).ok()) {
-            Some(m) => self.on_final(conn, id, s.call, s.tool, m, status),
+            Some(m) => self.on_final(conn, (id, s.call, s.tool), m, status, next),
             None if status != 200 => CallEnd::Status { status },
             None => self.garbled(conn, "a JSON body that is not a JSON-RPC message".into()),
         }
@@ -272,26 +275,38 @@ impl Client {
     }
 
     /// The message that ends a request: its response, or an error.
-    fn on_final(&self, conn: ConnId, id: &RpcId, call: &str, tool: &str, msg: Message, status: u16) -> CallEnd {
+    fn on_final(
+        &self,
+        conn: ConnId,
+        (id, call, tool): (&RpcId, &str, &str),
+        msg: Message,
+        status: u16,
+        next: &Next,
+    ) -> CallEnd {
         match msg {
             Message::Error { code, message, .. } => CallEnd::Error { code, message },
             Message::Response { id: rid, result } if rid == *id => match mrtr::result_kind(&result) {
                 Ok(ResultKind::Complete { is_error, data_of }) => CallEnd::Complete { is_error, data_of },
                 Ok(ResultKind::InputRequired(c)) => {
                     let fp = c.state.as_deref().map(mrtr::fingerprint);
-                    if let Some(state) = c.state {
-                        let received_us = crate::clock::now().map(|d| d.as_micros() as u64);
-                        self.shared.states.borrow_mut().insert(
-                            call.to_string(),
-                            HeldState {
+                    // What a step may steal, alter or present again: the latest state of the call.
+                    match &c.state {
+                        Some(state) => {
+                            let received_us = crate::clock::now().map(|d| d.as_micros() as u64);
+                            let held = HeldState {
                                 tool: tool.to_string(),
-                                state,
-                                requests: c.requests,
+                                state: state.clone(),
+                                requests: c.requests.clone(),
                                 received_us,
                                 spent: false,
-                            },
-                        );
+                            };
+                            self.shared.states.borrow_mut().insert(call.to_string(), held);
+                        }
+                        None => {
+                            self.shared.states.borrow_mut().remove(call);
+                        }
                     }
+                    *next.borrow_mut() = Some(c);
                     CallEnd::InputRequired { state: fp }
                 }
                 Err(what) => self.garbled(conn, what),
@@ -309,10 +324,9 @@ impl Client {
     async fn read_stream(
         &self,
         conn: ConnId,
-        id: &RpcId,
-        call: &str,
-        tool: &str,
+        (id, call, tool): (&RpcId, &str, &str),
         mut body: hyper::body::Incoming,
+        next: &Next,
     ) -> CallEnd {
         let silence = self.spec.heartbeat_timeout;
         let mut decoder = Decoder::new();
@@ -376,7 +390,7 @@ impl Client {
                             what: format!("the server sent a {method} request, which MCP 2026-07-28 forbids"),
                         });
                     }
-                    Some(m) => return self.on_final(conn, id, call, tool, m, 200),
+                    Some(m) => return self.on_final(conn, (id, call, tool), m, 200, next),
                     None => {
                         return self.garbled(conn, "an event whose data is not a JSON-RPC message".into());
                     }

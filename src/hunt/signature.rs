@@ -134,7 +134,9 @@ fn stateless_defect(f: &crate::check::stateless::finding::StatelessFinding) -> &
     match f {
         S::RanAfterClose { .. } => "ran-after-close",
         S::HalfOpen { .. } => "half-open",
-        S::DuplicateAfterClose { .. } | S::DuplicateUnpreventable { .. } => "ran-twice",
+        S::DuplicateAfterClose { .. } | S::DuplicateUnpreventable { .. } | S::OneRequestManyEffects { .. } => {
+            "ran-twice"
+        }
         S::OnceRedeemedTwice { .. } => "redeemed-twice",
         S::StolenStateHonoured { .. } => "foreign-state",
         S::TamperedStateHonoured { .. } => "tampered-state",

@@ -42,11 +42,13 @@ pub enum StatelessFault {
     Replay,
     /// An owner thinks longer than the state lives.
     Expire,
+    /// The server restarts between two rounds of an owner's call.
+    Restart,
 }
 
 impl StatelessFault {
     /// Every kind, in the order a seed draws them.
-    pub const ALL: [StatelessFault; 7] = [
+    pub const ALL: [StatelessFault; 8] = [
         StatelessFault::Rebind,
         StatelessFault::Sever,
         StatelessFault::Reset,
@@ -54,6 +56,7 @@ impl StatelessFault {
         StatelessFault::Tamper,
         StatelessFault::Replay,
         StatelessFault::Expire,
+        StatelessFault::Restart,
     ];
 }
 
@@ -161,6 +164,12 @@ impl Draft {
                 let d = self.rng.random_range(2_000..6_000);
                 self.push(at + ms(d), Action::ReplayRequestState { client: owner, label });
             }
+            StatelessFault::Restart => {
+                let (owner, _) = self.input_call(at, "ask");
+                self.slow(&owner, ms(3_000));
+                let d = self.rng.random_range(500..2_500);
+                self.push(at + ms(d), Action::RestartServer);
+            }
             StatelessFault::Expire => {
                 self.lifetime = ms(self.rng.random_range(1_000..4_000));
                 let (owner, _) = self.input_call(at, "ask");
@@ -183,6 +192,8 @@ impl Draft {
             server: ServerConfig {
                 heartbeat: Dur(Duration::from_secs(2)),
                 state_lifetime: Dur(self.lifetime),
+                // Calls begin by 13 s; each must be done 20 s later.
+                request_timeout: Dur(Duration::from_secs(20)),
                 ..ServerConfig::default()
             },
             network: NetworkConfig { tick: super::generate::TICK, latency_min: ms(5), latency_max, half_open_lifetime },
@@ -237,8 +248,18 @@ pub fn generate(seed: u64) -> Plan {
 }
 
 /// The situations a stateless hunt measures, in the order the summary prints them.
-pub const SITUATIONS: [&str; 9] =
-    [HALF_OPEN_MID_RUN, CLOSE_MID_RUN, REISSUED, RAN_TWICE, STOLEN, TAMPERED, EXPIRED, ONCE_AGAIN, INPUT_THEN_BREAK];
+pub const SITUATIONS: [&str; 10] = [
+    HALF_OPEN_MID_RUN,
+    CLOSE_MID_RUN,
+    REISSUED,
+    RAN_TWICE,
+    STOLEN,
+    TAMPERED,
+    EXPIRED,
+    ONCE_AGAIN,
+    INPUT_THEN_BREAK,
+    RESTART_BETWEEN_ROUNDS,
+];
 
 /// An execution was running when its stream went half-open.
 pub const HALF_OPEN_MID_RUN: &str = "stream half-open while its execution ran";
@@ -258,6 +279,9 @@ pub const EXPIRED: &str = "expired requestState presented";
 pub const ONCE_AGAIN: &str = "one-time requestState presented again";
 /// A retry (carrying input responses) whose response was lost, then re-issued.
 pub const INPUT_THEN_BREAK: &str = "retry with input responses re-issued";
+
+/// A state minted before a server restart, presented after it.
+pub const RESTART_BETWEEN_ROUNDS: &str = "state presented across a server restart";
 
 /// The situations a stateless run reached, read from its trace.
 pub fn reached(trace: &Trace) -> Vec<&'static str> {
@@ -293,6 +317,16 @@ pub fn reached(trace: &Trace) -> Vec<&'static str> {
         .sent
         .iter()
         .any(|s| s.attempt == Attempt::Reissue && s.state.as_ref().is_some_and(|p| p.how == StateHow::AsReceived));
+    let restarts: Vec<crate::trace::SimTime> = trace
+        .iter()
+        .filter(|e| matches!(&e.what, crate::trace::What::Step { action: crate::vocab::StepKind::RestartServer, .. }))
+        .map(|e| e.t_us)
+        .collect();
+    let across_restart = ix.sent.iter().any(|s| {
+        s.state
+            .as_ref()
+            .is_some_and(|p| ix.minted.get(&p.fp).is_some_and(|m| restarts.iter().any(|r| m.t < *r && *r < s.t)))
+    });
     let found = [
         mid_run(false),
         mid_run(true),
@@ -303,6 +337,7 @@ pub fn reached(trace: &Trace) -> Vec<&'static str> {
         expired,
         once_again,
         retry_reissued,
+        across_restart,
     ];
     SITUATIONS.iter().zip(found).filter(|(_, f)| *f).map(|(s, _)| *s).collect()
 }

@@ -417,6 +417,9 @@ impl Hosts for LiveHosts {
             self.running.insert(client.to_string(), start());
         }
     }
+    fn restart_server(&mut self) -> Result<(), String> {
+        Err("a live run does not restart the server's process (restart-server is simulated only, for now)".into())
+    }
 }
 
 impl LiveHosts {

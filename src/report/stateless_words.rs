@@ -43,6 +43,12 @@ impl fmt::Display for F {
                 list.len(),
                 effects(list)
             ),
+            F::OneRequestManyEffects { exec, call, tool, effects: list } => write!(
+                f,
+                "execution E{exec} of {call} ({tool}, not idempotent) took effect {} times for one request ({})",
+                list.len(),
+                list.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")
+            ),
             F::OnceRedeemedTwice { fp, call, first, second, by } => write!(
                 f,
                 "one-time requestState {fp} was redeemed twice: for request {} at {}, and again for {by}'s request {} ({call}) at {}",

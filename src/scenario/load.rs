@@ -465,6 +465,7 @@ impl Loader<'_> {
                 };
                 Action::TamperRequestState { client: client(self)?, label, how }
             }
+            "restart-server" => Action::RestartServer,
             "replay-request-state" => {
                 Action::ReplayRequestState { label: self.call_label(s, &s.label, "label")?, client: client(self)? }
             }
@@ -609,6 +610,7 @@ impl Loader<'_> {
             Action::StealRequestState { .. } => &["from", "to", "label", "credential"],
             Action::TamperRequestState { .. } => &["client", "label", "how", "onto"],
             Action::ReplayRequestState { .. } => &["client", "label"],
+            Action::RestartServer => &[],
         };
         let present = [
             ("client", s.client.as_ref().map(|x| x.span())),

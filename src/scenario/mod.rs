@@ -102,6 +102,7 @@ impl Dialect {
                 StealRequestState,
                 TamperRequestState,
                 ReplayRequestState,
+                RestartServer,
                 Rebind,
                 Sever,
                 Reset,
@@ -444,6 +445,9 @@ pub enum Action {
         /// The call.
         label: String,
     },
+    /// stateless-http: the server's process restarts; what it kept in memory
+    /// and its per-process keys are gone (a durable store and a configured key stay).
+    RestartServer,
 }
 
 impl Action {
@@ -472,6 +476,7 @@ impl Action {
             Action::StealRequestState { .. } => StepKind::StealRequestState,
             Action::TamperRequestState { .. } => StepKind::TamperRequestState,
             Action::ReplayRequestState { .. } => StepKind::ReplayRequestState,
+            Action::RestartServer => StepKind::RestartServer,
         }
     }
 
@@ -493,7 +498,7 @@ impl Action {
             | Action::Call { client, .. }
             | Action::TamperRequestState { client, .. }
             | Action::ReplayRequestState { client, .. } => vec![client],
-            Action::Wait => vec![],
+            Action::Wait | Action::RestartServer => vec![],
         }
     }
 
@@ -550,6 +555,7 @@ impl Action {
             Action::ReplayRequestState { client, label } => {
                 format!("{client} presents its last requestState of {label} again")
             }
+            Action::RestartServer => "the server restarts: its memory and per-process keys are gone".into(),
         }
     }
 }

@@ -149,7 +149,7 @@ fn write_step(out: &mut String, step: &Step) {
         Action::StealToken { from, to, credential } => {
             let _ = writeln!(out, "from = {}\nto = {}\ncredential = {credential}", q(from), q(to));
         }
-        Action::Wait => {}
+        Action::Wait | Action::RestartServer => {}
         Action::Call { client, tool, label } => {
             let _ = writeln!(out, "client = {}\ntool = {}\nlabel = {}", q(client), q(tool), q(label));
         }

@@ -129,6 +129,8 @@ pub(crate) trait Hosts {
     fn crash(&mut self, client: &str);
     /// Starts a crashed client again, with an empty memory.
     fn restart(&mut self, client: &str);
+    /// Restarts the server's process (`restart-server`); an error says why it cannot.
+    fn restart_server(&mut self) -> Result<(), String>;
 }
 
 impl Hosts for turmoil::Sim<'_> {
@@ -137,6 +139,11 @@ impl Hosts for turmoil::Sim<'_> {
     }
     fn restart(&mut self, client: &str) {
         self.bounce(client);
+    }
+    fn restart_server(&mut self) -> Result<(), String> {
+        // The host's software starts again: the plug's `serve` runs anew.
+        self.bounce("server");
+        Ok(())
     }
 }
 
@@ -409,6 +416,11 @@ impl<H: Hosts> World<H> {
                         .error(client, format!("cannot tamper: {client} holds no requestState for {label}")),
                 }
             }
+            Action::RestartServer => {
+                if let Err(why) = self.sim.restart_server() {
+                    self.app.report.error("server", format!("cannot restart the server: {why}"));
+                }
+            }
             Action::ReplayRequestState { client, label } => {
                 let held = self.clients[client].1.states.borrow().get(label).cloned();
                 match held {
@@ -507,6 +519,9 @@ impl Schedule {
                     None
                 }
                 (Some(_), Action::CrashClient { .. }) => Some(now),
+                // A server restart too is done by the step loop, between ticks.
+                (Some(due), Action::RestartServer) if due > now => None,
+                (Some(_), Action::RestartServer) => Some(now),
                 (due, _) => due,
             };
             if let Some(due) = due {

@@ -49,6 +49,8 @@ pub enum StatelessFinding {
     /// A call's side effect happened more than once, and nothing the server
     /// saw told the requests apart: the protocol cannot prevent it.
     DuplicateUnpreventable { call: String, tool: String, effects: Vec<(u32, SimTime)> },
+    /// One execution reported more than one side effect for one request.
+    OneRequestManyEffects { exec: u32, call: String, tool: String, effects: Vec<SimTime> },
     /// A one-time state acted on twice.
     OnceRedeemedTwice { fp: String, call: String, first: (RpcId, SimTime), second: (RpcId, SimTime), by: String },
 

@@ -35,6 +35,7 @@ pub(crate) struct Exec {
     pub exec: u32,
     pub tool: String,
     pub call: String,
+    pub id: RpcId,
     pub principal: String,
     pub on_behalf_of: Option<String>,
     /// Each step, when, and its seq.
@@ -83,10 +84,12 @@ pub(crate) struct Index {
     /// (call, id, principal, fp, verdict, t, seq)
     pub checked: Vec<(String, RpcId, String, String, StateVerdict, SimTime, u64)>,
     pub abandoned: Vec<(String, String, String, SimTime, u64)>,
-    pub crashed: BTreeMap<String, SimTime>,
+    pub crashed: BTreeMap<String, Vec<SimTime>>,
     /// Protocol problems clients saw: (client, conn, problem, what, t, seq).
     pub problems: Vec<(String, ConnId, String, String, SimTime, u64)>,
     pub end: SimTime,
+    /// How long a call may take (`[server] request_timeout`).
+    pub bound: SimTime,
 }
 
 impl Index {
@@ -97,7 +100,10 @@ impl Index {
         for e in trace.iter() {
             let (t, seq) = (e.t_us, e.seq);
             match &e.what {
-                What::RunStarted { duration_us, .. } => ix.end = SimTime(*duration_us),
+                What::RunStarted { duration_us, liveness_bound_us, .. } => {
+                    ix.end = SimTime(*duration_us);
+                    ix.bound = SimTime(*liveness_bound_us);
+                }
                 What::ClientJoined { client, principal, .. } => {
                     ix.clients.insert(client.clone(), principal.clone());
                 }
@@ -155,7 +161,7 @@ impl Index {
                     ix.abandoned.push((client.clone(), call.clone(), why.clone(), t, seq));
                 }
                 What::ClientCrashed { client } => {
-                    ix.crashed.entry(client.clone()).or_insert(t);
+                    ix.crashed.entry(client.clone()).or_default().push(t);
                 }
                 What::Execution { exec, tool, call, id, principal, on_behalf_of, step } => {
                     let sent = ix
@@ -166,6 +172,7 @@ impl Index {
                         exec: *exec,
                         tool: tool.clone(),
                         call: call.clone(),
+                        id: id.clone(),
                         principal: principal.clone(),
                         on_behalf_of: on_behalf_of.clone(),
                         steps: Vec::new(),

@@ -36,6 +36,18 @@ fn req(ix: &Index, i: usize) -> Req {
     Req { client: s.client.clone(), call: s.call.clone(), tool: s.tool.clone(), id: s.id.clone() }
 }
 
+/// When the close of the stream of `x`'s request reached the server while
+/// `x` ran and before the client had its answer, if it did.
+fn close_shown(ix: &Index, x: &index::Exec) -> Option<(SimTime, u64, &'static str)> {
+    let i = x.sent?;
+    let (closed_at, seq, how) = ix.fate(&ix.sent[i])?.closed?;
+    let ended =
+        x.steps.iter().any(|(s, u, _)| matches!(s, ExecStep::Completed | ExecStep::Cancelled) && *u <= closed_at);
+    let answered =
+        ix.sent[i].end.as_ref().is_some_and(|(e, u, _)| !matches!(e, CallEnd::Lost { .. }) && *u <= closed_at);
+    (!ended && !answered).then_some((closed_at, seq, how))
+}
+
 /// `cancellation`: a close that reached the server stops its request.
 fn cancellation(ix: &Index) -> Status {
     let mut out = Vec::new();
@@ -69,13 +81,21 @@ fn cancellation(ix: &Index) -> Status {
                 true,
             ));
         }
-        if let Some((closed_at, cseq, how)) = fate.closed.filter(|c| c.0 >= started && running_at(c.0)) {
+        // (A close after the client had its answer cancels nothing: the request was over.)
+        if let Some((closed_at, cseq, how)) = close_shown(ix, x) {
             judged = true;
+            // Work after the close: an execution that went on to its effect or
+            // result, or one that only started after the close had arrived.
             let late = x.steps.iter().find(|(s, t, _)| {
-                matches!(s, ExecStep::Effect | ExecStep::Completed) && t.0 > closed_at.0 + CLOSE_GRACE.0
+                matches!(s, ExecStep::Effect | ExecStep::Completed | ExecStep::Started)
+                    && t.0 > closed_at.0 + CLOSE_GRACE.0
             });
             if let Some((step, at, seq)) = late {
-                let what = if *step == ExecStep::Effect { "did its side effect" } else { "completed" };
+                let what = match step {
+                    ExecStep::Effect => "did its side effect",
+                    ExecStep::Started => "started",
+                    _ => "completed",
+                };
                 out.push(v(
                     CheckId::Cancellation,
                     F::RanAfterClose { exec: x.exec, req: req(ix, i), closed: how, closed_at, what, at: *at },
@@ -96,14 +116,34 @@ fn cancellation(ix: &Index) -> Status {
 fn exactly_once(ix: &Index) -> Status {
     let mut out = Vec::new();
     let mut judged = false;
-    // Side effects per (acting principal, call).
+    // Side effects per call: the client that made it (or, unmatched, the acting principal) and its label.
     let mut by_call: std::collections::BTreeMap<(String, String), Vec<&index::Exec>> = Default::default();
     // Executions a step forced (a stolen, altered or replayed state) are
     // the other checks' findings; a replayed one-time state is judged below.
     let own = |x: &&index::Exec| x.sent.is_none_or(|i| ix.sent[i].attempt != Attempt::Presented);
     for x in ix.execs.values().filter(|x| x.at(&ExecStep::Effect).is_some()).filter(own) {
-        let who = x.on_behalf_of.clone().unwrap_or_else(|| x.principal.clone());
+        let who = match x.sent {
+            Some(i) => format!("client {}", ix.sent[i].client),
+            None => format!("principal {}", x.on_behalf_of.as_ref().unwrap_or(&x.principal)),
+        };
         by_call.entry((who, x.call.clone())).or_default().push(x);
+        // One request, more than one side effect: nothing excuses that.
+        let effects: Vec<(SimTime, u64)> =
+            x.steps.iter().filter(|(s, _, _)| *s == ExecStep::Effect).map(|(_, t, q)| (*t, *q)).collect();
+        if effects.len() > 1 && !ix.idempotent(&x.tool) {
+            out.push(v(
+                CheckId::ExactlyOnce,
+                F::OneRequestManyEffects {
+                    exec: x.exec,
+                    call: x.call.clone(),
+                    tool: x.tool.clone(),
+                    effects: effects.iter().map(|e| e.0).collect(),
+                },
+                effects[1].0,
+                effects.iter().map(|e| e.1).collect(),
+                false,
+            ));
+        }
     }
     for ((_, call), xs) in &by_call {
         let tool = xs[0].tool.clone();
@@ -119,11 +159,9 @@ fn exactly_once(ix: &Index) -> Status {
         let at = effects[1].1;
         // Preventable: some execution's close reached the server before its effect.
         let shown = xs.iter().find_map(|x| {
-            let i = x.sent?;
-            let (closed_at, _, _) = ix.fate(&ix.sent[i])?.closed?;
+            let (closed_at, _, _) = close_shown(ix, x)?;
             let (effect_at, _) = x.at(&ExecStep::Effect)?;
-            let (started, _) = x.at(&ExecStep::Started)?;
-            (closed_at >= started && closed_at.0 + CLOSE_GRACE.0 < effect_at.0).then_some((x.exec, closed_at))
+            (closed_at.0 + CLOSE_GRACE.0 < effect_at.0).then_some((x.exec, closed_at))
         });
         match shown {
             Some((cancelled_exec, closed_at)) => out.push(v(
@@ -142,12 +180,20 @@ fn exactly_once(ix: &Index) -> Status {
             )),
         }
     }
-    // One-time states: at most one acceptance that led to an execution.
+    // One-time states: at most one acceptance that led to a side effect.
+    let took_effect = |c: &(String, crate::wire::jsonrpc::RpcId, String, String, StateVerdict, SimTime, u64)| {
+        ix.execs.values().any(|x| {
+            x.call == c.0
+                && x.id == c.1
+                && x.principal == c.2
+                && x.steps.iter().any(|(s, t, _)| *s == ExecStep::Effect && *t >= c.5)
+        })
+    };
     let mut accepted: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
     for (k, c) in ix.checked.iter().enumerate() {
         if ix.minted.get(&c.3).is_some_and(|m| m.once) {
             judged = true;
-            if c.4 == StateVerdict::Accepted {
+            if c.4 == StateVerdict::Accepted && took_effect(c) {
                 accepted.entry(c.3.as_str()).or_default().push(k);
             }
         }
@@ -177,14 +223,34 @@ fn exactly_once(ix: &Index) -> Status {
     status(out)
 }
 
-/// The attempt's outcome if the server acted on its state: completed, or
-/// an execution started for it.
-fn acted_on(ix: &Index, i: usize) -> Option<(&'static str, SimTime, u64)> {
+/// How the server acted on attempt `i`'s state, if it did: it said it
+/// accepted the state, started an execution for it, or completed the call
+/// (an error result is a refusal). With `for_principal`, only acts on that
+/// principal's behalf count: a server that ignored a stolen state and acted
+/// for the thief misbound nothing.
+fn acted_on(ix: &Index, i: usize, for_principal: Option<&str>) -> Option<(&'static str, SimTime, u64)> {
     let s = &ix.sent[i];
-    if let Some((CallEnd::Complete { .. }, t, seq)) = &s.end {
-        return Some(("completed the call", *t, *seq));
+    let fp = s.state.as_ref().map(|p| p.fp.as_str());
+    let accepted = ix
+        .checked
+        .iter()
+        .find(|c| c.0 == s.call && c.1 == s.id && c.2 == s.principal && Some(c.3.as_str()) == fp && c.5 >= s.t);
+    if let Some(c) = accepted.filter(|c| c.4 == StateVerdict::Accepted) {
+        return Some(("accepted it", c.5, c.6));
     }
-    ix.execs_of(i).next().and_then(|x| x.at(&ExecStep::Started)).map(|(t, seq)| ("started an execution", t, seq))
+    if let Some(x) = ix.execs_of(i).find(|x| for_principal.is_none_or(|p| x.on_behalf_of.as_deref() == Some(p))) {
+        if let Some((t, seq)) = x.at(&ExecStep::Started) {
+            return Some(("started an execution", t, seq));
+        }
+    }
+    match &s.end {
+        Some((CallEnd::Complete { is_error: false, data_of }, t, seq))
+            if for_principal.is_none_or(|p| data_of.as_deref() == Some(p)) =>
+        {
+            Some(("completed the call", *t, *seq))
+        }
+        _ => None,
+    }
 }
 
 /// `state-binding`: state minted for one principal is refused from another.
@@ -195,7 +261,7 @@ fn state_binding(ix: &Index) -> Status {
         let Some(StateHow::Stolen { from }) = s.state.as_ref().map(|p| &p.how) else { continue };
         judged = true;
         let victim = ix.clients.get(from).cloned().unwrap_or_else(|| from.clone());
-        let Some((how, at, seq)) = acted_on(ix, i) else { continue };
+        let Some((how, at, seq)) = acted_on(ix, i, Some(&victim)) else { continue };
         let with_credential = s.principal == victim;
         out.push(v(
             CheckId::StateBinding,
@@ -226,7 +292,7 @@ fn state_integrity(ix: &Index) -> Status {
         let Some(p) = &s.state else { continue };
         if p.how.is_tampered() {
             judged = true;
-            if let Some((how, at, seq)) = acted_on(ix, i) {
+            if let Some((how, at, seq)) = acted_on(ix, i, None) {
                 let tamper = match &p.how {
                     StateHow::Flipped => "altered (one character changed)".to_string(),
                     StateHow::Truncated => "truncated".to_string(),
@@ -250,7 +316,7 @@ fn state_integrity(ix: &Index) -> Status {
         // Sent at least a grace after it expired: the server sees it later still.
         if s.t.0 > expired_at.0 + CLOSE_GRACE.0 {
             judged = true;
-            if let Some((how, at, seq)) = acted_on(ix, i) {
+            if let Some((how, at, seq)) = acted_on(ix, i, None) {
                 out.push(v(
                     CheckId::StateIntegrity,
                     F::ExpiredStateHonoured { req: req(ix, i), expired_at, sent_at: s.t, how },
@@ -311,7 +377,9 @@ fn liveness(ix: &Index) -> Status {
         return not_applicable("no client made a call");
     }
     for (client, call) in calls {
-        if ix.crashed.contains_key(client) {
+        // A call the client's crash cut short is not the server's to finish.
+        let first = ix.sent.iter().find(|s| s.client == client && s.call == call).map_or(SimTime(0), |s| s.t);
+        if ix.crashed.get(client).is_some_and(|cs| cs.iter().any(|c| *c >= first)) {
             continue;
         }
         let attempts: Vec<_> = ix
@@ -356,8 +424,40 @@ fn liveness(ix: &Index) -> Status {
             (Some((CallEnd::Garbled { what }, t, seq)), _) => {
                 (format!("its last response was unreadable: {what}"), *t, *seq)
             }
-            // Still under way at the end (a long tool, or a re-issue waiting): not judged.
-            _ => continue,
+            // Still under way at the end (a long tool, or a re-issue waiting):
+            // judged only once the bound has passed since the call began.
+            (end, _) => {
+                if attempts[0].t.0 + ix.bound.0 > ix.end.0 {
+                    continue;
+                }
+                let how = match end {
+                    Some((CallEnd::Lost { why }, _, _)) => format!("its last request's response was lost ({why})"),
+                    _ => "its last request was still unanswered".into(),
+                };
+                let secs = ix.bound.0 / 1_000_000;
+                // A request that went half-open cost the client its own
+                // timeouts before it could re-issue: the delay is the network's.
+                let half_open = attempts.iter().any(|a| ix.fate(a).is_some_and(|f| f.dropped.is_some()));
+                let why = if half_open {
+                    "; a request of it went half-open, and the client's timeouts took the time (inherent)"
+                } else {
+                    ""
+                };
+                let words = format!("not completed within {secs} s; at the end {how}{why}");
+                out.push(v(
+                    CheckId::Liveness,
+                    F::CallNeverCompleted {
+                        client: client.to_string(),
+                        call: call.to_string(),
+                        attempts: attempts.len(),
+                        last: words,
+                    },
+                    ix.end,
+                    vec![attempts[0].seq, attempts[attempts.len() - 1].seq],
+                    half_open,
+                ));
+                continue;
+            }
         };
         out.push(v(
             CheckId::Liveness,

@@ -191,6 +191,39 @@ fn cancellation_fires_on_work_done_after_the_close_reached_the_server_and_not_on
 }
 
 #[test]
+fn a_close_after_the_answer_or_before_the_start_is_judged_as_it_should_be() {
+    // The client had its result at 10 s; its close at 20 s cancels nothing,
+    // even when the application reports the completion late.
+    let answered = Sb::new(120)
+        .client("alice")
+        .tool("t", false, false)
+        .at(1_000)
+        .send("alice", 1, "c1", 1, Attempt::First, None)
+        .exec(1, "c1", 1, "alice", None, ExecStep::Started)
+        .at(10_000)
+        .exec(1, "c1", 1, "alice", None, ExecStep::Effect)
+        .end("alice", 1, "c1", 1, complete("alice"))
+        .at(20_000)
+        .push(What::MappingClosed { client: "alice".into(), mapping: MappingId(1), by: "client".into() })
+        .at(25_000)
+        .exec(1, "c1", 1, "alice", None, ExecStep::Completed)
+        .trace();
+    assert!(!matches!(verdict(&answered, CheckId::Cancellation), Status::Violated { .. }));
+    // A request whose stream was reset at 20 s, dequeued and started at 40 s.
+    let late_start = Sb::new(120)
+        .client("alice")
+        .at(1_000)
+        .send("alice", 1, "c1", 1, Attempt::First, None)
+        .at(20_000)
+        .reset("alice", 1)
+        .at(40_000)
+        .exec(1, "c1", 1, "alice", None, ExecStep::Started)
+        .trace();
+    assert!(headlines(&late_start, CheckId::Cancellation)[0]
+        .contains("started at 40.000 s, 20.0 s after its stream was reset"));
+}
+
+#[test]
 fn a_half_open_stream_is_reported_as_inherent() {
     let t = Sb::new(120)
         .client("alice")
@@ -245,7 +278,8 @@ fn exactly_once_blames_a_duplicate_only_when_the_server_was_shown_the_cancellati
 }
 
 fn once_state(second: StateVerdict) -> Trace {
-    Sb::new(60)
+    let accepted = second == StateVerdict::Accepted;
+    let b = Sb::new(60)
         .client("alice")
         .tool("t", true, false)
         .at(1_000)
@@ -254,10 +288,39 @@ fn once_state(second: StateVerdict) -> Trace {
         .at(2_000)
         .send("alice", 2, "v", 2, Attempt::Retry, state("fp1", StateHow::AsReceived))
         .checked("v", 2, "alice", "fp1", StateVerdict::Accepted)
+        .exec(1, "v", 2, "alice", Some("alice"), ExecStep::Started)
+        .exec(1, "v", 2, "alice", Some("alice"), ExecStep::Effect)
         .at(10_000)
         .send("alice", 3, "v", 3, Attempt::Presented, state("fp1", StateHow::Replayed))
-        .checked("v", 3, "alice", "fp1", second)
-        .trace()
+        .checked("v", 3, "alice", "fp1", second);
+    if accepted {
+        b.exec(2, "v", 3, "alice", Some("alice"), ExecStep::Started)
+            .exec(2, "v", 3, "alice", Some("alice"), ExecStep::Effect)
+            .trace()
+    } else {
+        b.trace()
+    }
+}
+
+#[test]
+fn a_one_time_state_checked_twice_but_spent_once_is_not_redeemed_twice() {
+    // Accepted at check, but no side effect followed the second acceptance.
+    let t = Sb::new(60)
+        .client("alice")
+        .tool("t", true, false)
+        .at(1_000)
+        .send("alice", 1, "v", 1, Attempt::First, None)
+        .minted("v", 1, "alice", "fp1", 60, true)
+        .at(2_000)
+        .send("alice", 2, "v", 2, Attempt::Retry, state("fp1", StateHow::AsReceived))
+        .checked("v", 2, "alice", "fp1", StateVerdict::Accepted)
+        .exec(1, "v", 2, "alice", Some("alice"), ExecStep::Started)
+        .exec(1, "v", 2, "alice", Some("alice"), ExecStep::Effect)
+        .at(10_000)
+        .send("alice", 3, "v", 3, Attempt::Presented, state("fp1", StateHow::Replayed))
+        .checked("v", 3, "alice", "fp1", StateVerdict::Accepted)
+        .trace();
+    assert!(passed(&t, CheckId::ExactlyOnce));
 }
 
 #[test]
@@ -298,6 +361,12 @@ fn state_binding_and_confidentiality_fire_when_a_stolen_state_is_honoured() {
     assert!(headlines(&t, CheckId::Confidentiality)[0].contains("(principal mallory) received alice's result"));
     let refused = stolen(CallEnd::Error { code: -32602, message: "invalid requestState".into() }, None);
     assert!(passed(&refused, CheckId::StateBinding));
+    // A server that ignored the state and acted for mallory misbound nothing.
+    let own = stolen(complete("mallory"), None);
+    assert!(passed(&own, CheckId::StateBinding));
+    // An error result is a refusal.
+    let error_result = stolen(CallEnd::Complete { is_error: true, data_of: None }, None);
+    assert!(passed(&error_result, CheckId::StateBinding));
     // With alice's credential too, mallory is alice to any server.
     let t = stolen(complete("alice"), Some("alice"));
     assert!(inherent_only(&t, CheckId::StateBinding) && inherent_only(&t, CheckId::Confidentiality));
@@ -351,6 +420,9 @@ fn liveness_fires_on_a_call_given_up_and_not_on_one_still_running() {
         .contains("alice's call c1 never completed after 1 request(s): the client gave up"));
     let running = base().at(41_000).send("alice", 2, "c1", 2, Attempt::Reissue, None).trace();
     assert!(passed(&running, CheckId::Liveness));
+    // Past the bound (300 s here), a call still under way is stuck.
+    let stuck = Sb::new(400).client("alice").at(1_000).send("alice", 1, "c1", 1, Attempt::First, None).trace();
+    assert!(headlines(&stuck, CheckId::Liveness)[0].contains("not completed within 300 s"));
     let done = base()
         .at(41_000)
         .send("alice", 2, "c1", 2, Attempt::Reissue, None)

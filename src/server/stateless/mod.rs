@@ -56,6 +56,10 @@ pub struct StatelessPolicy {
     pub single_use: bool,
     /// Stops an execution when the close of its response stream reaches it.
     pub cancel_on_close: bool,
+    /// Seals with a configured key that survives a restart; when false, with
+    /// a key drawn at each start (the Python SDK's default), so a restart
+    /// makes every outstanding state unreadable.
+    pub durable_key: bool,
 }
 
 const ALL_CHECKS: StatelessPolicy = StatelessPolicy {
@@ -68,6 +72,7 @@ const ALL_CHECKS: StatelessPolicy = StatelessPolicy {
     expiry: true,
     single_use: true,
     cancel_on_close: true,
+    durable_key: true,
 };
 
 /// The built-in stateless servers: naive, guarded, then guarded's one-bug mutants.
@@ -82,6 +87,7 @@ pub const POLICIES: &[StatelessPolicy] = &[
         expiry: false,
         single_use: false,
         cancel_on_close: false,
+        durable_key: true,
     },
     ALL_CHECKS,
     StatelessPolicy {
@@ -108,6 +114,13 @@ pub const POLICIES: &[StatelessPolicy] = &[
         cancel_on_close: false,
         ..ALL_CHECKS
     },
+    StatelessPolicy {
+        name: "ephemeral-key",
+        description:
+            "guarded, but seals state with a key drawn at each start: after a restart no outstanding state opens",
+        durable_key: false,
+        ..ALL_CHECKS
+    },
 ];
 
 /// A stateless reference server: a policy, the scenario's tools and `[server]`.
@@ -116,14 +129,26 @@ pub struct StatelessServer {
     cfg: ServerConfig,
     tools: Vec<ToolSpec>,
     seed: Seed,
-    /// Which life of the process this is (a restart draws a new key).
+    /// Which life of the process this is (a restart draws a new per-process key).
     lives: Cell<u32>,
+    /// What outlives a restart: the single-use registry (a deployment keeps
+    /// it in a durable store) and the application's numbering of executions.
+    durable: Rc<Durable>,
+}
+
+/// The state a restart does not lose.
+#[derive(Default)]
+struct Durable {
+    /// Nonces of one-time states already redeemed.
+    redeemed: RefCell<BTreeSet<String>>,
+    /// Executions numbered from 1, across lives.
+    execs: Cell<u32>,
 }
 
 impl StatelessServer {
     /// The server `policy`, offering `tools`; its keys and nonces are drawn from `seed`.
     pub fn new(policy: StatelessPolicy, cfg: ServerConfig, tools: Vec<ToolSpec>, seed: Seed) -> Self {
-        Self { policy, cfg, tools, seed, lives: Cell::new(0) }
+        Self { policy, cfg, tools, seed, lives: Cell::new(0), durable: Rc::new(Durable::default()) }
     }
 }
 
@@ -135,10 +160,7 @@ struct Shared {
     app: AppHook,
     codec: Codec,
     rng: RefCell<ChaCha8Rng>,
-    /// Nonces of one-time states already redeemed.
-    redeemed: RefCell<BTreeSet<String>>,
-    /// Executions numbered from 1.
-    execs: Cell<u32>,
+    durable: Rc<Durable>,
 }
 
 impl ServerPlug for StatelessServer {
@@ -150,8 +172,13 @@ impl ServerPlug for StatelessServer {
         let life = self.lives.get() + 1;
         self.lives.set(life);
         let mut rng = self.seed.stream(&format!("server.stateless.{life}"));
+        // A configured key is the same in every life; a per-process one is drawn anew.
         let mut key = [0u8; 32];
-        rng.fill_bytes(&mut key);
+        if self.policy.durable_key {
+            self.seed.stream("server.stateless.key").fill_bytes(&mut key);
+        } else {
+            rng.fill_bytes(&mut key);
+        }
         let shared = Rc::new(Shared {
             policy: self.policy,
             cfg: self.cfg.clone(),
@@ -159,8 +186,7 @@ impl ServerPlug for StatelessServer {
             app,
             codec: Codec::new(self.policy.seal.then_some(key)),
             rng: RefCell::new(rng),
-            redeemed: RefCell::new(BTreeSet::new()),
-            execs: Cell::new(0),
+            durable: self.durable.clone(),
         });
         Box::pin(async move {
             loop {
@@ -331,8 +357,8 @@ fn call(shared: &Rc<Shared>, id: RpcId, principal: &str, params: &Value) -> Resp
             }
         }
     }
-    let n = shared.execs.get() + 1;
-    shared.execs.set(n);
+    let n = shared.durable.execs.get() + 1;
+    shared.durable.execs.set(n);
     let run =
         ExecutionOf { tool: tool.name.clone(), call, id: id.clone(), principal: principal.to_string(), on_behalf_of };
     report.execution(n, &run, ExecStep::Started);
@@ -393,7 +419,7 @@ fn check_state(shared: &Shared, tool: &ToolSpec, digest: &str, principal: &str, 
     if pol.expiry && now_us() > p.e {
         return Err("it has expired".into());
     }
-    if tool.once && pol.single_use && !shared.redeemed.borrow_mut().insert(p.n.clone()) {
+    if tool.once && pol.single_use && !shared.durable.redeemed.borrow_mut().insert(p.n.clone()) {
         return Err("this one-time state was already redeemed".into());
     }
     Ok(p)
