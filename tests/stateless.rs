@@ -43,7 +43,7 @@ fn the_stateless_matrix_meets_every_expectation_and_matches_its_snapshots() {
         ["naive", "guarded", "unbound-state", "unsealed-state", "reusable-state", "uncancelled", "ephemeral-key"]
     );
     let plans = plans();
-    assert!(plans.len() >= 10, "{} stateless scenarios", plans.len());
+    assert!(plans.len() >= 11, "{} stateless scenarios", plans.len());
     let mut table = format!("{:<44}", "scenario \\ server");
     for s in &servers {
         table.push_str(&format!(" {s:<16}"));

@@ -138,6 +138,9 @@ pub struct ClientShared {
     /// stateless-http: the latest `requestState` of each call, by label (a
     /// step that steals, alters or replays one reads it here).
     pub states: RefCell<BTreeMap<String, HeldState>>,
+    /// stateless-http: the local port of each call's request in flight, by
+    /// label (a fault aimed at a call's stream finds its NAT mapping by it).
+    pub open_calls: RefCell<BTreeMap<String, u16>>,
 }
 
 /// A client host's body for `dialect`: the stateless client, or the

@@ -172,6 +172,7 @@ impl Client {
         let conn = ConnId(n);
         let next = Next::default();
         let end = self.exchange(conn, &id, &s, &next).await;
+        self.shared.open_calls.borrow_mut().remove(s.call);
         self.rec.record(What::CallEnded { client: self.name(), conn, call: s.call.to_string(), id, end: end.clone() });
         (end, next.into_inner())
     }
@@ -185,6 +186,7 @@ impl Client {
                     port: d.local_port,
                     purpose: Purpose::Call,
                 });
+                self.shared.open_calls.borrow_mut().insert(s.call.to_string(), d.local_port);
                 d.stream
             }
             Ok(Err(e)) => {

@@ -130,8 +130,20 @@ impl Draft {
         let o = self.owners.choose(&mut self.rng).expect("owners").clone();
         match kind {
             StatelessFault::Rebind => self.push(at, Action::Rebind { client: o }),
-            StatelessFault::Sever => self.push(at, Action::Sever { client: o }),
-            StatelessFault::Reset => self.push(at, Action::Reset { client: o }),
+            StatelessFault::Sever | StatelessFault::Reset => {
+                // Half the time aimed at one call the owner made before, else at its latest stream.
+                let earlier: Vec<String> =
+                    self.calls.iter().filter(|c| c.0 == o && c.3 < at).map(|c| c.1.clone()).collect();
+                let aimed = self.rng.random_bool(0.5).then(|| earlier.choose(&mut self.rng).cloned()).flatten();
+                let sever = kind == StatelessFault::Sever;
+                let action = match aimed {
+                    Some(label) if sever => Action::SeverCall { client: o, label },
+                    Some(label) => Action::ResetCall { client: o, label },
+                    None if sever => Action::Sever { client: o },
+                    None => Action::Reset { client: o },
+                };
+                self.push(at, action);
+            }
             StatelessFault::Steal => {
                 let (victim, label) = self.input_call(at, "ask");
                 self.slow(&victim, ms(3_000));

@@ -410,6 +410,15 @@ impl Loader<'_> {
                 Action::Answer { client: client(self)?, label: label.into_inner() }
             }
             "rebind" => Action::Rebind { client: client(self)? },
+            "sever" | "reset" if s.label.is_some() && self.dialect == Dialect::StatelessHttp => {
+                let label = self.call_label(s, &s.label, "label")?;
+                let client = client(self)?;
+                if action_name == "sever" {
+                    Action::SeverCall { client, label }
+                } else {
+                    Action::ResetCall { client, label }
+                }
+            }
             "sever" => Action::Sever { client: client(self)? },
             "reset" => Action::Reset { client: client(self)? },
             "resume" => Action::Resume {
@@ -611,6 +620,7 @@ impl Loader<'_> {
             Action::TamperRequestState { .. } => &["client", "label", "how", "onto"],
             Action::ReplayRequestState { .. } => &["client", "label"],
             Action::RestartServer => &[],
+            Action::SeverCall { .. } | Action::ResetCall { .. } => &["client", "label"],
         };
         let present = [
             ("client", s.client.as_ref().map(|x| x.span())),

@@ -448,6 +448,21 @@ pub enum Action {
     /// stateless-http: the server's process restarts; what it kept in memory
     /// and its per-process keys are gone (a durable store and a configured key stay).
     RestartServer,
+    /// stateless-http: `sever` aimed at the response stream of call `label`
+    /// (its request in flight); nothing happens when none is.
+    SeverCall {
+        /// The client whose call it is.
+        client: String,
+        /// The call.
+        label: String,
+    },
+    /// stateless-http: `reset` aimed at the response stream of call `label`.
+    ResetCall {
+        /// The client whose call it is.
+        client: String,
+        /// The call.
+        label: String,
+    },
 }
 
 impl Action {
@@ -477,6 +492,8 @@ impl Action {
             Action::TamperRequestState { .. } => StepKind::TamperRequestState,
             Action::ReplayRequestState { .. } => StepKind::ReplayRequestState,
             Action::RestartServer => StepKind::RestartServer,
+            Action::SeverCall { .. } => StepKind::Sever,
+            Action::ResetCall { .. } => StepKind::Reset,
         }
     }
 
@@ -497,7 +514,9 @@ impl Action {
             | Action::CrashClient { client }
             | Action::Call { client, .. }
             | Action::TamperRequestState { client, .. }
-            | Action::ReplayRequestState { client, .. } => vec![client],
+            | Action::ReplayRequestState { client, .. }
+            | Action::SeverCall { client, .. }
+            | Action::ResetCall { client, .. } => vec![client],
             Action::Wait | Action::RestartServer => vec![],
         }
     }
@@ -556,6 +575,8 @@ impl Action {
                 format!("{client} presents its last requestState of {label} again")
             }
             Action::RestartServer => "the server restarts: its memory and per-process keys are gone".into(),
+            Action::SeverCall { client, label } => format!("the stream of {client}'s call {label} is half-opened"),
+            Action::ResetCall { client, label } => format!("the stream of {client}'s call {label} is reset"),
         }
     }
 }

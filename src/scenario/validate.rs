@@ -102,6 +102,8 @@ impl Plan {
                 Action::StealRequestState { label, .. }
                 | Action::TamperRequestState { label, .. }
                 | Action::ReplayRequestState { label, .. }
+                | Action::SeverCall { label, .. }
+                | Action::ResetCall { label, .. }
                     if !labels.contains(label.as_str()) =>
                 {
                     return Err(at(format!("names call {label:?}, which no earlier step makes")));

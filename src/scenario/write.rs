@@ -163,7 +163,9 @@ fn write_step(out: &mut String, step: &Step) {
                 let _ = writeln!(out, "onto = {}", q(onto));
             }
         }
-        Action::ReplayRequestState { client, label } => {
+        Action::ReplayRequestState { client, label }
+        | Action::SeverCall { client, label }
+        | Action::ResetCall { client, label } => {
             let _ = writeln!(out, "client = {}\nlabel = {}", q(client), q(label));
         }
     }

@@ -416,6 +416,22 @@ impl<H: Hosts> World<H> {
                         .error(client, format!("cannot tamper: {client} holds no requestState for {label}")),
                 }
             }
+            Action::SeverCall { client, label } | Action::ResetCall { client, label } => {
+                let port = self.clients[client].1.open_calls.borrow().get(label).copied();
+                match port {
+                    Some(port) => {
+                        let cmd = if matches!(step.action, Action::SeverCall { .. }) {
+                            NatCmd::SeverPort(port)
+                        } else {
+                            NatCmd::ResetPort(port)
+                        };
+                        self.nats[client].push_at(at, cmd);
+                    }
+                    None => {
+                        self.app.report.error(client, format!("no request of {client}'s call {label} is in flight"))
+                    }
+                }
+            }
             Action::RestartServer => {
                 if let Err(why) = self.sim.restart_server() {
                     self.app.report.error("server", format!("cannot restart the server: {why}"));

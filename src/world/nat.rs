@@ -35,6 +35,10 @@ pub enum NatCmd {
     Sever,
     /// Reset the mapping of the client's latest stream.
     Reset,
+    /// Drop the live mapping of the client connection from this local port silently.
+    SeverPort(u16),
+    /// Reset the live mapping of the client connection from this local port.
+    ResetPort(u16),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +56,8 @@ struct Mapping {
     /// Directions that saw an orderly end of stream.
     eofs: Cell<u8>,
     kill: watch::Sender<bool>,
+    /// The client's port: which of its connections the mapping carries.
+    down_port: u16,
 }
 
 /// The sockets a NAT proxies between: turmoil's in a simulation
@@ -160,6 +166,7 @@ impl<N: NatNet> Nat<N> {
             is_uplink: Cell::new(false),
             eofs: Cell::new(0),
             kill,
+            down_port,
         });
         self.mappings.borrow_mut().insert(id, m.clone());
         self.rec.record(What::MappingOpened { client: self.client.clone(), mapping: id, down_port, up_port });
@@ -264,6 +271,16 @@ impl<N: NatNet> Nat<N> {
             NatCmd::Reset => {
                 if let Some(m) = uplink {
                     self.reset(&m, "reset fault");
+                }
+            }
+            NatCmd::SeverPort(port) => {
+                if let Some(m) = live.iter().find(|m| m.down_port == port) {
+                    self.drop_mapping(m, "sever");
+                }
+            }
+            NatCmd::ResetPort(port) => {
+                if let Some(m) = live.iter().find(|m| m.down_port == port) {
+                    self.reset(m, "reset fault");
                 }
             }
         }
