@@ -32,6 +32,15 @@ fn every_bundled_scenario_validates() {
     // A generated hunt plan, written out, validates too.
     let text = mcpsim::hunt::generate(3).to_toml(&[]);
     assert!(v.is_valid(&as_json(&text)), "{text}");
+    let stateless = std::fs::read_to_string("scenarios/stateless-http/nat-rebind.toml").unwrap();
+    let wrong = stateless.replace("naive = [\"cancellation\"", "naive = [\"session-binding\"");
+    assert_ne!(wrong, stateless);
+    assert!(!v.is_valid(&as_json(&wrong)), "a stateful check in a stateless scenario's [expect]");
+    for seed in 0..20 {
+        let text = mcpsim::hunt::generate_in(seed, mcpsim::scenario::Dialect::StatelessHttp).to_toml(&[]);
+        assert!(v.is_valid(&as_json(&text)), "{text}");
+        mcpsim::scenario::Plan::from_toml_str(&text, "generated.toml").expect("a written plan loads again");
+    }
     for seed in 0..20 {
         let text = mcpsim::hunt::generate_in(seed, mcpsim::scenario::Dialect::StreamableHttp).to_toml(&[]);
         assert!(v.is_valid(&as_json(&text)), "{text}");
@@ -51,6 +60,8 @@ fn malformed_scenarios_are_rejected() {
         ("unknown server", base.replace("guarded = []", "guardd = []")),
         ("wrong type", base.replace("seed = 7", "seed = \"seven\"")),
         ("unknown method", base.replace("method = \"sampling/createMessage\"", "method = \"sampling/create\"")),
+        ("another dialect's check", base.replace("\"liveness\"", "\"cancellation\"")),
+        ("another dialect's server", base.replace("guarded = []", "uncancelled = []")),
     ] {
         assert_ne!(bad, base, "{what}: the replacement applied");
         assert!(!v.is_valid(&as_json(&bad)), "{what} should be rejected");

@@ -43,7 +43,7 @@ fn the_stateless_matrix_meets_every_expectation_and_matches_its_snapshots() {
         ["naive", "guarded", "unbound-state", "unsealed-state", "reusable-state", "uncancelled", "ephemeral-key"]
     );
     let plans = plans();
-    assert!(plans.len() >= 11, "{} stateless scenarios", plans.len());
+    assert!(plans.len() >= 12, "{} stateless scenarios", plans.len());
     let mut table = format!("{:<44}", "scenario \\ server");
     for s in &servers {
         table.push_str(&format!(" {s:<16}"));
@@ -239,5 +239,79 @@ fn guarded_is_clean_on_stateless_seeds_and_they_are_deterministic() {
     // The hunt reached every situation it measures.
     for s in mcpsim::hunt::stateless::SITUATIONS {
         assert!(report.reach[s] > 0, "{s}: {:?}", report.reach);
+    }
+}
+
+/// A stateless server that answers every request with one fixed raw HTTP response.
+struct Raw(&'static [u8]);
+
+impl mcpsim::server::ServerPlug for Raw {
+    fn name(&self) -> &str {
+        "raw"
+    }
+    fn serve(
+        &self,
+        listener: mcpsim::net::Listener,
+        _app: mcpsim::server::AppHook,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let answer = self.0;
+        Box::pin(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                tokio::task::spawn_local(async move {
+                    // Read the request (head and a small body), then answer.
+                    let mut buf = [0u8; 8192];
+                    let _ = s.read(&mut buf).await;
+                    let _ = s.write_all(answer).await;
+                    let _ = s.shutdown().await;
+                });
+            }
+        })
+    }
+}
+
+#[test]
+fn a_server_that_answers_neither_json_nor_sse_or_an_unknown_result_type_is_a_protocol_finding() {
+    let plan = Plan::from_toml_str(
+        "[scenario]\nname = \"bad\"\ndialect = \"stateless-http\"\nduration = \"60s\"\n[[client]]\nname = \"alice\"\n\
+         [[tool]]\nname = \"t\"\n[[step]]\nat = \"1s\"\ndo = \"call\"\nclient = \"alice\"\ntool = \"t\"\nlabel = \"c\"\n",
+        "bad.toml",
+    )
+    .unwrap();
+    let http = |ct: &str, body: &str| -> &'static [u8] {
+        let text = format!("HTTP/1.1 200 OK\r\ncontent-type: {ct}\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+        Box::leak(text.into_bytes().into_boxed_slice())
+    };
+    let cases = [
+        (http("text/plain", "hello"), "neither JSON nor SSE"),
+        (
+            http("application/json", r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"x"}}"#),
+            "unknown resultType \"x\"",
+        ),
+        (http("application/json", r#"{"jsonrpc":"2.0","id":1,"result":{}}"#), "a result without resultType"),
+    ];
+    for (answer, words) in cases {
+        let run = mcpsim::run_with(&plan, std::rc::Rc::new(Raw(answer)), plan.seed).unwrap();
+        let verdicts = check::judge(&run.trace);
+        let protocol = verdicts.iter().find(|v| v.check == CheckId::Protocol).unwrap();
+        let headlines: Vec<String> = protocol.violations().iter().map(|v| v.headline()).collect();
+        assert!(headlines.iter().any(|h| h.contains(words)), "{words}: {headlines:?}");
+        // The call ended with the unreadable answer, and liveness says so.
+        assert!(check::violated(&verdicts).contains(&CheckId::Liveness), "{words}");
+    }
+}
+
+#[test]
+fn a_malformed_request_state_is_refused_by_a_located_error_not_a_crash() {
+    // tampered-state truncates alice's sealed state: guarded and naive both refuse it as unreadable.
+    let plan = Plan::load("scenarios/stateless-http/tampered-state.toml".as_ref()).unwrap();
+    for server in ["guarded", "naive"] {
+        let run = mcpsim::run(&plan, server, None).unwrap();
+        assert!(run.aborted.is_none());
+        let refused = run.trace.iter().any(|e| {
+            matches!(&e.what, What::StateChecked { verdict: mcpsim::trace::stateless::StateVerdict::Refused { why }, .. }
+                if why.contains("parse") || why.contains("tag") || why.contains("hex"))
+        });
+        assert!(refused, "{server}");
     }
 }

@@ -318,7 +318,11 @@ fn stateless_outcome(run: &Run) -> String {
             What::CallSent { client, call, .. } => {
                 let key = format!("{client}/{call}");
                 match calls.iter_mut().find(|c| c.0 == key) {
-                    Some(c) => c.1 += 1,
+                    // A new attempt: what became of the call is its answer, if any.
+                    Some(c) => {
+                        c.1 += 1;
+                        c.2 = None;
+                    }
                     None => calls.push((key, 1, None)),
                 }
             }

@@ -248,5 +248,28 @@ pub(super) fn expect_schema(_: &mut schemars::SchemaGenerator) -> schemars::Sche
 pub fn json_schema() -> String {
     let mut schema = schemars::schema_for!(RawFile);
     schema.insert("title".into(), "mcpsim scenario (TOML v1)".into());
+    // [expect] names the servers and checks of the scenario's own dialect
+    // (the loader says the same, with the line).
+    let expect_of = |servers: Vec<&str>, checks: Vec<&str>| {
+        serde_json::json!({ "properties": { "expect": {
+            "propertyNames": { "enum": servers },
+            "additionalProperties": { "type": "array", "items": { "enum": checks }, "uniqueItems": true }
+        } } })
+    };
+    let names = |cs: &[crate::vocab::CheckId]| cs.iter().map(|c| c.as_str()).collect::<Vec<_>>();
+    let stateful: Vec<&str> = crate::vocab::SERVERS
+        .iter()
+        .copied()
+        .filter(|s| crate::vocab::speaks_stateful(s))
+        .chain(crate::vocab::LIVE_SERVERS.iter().copied())
+        .collect();
+    schema.insert(
+        "allOf".into(),
+        serde_json::json!([{
+            "if": { "properties": { "scenario": { "properties": { "dialect": { "const": "stateless-http" } }, "required": ["dialect"] } } },
+            "then": expect_of(crate::vocab::STATELESS_SERVERS.to_vec(), names(crate::vocab::CheckId::STATELESS)),
+            "else": expect_of(stateful, names(crate::vocab::CheckId::STATEFUL)),
+        }]),
+    );
     serde_json::to_string_pretty(&schema).expect("schemas serialize")
 }
