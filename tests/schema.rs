@@ -36,10 +36,12 @@ fn every_bundled_scenario_validates() {
     let wrong = stateless.replace("naive = [\"cancellation\"", "naive = [\"session-binding\"");
     assert_ne!(wrong, stateless);
     assert!(!v.is_valid(&as_json(&wrong)), "a stateful check in a stateless scenario's [expect]");
-    for seed in 0..20 {
-        let text = mcpsim::hunt::generate_in(seed, mcpsim::scenario::Dialect::StatelessHttp).to_toml(&[]);
+    for seed in 0..50 {
+        let plan = mcpsim::hunt::generate_in(seed, mcpsim::scenario::Dialect::StatelessHttp);
+        let text = plan.to_toml(&[]);
         assert!(v.is_valid(&as_json(&text)), "{text}");
-        mcpsim::scenario::Plan::from_toml_str(&text, "generated.toml").expect("a written plan loads again");
+        let back = mcpsim::scenario::Plan::from_toml_str(&text, "generated.toml").expect("a written plan loads again");
+        assert_eq!(back, plan, "a written stateless plan loads back the same (seed {seed})");
     }
     for seed in 0..20 {
         let text = mcpsim::hunt::generate_in(seed, mcpsim::scenario::Dialect::StreamableHttp).to_toml(&[]);

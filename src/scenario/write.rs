@@ -68,15 +68,37 @@ impl Plan {
         let dialect = self.dialect.name();
         let _ = writeln!(out, "dialect = {}\nseed = {}\nduration = {}\n", q(dialect), self.seed.0, d(self.duration));
         let s = &self.server;
-        let _ = writeln!(
-            out,
-            "[server]\nfirst_event_id = {}\nretention = {}\nheartbeat = {}\nfence_grace = {}\nrequest_timeout = {}\n",
-            s.first_event_id,
-            s.retention,
-            d(s.heartbeat.0),
-            d(s.fence_grace.0),
-            d(s.request_timeout.0)
-        );
+        let dflt = ServerConfig::default();
+        if self.dialect.has_sessions() {
+            let _ = writeln!(
+                out,
+                "[server]\nfirst_event_id = {}\nretention = {}\nheartbeat = {}\nfence_grace = {}\nrequest_timeout = {}\n",
+                s.first_event_id,
+                s.retention,
+                d(s.heartbeat.0),
+                d(s.fence_grace.0),
+                d(s.request_timeout.0)
+            );
+        } else {
+            // stateless-http has no event ids, replay window or fence: only
+            // what differs from the defaults of those is written.
+            let _ = writeln!(
+                out,
+                "[server]\nheartbeat = {}\nrequest_timeout = {}",
+                d(s.heartbeat.0),
+                d(s.request_timeout.0)
+            );
+            if s.first_event_id != dflt.first_event_id {
+                let _ = writeln!(out, "first_event_id = {}", s.first_event_id);
+            }
+            if s.retention != dflt.retention {
+                let _ = writeln!(out, "retention = {}", s.retention);
+            }
+            if s.fence_grace != dflt.fence_grace {
+                let _ = writeln!(out, "fence_grace = {}", d(s.fence_grace.0));
+            }
+            out.push('\n');
+        }
         if !s.fence_delay.0.is_zero() {
             // Before the blank line the writer above ends the table with.
             out.pop();
@@ -210,7 +232,8 @@ mod to_toml_tests {
     fn bundled_scenarios_round_trip_through_to_toml() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
         let twins = std::fs::read_dir(dir.join("streamable-http")).unwrap();
-        for entry in std::fs::read_dir(&dir).unwrap().chain(twins) {
+        let stateless = std::fs::read_dir(dir.join("stateless-http")).unwrap();
+        for entry in std::fs::read_dir(&dir).unwrap().chain(twins).chain(stateless) {
             let path = entry.unwrap().path();
             if path.extension().is_none_or(|x| x != "toml") {
                 continue;
