@@ -20,8 +20,13 @@ impl fmt::Display for F {
         match self {
             F::RanAfterClose { exec, req, closed, closed_at, what, at } => write!(
                 f,
-                "execution E{exec} of {req} {what} at {at}, {:.1} s after its stream was {closed} at {closed_at}; the close is the cancellation, and it had reached the server",
-                at.secs_f64() - closed_at.secs_f64()
+                "execution E{exec} of {req} {what} at {at}, {:.1} s after its stream was {closed} at {closed_at}; the close is the cancellation, and it had reached the server ({})",
+                at.secs_f64() - closed_at.secs_f64(),
+                if *what == "completed" {
+                    "MCP 2026-07-28: the server MUST NOT send further messages for it"
+                } else {
+                    "MCP 2026-07-28: the server SHOULD stop the work"
+                }
             ),
             F::HalfOpen { exec, req, mapping, dropped_at, dead_bytes, effect_at } => write!(
                 f,
@@ -63,16 +68,21 @@ impl fmt::Display for F {
                 } else {
                     write!(
                         f,
-                        "{req} presented {victim}'s requestState as principal {thief_principal}, and the server {how} at {at}"
+                        "{req} presented {victim}'s requestState as principal {thief_principal}, and the server {how} at {at} (MRTR: binding state to its principal is a SHOULD, and a MUST for an elicitation)"
                     )
                 }
             }
             F::TamperedStateHonoured { req, tamper, at, how } => {
-                write!(f, "{req} presented a requestState {tamper}, and the server {how} at {at}")
+                let rule = if tamper.starts_with("minted for") {
+                    "MRTR: binding state to its originating request is a SHOULD"
+                } else {
+                    "MRTR: state that fails verification MUST be rejected"
+                };
+                write!(f, "{req} presented a requestState {tamper}, and the server {how} at {at} ({rule})")
             }
             F::ExpiredStateHonoured { req, expired_at, sent_at, how } => write!(
                 f,
-                "{req} presented a requestState at {sent_at} that expired at {expired_at} by the server's own lifetime, and the server {how}"
+                "{req} presented a requestState at {sent_at} that expired at {expired_at} by the server's own lifetime, and the server {how} (MRTR: a short expiry is a SHOULD)"
             ),
             F::OtherPrincipalsResult { req, principal, data_of, at, with_credential } => write!(
                 f,
