@@ -149,6 +149,9 @@ impl ServerPlug for MyPlug {
                                 .collect();
                             hook.report.notified(&client, ids);
                         }
+                        // Commands of other dialects (stateless-http's tool-list changes):
+                        // this server speaks streamable-http only.
+                        _ => {}
                     }
                 }
             });

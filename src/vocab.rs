@@ -187,6 +187,10 @@ named_enum! {
         ReplayRequestState = "replay-request-state",
         /// stateless-http: the server's process restarts: its memory and per-process keys are gone.
         RestartServer = "restart-server",
+        /// stateless-http: a client keeps a `subscriptions/listen` stream open.
+        Listen = "listen",
+        /// stateless-http: the server's tool list changes (listen streams are told).
+        ChangeTools = "change-tools",
     }
 }
 

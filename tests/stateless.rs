@@ -43,7 +43,7 @@ fn the_stateless_matrix_meets_every_expectation_and_matches_its_snapshots() {
         ["naive", "guarded", "unbound-state", "unsealed-state", "reusable-state", "uncancelled", "ephemeral-key"]
     );
     let plans = plans();
-    assert!(plans.len() >= 12, "{} stateless scenarios", plans.len());
+    assert!(plans.len() >= 13, "{} stateless scenarios", plans.len());
     let mut table = format!("{:<44}", "scenario \\ server");
     for s in &servers {
         table.push_str(&format!(" {s:<16}"));
@@ -314,4 +314,11 @@ fn a_malformed_request_state_is_refused_by_a_located_error_not_a_crash() {
         });
         assert!(refused, "{server}");
     }
+}
+
+#[test]
+fn a_live_run_of_a_stateless_scenario_is_refused_with_a_usage_error() {
+    let out = common::mcpsim(&["run", "--live", "true", "scenarios/stateless-http/nat-rebind.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(common::text(&out.stderr).contains("live runs of that dialect are not supported yet"));
 }

@@ -81,6 +81,8 @@ pub enum ClientCmd {
         /// The tool.
         tool: String,
     },
+    /// stateless-http: open a listen stream for tool-list changes, and keep one open.
+    Listen,
     /// stateless-http: present `held` on a request for call `call` (tool
     /// `tool`) once, as a step asks: stolen, altered or again.
     Present {
@@ -343,7 +345,7 @@ impl Client {
                     tokio::task::spawn_local(self.clone().end_session());
                 }
                 // stateless-http's commands (the loader keeps them out of stateful plans).
-                ClientCmd::Call { .. } | ClientCmd::Present { .. } => {}
+                ClientCmd::Call { .. } | ClientCmd::Present { .. } | ClientCmd::Listen => {}
             }
         }
     }

@@ -88,6 +88,9 @@ impl Client {
                 ClientCmd::Call { label, tool } => {
                     tokio::task::spawn_local(self.clone().call(label, tool));
                 }
+                ClientCmd::Listen => {
+                    tokio::task::spawn_local(self.clone().listen());
+                }
                 ClientCmd::Present { call, tool, held, how, credential } => {
                     let me = self.clone();
                     tokio::task::spawn_local(async move {
@@ -177,46 +180,176 @@ impl Client {
         (end, next.into_inner())
     }
 
-    async fn exchange(&self, conn: ConnId, id: &RpcId, s: &Send<'_>, next: &Next) -> CallEnd {
-        let stream = match timeout(CONNECT_TIMEOUT, self.dialer.dial()).await {
-            Ok(Ok(d)) => {
-                self.rec.record(What::Connect {
-                    client: self.name(),
-                    conn,
-                    port: d.local_port,
-                    purpose: Purpose::Call,
-                });
-                self.shared.open_calls.borrow_mut().insert(s.call.to_string(), d.local_port);
-                d.stream
-            }
+    /// Dials connection `conn` for `purpose` and speaks HTTP/1 on it: the
+    /// request sender, the task driving it (dropping it closes the
+    /// connection) and the local port; or how that failed.
+    async fn open(
+        &self,
+        conn: ConnId,
+        purpose: Purpose,
+    ) -> Result<(hyper::client::conn::http1::SendRequest<Full<Bytes>>, AbortOnDrop, u16), CallEnd> {
+        let d = match timeout(CONNECT_TIMEOUT, self.dialer.dial()).await {
+            Ok(Ok(d)) => d,
             Ok(Err(e)) => {
                 self.rec.record(What::ConnectFailed { client: self.name(), conn, error: e.to_string() });
-                return CallEnd::Lost { why: format!("could not connect: {e}") };
+                return Err(CallEnd::Lost { why: format!("could not connect: {e}") });
             }
             Err(_) => {
                 self.rec.record(What::ConnectFailed { client: self.name(), conn, error: "connect timed out".into() });
-                return CallEnd::Lost { why: "connect timed out".into() };
+                return Err(CallEnd::Lost { why: "connect timed out".into() });
             }
         };
-        let Ok((mut sender, driver)) =
-            hyper::client::conn::http1::handshake::<_, Full<Bytes>>(TokioIo::new(stream)).await
+        self.rec.record(What::Connect { client: self.name(), conn, port: d.local_port, purpose });
+        let Ok((sender, driver)) =
+            hyper::client::conn::http1::handshake::<_, Full<Bytes>>(TokioIo::new(d.stream)).await
         else {
-            return CallEnd::Lost { why: "HTTP handshake failed".into() };
+            return Err(CallEnd::Lost { why: "HTTP handshake failed".into() });
         };
-        let _driver = AbortOnDrop(tokio::task::spawn_local(async move {
+        let driver = AbortOnDrop(tokio::task::spawn_local(async move {
             let _ = driver.await;
         }));
-        let own = self.shared.credential.borrow().clone();
-        let presented = s.credential.clone().unwrap_or(own);
-        let msg = mrtr::tool_call(id.clone(), &self.spec.name, s.tool, s.call, s.cont);
+        Ok((sender, driver, d.local_port))
+    }
+
+    /// A POST of `msg` to the endpoint with the 2026-07-28 headers, presenting `credential`.
+    fn post(&self, msg: &Message, credential: &str) -> Result<Request<Full<Bytes>>, CallEnd> {
         let mut req = Request::post(mrtr::ENDPOINT)
             .header("host", self.dialer.authority())
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
-            .header("authorization", format!("Bearer {presented}"));
-        for (k, v) in mrtr::standard_headers(&msg) {
+            .header("authorization", format!("Bearer {credential}"));
+        for (k, v) in mrtr::standard_headers(msg) {
             req = req.header(k, v);
         }
+        req.body(Full::new(Bytes::from(msg.to_json())))
+            .map_err(|e| CallEnd::Garbled { what: format!("the request cannot be sent: {e}") })
+    }
+
+    /// Keeps one listen stream for tool-list changes open: listens, reads
+    /// the stream until it ends, breaks, goes silent or is refused, and
+    /// listens again after the backoff, for the rest of the run.
+    async fn listen(self: Rc<Self>) {
+        let mut backoff = Duration::ZERO;
+        loop {
+            let id = self.next_id();
+            let n = self.shared.conn_seq.get() + 1;
+            self.shared.conn_seq.set(n);
+            let conn = ConnId(n);
+            let end = self.listen_once(conn, &id).await;
+            let heard = matches!(end, Ok(true));
+            let end = match end {
+                Ok(_) => CallEnd::Lost { why: "the listen stream ended".into() },
+                Err(e) => e,
+            };
+            self.rec.record(What::ListenEnded { client: self.name(), conn, id, end });
+            // A stream that worked for a while earns a fresh backoff.
+            backoff =
+                if heard { Duration::from_secs(1) } else { (backoff * 2).clamp(Duration::from_secs(1), MAX_BACKOFF) };
+            crate::clock::sleep(backoff).await;
+        }
+    }
+
+    /// One listen stream: `Ok(acknowledged)` when it ended without a refusal.
+    async fn listen_once(&self, conn: ConnId, id: &RpcId) -> Result<bool, CallEnd> {
+        let (mut sender, _driver, _) = self.open(conn, Purpose::Uplink).await?;
+        let msg = mrtr::listen(id.clone(), &self.spec.name);
+        let credential = self.shared.credential.borrow().clone();
+        let req = self.post(&msg, &credential)?;
+        self.rec.record(What::ListenSent { client: self.name(), conn, id: id.clone() });
+        let resp = match timeout(HEAD_TIMEOUT, sender.send_request(req)).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return Err(CallEnd::Lost { why: format!("POST failed: {e}") }),
+            Err(_) => return Err(CallEnd::Lost { why: "no response".into() }),
+        };
+        let status = resp.status().as_u16();
+        let content_type = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).map(str::to_string);
+        self.rec.record(What::HttpResponse { client: self.name(), conn, status, content_type: content_type.clone() });
+        if !content_type.unwrap_or_default().starts_with("text/event-stream") {
+            let body = timeout(HEAD_TIMEOUT, resp.into_body().collect()).await;
+            let msg = body
+                .ok()
+                .and_then(|b| b.ok())
+                .and_then(|b| Message::parse(&String::from_utf8_lossy(&b.to_bytes())).ok());
+            return Err(match msg {
+                Some(Message::Error { code, message, .. }) => CallEnd::Error { code, message },
+                _ => CallEnd::Status { status },
+            });
+        }
+        let mut body = resp.into_body();
+        let silence = self.spec.heartbeat_timeout;
+        let mut decoder = Decoder::new();
+        let mut last_item = crate::clock::Stamp::now();
+        let mut acknowledged = false;
+        loop {
+            let left = silence.saturating_sub(last_item.elapsed());
+            let frame = match timeout(left, body.frame()).await {
+                Err(_) => {
+                    self.rec.record(What::UplinkSilent {
+                        client: self.name(),
+                        conn,
+                        silent_ms: silence.as_millis() as u64,
+                    });
+                    return Err(CallEnd::Lost { why: format!("silent for {:.1} s", silence.as_secs_f64()) });
+                }
+                Ok(None) => return Ok(acknowledged),
+                Ok(Some(Err(e))) => return Err(CallEnd::Lost { why: format!("the stream broke: {e}") }),
+                Ok(Some(Ok(f))) => f,
+            };
+            let Some(data) = frame.data_ref() else { continue };
+            let items = decoder.feed(data);
+            if !items.is_empty() {
+                last_item = crate::clock::Stamp::now();
+            }
+            for item in items {
+                let Item::Event(ev) = item else { continue };
+                let msg = Message::parse(&ev.data).ok();
+                let data: String = ev.data.chars().take(256).collect();
+                self.rec.record(What::SseEvent {
+                    client: self.name(),
+                    conn,
+                    id: ev.id.clone(),
+                    event: ev.event.clone(),
+                    rpc: msg.as_ref().map(Message::summary),
+                    data,
+                });
+                let problem = match &msg {
+                    Some(Message::Notification { method, params }) => {
+                        let tagged = params.get("_meta").and_then(|m| m.get(mrtr::META_SUBSCRIPTION));
+                        if tagged != Some(&serde_json::json!(id)) {
+                            Some(format!("{method} without this subscription's id ({id}) in _meta"))
+                        } else if !acknowledged && method != mrtr::ACKNOWLEDGED {
+                            Some(format!("{method} before notifications/subscriptions/acknowledged"))
+                        } else {
+                            acknowledged = true;
+                            None
+                        }
+                    }
+                    Some(Message::Response { .. }) => return Ok(acknowledged),
+                    Some(Message::Error { code, message, .. }) => {
+                        return Err(CallEnd::Error { code: *code, message: message.clone() })
+                    }
+                    Some(Message::Request { method, .. }) => {
+                        Some(format!("the server sent a {method} request, which MCP 2026-07-28 forbids"))
+                    }
+                    None => Some("an event whose data is not a JSON-RPC message".into()),
+                };
+                if let Some(what) = problem {
+                    self.rec.record(What::ProtocolError { client: self.name(), conn, problem: "listen".into(), what });
+                }
+            }
+        }
+    }
+
+    async fn exchange(&self, conn: ConnId, id: &RpcId, s: &Send<'_>, next: &Next) -> CallEnd {
+        let (mut sender, _driver, port) = match self.open(conn, Purpose::Call).await {
+            Ok(x) => x,
+            Err(end) => return end,
+        };
+        self.shared.open_calls.borrow_mut().insert(s.call.to_string(), port);
+        let own = self.shared.credential.borrow().clone();
+        let presented = s.credential.clone().unwrap_or(own);
+        let msg = mrtr::tool_call(id.clone(), &self.spec.name, s.tool, s.call, s.cont);
+        let req = self.post(&msg, &presented);
         let state = s.cont.and_then(|c| c.state.as_ref()).map(|st| Presented {
             fp: mrtr::fingerprint(st),
             how: s.how.clone(),
@@ -232,9 +365,9 @@ impl Client {
             state,
             credential: (presented != self.spec.principal).then_some(presented),
         });
-        let req = match req.body(Full::new(Bytes::from(msg.to_json()))) {
+        let req = match req {
             Ok(r) => r,
-            Err(e) => return CallEnd::Garbled { what: format!("the request cannot be sent: {e}") },
+            Err(end) => return end,
         };
         let resp = match timeout(HEAD_TIMEOUT, sender.send_request(req)).await {
             Ok(Ok(r)) => r,

@@ -143,6 +143,8 @@ fn stateless_defect(f: &crate::check::stateless::finding::StatelessFinding) -> &
         S::ExpiredStateHonoured { .. } => "expired-state",
         S::OtherPrincipalsResult { .. } => "foreign-principal",
         S::CallNeverCompleted { .. } => "stuck",
+        S::ListenRefused { .. } => "locked-out",
+        S::ChangeNotDelivered { .. } => "change-lost",
         S::Wire { .. } => "broken-protocol",
         S::ServerError { .. } => "server-error",
     }

@@ -250,6 +250,16 @@ pub fn generate(seed: u64) -> Plan {
         lifetime: Duration::from_secs(60),
     };
     d.traffic();
+    // Listen streams and tool-list changes, from their own stream (the draws above stay as they were).
+    let mut listen = Seed(seed).stream("hunt.stateless.listen");
+    for o in d.owners.clone() {
+        if listen.random_bool(0.5) {
+            d.push(ms(listen.random_range(100..1_000)), Action::Listen { client: o });
+        }
+    }
+    for _ in 0..listen.random_range(0..=2) {
+        d.push(ms(listen.random_range(2_000..FAULTS_END.as_millis() as u64 + 5_000)), Action::ChangeTools);
+    }
     for &(kind, rate) in &rates {
         for _ in 0..rate {
             d.fault(kind);

@@ -124,6 +124,8 @@ pub enum ToServer {
         /// How many notifications.
         count: u64,
     },
+    /// stateless-http: the tool list changed; tell every open listen stream.
+    ToolsChanged,
 }
 
 impl From<AppCommand> for ToServer {
@@ -133,6 +135,7 @@ impl From<AppCommand> for ToServer {
                 ToServer::Request { session: token, client, method, label, reissuable }
             }
             AppCommand::Notify { client, token, count } => ToServer::Notify { session: token, client, count },
+            AppCommand::ToolsChanged => ToServer::ToolsChanged,
         }
     }
 }
@@ -144,6 +147,7 @@ impl From<ToServer> for AppCommand {
                 AppCommand::ServerRequest { client, token: session, method, label, reissuable }
             }
             ToServer::Notify { session, client, count } => AppCommand::Notify { client, token: session, count },
+            ToServer::ToolsChanged => AppCommand::ToolsChanged,
         }
     }
 }

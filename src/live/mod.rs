@@ -89,6 +89,14 @@ pub fn run(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
         return Err(Error::usage(format!("--time-scale must be a positive number, not {}", opts.time_scale)));
     }
     plan.validate().map_err(|p| Error::usage(format!("plan {:?}: {}", plan.name, p.message)))?;
+    if !plan.dialect.has_sessions() {
+        return Err(Error::usage(format!(
+            "scenario {:?} is stateless-http: live runs of that dialect are not supported yet (its checks need the \
+             application's reports of executions and states, which the live control protocol does not carry so far); \
+             run it in simulation",
+            plan.name
+        )));
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -463,6 +463,24 @@ pub fn describe(what: &What) -> String {
             if *once { " (one-time state)" } else { "" },
             if *idempotent { " (idempotent)" } else { "" }
         ),
+        What::ListenSent { client, conn, id } => {
+            format!("{client} listens for tool-list changes (subscriptions/listen {id}) on conn {conn}")
+        }
+        What::ListenEnded { client, conn, id, end } => {
+            use crate::trace::stateless::CallEnd;
+            let how = match end {
+                CallEnd::Complete { .. } => "was closed by the server with its result".to_string(),
+                CallEnd::Error { code, message } => format!("was refused: JSON-RPC error {code} ({message})"),
+                CallEnd::Status { status } => format!("was refused: HTTP {status}"),
+                CallEnd::Lost { why } => format!("ended: {why}"),
+                CallEnd::Garbled { what } => format!("was unreadable: {what}"),
+                CallEnd::InputRequired { .. } => "asked for input".to_string(),
+            };
+            format!("{client}'s listen stream {id} on conn {conn} {how}")
+        }
+        What::ToolsChanged { n, streams } => {
+            format!("app: tool list changed (change {n}); told {streams} open listen stream(s)")
+        }
         What::CallAbandoned { client, call, why } => format!("{client} gives up on {call}: {why}"),
         What::Execution { exec, tool, call, id, principal, on_behalf_of, step } => {
             use crate::trace::stateless::ExecStep;

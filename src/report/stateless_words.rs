@@ -92,6 +92,21 @@ impl fmt::Display for F {
             F::CallNeverCompleted { client, call, attempts, last } => {
                 write!(f, "{client}'s call {call} never completed after {attempts} request(s): {last}")
             }
+            F::ListenRefused { client, id, at, how, times, until } => write!(
+                f,
+                "{client}'s listen {id} was refused at {at} ({how}){}: its earlier listen stream was dead, and nothing else could tell it of changes (a client must be able to listen again)",
+                if *times > 1 { format!(", and {} listens after it until {until}", times - 1) } else { String::new() }
+            ),
+            F::ChangeNotDelivered { client, n, changed_at, id, half_open } => {
+                if *half_open {
+                    write!(
+                        f,
+                        "tool-list change {n} at {changed_at} was written into {client}'s half-open listen stream {id} and lost (inherent: a listen stream has nothing to resume from; the client must listen again)"
+                    )
+                } else {
+                    write!(f, "tool-list change {n} at {changed_at} never reached {client}, whose listen stream {id} was open")
+                }
+            }
             F::Wire { client, conn, problem, what } => write!(f, "{client}'s conn {conn}: {problem}: {what}"),
             F::ServerError { req, status } => write!(f, "{req} was answered HTTP {status}: the server failed"),
         }

@@ -475,6 +475,8 @@ impl Loader<'_> {
                 Action::TamperRequestState { client: client(self)?, label, how }
             }
             "restart-server" => Action::RestartServer,
+            "listen" => Action::Listen { client: client(self)? },
+            "change-tools" => Action::ChangeTools,
             "replay-request-state" => {
                 Action::ReplayRequestState { label: self.call_label(s, &s.label, "label")?, client: client(self)? }
             }
@@ -619,7 +621,8 @@ impl Loader<'_> {
             Action::StealRequestState { .. } => &["from", "to", "label", "credential"],
             Action::TamperRequestState { .. } => &["client", "label", "how", "onto"],
             Action::ReplayRequestState { .. } => &["client", "label"],
-            Action::RestartServer => &[],
+            Action::RestartServer | Action::ChangeTools => &[],
+            Action::Listen { .. } => &["client"],
             Action::SeverCall { .. } | Action::ResetCall { .. } => &["client", "label"],
         };
         let present = [

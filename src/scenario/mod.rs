@@ -103,6 +103,8 @@ impl Dialect {
                 TamperRequestState,
                 ReplayRequestState,
                 RestartServer,
+                Listen,
+                ChangeTools,
                 Rebind,
                 Sever,
                 Reset,
@@ -448,6 +450,16 @@ pub enum Action {
     /// stateless-http: the server's process restarts; what it kept in memory
     /// and its per-process keys are gone (a durable store and a configured key stay).
     RestartServer,
+    /// stateless-http: the client opens a `subscriptions/listen` stream for
+    /// tool-list changes and keeps one open (it listens again when it breaks,
+    /// goes silent or is refused).
+    Listen {
+        /// The client that listens.
+        client: String,
+    },
+    /// stateless-http: the server's tool list changes; its application tells
+    /// every open listen stream.
+    ChangeTools,
     /// stateless-http: `sever` aimed at the response stream of call `label`
     /// (its request in flight); nothing happens when none is.
     SeverCall {
@@ -493,6 +505,8 @@ impl Action {
             Action::ReplayRequestState { .. } => StepKind::ReplayRequestState,
             Action::RestartServer => StepKind::RestartServer,
             Action::SeverCall { .. } => StepKind::Sever,
+            Action::Listen { .. } => StepKind::Listen,
+            Action::ChangeTools => StepKind::ChangeTools,
             Action::ResetCall { .. } => StepKind::Reset,
         }
     }
@@ -515,9 +529,10 @@ impl Action {
             | Action::Call { client, .. }
             | Action::TamperRequestState { client, .. }
             | Action::ReplayRequestState { client, .. }
+            | Action::Listen { client }
             | Action::SeverCall { client, .. }
             | Action::ResetCall { client, .. } => vec![client],
-            Action::Wait | Action::RestartServer => vec![],
+            Action::Wait | Action::RestartServer | Action::ChangeTools => vec![],
         }
     }
 
@@ -575,6 +590,8 @@ impl Action {
                 format!("{client} presents its last requestState of {label} again")
             }
             Action::RestartServer => "the server restarts: its memory and per-process keys are gone".into(),
+            Action::Listen { client } => format!("{client} listens for tool-list changes"),
+            Action::ChangeTools => "the server's tool list changes".into(),
             Action::SeverCall { client, label } => format!("the stream of {client}'s call {label} is half-opened"),
             Action::ResetCall { client, label } => format!("the stream of {client}'s call {label} is reset"),
         }

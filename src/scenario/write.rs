@@ -171,7 +171,10 @@ fn write_step(out: &mut String, step: &Step) {
         Action::StealToken { from, to, credential } => {
             let _ = writeln!(out, "from = {}\nto = {}\ncredential = {credential}", q(from), q(to));
         }
-        Action::Wait | Action::RestartServer => {}
+        Action::Wait | Action::RestartServer | Action::ChangeTools => {}
+        Action::Listen { client } => {
+            let _ = writeln!(out, "client = {}", q(client));
+        }
         Action::Call { client, tool, label } => {
             let _ = writeln!(out, "client = {}\ntool = {}\nlabel = {}", q(client), q(tool), q(label));
         }

@@ -13,8 +13,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 
-/// What the harness asks the server's application to do.
+/// What the harness asks the server's application to do. Non-exhaustive: a
+/// new dialect may add commands, and a plug ignores those it has no use for.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AppCommand {
     /// Issue a server request on the session behind `token`. When
     /// `reissuable` is false, its effect is not idempotent: a resumption must
@@ -40,6 +42,9 @@ pub enum AppCommand {
         /// How many notifications.
         count: u64,
     },
+    /// stateless-http: the server's tool list changed; tell every open
+    /// `subscriptions/listen` stream that asked for it.
+    ToolsChanged,
 }
 
 /// A reissuable request's `RequestIssued` event.
@@ -184,6 +189,12 @@ impl AppReporter {
             on_behalf_of: run.on_behalf_of.clone(),
             step,
         });
+    }
+
+    /// Reports that the tool list changed (the `n`th time) and how many open
+    /// listen streams the application sent `notifications/tools/list_changed` to.
+    pub fn tools_changed(&self, n: u32, streams: usize) {
+        self.recorder.record(What::ToolsChanged { n, streams });
     }
 
     /// Reports a `requestState` minted for `principal` in answer to request

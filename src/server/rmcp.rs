@@ -431,6 +431,10 @@ async fn commands(app: AppHook, peers: Peers, report: mpsc::UnboundedSender<Repo
             AppCommand::ServerRequest { client, token, .. } | AppCommand::Notify { client, token, .. } => {
                 (client.clone(), token.clone())
             }
+            AppCommand::ToolsChanged => {
+                app.report.error("server", "rmcp runs stateful sessions here: no listen stream to tell");
+                continue;
+            }
         };
         let Some(peer) = peers.lock().expect("peers lock").get(&token).cloned() else {
             app.report.error(&client, format!("rmcp has no initialized session {token} for {client}"));
@@ -458,6 +462,7 @@ async fn commands(app: AppHook, peers: Peers, report: mpsc::UnboundedSender<Repo
                 }
                 app.report.notified_on(&token, &client, Vec::new());
             }
+            AppCommand::ToolsChanged => {}
         }
     }
 }

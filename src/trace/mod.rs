@@ -504,6 +504,35 @@ pub enum What {
         #[serde(flatten)]
         end: stateless::CallEnd,
     },
+    /// A client opened a `subscriptions/listen` stream (request `id`).
+    ListenSent {
+        /// The client.
+        client: String,
+        /// The connection it went out on.
+        conn: ConnId,
+        /// The listen request's JSON-RPC id (the subscription's id).
+        id: RpcId,
+    },
+    /// How a client saw a listen stream end (or be refused).
+    ListenEnded {
+        /// The client.
+        client: String,
+        /// The connection.
+        conn: ConnId,
+        /// The listen request's id.
+        id: RpcId,
+        /// How it ended: `complete` when the server closed it with a result.
+        #[serde(flatten)]
+        end: stateless::CallEnd,
+    },
+    /// The application reports that the tool list changed, the `n`th time,
+    /// and how many open listen streams it told.
+    ToolsChanged {
+        /// Which change (1, 2, ...).
+        n: u32,
+        /// How many listen streams it sent `notifications/tools/list_changed` to.
+        streams: usize,
+    },
     /// A client gave up on a call: it will send no more attempts.
     CallAbandoned {
         /// The client.

@@ -23,6 +23,31 @@ pub const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities"
 pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 /// The key the simulated client's calls name themselves by, in `arguments`.
 pub const CALL_ARG: &str = "call";
+/// `_meta` key that tags every message of a listen stream with its subscription (the listen request's id).
+pub const META_SUBSCRIPTION: &str = "io.modelcontextprotocol/subscriptionId";
+/// The first message of a listen stream.
+pub const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
+/// A tool-list change, on a listen stream that asked for it.
+pub const TOOLS_CHANGED: &str = "notifications/tools/list_changed";
+
+/// `subscriptions/listen` for tool-list changes.
+pub fn listen(id: RpcId, client: &str) -> Message {
+    Message::Request {
+        id,
+        method: "subscriptions/listen".into(),
+        params: json!({"notifications": {"toolsListChanged": true}, "_meta": meta(client, None)}),
+    }
+}
+
+/// A listen stream's notification `method`, tagged with subscription `id`.
+pub fn on_listen(method: &str, id: &RpcId) -> Message {
+    let mut params = json!({"_meta": {META_SUBSCRIPTION: id}});
+    if method == ACKNOWLEDGED {
+        params["notifications"] = json!({"toolsListChanged": true});
+    }
+    Message::Notification { method: method.into(), params }
+}
+
 /// HeaderMismatch: a standard header disagrees with the body (HTTP 400).
 pub const HEADER_MISMATCH: i64 = -32020;
 /// Invalid params (also a rejected `requestState` in the reference server).

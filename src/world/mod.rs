@@ -432,6 +432,8 @@ impl<H: Hosts> World<H> {
                     }
                 }
             }
+            Action::Listen { client } => client_cmd(self, client, ClientCmd::Listen),
+            Action::ChangeTools => self.app.commands.push_at(at, AppCommand::ToolsChanged),
             Action::RestartServer => {
                 if let Err(why) = self.sim.restart_server() {
                     self.app.report.error("server", format!("cannot restart the server: {why}"));

@@ -79,6 +79,11 @@ pub enum StatelessFinding {
     /// A call never completed.
     CallNeverCompleted { client: String, call: String, attempts: usize, last: String },
 
+    /// A listen was refused while the client had no other listen stream it could use.
+    ListenRefused { client: String, id: RpcId, at: SimTime, how: String, times: usize, until: SimTime },
+    /// A tool-list change never reached a client whose listen stream was open and live.
+    ChangeNotDelivered { client: String, n: u32, changed_at: SimTime, id: RpcId, half_open: bool },
+
     // ---- protocol ----
     /// A client saw the server break the 2026-07-28 wire.
     Wire { client: String, conn: ConnId, problem: String, what: String },

@@ -72,9 +72,30 @@ pub(crate) struct Minted {
     pub once: bool,
 }
 
+/// A listen stream a client opened.
+#[derive(Clone, Debug)]
+pub(crate) struct Listen {
+    pub client: String,
+    pub conn: ConnId,
+    pub id: RpcId,
+    pub seq: u64,
+    /// When the client saw it acknowledged.
+    pub acked: Option<SimTime>,
+    /// How it ended, when, and the event's seq.
+    pub end: Option<(CallEnd, SimTime, u64)>,
+    /// When the client received a tool-list change on it.
+    pub changes: Vec<SimTime>,
+}
+
 /// The index.
 #[derive(Default)]
 pub(crate) struct Index {
+    /// Listen streams, in the order clients opened them.
+    pub listens: Vec<Listen>,
+    /// Tool-list changes the application reported: (n, when, seq).
+    pub tool_changes: Vec<(u32, SimTime, u64)>,
+    /// The mapping of each listen stream's connection.
+    pub listen_ports: BTreeMap<(String, ConnId), MappingId>,
     pub clients: BTreeMap<String, String>,
     pub tools: BTreeMap<String, (bool, bool)>,
     pub sent: Vec<Sent>,
@@ -157,6 +178,31 @@ impl Index {
                         s.end.get_or_insert((end.clone(), t, seq));
                     }
                 }
+                What::ListenSent { client, conn, id } => ix.listens.push(Listen {
+                    client: client.clone(),
+                    conn: *conn,
+                    id: id.clone(),
+                    seq,
+                    acked: None,
+                    end: None,
+                    changes: Vec::new(),
+                }),
+                What::ListenEnded { client, conn, end, .. } => {
+                    if let Some(l) = ix.listens.iter_mut().rev().find(|l| &l.client == client && l.conn == *conn) {
+                        l.end.get_or_insert((end.clone(), t, seq));
+                    }
+                }
+                What::SseEvent { client, conn, rpc: Some(r), .. } => {
+                    let method = r.method.as_deref().unwrap_or("");
+                    if let Some(l) = ix.listens.iter_mut().rev().find(|l| &l.client == client && l.conn == *conn) {
+                        if method == crate::wire::mrtr::ACKNOWLEDGED {
+                            l.acked.get_or_insert(t);
+                        } else if method == crate::wire::mrtr::TOOLS_CHANGED {
+                            l.changes.push(t);
+                        }
+                    }
+                }
+                What::ToolsChanged { n, .. } => ix.tool_changes.push((*n, t, seq)),
                 What::CallAbandoned { client, call, why } => {
                     ix.abandoned.push((client.clone(), call.clone(), why.clone(), t, seq));
                 }
@@ -196,12 +242,23 @@ impl Index {
             s.mapping =
                 ports.get(&(s.client.clone(), s.conn)).and_then(|p| by_port.get(&(s.client.clone(), *p))).copied();
         }
+        for l in &ix.listens {
+            let key = (l.client.clone(), l.conn);
+            if let Some(m) = ports.get(&key).and_then(|p| by_port.get(&(l.client.clone(), *p))) {
+                ix.listen_ports.insert(key, *m);
+            }
+        }
         ix
     }
 
     /// What became of the mapping that carried attempt `s`.
     pub(crate) fn fate(&self, s: &Sent) -> Option<&MappingFate> {
         self.mappings.get(&(s.client.clone(), s.mapping?))
+    }
+
+    /// The NAT mapping that carried listen stream `l`.
+    pub(crate) fn listen_mapping(&self, l: &Listen) -> Option<MappingId> {
+        self.listen_ports.get(&(l.client.clone(), l.conn)).copied()
     }
 
     /// The executions that serve attempt `i`.

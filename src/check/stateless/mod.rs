@@ -21,6 +21,7 @@ use crate::trace::stateless::{Attempt, CallEnd, ExecStep, StateHow, StateVerdict
 use crate::trace::SimTime;
 use finding::{Req, StatelessFinding as F};
 pub(crate) use index::{Index, Sent};
+use std::collections::BTreeMap;
 
 /// How long a close takes to reach the server and stop an execution, at
 /// most, before running on counts against it: a hop is 5 to 40 ms in the
@@ -373,8 +374,8 @@ fn liveness(ix: &Index) -> Status {
             calls.push((&s.client, &s.call));
         }
     }
-    if calls.is_empty() {
-        return not_applicable("no client made a call");
+    if calls.is_empty() && ix.listens.is_empty() {
+        return not_applicable("no client made a call or listened");
     }
     for (client, call) in calls {
         // A call the client's crash cut short is not the server's to finish.
@@ -472,7 +473,79 @@ fn liveness(ix: &Index) -> Status {
             false,
         ));
     }
+    listens(ix, &mut out);
+    out.sort_by_key(|v| v.t);
     status(out)
+}
+
+/// Listen streams: a new listen is accepted (no lock-out), and a change
+/// reaches every client whose listen stream was open and live then; one
+/// written into a half-open stream is lost, and that is inherent.
+fn listens(ix: &Index, out: &mut Vec<Violation>) {
+    // Refusals in a row (no listen accepted between them) are one lock-out.
+    let mut run: BTreeMap<&str, (F, SimTime, Vec<u64>)> = BTreeMap::new();
+    let flush = |run: &mut BTreeMap<&str, (F, SimTime, Vec<u64>)>, client: &str, out: &mut Vec<Violation>| {
+        if let Some((f, at, evidence)) = run.remove(client) {
+            out.push(v(CheckId::Liveness, f, at, evidence, false));
+        }
+    };
+    for l in &ix.listens {
+        let refused = match &l.end {
+            Some((CallEnd::Status { status }, t, seq)) => Some((format!("HTTP {status}"), *t, *seq)),
+            Some((CallEnd::Error { code, message }, t, seq)) => {
+                Some((format!("JSON-RPC error {code}: {message}"), *t, *seq))
+            }
+            _ => None,
+        };
+        match refused {
+            Some((how, at, seq)) => match run.get_mut(l.client.as_str()) {
+                Some((F::ListenRefused { times, until, .. }, _, evidence)) => {
+                    *times += 1;
+                    *until = at;
+                    evidence.push(seq);
+                }
+                _ => {
+                    let f =
+                        F::ListenRefused { client: l.client.clone(), id: l.id.clone(), at, how, times: 1, until: at };
+                    run.insert(&l.client, (f, at, vec![l.seq, seq]));
+                }
+            },
+            None if l.acked.is_some() => flush(&mut run, &l.client, out),
+            None => {}
+        }
+    }
+    let clients: Vec<&str> = run.keys().copied().collect();
+    for c in clients {
+        flush(&mut run, c, out);
+    }
+    for &(n, changed_at, cseq) in &ix.tool_changes {
+        // The listen stream of each client that was acknowledged before the
+        // change and still open a grace after it (a stream that broke within
+        // that grace was dying when the change came: a restart, a reset on
+        // its way; nothing was owed to it).
+        for l in ix.listens.iter().filter(|l| {
+            l.acked.is_some_and(|a| a <= changed_at)
+                && l.end.as_ref().is_none_or(|e| e.1 .0 > changed_at.0 + CLOSE_GRACE.0)
+        }) {
+            if l.changes.iter().any(|t| *t >= changed_at) {
+                continue;
+            }
+            let fate = ix.listen_mapping(l).and_then(|m| ix.mappings.get(&(l.client.clone(), m)));
+            // Dropped before the change could arrive (a hop, within the grace): lost to the half-open stream.
+            let half_open = fate.is_some_and(|f| f.dropped.is_some_and(|d| d.0 .0 <= changed_at.0 + CLOSE_GRACE.0));
+            // Judged once the change had time to arrive: a second, or the end.
+            if !half_open && changed_at.0 + CLOSE_GRACE.0 > ix.end.0 {
+                continue;
+            }
+            out.push(v(
+                CheckId::Liveness,
+                F::ChangeNotDelivered { client: l.client.clone(), n, changed_at, id: l.id.clone(), half_open },
+                changed_at,
+                vec![l.seq, cseq],
+                half_open,
+            ));
+        }
+    }
 }
 
 /// What a refusal of an attempt means.
@@ -535,7 +608,10 @@ fn protocol(ix: &Index) -> Status {
             }
         }
     }
-    if ix.sent.iter().all(|s| s.end.is_none()) && out.is_empty() {
+    if ix.sent.iter().all(|s| s.end.is_none())
+        && ix.listens.iter().all(|l| l.acked.is_none() && l.end.is_none())
+        && out.is_empty()
+    {
         return not_applicable("no request was answered");
     }
     out.sort_by_key(|v| v.t);

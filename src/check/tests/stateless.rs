@@ -490,3 +490,70 @@ fn the_vocabulary_lists_each_dialects_checks_as_the_check_tables_do() {
     assert_eq!(ids(&crate::check::CHECKS), CheckId::STATEFUL);
     assert_eq!(ids(&crate::check::stateless::CHECKS), CheckId::STATELESS);
 }
+
+impl Sb {
+    /// `client` opens listen stream `id` on conn `conn` (mapping `conn`), acknowledged at once.
+    fn listen(self, client: &str, conn: u32, id: i64) -> Sb {
+        let port = 40000 + conn as u16;
+        self.push(What::Connect { client: client.into(), conn: ConnId(conn), port, purpose: Purpose::Uplink })
+            .push(What::MappingOpened {
+                client: client.into(),
+                mapping: MappingId(conn),
+                down_port: port,
+                up_port: port,
+            })
+            .push(What::ListenSent { client: client.into(), conn: ConnId(conn), id: RpcId::Num(id) })
+    }
+
+    fn listen_event(self, client: &str, conn: u32, method: &str) -> Sb {
+        let rpc = crate::wire::jsonrpc::RpcSummary {
+            kind: crate::wire::jsonrpc::RpcKind::Notification,
+            method: Some(method.into()),
+            id: None,
+            params: None,
+        };
+        self.push(What::SseEvent {
+            client: client.into(),
+            conn: ConnId(conn),
+            id: None,
+            event: "message".into(),
+            rpc: Some(rpc),
+            data: String::new(),
+        })
+    }
+}
+
+/// alice listens (acknowledged at 1.1 s); the tool list changes at 20 s.
+fn listening() -> Sb {
+    Sb::new(60).client("alice").at(1_000).listen("alice", 1, 1).at(1_100).listen_event(
+        "alice",
+        1,
+        crate::wire::mrtr::ACKNOWLEDGED,
+    )
+}
+
+#[test]
+fn liveness_fires_on_a_change_that_never_reached_an_open_listen_and_on_a_lock_out() {
+    let changed = |b: Sb| b.at(20_000).push(What::ToolsChanged { n: 1, streams: 1 });
+    let lost = changed(listening()).trace();
+    assert!(headlines(&lost, CheckId::Liveness)[0].contains("tool-list change 1 at 20.000 s never reached alice"));
+    let told = changed(listening()).at(20_050).listen_event("alice", 1, crate::wire::mrtr::TOOLS_CHANGED).trace();
+    assert!(passed(&told, CheckId::Liveness));
+    // Written into a half-open stream: lost, and inherent.
+    let half_open = changed(listening().at(10_000).dropped("alice", 1)).trace();
+    assert!(inherent_only(&half_open, CheckId::Liveness));
+    // A listen refused (409) twice in a row: one lock-out.
+    let refused = |b: Sb, conn: u32, id: i64| {
+        b.listen("alice", conn, id).end_listen("alice", conn, id, CallEnd::Status { status: 409 })
+    };
+    let locked = refused(refused(listening().at(10_000).dropped("alice", 1).at(40_000), 2, 2).at(42_000), 3, 3).trace();
+    let h = headlines(&locked, CheckId::Liveness);
+    assert_eq!(h.len(), 1, "{h:?}");
+    assert!(h[0].contains("alice's listen 2 was refused at 40.000 s (HTTP 409), and 1 listens after it until 42.000 s"));
+}
+
+impl Sb {
+    fn end_listen(self, client: &str, conn: u32, id: i64, end: CallEnd) -> Sb {
+        self.push(What::ListenEnded { client: client.into(), conn: ConnId(conn), id: RpcId::Num(id), end })
+    }
+}

@@ -41,6 +41,11 @@ pub(super) async fn app_loop(shared: Rc<Shared>, app: AppHook) {
                 };
                 issue(&shared, s, &token, &client, (&method, &label, reissuable), STANDALONE);
             }
+            AppCommand::ToolsChanged => {
+                shared
+                    .report
+                    .error("server", "the stateful engine has no listen streams (change-tools is stateless-http's)");
+            }
             AppCommand::Notify { client, token, count } => {
                 let mut st = shared.state.borrow_mut();
                 let Some(s) = st.sessions.get_mut(&token) else {

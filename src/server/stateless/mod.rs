@@ -14,7 +14,7 @@
 mod state;
 
 use super::http::{credential, full, sse_response, Body};
-use super::plug::{AppHook, ExecutionOf, ServerPlug};
+use super::plug::{AppCommand, AppHook, ExecutionOf, ServerPlug};
 use crate::scenario::{ServerConfig, ToolSpec};
 use crate::seed::Seed;
 use crate::trace::stateless::{ExecStep, StateVerdict};
@@ -60,6 +60,10 @@ pub struct StatelessPolicy {
     /// a key drawn at each start (the Python SDK's default), so a restart
     /// makes every outstanding state unreadable.
     pub durable_key: bool,
+    /// A principal's new `subscriptions/listen` replaces its open one; when
+    /// false, it is refused with 409 while the old one looks open (a
+    /// half-open one does for minutes: the 2025 SDKs' lock-out).
+    pub listen_replaces: bool,
 }
 
 const ALL_CHECKS: StatelessPolicy = StatelessPolicy {
@@ -73,6 +77,7 @@ const ALL_CHECKS: StatelessPolicy = StatelessPolicy {
     single_use: true,
     cancel_on_close: true,
     durable_key: true,
+    listen_replaces: true,
 };
 
 /// The built-in stateless servers: naive, guarded, then guarded's one-bug mutants.
@@ -80,7 +85,7 @@ pub const POLICIES: &[StatelessPolicy] = &[
     StatelessPolicy {
         name: "naive",
         description:
-            "plain JSON state, believed as sent; no single-use registry; a closed stream does not stop the work",
+            "plain JSON state, believed as sent; no single-use registry; a closed stream does not stop the work; one listen stream per principal (409 for the next)",
         seal: false,
         bind_principal: false,
         bind_request: false,
@@ -88,6 +93,7 @@ pub const POLICIES: &[StatelessPolicy] = &[
         single_use: false,
         cancel_on_close: false,
         durable_key: true,
+        listen_replaces: false,
     },
     ALL_CHECKS,
     StatelessPolicy {
@@ -143,6 +149,16 @@ struct Durable {
     redeemed: RefCell<BTreeSet<String>>,
     /// Executions numbered from 1, across lives.
     execs: Cell<u32>,
+    /// Tool-list changes numbered from 1, across lives.
+    changes: Cell<u32>,
+}
+
+/// An open `subscriptions/listen` stream.
+struct Listening {
+    principal: String,
+    /// The listen request's id: the subscription's id.
+    id: RpcId,
+    tx: tokio::sync::mpsc::UnboundedSender<Bytes>,
 }
 
 impl StatelessServer {
@@ -161,6 +177,8 @@ struct Shared {
     codec: Codec,
     rng: RefCell<ChaCha8Rng>,
     durable: Rc<Durable>,
+    /// This process's open listen streams.
+    listens: RefCell<Vec<Listening>>,
 }
 
 impl ServerPlug for StatelessServer {
@@ -187,7 +205,9 @@ impl ServerPlug for StatelessServer {
             codec: Codec::new(self.policy.seal.then_some(key)),
             rng: RefCell::new(rng),
             durable: self.durable.clone(),
+            listens: RefCell::new(Vec::new()),
         });
+        tokio::task::spawn_local(app_loop(shared.clone()));
         Box::pin(async move {
             loop {
                 let Ok((stream, _peer)) = listener.accept().await else { continue };
@@ -291,6 +311,7 @@ async fn handle(shared: Rc<Shared>, req: Request<Incoming>) -> Response<Body> {
             json(StatusCode::OK, &Message::Response { id, result: json!({"resultType": "complete", "tools": tools}) })
         }
         "tools/call" => call(&shared, id, &principal, &params),
+        "subscriptions/listen" => listen(&shared, id, &principal),
         other => error(StatusCode::NOT_FOUND, Some(id), -32601, format!("method not found: {other}")),
     }
 }
@@ -403,6 +424,66 @@ fn call(shared: &Rc<Shared>, id: RpcId, principal: &str, params: &Value) -> Resp
         shared.app.report.execution(n, &run, ExecStep::Completed);
         let _ = tx.send(ChannelBody::END);
     });
+    sse_response(body)
+}
+
+/// The application's commands: a tool-list change is told to every open
+/// listen stream (a half-open one too: the server cannot tell).
+async fn app_loop(shared: Rc<Shared>) {
+    loop {
+        match shared.app.commands.recv().await {
+            AppCommand::ToolsChanged => {
+                let n = shared.durable.changes.get() + 1;
+                shared.durable.changes.set(n);
+                let mut ls = shared.listens.borrow_mut();
+                ls.retain(|l| !l.tx.is_closed());
+                let mut told = 0;
+                for l in ls.iter() {
+                    let msg = mrtr::on_listen(mrtr::TOOLS_CHANGED, &l.id);
+                    if l.tx.send(Bytes::from(sse::encode(None, None, &msg.to_json()))).is_ok() {
+                        told += 1;
+                    }
+                }
+                shared.app.report.tools_changed(n, told);
+            }
+            AppCommand::ServerRequest { client, .. } | AppCommand::Notify { client, .. } => {
+                shared.app.report.error(&client, "stateless-http has no sessions to issue on or notify");
+            }
+        }
+    }
+}
+
+/// `subscriptions/listen`: an SSE stream that stays open, acknowledged
+/// first, with keep-alive comments, told of every tool-list change.
+fn listen(shared: &Rc<Shared>, id: RpcId, principal: &str) -> Response<Body> {
+    let mut ls = shared.listens.borrow_mut();
+    ls.retain(|l| !l.tx.is_closed());
+    if let Some(pos) = ls.iter().position(|l| l.principal == principal) {
+        if !shared.policy.listen_replaces {
+            return error(StatusCode::CONFLICT, Some(id), -32600, "a listen stream is already open for this principal");
+        }
+        // Replaced: the old stream gets its listen result, then ends.
+        let old = ls.remove(pos);
+        let done = Message::Response {
+            id: old.id.clone(),
+            result: json!({"resultType": "complete", "_meta": {mrtr::META_SUBSCRIPTION: old.id}}),
+        };
+        let _ = old.tx.send(Bytes::from(sse::encode(None, None, &done.to_json())));
+        let _ = old.tx.send(ChannelBody::END);
+    }
+    let (tx, body) = ChannelBody::new();
+    let ack = mrtr::on_listen(mrtr::ACKNOWLEDGED, &id);
+    let _ = tx.send(Bytes::from(sse::encode(None, None, &ack.to_json())));
+    let (hb, every) = (tx.clone(), shared.cfg.heartbeat.0);
+    tokio::task::spawn_local(async move {
+        loop {
+            crate::clock::sleep(every).await;
+            if hb.send(Bytes::from_static(b": keep-alive\n\n")).is_err() {
+                break;
+            }
+        }
+    });
+    ls.push(Listening { principal: principal.to_string(), id, tx });
     sse_response(body)
 }
 
