@@ -225,6 +225,21 @@ impl Client {
             .map_err(|e| CallEnd::Garbled { what: format!("the request cannot be sent: {e}") })
     }
 
+    /// Records an SSE event a stream delivered; returns its JSON-RPC message, if its data is one.
+    fn record_event(&self, conn: ConnId, ev: &crate::wire::sse::Event) -> Option<Message> {
+        let msg = Message::parse(&ev.data).ok();
+        let data: String = ev.data.chars().take(256).collect();
+        self.rec.record(What::SseEvent {
+            client: self.name(),
+            conn,
+            id: ev.id.clone(),
+            event: ev.event.clone(),
+            rpc: msg.as_ref().map(Message::summary),
+            data,
+        });
+        msg
+    }
+
     /// Keeps one listen stream for tool-list changes open: listens, reads
     /// the stream until it ends, breaks, goes silent or is refused, and
     /// listens again after the backoff, for the rest of the run.
@@ -300,18 +315,12 @@ impl Client {
             if !items.is_empty() {
                 last_item = crate::clock::Stamp::now();
             }
+            if decoder.pending_bytes() > MAX_EVENT_BYTES {
+                return Err(self.garbled(conn, format!("an event grew past {MAX_EVENT_BYTES} bytes")));
+            }
             for item in items {
                 let Item::Event(ev) = item else { continue };
-                let msg = Message::parse(&ev.data).ok();
-                let data: String = ev.data.chars().take(256).collect();
-                self.rec.record(What::SseEvent {
-                    client: self.name(),
-                    conn,
-                    id: ev.id.clone(),
-                    event: ev.event.clone(),
-                    rpc: msg.as_ref().map(Message::summary),
-                    data,
-                });
+                let msg = self.record_event(conn, &ev);
                 let problem = match &msg {
                     Some(Message::Notification { method, params }) => {
                         let tagged = params.get("_meta").and_then(|m| m.get(mrtr::META_SUBSCRIPTION));
@@ -505,16 +514,7 @@ impl Client {
             }
             for item in items {
                 let Item::Event(ev) = item else { continue };
-                let msg = Message::parse(&ev.data).ok();
-                let data: String = ev.data.chars().take(256).collect();
-                self.rec.record(What::SseEvent {
-                    client: self.name(),
-                    conn,
-                    id: ev.id.clone(),
-                    event: ev.event.clone(),
-                    rpc: msg.as_ref().map(Message::summary),
-                    data,
-                });
+                let msg = self.record_event(conn, &ev);
                 match msg {
                     Some(Message::Notification { .. }) => {}
                     Some(Message::Request { method, .. }) => {
