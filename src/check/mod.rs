@@ -213,17 +213,21 @@ pub fn judge(trace: &Trace) -> Vec<Verdict> {
         matches!(&e.what, crate::trace::What::RunStarted { dialect, .. } if dialect == crate::scenario::Dialect::StatelessHttp.name())
     });
     if stateless {
-        let ix = stateless::Index::new(trace);
-        stateless::CHECKS
-            .iter()
-            .map(|c| match c.judge {
-                Judge::Stateless(f) => Verdict { check: c.id, status: f(&ix) },
-                Judge::Stateful(_) => unreachable!("stateless::CHECKS are stateless"),
-            })
-            .collect()
+        judge_stateless(&stateless::Index::new(trace))
     } else {
         judge_observed(&Observed::new(trace))
     }
+}
+
+/// Runs every stateless check on a trace already indexed (a hunt reads the index for its reach rows too).
+pub(crate) fn judge_stateless(ix: &stateless::Index) -> Vec<Verdict> {
+    stateless::CHECKS
+        .iter()
+        .map(|c| match c.judge {
+            Judge::Stateless(f) => Verdict { check: c.id, status: f(ix) },
+            Judge::Stateful(_) => unreachable!("stateless::CHECKS are stateless"),
+        })
+        .collect()
 }
 
 /// Runs every stateful check on a trace already indexed (for callers that read the index too).

@@ -144,7 +144,9 @@ fn run_seed_with(
         let reached = reach::reached_observed(&observed, &plan.server).into_iter().map(String::from).collect();
         (check::judge_observed(&observed), reached)
     } else {
-        (check::judge(&run.trace), stateless::reached(&run.trace).into_iter().map(String::from).collect())
+        let ix = check::stateless::Index::new(&run.trace);
+        let reached = stateless::reached_indexed(&ix, &run.trace).into_iter().map(String::from).collect();
+        (check::judge_stateless(&ix), reached)
     };
     let mut violated = Vec::new();
     let mut firsts = Vec::new();

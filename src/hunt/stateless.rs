@@ -307,7 +307,11 @@ pub const RESTART_BETWEEN_ROUNDS: &str = "state presented across a server restar
 
 /// The situations a stateless run reached, read from its trace.
 pub fn reached(trace: &Trace) -> Vec<&'static str> {
-    let ix = Index::new(trace);
+    reached_indexed(&Index::new(trace), trace)
+}
+
+/// [`reached`] on a trace already indexed (a hunt indexes it once for the checks and for this).
+pub(crate) fn reached_indexed(ix: &Index, trace: &Trace) -> Vec<&'static str> {
     // Whether some execution was running when its mapping was dropped (or closed).
     let mid_run = |closed: bool| {
         ix.execs.values().any(|x| {
