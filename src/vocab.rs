@@ -220,13 +220,33 @@ impl CheckId {
 }
 
 /// The built-in servers that speak stateless-http: naive and guarded (which
-/// speak every dialect), then the stateless mutants, which speak only it.
-pub const STATELESS_SERVERS: &[&str] =
-    &["naive", "guarded", "unbound-state", "unsealed-state", "reusable-state", "uncancelled", "ephemeral-key"];
+/// speak every dialect), the stateless mutants, then rmcp (which also speaks
+/// streamable-http) and rmcp-unsealed.
+pub const STATELESS_SERVERS: &[&str] = &[
+    "naive",
+    "guarded",
+    "unbound-state",
+    "unsealed-state",
+    "reusable-state",
+    "uncancelled",
+    "ephemeral-key",
+    "rmcp",
+    "rmcp-unsealed",
+];
+
+/// The built-in servers that speak only stateless-http.
+const STATELESS_ONLY: &[&str] =
+    &["unbound-state", "unsealed-state", "reusable-state", "uncancelled", "ephemeral-key", "rmcp-unsealed"];
 
 /// Whether built-in server `name` speaks a stateful dialect (legacy-sse or streamable-http).
 pub fn speaks_stateful(name: &str) -> bool {
-    SERVERS.contains(&name) && !STATELESS_SERVERS[2..].contains(&name)
+    SERVERS.contains(&name) && !STATELESS_ONLY.contains(&name)
+}
+
+/// Whether built-in server `name` is an SDK's server (rmcp) rather than the
+/// reference engine with a policy.
+pub fn is_sdk(name: &str) -> bool {
+    name == "rmcp" || name == "rmcp-unsealed"
 }
 
 impl StepKind {
@@ -258,8 +278,8 @@ pub fn expect_keys() -> impl Iterator<Item = &'static str> {
 }
 
 /// The built-in servers, in listing order: the reference engine's policies
-/// (naive, guarded, then guarded's mutants), then rmcp, then the stateless
-/// server's mutants (naive and guarded speak every dialect).
+/// (naive, guarded, then guarded's mutants), then rmcp and rmcp-unsealed,
+/// then the stateless server's mutants (naive and guarded speak every dialect).
 pub const SERVERS: &[&str] = &[
     "naive",
     "guarded",
@@ -271,6 +291,7 @@ pub const SERVERS: &[&str] = &[
     "inclusive-replay",
     "empty-ok",
     "rmcp",
+    "rmcp-unsealed",
     "unbound-state",
     "unsealed-state",
     "reusable-state",

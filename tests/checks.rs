@@ -130,7 +130,7 @@ fn the_matrix_proves_every_check_and_every_mutant() {
         for check_id in violated(cell) {
             for other in mcpsim::server::known_servers() {
                 // Reference-engine servers only: an SDK may dodge a leak by accident.
-                if mcpsim::server::streamable_only(other) {
+                if mcpsim::server::is_sdk(other) {
                     continue;
                 }
                 let Some(other_cell) = m.get(&(scenario.clone(), other.to_string())) else { continue };

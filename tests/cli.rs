@@ -276,8 +276,14 @@ fn run_ends_with_a_tally_and_says_when_a_server_has_no_expectation() {
         "{last}"
     );
     assert!(last.contains(" as expected, 0 not met, ") && last.contains(" without expectation"), "{last}");
-    // rmcp speaks only streamable-http: the two legacy files are skipped for it, and said so.
-    assert!(last.ends_with("; 2 legacy-sse scenario(s) skipped for rmcp, which speaks only streamable-http"), "{last}");
+    // rmcp speaks streamable-http and stateless-http: the two legacy files are skipped for it, and said so.
+    assert!(
+        last.ends_with(
+            "; 2 legacy-sse scenario(s) skipped for rmcp, which speaks only streamable-http and stateless-http"
+        ),
+        "{last}"
+    );
+    assert!(last.contains("rmcp-unsealed, unbound-state, uncancelled, unsealed-state, which speak only stateless-http"));
     assert!(
         stdout.contains("no-fence-1-session-binding · naive · seed 1 · violated: session-binding · no [expect] entry"),
         "{stdout}"

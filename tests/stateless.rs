@@ -40,7 +40,17 @@ fn the_stateless_matrix_meets_every_expectation_and_matches_its_snapshots() {
     let servers = servers();
     assert_eq!(
         servers,
-        ["naive", "guarded", "unbound-state", "unsealed-state", "reusable-state", "uncancelled", "ephemeral-key"]
+        [
+            "naive",
+            "guarded",
+            "rmcp",
+            "rmcp-unsealed",
+            "unbound-state",
+            "unsealed-state",
+            "reusable-state",
+            "uncancelled",
+            "ephemeral-key"
+        ]
     );
     let plans = plans();
     assert!(plans.len() >= 13, "{} stateless scenarios", plans.len());
@@ -321,4 +331,84 @@ fn a_live_run_of_a_stateless_scenario_is_refused_with_a_usage_error() {
     let out = common::mcpsim(&["run", "--live", "true", "scenarios/stateless-http/nat-rebind.toml"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(common::text(&out.stderr).contains("live runs of that dialect are not supported yet"));
+}
+
+/// What the application of `server` decided about each presented state in `scenario`.
+fn state_decisions(scenario: &str, server: &str) -> Vec<(String, Option<String>)> {
+    let path = format!("{}/scenarios/stateless-http/{scenario}.toml", env!("CARGO_MANIFEST_DIR"));
+    let plan = Plan::load(path.as_ref()).unwrap();
+    let run = mcpsim::run(&plan, server, None).unwrap();
+    run.trace
+        .events
+        .iter()
+        .filter_map(|e| match &e.what {
+            What::StateChecked { principal, verdict, .. } => Some((
+                principal.clone(),
+                match verdict {
+                    mcpsim::trace::stateless::StateVerdict::Accepted => None,
+                    mcpsim::trace::stateless::StateVerdict::Refused { why } => Some(why.clone()),
+                },
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn rmcp_seals_with_its_codec_and_its_plain_path_honours_an_altered_state() {
+    // rmcp: RequestStateCodec with the principal and request as associated data.
+    let sealed = state_decisions("tampered-state", "rmcp");
+    assert!(sealed[0].1.as_deref().is_some_and(|w| w.starts_with("rmcp's codec: ")), "{sealed:?}");
+    assert!(sealed[1].1.as_deref().is_some_and(|w| w.starts_with("rmcp's codec: ")), "{sealed:?}");
+    let moved = state_decisions("cross-request-state", "rmcp");
+    assert_eq!(moved[0].1.as_deref(), Some("rmcp's codec: request state failed integrity verification"));
+    let stolen = state_decisions("second-client-leak", "rmcp");
+    assert_eq!(
+        stolen[0],
+        ("mallory".to_string(), Some("rmcp's codec: request state failed integrity verification".into()))
+    );
+    // The codec does not enforce single use: the registry is the application's.
+    let once = state_decisions("once-redeemed-twice", "rmcp");
+    assert_eq!(once[1].1.as_deref(), Some("this one-time state was already redeemed"));
+    // rmcp-unsealed: from_request_state, JSON read back field by field. The flip lands
+    // in the nonce, which nothing checks; the truncated JSON no longer parses.
+    let plain = state_decisions("tampered-state", "rmcp-unsealed");
+    assert_eq!(plain[0], ("alice".to_string(), None));
+    assert!(plain[1].1.as_deref().is_some_and(|w| w.starts_with("not our state: ")), "{plain:?}");
+}
+
+#[test]
+fn rmcp_cancels_on_a_close_before_and_after_its_first_message_and_sends_headers_with_that_message() {
+    let run = |scenario: &str| {
+        let path = format!("{}/scenarios/stateless-http/{scenario}.toml", env!("CARGO_MANIFEST_DIR"));
+        mcpsim::run(&Plan::load(path.as_ref()).unwrap(), "rmcp", None).unwrap()
+    };
+    // A reset after the stream opened: CancelOnDisconnect fires the token.
+    assert_eq!(times(&run("cancel-on-reset"), ExecStep::Cancelled), [(1, 20.02)]);
+    // A crash at 8 s, before the first progress (due 8.16 s): the drop guard fires.
+    assert_eq!(times(&run("client-crash-mid-call"), ExecStep::Cancelled), [(1, 8.02)]);
+    let nat = run("nat-rebind");
+    assert_eq!(times(&nat, ExecStep::Cancelled), [(1, 102.02)]);
+    assert_eq!(times(&nat, ExecStep::Effect), [(2, 169.66)]);
+    // The HTTP head goes out with the first progress notification (10 s after the start at 1.06 s).
+    let first_head = nat.trace.iter().find_map(|e| match &e.what {
+        What::HttpResponse { status: 200, .. } => Some(e.t_us.secs_f64()),
+        _ => None,
+    });
+    assert_eq!(first_head, Some(11.1));
+}
+
+#[test]
+fn rmcp_is_clean_on_stateless_hunt_seeds_and_its_plain_path_is_one_state_integrity_bug() {
+    let opts = mcpsim::hunt::HuntOptions { check_determinism: true, ..hunt_options("rmcp", 200) };
+    let report = mcpsim::hunt::hunt(&opts, |_| {}).unwrap();
+    assert!(report.bugs.is_empty(), "{:#?}", report.bugs);
+    assert_eq!(report.nondeterministic_seeds(), 0);
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("stateless-rmcp-unsealed");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let opts = mcpsim::hunt::HuntOptions { out: Some(dir), shrink_budget: 150, ..hunt_options("rmcp-unsealed", 200) };
+    let report = mcpsim::hunt::hunt(&opts, |_| {}).unwrap();
+    let rows: Vec<&str> = report.bugs.iter().map(|b| b.signature.as_str()).collect();
+    assert_eq!(rows, ["state-integrity | tampered-state"], "{} failing seeds", report.failing_seeds);
 }

@@ -92,12 +92,20 @@ impl ServeOptions {
 /// Serves until killed, or until the live run that started it closes the
 /// control connection.
 pub fn serve(opts: &ServeOptions) -> Result<()> {
+    let speaks = crate::server::dialects(&opts.server);
+    if !speaks.is_empty() && !speaks.contains(&opts.dialect) {
+        let names: Vec<String> = speaks.iter().map(|d| format!("{:?}", d.name())).collect();
+        return Err(Error::usage(format!("server {:?} speaks only dialect {}", opts.server, names.join(" and "))));
+    }
+    if !opts.dialect.has_sessions() {
+        return Err(Error::usage(format!(
+            "mcpsim serve does not serve dialect {:?} yet (live runs of it are not supported)",
+            opts.dialect.name()
+        )));
+    }
     let plug = crate::server::builtin(&opts.server, &opts.config, opts.dialect, opts.seed).ok_or_else(|| {
         Error::usage(format!("unknown server {:?} (known: {})", opts.server, crate::server::known_servers().join(", ")))
     })?;
-    if crate::server::streamable_only(&opts.server) && opts.dialect != Dialect::StreamableHttp {
-        return Err(Error::usage(format!("server {:?} speaks only dialect \"streamable-http\"", opts.server)));
-    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

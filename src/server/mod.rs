@@ -6,6 +6,7 @@ mod http;
 pub mod plug;
 pub mod policy;
 pub mod rmcp;
+pub mod rmcp_stateless;
 pub mod stateless;
 
 pub use crate::inbox::Inbox;
@@ -23,15 +24,10 @@ pub fn known_servers() -> Vec<&'static str> {
     crate::vocab::SERVERS.to_vec()
 }
 
-/// Servers that speak only `streamable-http`.
-pub fn streamable_only(name: &str) -> bool {
-    name == "rmcp"
-}
-
 /// The dialects built-in server `name` speaks (none for an unknown name).
 pub fn dialects(name: &str) -> Vec<Dialect> {
     let stateful = policy::builtin_policies().iter().any(|p| p.name() == name);
-    let stateless = stateless::POLICIES.iter().any(|p| p.name == name);
+    let stateless = crate::vocab::STATELESS_SERVERS.contains(&name);
     Dialect::ALL
         .into_iter()
         .filter(|d| match d {
@@ -40,6 +36,12 @@ pub fn dialects(name: &str) -> Vec<Dialect> {
             Dialect::LegacySse => stateful,
         })
         .collect()
+}
+
+/// Whether built-in server `name` is an SDK's server (rmcp), not the
+/// reference engine under a policy.
+pub fn is_sdk(name: &str) -> bool {
+    crate::vocab::is_sdk(name)
 }
 
 /// Whether built-in server `name` speaks `dialect`.
@@ -66,7 +68,11 @@ pub fn describe_servers() -> Vec<(String, String)> {
         .collect();
     all.push((
         "rmcp".into(),
-        "the official Rust SDK's StreamableHttpService (rmcp 3.11.0), streamable-http only".into(),
+        "the official Rust SDK's StreamableHttpService (rmcp 3.11.0); in stateless-http: requestState sealed with its RequestStateCodec, bound to principal and request".into(),
+    ));
+    all.push((
+        "rmcp-unsealed".into(),
+        "rmcp 3.11.0 in stateless-http with the plain from_request_state path: JSON state checked field by field, no integrity".into(),
     ));
     // naive and guarded speak every dialect (their line says both); the stateless mutants follow.
     let stateless_only: Vec<(String, String)> = stateless::POLICIES
@@ -106,6 +112,9 @@ pub fn builtin_stateless(
     tools: &[crate::scenario::ToolSpec],
     seed: Seed,
 ) -> Option<Rc<dyn ServerPlug>> {
+    if let Some(i) = rmcp_stateless::NAMES.iter().position(|n| *n == name) {
+        return Some(Rc::new(rmcp_stateless::RmcpStateless::new(i == 0, cfg, tools.to_vec(), seed)));
+    }
     let policy = *stateless::POLICIES.iter().find(|p| p.name == name)?;
     Some(Rc::new(stateless::StatelessServer::new(policy, cfg.clone(), tools.to_vec(), seed)))
 }
@@ -126,7 +135,7 @@ mod tests {
     #[test]
     fn the_server_vocabulary_names_exactly_the_servers_that_build() {
         let mut built: Vec<&str> = policy::builtin_policies().iter().map(|p| p.name()).collect();
-        built.push("rmcp");
+        built.extend(rmcp_stateless::NAMES);
         built.extend(stateless::POLICIES.iter().map(|p| p.name).filter(|n| !["naive", "guarded"].contains(n)));
         assert_eq!(built, crate::vocab::SERVERS);
         for (file, dialect) in [
@@ -140,11 +149,13 @@ mod tests {
             }
         }
         assert_eq!(dialects("naive"), Dialect::ALL);
-        assert_eq!(dialects("rmcp"), [Dialect::StreamableHttp]);
+        assert_eq!(dialects("rmcp"), [Dialect::StreamableHttp, Dialect::StatelessHttp]);
+        assert_eq!(dialects("rmcp-unsealed"), [Dialect::StatelessHttp]);
         assert_eq!(dialects("uncancelled"), [Dialect::StatelessHttp]);
         assert_eq!(dialects("no-fence"), [Dialect::LegacySse, Dialect::StreamableHttp]);
         assert!(dialects("nope").is_empty());
-        let stateless: Vec<&str> = stateless::POLICIES.iter().map(|p| p.name).collect();
+        let mut stateless: Vec<&str> = stateless::POLICIES.iter().map(|p| p.name).collect();
+        stateless.extend(rmcp_stateless::NAMES);
         assert_eq!(stateless, crate::vocab::STATELESS_SERVERS);
         for name in crate::vocab::SERVERS {
             assert_eq!(crate::vocab::speaks_stateful(name), dialects(name).iter().any(|d| d.has_sessions()), "{name}");

@@ -25,7 +25,7 @@ use crate::seed::Seed;
 use crate::trace::Outcome;
 use crate::wire::jsonrpc::{mcp, Message, RpcId};
 use bytes::Bytes;
-use http_body_util::BodyExt;
+use http_body_util::{combinators::BoxBody, BodyExt};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use rand::RngCore;
@@ -44,6 +44,7 @@ use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService, WorkerTransport};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use std::collections::BTreeMap;
+use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -127,7 +128,7 @@ struct App {
     timeout: Duration,
 }
 
-fn rpc_id(id: &NumberOrString) -> RpcId {
+pub(super) fn rpc_id(id: &NumberOrString) -> RpcId {
     match id {
         NumberOrString::Number(n) => RpcId::Num(*n),
         NumberOrString::String(s) => RpcId::Str(s.to_string()),
@@ -359,6 +360,19 @@ impl<B: hyper::body::Body<Data = Bytes> + Unpin> hyper::body::Body for KeepAlive
     }
 }
 
+/// rmcp's response, its SSE body (if it is one) pinged after `every` of
+/// silence on the simulated clock.
+pub(super) fn keep_alive(
+    resp: hyper::Response<BoxBody<Bytes, Infallible>>,
+    every: Duration,
+) -> hyper::Response<BoxBody<Bytes, Infallible>> {
+    let sse = resp.headers().get("content-type").is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    if !sse {
+        return resp;
+    }
+    resp.map(|b| KeepAlive { inner: b, every, sleep: Box::pin(tokio::time::sleep(every)) }.boxed())
+}
+
 impl ServerPlug for Rmcp {
     fn name(&self) -> &str {
         "rmcp"
@@ -392,26 +406,7 @@ impl ServerPlug for Rmcp {
                 tokio::task::spawn_local(async move {
                     let svc = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
                         let service = service.clone();
-                        async move {
-                            let resp = service.handle(req).await;
-                            let sse = resp
-                                .headers()
-                                .get("content-type")
-                                .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-                            let resp = resp.map(|b| {
-                                if sse {
-                                    KeepAlive {
-                                        inner: b,
-                                        every: heartbeat,
-                                        sleep: Box::pin(tokio::time::sleep(heartbeat)),
-                                    }
-                                    .boxed()
-                                } else {
-                                    b
-                                }
-                            });
-                            Ok::<_, std::convert::Infallible>(resp)
-                        }
+                        async move { Ok::<_, std::convert::Infallible>(keep_alive(service.handle(req).await, heartbeat)) }
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
                         .timer(TokioTimer::new())

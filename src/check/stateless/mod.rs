@@ -289,6 +289,8 @@ fn state_binding(ix: &Index) -> Status {
 fn state_integrity(ix: &Index) -> Status {
     let mut out = Vec::new();
     let mut judged = false;
+    // A state presented whose minting declared no lifetime: expiry cannot be judged.
+    let mut undeclared = false;
     for (i, s) in ix.sent.iter().enumerate() {
         let Some(p) = &s.state else { continue };
         if p.how.is_tampered() {
@@ -312,7 +314,10 @@ fn state_integrity(ix: &Index) -> Status {
         }
         // Expiry, as the server declared it when minting.
         let Some(m) = ix.minted.get(&p.fp) else { continue };
-        let Some(life) = m.lifetime_us else { continue };
+        let Some(life) = m.lifetime_us else {
+            undeclared = true;
+            continue;
+        };
         let expired_at = SimTime(m.t.0 + life);
         // Sent at least a grace after it expired: the server sees it later still.
         if s.t.0 > expired_at.0 + CLOSE_GRACE.0 {
@@ -327,6 +332,11 @@ fn state_integrity(ix: &Index) -> Status {
                 ));
             }
         }
+    }
+    if !judged && undeclared {
+        return not_applicable(
+            "no client presented an altered or moved requestState, and the server declared no lifetime for the states it minted, so none can be judged expired",
+        );
     }
     if !judged {
         return not_applicable("no client presented an altered, moved or expired requestState");

@@ -403,6 +403,25 @@ fn state_integrity_fires_on_an_altered_or_expired_state_acted_on() {
 }
 
 #[test]
+fn state_integrity_says_so_when_the_server_declared_no_lifetime() {
+    // rmcp's codec reads the wall clock for its TTL, so the plug declares none:
+    // a state presented long after is not judged expired, and the words say why.
+    let mut t = presented(StateHow::AsReceived, 90_000, complete("alice"));
+    for e in &mut t.events {
+        if let What::StateMinted { lifetime_us, .. } = &mut e.what {
+            *lifetime_us = None;
+        }
+    }
+    let Status::NotApplicable { why } = verdict(&t, CheckId::StateIntegrity) else {
+        panic!("judged without a lifetime")
+    };
+    assert!(why.contains("declared no lifetime"), "{why}");
+    let with_lifetime = presented(StateHow::AsReceived, 30_000, complete("alice"));
+    let Status::NotApplicable { why } = verdict(&with_lifetime, CheckId::StateIntegrity) else { panic!() };
+    assert!(!why.contains("declared no lifetime"), "{why}");
+}
+
+#[test]
 fn liveness_fires_on_a_call_given_up_and_not_on_one_still_running() {
     let base = || {
         Sb::new(60).client("alice").at(1_000).send("alice", 1, "c1", 1, Attempt::First, None).at(40_000).end(
