@@ -94,6 +94,37 @@ fn each_mutant_is_caught_live_by_its_own_check() {
     }
 }
 
+#[test]
+fn stateless_live_verdicts_equal_simulated_ones() {
+    // Every stateless scenario on naive and guarded, and each stateless
+    // mutant (and rmcp both ways) on a scenario that catches it.
+    let all: Vec<String> = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/stateless-http"))
+        .unwrap()
+        .map(|e| format!("stateless-http/{}", e.unwrap().file_name().to_string_lossy()))
+        .filter(|f| f.ends_with(".toml"))
+        .collect();
+    assert!(all.len() >= 13);
+    let mut jobs: Vec<(&str, &str)> =
+        all.iter().flat_map(|f| ["naive", "guarded"].map(move |s| (f.as_str(), s))).collect();
+    jobs.extend([
+        ("stateless-http/second-client-leak.toml", "unbound-state"),
+        ("stateless-http/tampered-state.toml", "unsealed-state"),
+        ("stateless-http/once-redeemed-twice.toml", "reusable-state"),
+        ("stateless-http/cancel-on-reset.toml", "uncancelled"),
+        ("stateless-http/restart-between-rounds.toml", "ephemeral-key"),
+        ("stateless-http/nat-rebind.toml", "rmcp"),
+        ("stateless-http/tampered-state.toml", "rmcp-unsealed"),
+    ]);
+    let mut caught = 0;
+    for ((file, server), runs) in live(&jobs, 1) {
+        let sim = simulated(&file, &server);
+        caught += usize::from(!sim.is_empty());
+        let (violated, report) = &runs[0];
+        assert_eq!(violated, &sim, "{file} on {server}: live and simulated verdicts differ:\n{report}");
+    }
+    assert!(caught >= 20, "the live runs include findings, not only clean runs: {caught}");
+}
+
 /// `mcpsim run --live COMMAND FILE ...`, with the exit code and both outputs.
 fn run_live(command: &str, file: &str, extra: &[&str]) -> (i32, String, String) {
     let mut args = vec!["run", "--live", command, file, "--time-scale", "0.05"];
@@ -182,6 +213,11 @@ fn what_a_server_does_not_report_is_said_not_guessed() {
     assert!(text.starts_with("garbage-id · server mute · LIVE ·"), "{text}");
     assert!(text.contains("live: the server never reported issuing req-1"), "{text}");
     assert!(text.contains("live: the server never reported the event ids of its notifications"), "{text}");
+    // stateless-http: executions and states.
+    let run = mcpsim::live::run(&plan("stateless-http/client-crash-mid-call.toml"), &opts).unwrap();
+    let text = mcpsim::report::text(&run, &mcpsim::check::judge(&run.trace), None);
+    assert!(text.contains("live: the server never reported a tool execution"), "{text}");
+    assert!(text.contains("live: the server never reported minting a requestState"), "{text}");
 }
 
 #[test]

@@ -326,13 +326,6 @@ fn a_malformed_request_state_is_refused_by_a_located_error_not_a_crash() {
     }
 }
 
-#[test]
-fn a_live_run_of_a_stateless_scenario_is_refused_with_a_usage_error() {
-    let out = common::mcpsim(&["run", "--live", "true", "scenarios/stateless-http/nat-rebind.toml"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(common::text(&out.stderr).contains("live runs of that dialect are not supported yet"));
-}
-
 /// What the application of `server` decided about each presented state in `scenario`.
 fn state_decisions(scenario: &str, server: &str) -> Vec<(String, Option<String>)> {
     let path = format!("{}/scenarios/stateless-http/{scenario}.toml", env!("CARGO_MANIFEST_DIR"));

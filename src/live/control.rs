@@ -9,8 +9,9 @@
 //! event a simulated server's application records, stamped with the time
 //! mcpsim read it.
 
-use crate::scenario::{Dialect, ServerConfig};
+use crate::scenario::{Dialect, ServerConfig, ToolSpec};
 use crate::server::AppCommand;
+use crate::trace::stateless::{ExecStep, StateVerdict};
 use crate::trace::{Outcome, What};
 use crate::wire::jsonrpc::RpcId;
 use serde::{Deserialize, Serialize};
@@ -87,6 +88,118 @@ pub enum FromServer {
         /// The explanation, for the timeline.
         note: String,
     },
+    /// stateless-http: one step of tool execution `exec` (the application's
+    /// own number, unique over the run), serving request `id`.
+    Execution {
+        /// The application's number for this execution.
+        exec: u32,
+        /// The tool.
+        tool: String,
+        /// The request's `call` argument.
+        call: String,
+        /// The request's JSON-RPC id.
+        id: RpcId,
+        /// The principal whose credential the request presented.
+        principal: String,
+        /// The principal its `requestState` was minted for, if it continues one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        on_behalf_of: Option<String>,
+        /// `started`, `effect`, `cancelled` or `completed`.
+        step: Step,
+    },
+    /// stateless-http: the application minted a `requestState` in answer to request `id`.
+    StateMinted {
+        /// The request's `call` argument.
+        call: String,
+        /// The request's JSON-RPC id.
+        id: RpcId,
+        /// The principal it was minted for.
+        principal: String,
+        /// The state's text (or give `fingerprint`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        state: Option<String>,
+        /// Its fingerprint as mcpsim computes it (FNV-1a of the text, hex), instead of `state`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fingerprint: Option<String>,
+        /// How long the server will accept it, in the process's (real) milliseconds, if it expires.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lifetime_ms: Option<u64>,
+        /// Whether it is a one-time redemption.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        once: bool,
+    },
+    /// stateless-http: what the application decided about a presented `requestState`.
+    StateChecked {
+        /// The request's `call` argument.
+        call: String,
+        /// The request's JSON-RPC id.
+        id: RpcId,
+        /// The principal whose credential the request presented.
+        principal: String,
+        /// The state's text, as presented (or give `fingerprint`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        state: Option<String>,
+        /// Its fingerprint, instead of `state`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fingerprint: Option<String>,
+        /// Whether the application acted on it.
+        accepted: bool,
+        /// Why it was refused, for the report.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        why: String,
+    },
+    /// stateless-http: the tool list changed (the `n`th time), told to `streams` open listen streams.
+    ToolsChanged {
+        /// Which change this is, from 1.
+        n: u32,
+        /// How many open listen streams were told.
+        streams: usize,
+    },
+}
+
+/// A step of a tool execution, on the control connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Step {
+    /// The execution began.
+    Started,
+    /// Its side effect happened.
+    Effect,
+    /// The application stopped it (its stream's close reached the server).
+    Cancelled,
+    /// Its result was handed to the transport.
+    Completed,
+}
+
+impl From<Step> for ExecStep {
+    fn from(s: Step) -> Self {
+        match s {
+            Step::Started => ExecStep::Started,
+            Step::Effect => ExecStep::Effect,
+            Step::Cancelled => ExecStep::Cancelled,
+            Step::Completed => ExecStep::Completed,
+        }
+    }
+}
+
+impl From<ExecStep> for Step {
+    fn from(s: ExecStep) -> Self {
+        match s {
+            ExecStep::Started => Step::Started,
+            ExecStep::Effect => Step::Effect,
+            ExecStep::Cancelled => Step::Cancelled,
+            ExecStep::Completed => Step::Completed,
+        }
+    }
+}
+
+/// A state's fingerprint, from its text or as given; a report needs one of them.
+fn fingerprint_of(state: Option<String>, fingerprint: Option<String>, what: &str) -> Result<String, String> {
+    match (state, fingerprint) {
+        (_, Some(fp)) => Ok(fp),
+        (Some(text), None) => Ok(crate::wire::mrtr::fingerprint(&text)),
+        (None, None) => Err(format!("a `{what}` report needs `state` (the state's text) or `fingerprint`")),
+    }
 }
 
 fn yes() -> bool {
@@ -153,10 +266,13 @@ impl From<ToServer> for AppCommand {
 }
 
 impl FromServer {
-    /// The trace event a report stands for (`None` for `ready`).
-    pub fn into_what(self) -> Option<What> {
-        Some(match self {
-            FromServer::Ready { .. } => return None,
+    /// The trace event a report stands for (`None` for `ready`); the
+    /// process's real durations become scenario ones at time scale `scale`.
+    /// A report the protocol allows but that lacks what the trace needs is
+    /// an error, in words.
+    pub fn into_what(self, scale: f64) -> Result<Option<What>, String> {
+        Ok(Some(match self {
+            FromServer::Ready { .. } => return Ok(None),
             FromServer::Issued { session, client, label, method, id, event_id, reissuable } => {
                 What::RequestIssued { client, label, method, id, event_id, session: Some(session), reissuable }
             }
@@ -168,7 +284,28 @@ impl FromServer {
             }
             FromServer::Error { client, message } => What::AppError { client, error: message },
             FromServer::Note { session, note } => What::ServerNote { session, note, explanation: true },
-        })
+            FromServer::Execution { exec, tool, call, id, principal, on_behalf_of, step } => {
+                What::Execution { exec, tool, call, id, principal, on_behalf_of, step: step.into() }
+            }
+            FromServer::StateMinted { call, id, principal, state, fingerprint, lifetime_ms, once } => {
+                What::StateMinted {
+                    call,
+                    id,
+                    principal,
+                    fp: fingerprint_of(state, fingerprint, "state-minted")?,
+                    lifetime_us: lifetime_ms.map(|ms| (ms as f64 * 1000.0 / scale).round() as u64),
+                    once,
+                }
+            }
+            FromServer::StateChecked { call, id, principal, state, fingerprint, accepted, why } => What::StateChecked {
+                call,
+                id,
+                principal,
+                fp: fingerprint_of(state, fingerprint, "state-checked")?,
+                verdict: if accepted { StateVerdict::Accepted } else { StateVerdict::Refused { why } },
+            },
+            FromServer::ToolsChanged { n, streams } => What::ToolsChanged { n, streams },
+        }))
     }
 
     /// The report a trace event of a server's application stands for (what
@@ -192,6 +329,26 @@ impl FromServer {
             }
             What::AppError { client, error } => FromServer::Error { client, message: error },
             What::ServerNote { session, note, .. } => FromServer::Note { session, note },
+            What::Execution { exec, tool, call, id, principal, on_behalf_of, step } => {
+                FromServer::Execution { exec, tool, call, id, principal, on_behalf_of, step: step.into() }
+            }
+            What::StateMinted { call, id, principal, fp, lifetime_us, once } => FromServer::StateMinted {
+                call,
+                id,
+                principal,
+                state: None,
+                fingerprint: Some(fp),
+                lifetime_ms: lifetime_us.map(|us| us.div_ceil(1000)),
+                once,
+            },
+            What::StateChecked { call, id, principal, fp, verdict } => {
+                let (accepted, why) = match verdict {
+                    StateVerdict::Accepted => (true, String::new()),
+                    StateVerdict::Refused { why } => (false, why),
+                };
+                FromServer::StateChecked { call, id, principal, state: None, fingerprint: Some(fp), accepted, why }
+            }
+            What::ToolsChanged { n, streams } => FromServer::ToolsChanged { n, streams },
             _ => return None,
         })
     }
@@ -205,11 +362,15 @@ pub fn environment(
     control_port: u16,
     dialect: Dialect,
     cfg: &ServerConfig,
+    tools: &[ToolSpec],
     scale: f64,
     seed: u64,
 ) -> Vec<(&'static str, String)> {
     let ms = |d: Duration| d.mul_f64(scale).as_millis().max(1).to_string();
+    let tools: Vec<ToolWire> = tools.iter().map(|t| ToolWire::scaled(t, scale)).collect();
     vec![
+        ("MCPSIM_TOOLS", serde_json::to_string(&tools).expect("tools serialize")),
+        ("MCPSIM_STATE_LIFETIME_MS", ms(cfg.state_lifetime.0)),
         ("MCPSIM_PROTOCOL", PROTOCOL.to_string()),
         ("MCPSIM_PORT", port.to_string()),
         ("MCPSIM_CONTROL_PORT", control_port.to_string()),
@@ -225,6 +386,55 @@ pub fn environment(
     ]
 }
 
+/// A `[[tool]]` as `MCPSIM_TOOLS` carries it (a JSON array): its times in
+/// the process's real milliseconds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolWire {
+    /// Its name.
+    pub name: String,
+    /// How long one execution runs before its side effect and result.
+    pub runs_ms: u64,
+    /// How often it sends progress (none: never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress_every_ms: Option<u64>,
+    /// The input it asks for first, by method (an MRTR round); none: it runs at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<String>,
+    /// Its state is a one-time redemption.
+    #[serde(default)]
+    pub once: bool,
+    /// Running it twice does no harm.
+    #[serde(default)]
+    pub idempotent: bool,
+}
+
+impl ToolWire {
+    fn scaled(t: &ToolSpec, scale: f64) -> Self {
+        let ms = |d: Duration| d.mul_f64(scale).as_millis() as u64;
+        ToolWire {
+            name: t.name.clone(),
+            runs_ms: ms(t.runs),
+            progress_every_ms: t.progress_every.map(|p| ms(p).max(1)),
+            input: t.input.clone(),
+            once: t.once,
+            idempotent: t.idempotent,
+        }
+    }
+
+    /// The tool, its times as given (real ones, for the process).
+    pub fn into_spec(self) -> ToolSpec {
+        ToolSpec {
+            name: self.name,
+            runs: Duration::from_millis(self.runs_ms),
+            progress_every: self.progress_every_ms.map(Duration::from_millis),
+            input: self.input,
+            once: self.once,
+            idempotent: self.idempotent,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,7 +444,7 @@ mod tests {
         let line = r#"{"type":"outcome","label":"s1","id":7,"outcome":"timed-out"}"#;
         let m: FromServer = serde_json::from_str(line).unwrap();
         assert_eq!(
-            m.into_what(),
+            m.into_what(1.0).unwrap(),
             Some(What::RequestOutcome {
                 label: "s1".into(),
                 id: RpcId::Num(7),
@@ -245,7 +455,7 @@ mod tests {
         );
         let ready: FromServer =
             serde_json::from_str(r#"{"type":"ready","protocol":"mcpsim-control/1","server":"x"}"#).unwrap();
-        assert_eq!(ready.into_what(), None);
+        assert_eq!(ready.into_what(1.0).unwrap(), None);
         assert!(serde_json::from_str::<FromServer>(r#"{"type":"outcome","label":"s1"}"#).is_err());
     }
 
@@ -262,12 +472,63 @@ mod tests {
         };
         let line = serde_json::to_string(&FromServer::from_what(w.clone()).unwrap()).unwrap();
         let back: FromServer = serde_json::from_str(&line).unwrap();
-        assert_eq!(back.into_what(), Some(w));
+        assert_eq!(back.into_what(1.0).unwrap(), Some(w));
         let cmd = AppCommand::Notify { client: "bob".into(), token: "t".into(), count: 2 };
         assert_eq!(
             serde_json::to_string(&ToServer::from(cmd.clone())).unwrap(),
             r#"{"type":"notify","session":"t","client":"bob","count":2}"#
         );
         assert_eq!(AppCommand::from(ToServer::from(cmd.clone())), cmd);
+    }
+
+    #[test]
+    fn stateless_reports_read_as_documented_and_survive_the_round_trip() {
+        // A state given as text becomes its fingerprint; a lifetime in the process's
+        // milliseconds becomes scenario time at the run's scale.
+        let line =
+            r#"{"type":"state-minted","call":"a-1","id":1,"principal":"alice","state":"xyz","lifetime_ms":3000}"#;
+        let m: FromServer = serde_json::from_str(line).unwrap();
+        assert_eq!(
+            m.into_what(0.05).unwrap(),
+            Some(What::StateMinted {
+                call: "a-1".into(),
+                id: RpcId::Num(1),
+                principal: "alice".into(),
+                fp: crate::wire::mrtr::fingerprint("xyz"),
+                lifetime_us: Some(60_000_000),
+                once: false,
+            })
+        );
+        let no_state = r#"{"type":"state-checked","call":"a-1","id":2,"principal":"bob","accepted":true}"#;
+        let err = serde_json::from_str::<FromServer>(no_state).unwrap().into_what(1.0).unwrap_err();
+        assert!(err.contains("needs `state`"), "{err}");
+        let line = r#"{"type":"execution","exec":3,"tool":"deploy","call":"deploy-1","id":2,"principal":"alice","step":"cancelled"}"#;
+        let w = serde_json::from_str::<FromServer>(line).unwrap().into_what(1.0).unwrap().unwrap();
+        assert!(matches!(&w, What::Execution { exec: 3, step: ExecStep::Cancelled, on_behalf_of: None, .. }), "{w:?}");
+        for w in [
+            w,
+            What::StateChecked {
+                call: "a-1".into(),
+                id: RpcId::Num(2),
+                principal: "bob".into(),
+                fp: "0123abcd".into(),
+                verdict: StateVerdict::Refused { why: "minted for alice".into() },
+            },
+            What::StateMinted {
+                call: "a-1".into(),
+                id: RpcId::Str("r1".into()),
+                principal: "alice".into(),
+                fp: "0123abcd".into(),
+                lifetime_us: Some(2_000_000),
+                once: true,
+            },
+            What::ToolsChanged { n: 2, streams: 1 },
+        ] {
+            let line = serde_json::to_string(&FromServer::from_what(w.clone()).unwrap()).unwrap();
+            let back: FromServer = serde_json::from_str(&line).unwrap();
+            assert_eq!(back.into_what(1.0).unwrap(), Some(w), "{line}");
+        }
+        let tools = environment(1, 2, Dialect::StatelessHttp, &ServerConfig::default(), &[], 0.5, 0);
+        assert!(tools.contains(&("MCPSIM_STATE_LIFETIME_MS", "30000".into())), "{tools:?}");
     }
 }

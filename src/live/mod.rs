@@ -38,7 +38,7 @@ use crate::world::nat::{Nat, NatCmd};
 use crate::world::{record_header, start_client, Hosts, Schedule, World};
 use control::{FromServer, ToServer, PROTOCOL};
 use process::{describe_exit, Process};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
@@ -89,14 +89,6 @@ pub fn run(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
         return Err(Error::usage(format!("--time-scale must be a positive number, not {}", opts.time_scale)));
     }
     plan.validate().map_err(|p| Error::usage(format!("plan {:?}: {}", plan.name, p.message)))?;
-    if !plan.dialect.has_sessions() {
-        return Err(Error::usage(format!(
-            "scenario {:?} is stateless-http: live runs of that dialect are not supported yet (its checks need the \
-             application's reports of executions and states, which the live control protocol does not carry so far); \
-             run it in simulation",
-            plan.name
-        )));
-    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -111,7 +103,8 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
     let mut interrupt = Interrupt::new()?;
     let (port, control) = ports(opts.port).await?;
     let control_port = control.local_addr().map_err(|e| Error::io(e.to_string()))?.port();
-    let env = control::environment(port, control_port, plan.dialect, &plan.server, opts.time_scale, plan.seed.0);
+    let env =
+        control::environment(port, control_port, plan.dialect, &plan.server, &plan.tools, opts.time_scale, plan.seed.0);
     let mut process = Process::spawn(&opts.command, &env, opts.echo)
         .map_err(|e| Error::io(format!("cannot start the server command `{}`: {e}", opts.command)))?;
     let (server, lines, writer) = tokio::select! {
@@ -126,10 +119,16 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
     record_header(&rec, plan, &server, plan.seed);
     let fatal: Rc<RefCell<Option<String>>> = Rc::default();
     let app = AppHook { commands: Inbox::new(), report: AppReporter::new(rec.clone()) };
-    tokio::task::spawn_local(forward_commands(app.commands.clone(), writer, fatal.clone()));
-    tokio::task::spawn_local(read_reports(lines, rec.clone(), fatal.clone()));
+    let control =
+        Control { app: app.clone(), rec: rec.clone(), fatal: fatal.clone(), scale: opts.time_scale, listener: control };
+    // The highest execution number reported so far: a restarted process
+    // numbers its executions from 1 again, and the trace counts on.
+    let execs: Rc<Cell<u32>> = Rc::default();
+    let mut tasks = control.spawn(writer, lines, 0, &execs);
+    let restart: Rc<Cell<bool>> = Rc::default();
+    let mut life = 1u32;
 
-    let mut world = build(plan, port, &rec, app).await?;
+    let mut world = build(plan, port, &rec, app, restart.clone()).await?;
     let mut schedule = Schedule::new(plan.steps.len());
     let tick = LOOP_EVERY.div_f64(opts.time_scale);
     let lateness_bound = (plan.network.tick * 2).max(Duration::from_millis(250));
@@ -160,6 +159,32 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
                 }
             }
             world.apply(&plan.steps[index], index, at);
+        }
+        if restart.take() {
+            // restart-server: the process is killed and started again, with
+            // nothing of its memory; it must say `ready` again.
+            life += 1;
+            tasks.abort();
+            process.kill();
+            let _ = process.exited().await;
+            process.settle().await;
+            let mut env = env.clone();
+            env.push(("MCPSIM_LIFE", life.to_string()));
+            let restarted = match Process::spawn(&opts.command, &env, opts.echo) {
+                Ok(p) => p,
+                Err(e) => {
+                    aborted = Some(format!("cannot restart the server command `{}`: {e}", opts.command));
+                    break;
+                }
+            };
+            process = restarted;
+            match ready(&control.listener, &mut process, opts).await {
+                Ok((_, lines, writer)) => tasks = control.spawn(writer, lines, execs.get(), &execs),
+                Err(e) => {
+                    aborted = Some(format!("the server process did not come back after restart-server: {e}"));
+                    break;
+                }
+            }
         }
         if let Some(why) = fatal.borrow_mut().take() {
             aborted =
@@ -358,6 +383,42 @@ async fn ready(control: &TcpListener, process: &mut Process, opts: &LiveOptions)
     }
 }
 
+/// The control connection's side of a live run: what a (re)started
+/// process's reports and commands go through.
+struct Control {
+    app: AppHook,
+    rec: Recorder,
+    fatal: Rc<RefCell<Option<String>>>,
+    scale: f64,
+    listener: TcpListener,
+}
+
+/// The two tasks serving one process's control connection.
+struct ControlTasks(tokio::task::AbortHandle, tokio::task::AbortHandle);
+
+impl ControlTasks {
+    fn abort(&self) {
+        self.0.abort();
+        self.1.abort();
+    }
+}
+
+impl Control {
+    /// Forwards commands to, and records the reports of, a process that said
+    /// `ready`; its execution numbers count on from `offset`.
+    fn spawn(&self, writer: Writer, lines: Lines, offset: u32, execs: &Rc<Cell<u32>>) -> ControlTasks {
+        let fwd = tokio::task::spawn_local(forward_commands(self.app.commands.clone(), writer, self.fatal.clone()));
+        let read = tokio::task::spawn_local(read_reports(
+            lines,
+            self.rec.clone(),
+            self.fatal.clone(),
+            self.scale,
+            (offset, execs.clone()),
+        ));
+        ControlTasks(fwd.abort_handle(), read.abort_handle())
+    }
+}
+
 /// Sends the step loop's application commands to the process, each at its
 /// due time.
 async fn forward_commands(
@@ -377,16 +438,28 @@ async fn forward_commands(
 }
 
 /// Records what the process reports; a line outside the protocol ends the run.
-async fn read_reports(mut lines: Lines, rec: Recorder, fatal: Rc<RefCell<Option<String>>>) {
+async fn read_reports(
+    mut lines: Lines,
+    rec: Recorder,
+    fatal: Rc<RefCell<Option<String>>>,
+    scale: f64,
+    (offset, execs): (u32, Rc<Cell<u32>>),
+) {
     loop {
         match lines.next_line().await {
             Ok(Some(line)) if line.trim().is_empty() => {}
-            Ok(Some(line)) => match serde_json::from_str::<FromServer>(&line) {
-                Ok(msg) => {
-                    if let Some(what) = msg.into_what() {
-                        rec.record(what);
+            Ok(Some(line)) => match serde_json::from_str::<FromServer>(&line)
+                .map_err(|e| e.to_string())
+                .and_then(|m| m.into_what(scale))
+            {
+                Ok(Some(mut what)) => {
+                    if let What::Execution { exec, .. } = &mut what {
+                        *exec = exec.saturating_add(offset);
+                        execs.set(execs.get().max(*exec));
                     }
+                    rec.record(what)
                 }
+                Ok(None) => {}
                 Err(e) => {
                     fatal.borrow_mut().get_or_insert(format!("the server process broke {PROTOCOL}: {e}: {line}"));
                     return;
@@ -411,6 +484,8 @@ async fn read_reports(mut lines: Lines, rec: Recorder, fatal: Rc<RefCell<Option<
 struct LiveHosts {
     starts: BTreeMap<String, Box<dyn Fn() -> tokio::task::AbortHandle>>,
     running: BTreeMap<String, tokio::task::AbortHandle>,
+    /// Set by `restart-server`; the step loop restarts the process.
+    restart: Rc<Cell<bool>>,
 }
 
 impl Hosts for LiveHosts {
@@ -426,7 +501,8 @@ impl Hosts for LiveHosts {
         }
     }
     fn restart_server(&mut self) -> Result<(), String> {
-        Err("a live run does not restart the server's process (restart-server is simulated only, for now)".into())
+        self.restart.set(true);
+        Ok(())
     }
 }
 
@@ -439,10 +515,16 @@ impl LiveHosts {
 }
 
 /// The NATs and clients of `plan`, in front of the server on `port`.
-async fn build(plan: &Plan, port: u16, rec: &Recorder, app: AppHook) -> Result<World<LiveHosts>> {
+async fn build(
+    plan: &Plan,
+    port: u16,
+    rec: &Recorder,
+    app: AppHook,
+    restart: Rc<Cell<bool>>,
+) -> Result<World<LiveHosts>> {
     let mut clients = BTreeMap::new();
     let mut nats = BTreeMap::new();
-    let mut hosts = LiveHosts { starts: BTreeMap::new(), running: BTreeMap::new() };
+    let mut hosts = LiveHosts { starts: BTreeMap::new(), running: BTreeMap::new(), restart };
     for spec in &plan.clients {
         let (nat_net, nat_port) =
             net::TcpNat::bind(port).await.map_err(|e| Error::io(format!("cannot listen for a NAT: {e}")))?;
@@ -484,6 +566,30 @@ fn unreported(plan: &Plan, trace: &crate::trace::Trace) -> Vec<String> {
             _ => None,
         })
         .collect();
+    if !plan.dialect.has_sessions() {
+        let calls = plan.steps.iter().any(|s| matches!(s.action, crate::scenario::Action::Call { .. }));
+        let reported = |f: fn(&What) -> bool| trace.events.iter().any(|e| f(&e.what));
+        if calls && !reported(|w| matches!(w, What::Execution { .. })) {
+            notes.push(
+                "the server never reported a tool execution: exactly-once and cancellation see only what reached \
+                 the clients"
+                    .into(),
+            );
+        }
+        let minted = plan.tools.iter().any(|t| t.input.is_some());
+        if calls && minted && !reported(|w| matches!(w, What::StateMinted { .. })) {
+            notes.push(
+                "the server never reported minting a requestState: state-binding and state-integrity judge only \
+                 what the clients saw"
+                    .into(),
+            );
+        }
+        let changes = plan.steps.iter().any(|s| matches!(s.action, crate::scenario::Action::ChangeTools));
+        if changes && !reported(|w| matches!(w, What::ToolsChanged { .. })) {
+            notes.push("the server never reported a tool-list change: liveness cannot follow them".into());
+        }
+        return notes;
+    }
     let notifies = plan.steps.iter().any(|s| matches!(s.action, crate::scenario::Action::Notify { .. }));
     if notifies && !trace.events.iter().any(|e| matches!(e.what, What::Notified { .. })) {
         notes.push(

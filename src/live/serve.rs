@@ -6,7 +6,7 @@
 use super::control::{FromServer, ToServer, PROTOCOL};
 use crate::error::{Error, Result};
 use crate::inbox::Inbox;
-use crate::scenario::{Dialect, Dur, ServerConfig};
+use crate::scenario::{Dialect, Dur, ServerConfig, ToolSpec};
 use crate::seed::Seed;
 use crate::server::{AppCommand, AppHook, AppReporter};
 use std::time::Duration;
@@ -28,6 +28,32 @@ pub struct ServeOptions {
     pub config: ServerConfig,
     /// Seeds its session tokens.
     pub seed: Seed,
+    /// Which life of the server's process this is (`MCPSIM_LIFE`, 1 when
+    /// fresh; a live run that restarts the process counts on).
+    pub life: u32,
+    /// stateless-http: the tools it offers (`MCPSIM_TOOLS`, real times), or
+    /// [`default_tools`] when it is started by hand.
+    pub tools: Vec<ToolSpec>,
+}
+
+/// What a stateless server started by hand offers: `echo` (at once),
+/// `confirm` (asks for an elicitation first), `redeem` (a one-time state)
+/// and `slow` (30 s, progress every 5 s).
+pub fn default_tools() -> Vec<ToolSpec> {
+    let tool = |name: &str, runs: u64, progress: Option<u64>, input: Option<&str>, once: bool| ToolSpec {
+        name: name.into(),
+        runs: Duration::from_secs(runs),
+        progress_every: progress.map(Duration::from_secs),
+        input: input.map(str::to_string),
+        once,
+        idempotent: name == "echo",
+    };
+    vec![
+        tool("echo", 0, None, None, false),
+        tool("confirm", 0, None, Some("elicitation/create"), false),
+        tool("redeem", 0, None, Some("elicitation/create"), true),
+        tool("slow", 30, Some(5), None, false),
+    ]
 }
 
 impl ServeOptions {
@@ -76,6 +102,17 @@ impl ServeOptions {
         if let Some(v) = num("MCPSIM_FIRST_EVENT_ID")? {
             config.first_event_id = v;
         }
+        if let Some(v) = ms("MCPSIM_STATE_LIFETIME_MS")? {
+            config.state_lifetime = v;
+        }
+        let tools = match get("MCPSIM_TOOLS") {
+            None => default_tools(),
+            Some(v) => serde_json::from_str::<Vec<super::control::ToolWire>>(&v)
+                .map_err(|e| Error::usage(format!("MCPSIM_TOOLS is not a JSON array of tools: {e}: {v}")))?
+                .into_iter()
+                .map(super::control::ToolWire::into_spec)
+                .collect(),
+        };
         let port = match port {
             Some(p) => p,
             None => num("MCPSIM_PORT")?.map_or(Ok(8080), |p| {
@@ -85,7 +122,9 @@ impl ServeOptions {
         let control_port = num("MCPSIM_CONTROL_PORT")?
             .map(|p| u16::try_from(p).map_err(|_| Error::usage(format!("MCPSIM_CONTROL_PORT={p} is not a port"))))
             .transpose()?;
-        Ok(ServeOptions { server, port, control_port, dialect, config, seed: Seed(num("MCPSIM_SEED")?.unwrap_or(0)) })
+        let seed = Seed(num("MCPSIM_SEED")?.unwrap_or(0));
+        let life = num("MCPSIM_LIFE")?.map_or(1, |n| n.clamp(1, u64::from(u32::MAX)) as u32);
+        Ok(ServeOptions { server, port, control_port, dialect, config, seed, tools, life })
     }
 }
 
@@ -97,13 +136,12 @@ pub fn serve(opts: &ServeOptions) -> Result<()> {
         let names: Vec<String> = speaks.iter().map(|d| format!("{:?}", d.name())).collect();
         return Err(Error::usage(format!("server {:?} speaks only dialect {}", opts.server, names.join(" and "))));
     }
-    if !opts.dialect.has_sessions() {
-        return Err(Error::usage(format!(
-            "mcpsim serve does not serve dialect {:?} yet (live runs of it are not supported)",
-            opts.dialect.name()
-        )));
-    }
-    let plug = crate::server::builtin(&opts.server, &opts.config, opts.dialect, opts.seed).ok_or_else(|| {
+    let plug = if opts.dialect.has_sessions() {
+        crate::server::builtin(&opts.server, &opts.config, opts.dialect, opts.seed)
+    } else {
+        crate::server::builtin_stateless(&opts.server, &opts.config, &opts.tools, opts.seed, opts.life)
+    };
+    let plug = plug.ok_or_else(|| {
         Error::usage(format!("unknown server {:?} (known: {})", opts.server, crate::server::known_servers().join(", ")))
     })?;
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -111,6 +149,10 @@ pub fn serve(opts: &ServeOptions) -> Result<()> {
         .build()
         .map_err(|e| Error::io(format!("cannot start a runtime: {e}")))?;
     let local = tokio::task::LocalSet::new();
+    // The stateless servers read the time (a state's expiry) through
+    // crate::clock: here that is this process's wall clock, unscaled (the
+    // live run already scaled every time it handed over).
+    let _clock = (!opts.dialect.has_sessions()).then(|| crate::clock::go_live(1.0));
     local.block_on(&rt, async move {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", opts.port))
             .await
@@ -128,7 +170,7 @@ pub fn serve(opts: &ServeOptions) -> Result<()> {
             opts.server,
             opts.dialect.name(),
             opts.port,
-            if opts.dialect == Dialect::StreamableHttp { "mcp" } else { "mcp/sse" }
+            if opts.dialect == Dialect::LegacySse { "mcp/sse" } else { "mcp" }
         );
         let served = plug.serve(listener.into(), app);
         let Some(control_port) = opts.control_port else {
@@ -185,7 +227,7 @@ mod tests {
             ..ServerConfig::default()
         };
         let env: BTreeMap<_, _> =
-            super::super::control::environment(4000, 4001, Dialect::LegacySse, &cfg, 0.5, 9).into_iter().collect();
+            super::super::control::environment(4000, 4001, Dialect::LegacySse, &cfg, &[], 0.5, 9).into_iter().collect();
         let opts = ServeOptions::from_env("guarded".into(), None, None, |k| env.get(k).cloned()).unwrap();
         assert_eq!(
             (opts.port, opts.control_port, opts.dialect, opts.seed),
@@ -195,6 +237,39 @@ mod tests {
         assert_eq!(opts.config.request_timeout.0, Duration::from_secs(15));
         assert_eq!(opts.config.fence_delay.0, Duration::from_secs(1));
         assert_eq!((opts.config.retention, opts.config.first_event_id), (5, 0));
+        assert!(opts.tools.is_empty(), "a stateful scenario has no tools");
+        let by_hand = ServeOptions::from_env("guarded".into(), None, None, |_| None).unwrap();
+        assert_eq!(by_hand.tools, default_tools(), "no MCPSIM_TOOLS: the tools for people starting it by hand");
+        assert_eq!(opts.life, 1);
+        // stateless-http: the scenario's tools arrive, their times scaled.
+        let tool = ToolSpec {
+            name: "deploy".into(),
+            runs: Duration::from_secs(120),
+            progress_every: Some(Duration::from_secs(10)),
+            input: Some("elicitation/create".into()),
+            once: true,
+            idempotent: false,
+        };
+        let env: BTreeMap<_, _> = super::super::control::environment(
+            4000,
+            4001,
+            Dialect::StatelessHttp,
+            &cfg,
+            std::slice::from_ref(&tool),
+            0.5,
+            9,
+        )
+        .into_iter()
+        .collect();
+        let opts = ServeOptions::from_env("guarded".into(), None, None, |k| env.get(k).cloned()).unwrap();
+        let scaled =
+            ToolSpec { runs: Duration::from_secs(60), progress_every: Some(Duration::from_secs(5)), ..tool.clone() };
+        assert_eq!((opts.dialect, opts.tools), (Dialect::StatelessHttp, vec![scaled]));
+        assert_eq!(opts.config.state_lifetime.0, Duration::from_secs(30));
+        let bad = ServeOptions::from_env("guarded".into(), None, None, |k| {
+            (k == "MCPSIM_TOOLS").then(|| "[{\"name\": 1}]".to_string())
+        });
+        assert!(bad.unwrap_err().to_string().contains("MCPSIM_TOOLS is not a JSON array of tools"));
         let bad = ServeOptions::from_env("guarded".into(), None, None, |k| {
             (k == "MCPSIM_HEARTBEAT_MS").then(|| "soon".to_string())
         });

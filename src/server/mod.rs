@@ -98,25 +98,28 @@ pub fn for_plan(name: &str, plan: &Plan, seed: Seed) -> Result<Rc<dyn ServerPlug
         )));
     }
     if plan.dialect == Dialect::StatelessHttp {
-        return builtin_stateless(name, &plan.server, &plan.tools, seed)
+        return builtin_stateless(name, &plan.server, &plan.tools, seed, 1)
             .ok_or_else(|| Error::usage(format!("unknown server {name:?} (known: {})", known_servers().join(", "))));
     }
     builtin(name, &plan.server, plan.dialect, seed)
         .ok_or_else(|| Error::usage(format!("unknown server {name:?} (known: {})", known_servers().join(", "))))
 }
 
-/// A built-in stateless-http server by name, offering `tools`.
+/// A built-in stateless-http server by name, offering `tools`, as a process
+/// in its `life`th life (1: fresh; a restarted live process counts on, so
+/// that a per-process key is a new one).
 pub fn builtin_stateless(
     name: &str,
     cfg: &ServerConfig,
     tools: &[crate::scenario::ToolSpec],
     seed: Seed,
+    life: u32,
 ) -> Option<Rc<dyn ServerPlug>> {
     if let Some(i) = rmcp_stateless::NAMES.iter().position(|n| *n == name) {
-        return Some(Rc::new(rmcp_stateless::RmcpStateless::new(i == 0, cfg, tools.to_vec(), seed)));
+        return Some(Rc::new(rmcp_stateless::RmcpStateless::new(i == 0, cfg, tools.to_vec(), seed).in_life(life)));
     }
     let policy = *stateless::POLICIES.iter().find(|p| p.name == name)?;
-    Some(Rc::new(stateless::StatelessServer::new(policy, cfg.clone(), tools.to_vec(), seed)))
+    Some(Rc::new(stateless::StatelessServer::new(policy, cfg.clone(), tools.to_vec(), seed).in_life(life)))
 }
 
 /// A built-in server by name (legacy-sse or streamable-http).

@@ -87,6 +87,12 @@ impl RmcpStateless {
     pub fn new(sealed: bool, cfg: &ServerConfig, tools: Vec<ToolSpec>, seed: Seed) -> Self {
         Self { sealed, tools, seed, heartbeat: cfg.heartbeat.0, lives: Cell::new(0), durable: Arc::default() }
     }
+
+    /// The server as a process that starts in its `life`th life (1: a fresh one).
+    pub fn in_life(self, life: u32) -> Self {
+        self.lives.set(life.saturating_sub(1));
+        self
+    }
 }
 
 /// What the application's state says (its JSON; sealed or not).

@@ -537,7 +537,10 @@ fn listens(ix: &Index, out: &mut Vec<Violation>) {
             l.acked.is_some_and(|a| a <= changed_at)
                 && l.end.as_ref().is_none_or(|e| e.1 .0 > changed_at.0 + CLOSE_GRACE.0)
         }) {
-            if l.changes.iter().any(|t| *t >= changed_at) {
+            // A notification counts from a grace before the report: a live
+            // server's report travels the control connection and can reach
+            // the trace after the notification reached the client.
+            if l.changes.iter().any(|t| t.0 + CLOSE_GRACE.0 >= changed_at.0) {
                 continue;
             }
             let fate = ix.listen_mapping(l).and_then(|m| ix.mappings.get(&(l.client.clone(), m)));

@@ -558,6 +558,22 @@ fn liveness_fires_on_a_change_that_never_reached_an_open_listen_and_on_a_lock_ou
     assert!(headlines(&lost, CheckId::Liveness)[0].contains("tool-list change 1 at 20.000 s never reached alice"));
     let told = changed(listening()).at(20_050).listen_event("alice", 1, crate::wire::mrtr::TOOLS_CHANGED).trace();
     assert!(passed(&told, CheckId::Liveness));
+    // Live, the report can reach the trace a moment after the notification reached the client.
+    let reported_late = listening()
+        .at(19_990)
+        .listen_event("alice", 1, crate::wire::mrtr::TOOLS_CHANGED)
+        .at(20_000)
+        .push(What::ToolsChanged { n: 1, streams: 1 })
+        .trace();
+    assert!(passed(&reported_late, CheckId::Liveness));
+    // A notification seconds before is another change's, not this one's.
+    let earlier = listening()
+        .at(15_000)
+        .listen_event("alice", 1, crate::wire::mrtr::TOOLS_CHANGED)
+        .at(20_000)
+        .push(What::ToolsChanged { n: 1, streams: 1 })
+        .trace();
+    assert!(headlines(&earlier, CheckId::Liveness)[0].contains("tool-list change 1 at 20.000 s never reached alice"));
     // Written into a half-open stream: lost, and inherent.
     let half_open = changed(listening().at(10_000).dropped("alice", 1)).trace();
     assert!(inherent_only(&half_open, CheckId::Liveness));

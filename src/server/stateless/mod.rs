@@ -166,6 +166,13 @@ impl StatelessServer {
     pub fn new(policy: StatelessPolicy, cfg: ServerConfig, tools: Vec<ToolSpec>, seed: Seed) -> Self {
         Self { policy, cfg, tools, seed, lives: Cell::new(0), durable: Rc::new(Durable::default()) }
     }
+
+    /// The server as a process that starts in its `life`th life (1: a fresh
+    /// one; `mcpsim serve` restarted by a live run counts on).
+    pub fn in_life(self, life: u32) -> Self {
+        self.lives.set(life.saturating_sub(1));
+        self
+    }
 }
 
 /// One process's memory.
