@@ -74,7 +74,7 @@ fn trace_time_never_runs_backwards_in_hunt_seeds() {
     for (i, seed) in seeds.enumerate() {
         let dialect = if i % 2 == 0 { Dialect::LegacySse } else { Dialect::StreamableHttp };
         let server = ["naive", "guarded"][i / 2 % 2];
-        let plan = mcpsim::hunt::generate::generate_in(seed, dialect);
+        let plan = mcpsim::hunt::generate_in(seed, dialect);
         let run = mcpsim::run(&plan, server, None).unwrap();
         assert_time_ordered(&run.trace, &format!("hunt seed {seed} ({dialect:?}) on {server}"));
     }

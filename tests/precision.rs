@@ -16,7 +16,7 @@ use mcpsim::scenario::Dialect;
 fn listing(server: &str, dialect: Dialect, seeds: &[u64]) -> String {
     let mut out = String::new();
     for &seed in seeds {
-        let plan = mcpsim::hunt::generate::generate_in(seed, dialect);
+        let plan = mcpsim::hunt::generate_in(seed, dialect);
         let run = mcpsim::run(&plan, server, None).unwrap();
         let verdicts = check::judge(&run.trace);
         out.push_str(&format!(

@@ -62,7 +62,7 @@ fn correlation_consistency_never_compares_ids_across_sessions() {
     // session, and rmcp's replay from 1 re-sends r1, which she answered in
     // that same session: a true correlation-consistency violation.)
     for seed in [14, 146, 230] {
-        let plan = mcpsim::hunt::generate::generate_in(seed, Dialect::StreamableHttp);
+        let plan = mcpsim::hunt::generate_in(seed, Dialect::StreamableHttp);
         let v = judge(&plan, "rmcp");
         assert!(
             headlines(&v, "correlation-consistency").is_empty(),
@@ -94,7 +94,7 @@ fn correlation_consistency_is_judged_per_session_whoever_holds_it() {
 fn session_binding_names_the_request_of_the_resuming_clients_session() {
     // Seed 303 of `--seed 0` on rmcp once named alice's r1 for bob's r4:
     // ids were looked up in any session.
-    let plan = mcpsim::hunt::generate::generate_in(303, Dialect::StreamableHttp);
+    let plan = mcpsim::hunt::generate_in(303, Dialect::StreamableHttp);
     let run = mcpsim::run(&plan, "rmcp", None).unwrap();
     let v = check::judge(&run.trace);
     // Each request's owner: the client whose session the application issued it on.

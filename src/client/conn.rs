@@ -111,23 +111,18 @@ impl Client {
         head_timeout: Duration,
     ) -> Result<Posted, Option<ConnId>> {
         let Some((conn, mut sender, driver)) = self.open::<Full<Bytes>>(purpose).await else { return Err(None) };
-        let streamable = self.dialect == Dialect::StreamableHttp;
-        let path = match token {
-            Some(token) if !streamable => crate::wire::legacy::messages_path(token),
-            _ => streamable::ENDPOINT.to_string(),
-        };
+        let (path, session) = self.wire.post_target(token);
         let mut req = Request::post(&path)
             .header("host", self.dialer.authority())
             .header("content-type", "application/json")
             .header("authorization", format!("Bearer {}", self.shared.credential.borrow()));
-        let session = token.filter(|_| streamable).map(str::to_string);
-        if streamable {
+        if self.wire.post_accepts_sse() {
             req = req.header("accept", "application/json, text/event-stream");
-            if let Some(token) = &session {
-                req = req
-                    .header("mcp-session-id", token.as_str())
-                    .header("mcp-protocol-version", mcp::PROTOCOL_VERSION_STREAMABLE);
-            }
+        }
+        if let Some(token) = &session {
+            req = req
+                .header("mcp-session-id", token.as_str())
+                .header("mcp-protocol-version", mcp::PROTOCOL_VERSION_STREAMABLE);
         }
         let req = match req.body(Full::new(Bytes::from(msg.to_json()))) {
             Ok(r) => r,

@@ -20,6 +20,8 @@
 mod conn;
 use conn::unsendable;
 pub mod dial;
+mod legacy;
+mod session;
 mod stateless;
 mod stream;
 mod streamable;
@@ -182,7 +184,8 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// One client actor.
 pub struct Client {
     spec: ClientSpec,
-    dialect: Dialect,
+    /// What its (stateful) dialect does differently.
+    wire: &'static dyn session::SessionWire,
     dialer: Rc<dyn Dialer>,
     rec: Recorder,
     /// What the step loop shares with this client.
@@ -268,7 +271,12 @@ impl Client {
     ) -> Rc<Client> {
         *shared.credential.borrow_mut() = spec.principal.clone();
         let st = State { call_gen: 1 << 32, ..State::default() };
-        Rc::new(Client { spec, dialect, dialer, rec, shared, inbox, st: RefCell::new(st) })
+        // The stateful dialects' differences; stateless-http never gets here (see `body`).
+        let wire: &'static dyn session::SessionWire = match dialect {
+            Dialect::LegacySse => &legacy::Legacy,
+            _ => &streamable::Streamable,
+        };
+        Rc::new(Client { spec, wire, dialer, rec, shared, inbox, st: RefCell::new(st) })
     }
 
     fn name(&self) -> String {

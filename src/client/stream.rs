@@ -1,27 +1,24 @@
 //! The client's streams: opening or resuming one, reading its SSE events,
 //! and acting on the messages in them (answering server requests).
 
+use super::session::UplinkRefusal;
 use super::*;
 
 impl Client {
     pub(super) async fn uplink(self: Rc<Self>, gen: u64, mode: Mode) {
-        let streamable = self.dialect == Dialect::StreamableHttp;
         // streamable-http: a fresh uplink first opens a session by POST.
         let mode = match mode {
-            Mode::Fresh if streamable => match self.init_session().await {
+            Mode::Fresh if self.wire.opens_by_post() => match self.init_session().await {
                 Some(token) => Mode::Resume { token, last_event_id: None },
                 None => return self.retry_later(gen, true),
             },
             m => m,
         };
-        let resuming = match &mode {
-            Mode::Fresh => false,
-            Mode::Resume { last_event_id, .. } => !streamable || last_event_id.is_some(),
-        };
+        let resuming = self.wire.is_resumption(&mode);
         let Some((conn, sender, _driver)) = self.open::<Empty<Bytes>>(Purpose::Uplink).await else {
-            return self.retry_later(gen, !resuming && !streamable);
+            return self.retry_later(gen, self.wire.retries_fresh(resuming));
         };
-        let (path, token, last_event_id) = self.uplink_target(&mode);
+        let (path, token, last_event_id) = self.wire.uplink_target(&mode);
         let req = match self.get_request(&path, token.as_deref(), last_event_id.as_deref()) {
             Ok(r) => r,
             Err(e) => {
@@ -33,7 +30,7 @@ impl Client {
         };
         self.rec.record(self.request_event(conn, "GET", path, last_event_id, token.clone()));
         let Some(resp) = self.response_head(conn, sender, req).await else {
-            return self.retry_later(gen, !resuming && !streamable);
+            return self.retry_later(gen, self.wire.retries_fresh(resuming));
         };
         let status = resp.status().as_u16();
         let content_type = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).map(str::to_string);
@@ -55,19 +52,6 @@ impl Client {
         };
         let (end, any_item) = self.read_stream(conn, resp.into_body(), gen, None, session).await;
         self.after_stream(conn, gen, end, any_item, resuming)
-    }
-
-    /// Where a fresh or resuming uplink GET goes: path, session header (streamable-http), `Last-Event-ID`.
-    fn uplink_target(&self, mode: &Mode) -> (String, Option<String>, Option<String>) {
-        match mode {
-            Mode::Fresh => (crate::wire::legacy::SSE_PATH.to_string(), None, None),
-            Mode::Resume { token, last_event_id } if self.dialect == Dialect::StreamableHttp => {
-                (streamable::ENDPOINT.to_string(), Some(token.clone()), last_event_id.clone())
-            }
-            Mode::Resume { token, last_event_id } => {
-                (crate::wire::legacy::sse_path(token), None, last_event_id.clone())
-            }
-        }
     }
 
     /// Sends `req` and waits at most the heartbeat timeout for the response
@@ -111,8 +95,8 @@ impl Client {
     /// An uplink GET answered with something other than a 200 event stream:
     /// a refusal (re-initialize), a dead session, or a failure (retry).
     fn not_a_stream(self: &Rc<Self>, conn: ConnId, gen: u64, status: u16, resuming: bool) {
-        let streamable = self.dialect == Dialect::StreamableHttp;
-        if streamable && status == 404 {
+        let refusal = self.wire.uplink_refusal(status);
+        if refusal == UplinkRefusal::SessionGone {
             // The session is gone: start a new one (MCP 2025-11-25).
             if resuming {
                 self.rec.record(What::Rejected { client: self.name(), conn, how: Refused::Status(404) });
@@ -124,10 +108,10 @@ impl Client {
             return self.reinitialize(&format!("resumption refused with HTTP {status}"));
         }
         self.rec.record(What::UplinkEnded { client: self.name(), conn, reason: format!("HTTP {status}") });
-        if streamable && status == 405 {
+        if refusal == UplinkRefusal::NoStream {
             return; // the server offers no standalone stream
         }
-        self.retry_later(gen, !streamable)
+        self.retry_later(gen, self.wire.retries_fresh(false))
     }
 
     /// What the client does once its uplink stopped: a refusal seen in the
@@ -138,11 +122,11 @@ impl Client {
                 self.rec.record(What::Rejected { client: self.name(), conn, how: Refused::ErrorEvent });
                 self.reinitialize("resumption refused with an error event")
             }
-            StreamEnd::Ended if resuming && !any_item && self.dialect != Dialect::StreamableHttp => {
+            StreamEnd::Ended if resuming && !any_item && self.wire.empty_resumption_is_refusal() => {
                 self.rec.record(What::Rejected { client: self.name(), conn, how: Refused::EmptyStream });
                 self.reinitialize("resumption answered with an empty stream")
             }
-            StreamEnd::Ended if self.dialect == Dialect::StreamableHttp => {
+            StreamEnd::Ended if !self.wire.empty_resumption_is_refusal() => {
                 // A server may close a stream at any time, also right after a
                 // replay with nothing in it: that is SSE polling (MCP
                 // 2025-11-25, SEP-1699), not a refusal. Come back after its
@@ -231,8 +215,8 @@ impl Client {
                     }
                 };
                 any_item = true;
-                if token.is_none() && self.dialect == Dialect::LegacySse && ev.event == "endpoint" {
-                    token = crate::wire::legacy::session_token(&ev.data).map(String::from);
+                if token.is_none() {
+                    token = self.wire.endpoint_token(&ev).map(String::from);
                 }
                 if let Some(end) = self.on_event(conn, ev, gen, call, token.as_deref()) {
                     return (end, any_item);
@@ -297,7 +281,7 @@ impl Client {
         token: Option<&str>,
     ) -> Option<StreamEnd> {
         match ev.event.as_str() {
-            "endpoint" if self.dialect == Dialect::LegacySse => self.clone().on_endpoint(&ev.data, conn),
+            "endpoint" if self.wire.has_endpoint_event() => self.clone().on_endpoint(&ev.data, conn),
             "error" => {
                 self.record_sse(conn, &ev, None);
                 return Some(StreamEnd::ErrorEvent);

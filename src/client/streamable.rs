@@ -2,6 +2,7 @@
 //! whose POST response streams carry related server requests, resumption of
 //! any stream by GET with `Last-Event-ID`, and DELETE.
 
+use super::session::{SessionWire, UplinkRefusal};
 use super::*;
 
 /// The one MCP endpoint.
@@ -16,6 +17,58 @@ pub struct CallState {
     /// The generation of the connection now reading the call's stream.
     pub gen: u64,
     pub task: Option<JoinHandle<()>>,
+}
+
+/// streamable-http, as the client speaks it.
+pub(super) struct Streamable;
+
+impl SessionWire for Streamable {
+    fn opens_by_post(&self) -> bool {
+        true
+    }
+
+    fn is_resumption(&self, mode: &Mode) -> bool {
+        // A GET without `Last-Event-ID` opens a fresh stream on the session.
+        matches!(mode, Mode::Resume { last_event_id: Some(_), .. })
+    }
+
+    fn retries_fresh(&self, _resuming: bool) -> bool {
+        false
+    }
+
+    fn uplink_target(&self, mode: &Mode) -> (String, Option<String>, Option<String>) {
+        match mode {
+            // A fresh uplink opens its session by POST first (never reaches here fresh).
+            Mode::Fresh => (crate::wire::legacy::SSE_PATH.to_string(), None, None),
+            Mode::Resume { token, last_event_id } => (ENDPOINT.to_string(), Some(token.clone()), last_event_id.clone()),
+        }
+    }
+
+    fn post_target(&self, token: Option<&str>) -> (String, Option<String>) {
+        (ENDPOINT.to_string(), token.map(str::to_string))
+    }
+
+    fn post_accepts_sse(&self) -> bool {
+        true
+    }
+
+    fn uplink_refusal(&self, status: u16) -> UplinkRefusal {
+        match status {
+            // The session is gone: start a new one (MCP 2025-11-25).
+            404 => UplinkRefusal::SessionGone,
+            // The server offers no standalone stream.
+            405 => UplinkRefusal::NoStream,
+            _ => UplinkRefusal::Other,
+        }
+    }
+
+    fn empty_resumption_is_refusal(&self) -> bool {
+        false
+    }
+
+    fn has_endpoint_event(&self) -> bool {
+        false
+    }
 }
 
 /// Whether a response is an SSE stream.

@@ -125,16 +125,44 @@ impl ReachKind {
     /// "last seen on the uplink + 1" may name another stream's event, and
     /// resuming that stream is no edge of the uplink's window (the bundled
     /// `streamable-http/window-edge.toml` covers the edge there).
-    fn fits(self, dialect: Dialect) -> bool {
+    fn fits(self, draws: Draws) -> bool {
         match self {
-            ReachKind::CallStreamTheft | ReachKind::EndSession => dialect == Dialect::StreamableHttp,
-            ReachKind::WindowEdge => dialect == Dialect::LegacySse,
+            ReachKind::CallStreamTheft | ReachKind::EndSession => draws.tool_calls,
+            ReachKind::WindowEdge => !draws.seen_ids,
             ReachKind::PendingResumes | ReachKind::LateAnswer => true,
             ReachKind::RetentionOverflow
             | ReachKind::FenceDelay
             | ReachKind::NotReissuable
             | ReachKind::StaleAfterLateAnswer => true,
-            ReachKind::StreamableWindowEdge => dialect == Dialect::StreamableHttp,
+            ReachKind::StreamableWindowEdge => draws.seen_ids,
+        }
+    }
+}
+
+/// What sets a stateful dialect's plans apart; the draws ask these, never
+/// the dialect's name.
+#[derive(Clone, Copy, Debug)]
+struct Draws {
+    /// Tool calls (whose POST streams carry related requests) and DELETE exist.
+    tool_calls: bool,
+    /// A resumption names an id a client saw (a session's streams share one
+    /// opaque id space), not a number counted from the first id.
+    seen_ids: bool,
+    /// A late answer is one given after the server timed the request out
+    /// (legacy-sse: the request's stream is the uplink, which the client
+    /// resumes before it answers).
+    late_answer_after_timeout: bool,
+}
+
+impl Draws {
+    const LEGACY: Draws = Draws { tool_calls: false, seen_ids: false, late_answer_after_timeout: true };
+    const STREAMABLE: Draws = Draws { tool_calls: true, seen_ids: true, late_answer_after_timeout: false };
+
+    fn of(dialect: Dialect) -> Self {
+        if dialect == Dialect::LegacySse {
+            Self::LEGACY
+        } else {
+            Self::STREAMABLE
         }
     }
 }
@@ -149,10 +177,11 @@ const FIRST_EVENT_ID: u64 = 1000;
 
 /// Draws the (legacy-sse) plan of one seed.
 pub fn generate(seed: u64) -> Plan {
-    generate_in(seed, Dialect::LegacySse)
+    stateful(seed, Dialect::LegacySse)
 }
 
-/// Draws the plan of one seed in `dialect`. In streamable-http, some server
+/// Draws the plan of one seed in stateful `dialect` ([`super::generate_in`]
+/// draws any dialect's). In streamable-http, some server
 /// requests come from tool calls (related requests on the call's POST
 /// stream), and replayed ids are ids a client really saw (any server's
 /// format); the legacy-sse draws are unchanged.
@@ -161,10 +190,7 @@ pub fn generate(seed: u64) -> Plan {
 /// clients, traffic, faults, heal probes, then the reach situations from
 /// their own stream, then the network): changing that order changes every
 /// seed's plan, and so every hunt repro.
-pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
-    if !dialect.has_sessions() {
-        return super::stateless::generate(seed);
-    }
+pub fn stateful(seed: u64, dialect: Dialect) -> Plan {
     let mut rng = Seed(seed).stream("hunt.plan");
     let owners = rng.random_range(1..=3usize);
     let mut kinds: Vec<FaultKind> = FaultKind::ALL.iter().copied().filter(|_| rng.random_bool(0.4)).collect();
@@ -172,7 +198,8 @@ pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
         kinds.push(*FaultKind::ALL.choose(&mut rng).expect("non-empty"));
     }
     let rates: BTreeMap<FaultKind, u32> = kinds.iter().map(|k| (*k, rng.random_range(1..=3))).collect();
-    let mut d = Draft::new(rng, owners, dialect == Dialect::StreamableHttp);
+    let draws = Draws::of(dialect);
+    let mut d = Draft::new(rng, owners, draws);
     d.traffic();
     for (&kind, &rate) in &rates {
         for _ in 0..rate {
@@ -183,13 +210,13 @@ pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
     // The later situations, from their own stream (see [`ReachKind`]).
     let mut reach = Seed(seed).stream("hunt.reach");
     let reach_kinds: Vec<ReachKind> =
-        ReachKind::ALL.into_iter().filter(|kind| kind.fits(dialect) && reach.random_bool(0.2)).collect();
+        ReachKind::ALL.into_iter().filter(|kind| kind.fits(draws) && reach.random_bool(0.2)).collect();
     for &kind in &reach_kinds {
         d.reach(kind, &mut reach);
     }
     let mut later = Seed(seed).stream("hunt.reach2");
     let later_kinds: Vec<ReachKind> =
-        ReachKind::LATER.into_iter().filter(|kind| kind.fits(dialect) && later.random_bool(0.1)).collect();
+        ReachKind::LATER.into_iter().filter(|kind| kind.fits(draws) && later.random_bool(0.1)).collect();
     for &kind in &later_kinds {
         d.reach(kind, &mut later);
     }
@@ -197,7 +224,7 @@ pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
     let mut edge = Seed(seed).stream("hunt.reach3");
     let edge_kinds: Vec<ReachKind> = [ReachKind::StreamableWindowEdge]
         .into_iter()
-        .filter(|kind| kind.fits(dialect) && edge.random_bool(0.1))
+        .filter(|kind| kind.fits(draws) && edge.random_bool(0.1))
         .collect();
     for &kind in &edge_kinds {
         d.reach(kind, &mut edge);
@@ -213,7 +240,7 @@ pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
 /// thieves), the steps so far, and what later draws depend on.
 struct Draft {
     rng: ChaCha8Rng,
-    streamable: bool,
+    draws: Draws,
     clients: Vec<ClientSpec>,
     owners: Vec<String>,
     steps: Vec<Step>,
@@ -227,7 +254,7 @@ struct Draft {
 impl Draft {
     /// `owners` owners (alice, bob, carol), each with a drawn think time,
     /// connecting 100 ms apart.
-    fn new(mut rng: ChaCha8Rng, owners: usize, streamable: bool) -> Self {
+    fn new(mut rng: ChaCha8Rng, owners: usize, draws: Draws) -> Self {
         let names = ["alice", "bob", "carol"];
         let clients: Vec<ClientSpec> = names[..owners]
             .iter()
@@ -242,7 +269,7 @@ impl Draft {
         let owners: Vec<String> = clients.iter().map(|c| c.name.clone()).collect();
         let mut d = Draft {
             rng,
-            streamable,
+            draws,
             clients,
             owners,
             steps: Vec::new(),
@@ -272,7 +299,7 @@ impl Draft {
         let method = ["sampling/createMessage", "roots/list", "elicitation/create"].choose(&mut self.rng);
         let (client, method, label) =
             (client.to_string(), method.expect("non-empty").to_string(), format!("r{}", self.label));
-        let action = if self.streamable && self.rng.random_bool(0.5) {
+        let action = if self.draws.tool_calls && self.rng.random_bool(0.5) {
             Action::CallTool { client, method, label }
         } else {
             Action::ServerRequest { client, method, label, reissuable: true }
@@ -298,7 +325,7 @@ impl Draft {
     /// An id the owner saw on its standalone stream (streamable-http), or
     /// the legacy id `nth` after the first.
     fn seen(&self, o: String, nth: u64) -> LastEventId {
-        if self.streamable {
+        if self.draws.seen_ids {
             LastEventId::Seen { client: o, nth: nth as usize + 1, stream: Default::default() }
         } else {
             LastEventId::Id(FIRST_EVENT_ID + nth)
@@ -408,7 +435,7 @@ impl Draft {
                     self.push(at + ms(d), resume_last_seen(o.clone()));
                 }
             }
-            ReachKind::LateAnswer if !self.streamable => {
+            ReachKind::LateAnswer if self.draws.late_answer_after_timeout => {
                 // The legacy client drops a request whose uplink ended (it
                 // waits for the re-issue), so its late answers are answers
                 // given after the server timed the request out.

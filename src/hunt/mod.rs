@@ -29,7 +29,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-pub use generate::{generate, generate_in};
+pub use generate::generate;
+
+/// Draws the plan of one seed in `dialect`: the stateful draws
+/// ([`generate::stateful`]) or the stateless ones ([`stateless::generate`]).
+pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
+    if dialect.has_sessions() {
+        generate::stateful(seed, dialect)
+    } else {
+        stateless::generate(seed)
+    }
+}
 
 use crate::scenario::{Dialect, Plan};
 use crate::seed::Seed;

@@ -68,7 +68,7 @@ impl ServerPlug for Engine {
     fn serve(&self, listener: crate::net::Listener, app: AppHook) -> Pin<Box<dyn Future<Output = ()>>> {
         let shared = Rc::new(Shared {
             cfg: self.cfg.clone(),
-            dialect: self.dialect,
+            wire: EngineWire::of(self.dialect),
             policy: self.policy.clone(),
             report: app.report.clone(),
             state: RefCell::new(State::default()),
@@ -83,14 +83,7 @@ impl ServerPlug for Engine {
                 let svc_ctl = ctl.clone();
                 let svc = hyper::service::service_fn(move |req| {
                     let (shared, ctl) = (svc_shared.clone(), svc_ctl.clone());
-                    async move {
-                        // (`server::builtin` serves stateless-http with `server::stateless`, never here.)
-                        Ok::<_, Infallible>(if shared.dialect == Dialect::LegacySse {
-                            handle(shared, ctl, req).await
-                        } else {
-                            streamable::handle(shared, ctl, req).await
-                        })
-                    }
+                    async move { Ok::<_, Infallible>((shared.wire.handle)(shared.clone(), ctl, req).await) }
                 });
                 tokio::task::spawn_local(async move {
                     let conn = hyper::server::conn::http1::Builder::new()
@@ -127,9 +120,40 @@ impl ConnCtl {
     }
 }
 
+/// A response being served.
+type Serving = Pin<Box<dyn Future<Output = Response<Body>>>>;
+
+/// What sets a stateful dialect apart in the engine: its routes, and
+/// whether a resumption that replays nothing is primed with a fresh id.
+/// legacy-sse's routes are in [`routes`], streamable-http's in
+/// [`streamable`]; the rest of the engine is shared.
+#[derive(Clone, Copy)]
+struct EngineWire {
+    /// Serves one HTTP request.
+    handle: fn(Rc<Shared>, Rc<ConnCtl>, Request<Incoming>) -> Serving,
+    /// A resumption that replays nothing gets a priming event (streamable-http).
+    primes_empty_replay: bool,
+}
+
+impl EngineWire {
+    const LEGACY: EngineWire = EngineWire { handle: |s, c, r| Box::pin(handle(s, c, r)), primes_empty_replay: false };
+    const STREAMABLE: EngineWire =
+        EngineWire { handle: |s, c, r| Box::pin(streamable::handle(s, c, r)), primes_empty_replay: true };
+
+    /// The engine's side of `dialect` (`server::builtin` serves stateless-http
+    /// with `server::stateless`, never with the engine).
+    fn of(dialect: Dialect) -> Self {
+        if dialect == Dialect::LegacySse {
+            Self::LEGACY
+        } else {
+            Self::STREAMABLE
+        }
+    }
+}
+
 struct Shared {
     cfg: ServerConfig,
-    dialect: Dialect,
+    wire: EngineWire,
     policy: Rc<dyn ResumptionPolicy>,
     report: AppReporter,
     state: RefCell<State>,

@@ -108,7 +108,7 @@ pub(super) async fn resume(
         let _ = tx.send(Bytes::from(sse::encode(Some(&l.id.to_string()), None, &l.data)));
         replayed += 1;
     }
-    if shared.dialect == Dialect::StreamableHttp && replayed == 0 {
+    if shared.wire.primes_empty_replay && replayed == 0 {
         // Nothing replayed: give the client a fresh id to resume from.
         streamable::prime(s, stream, &tx);
     }
