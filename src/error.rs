@@ -15,6 +15,9 @@ pub enum ErrorKind {
     Usage,
     /// Reading or writing a file failed, or the harness broke (exit 4).
     Io,
+    /// A live server process does not speak the scenario's dialect (exit 2;
+    /// `run` over a directory skips the scenario instead).
+    Dialect,
 }
 
 /// Where in a file an error is.
@@ -82,7 +85,7 @@ impl Error {
     /// The process exit code for this error (DESIGN.md §5).
     pub fn exit_code(&self) -> i32 {
         match self.kind {
-            ErrorKind::Usage => 2,
+            ErrorKind::Usage | ErrorKind::Dialect => 2,
             ErrorKind::Scenario => 3,
             ErrorKind::Io => 4,
         }

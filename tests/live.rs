@@ -426,3 +426,73 @@ label = "req-1"
     );
     assert_eq!(verdicts(&live), verdicts(&sim));
 }
+
+#[test]
+fn a_process_that_speaks_another_dialect_is_refused_and_a_directory_skips_what_it_cannot_play() {
+    // `ready` declares the one dialect given with --dialect.
+    let streamable_only = format!("{} --dialect streamable-http", serve("guarded"));
+    let (code, _, err) = run_live(&streamable_only, "scenarios/garbage-id.toml", &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(
+            "the server process \"guarded\" speaks only dialect \"streamable-http\"; scenario \"garbage-id\" is \"legacy-sse\""
+        ),
+        "{err}"
+    );
+    // A directory of both dialects: the legacy one is skipped and the tally says so.
+    let dir = common::tmp("live-dialects", "x").parent().unwrap().to_path_buf();
+    for f in ["garbage-id.toml", "streamable-http/garbage-id.toml"] {
+        let to = dir.join(f.replace('/', "-"));
+        std::fs::copy(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(f), to).unwrap();
+    }
+    let (code, out, err) = run_live(&streamable_only, dir.to_str().unwrap(), &["--quiet"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.lines().any(|l| l.starts_with("garbage-id-streamable · guarded · seed")), "{out}");
+    assert!(
+        out.lines().last().unwrap().ends_with("; 1 scenario(s) skipped: the live server does not speak their dialect"),
+        "{out}"
+    );
+    // Every scenario skipped: the command was wrong (exit 2).
+    let (code, out, _) = run_live(&streamable_only, "scenarios/stateless-http/tampered-state.toml", &["--quiet"]);
+    assert_eq!(code, 2, "{out}");
+    // A `ready` without dialects is taken to speak every one, with a warning.
+    let ready = r#"{"type":"ready","protocol":"mcpsim-control/1","server":"mute"}"#;
+    let cmd = format!("exec 3<>/dev/tcp/127.0.0.1/$MCPSIM_CONTROL_PORT; echo '{ready}' >&3; sleep 30");
+    let (_, _, err) = run_live(&format!("bash -c \"{}\"", cmd.replace('"', "\\\"")), "scenarios/garbage-id.toml", &[]);
+    assert!(err.contains("warning: the server process \"mute\" names no dialects in its `ready` message"), "{err}");
+}
+
+#[test]
+fn a_run_cut_short_is_judged_only_up_to_the_cut_and_never_counts_as_expected() {
+    // naive on nat-rebind (400 s), interrupted at about 40 s of scenario time.
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_mcpsim"))
+        .args(["run", "--live", &serve("naive"), "scenarios/nat-rebind.toml", "--time-scale", "0.1"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(4));
+    // SAFETY: signals our own child process.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    let cut: f64 = stdout
+        .split("the run was cut short here: interrupted (Ctrl-C) at ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("the report says where it stopped:\n{stdout}"));
+    assert!(cut > 20.0 && cut < 200.0, "{cut}");
+    // No verdict cites a time after the cut.
+    for at in stdout.split("VIOLATED at ").skip(1) {
+        let t: f64 = at.split(' ').next().unwrap().parse().unwrap();
+        assert!(t <= cut + 0.001, "a verdict at {t} s, after the cut at {cut} s:\n{stdout}");
+    }
+    assert!(stdout.contains("NOT JUDGED IN FULL: the run was cut short (interrupted (Ctrl-C) at "), "{stdout}");
+    assert!(!stdout.contains("expectation met"), "{stdout}");
+    assert!(stdout.lines().last().unwrap().contains(" 0 as expected, 1 not met"), "{stdout}");
+}

@@ -248,7 +248,7 @@ app.listen(PORT, '127.0.0.1', error => {
         .catch(e => log('warm-up failed (continuing):', e?.message ?? e))
         .then(() => {
             control = net.connect(CONTROL_PORT, '127.0.0.1', () => {
-                report({ type: 'ready', protocol: 'mcpsim-control/1', server: NAME });
+                report({ type: 'ready', protocol: 'mcpsim-control/1', server: NAME, dialects: ['streamable-http'] });
             });
             control.on('error', e => {
                 log('control connection:', e.message);

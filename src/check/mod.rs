@@ -16,6 +16,7 @@
 mod confidentiality;
 mod correlation_consistency;
 pub mod finding;
+pub mod gate;
 mod inflight_disposition;
 mod liveness;
 pub(crate) mod observe;
@@ -259,15 +260,28 @@ fn not_applicable(why: &str) -> Status {
     Status::NotApplicable { why: why.into() }
 }
 
-/// Whether a scenario's expectation for a server was met.
+/// Whether a scenario's expectation for a server was met: its `[expect]`
+/// entry, or (`run --gate`) the gate's baseline.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Expectation {
-    /// The checks `[expect]` says this server must violate, as the file lists them.
+    /// The checks `[expect]` says this server must violate, as the file
+    /// lists them; under the gate, the checks the baseline accepts.
     pub expected: Vec<String>,
-    /// The checks the run violated, in check order.
+    /// The checks the run violated, in check order; under the gate, those
+    /// with a violation that is not inherent.
     pub violated: Vec<String>,
-    /// Whether both name the same checks (in any order).
+    /// Whether both name the same checks (in any order); under the gate,
+    /// whether every failing check is accepted and no entry is stale.
     pub met: bool,
+    /// Judged by the gate (`run --gate`), not by `[expect]`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub gate: bool,
+    /// Under the gate: accepted checks that no longer fail (stale baseline entries).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stale: Vec<String>,
+    /// Why the run was cut short, if it was: it then never counts as met.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut: Option<String>,
 }
 
 /// Compares the violated checks with `[expect]` for this server, if it has one.
@@ -278,5 +292,5 @@ pub fn expectation(plan: &crate::scenario::Plan, server: &str, verdicts: &[Verdi
     a.sort();
     let mut b = violated.clone();
     b.sort();
-    Some(Expectation { met: a == b, expected, violated })
+    Some(Expectation { met: a == b, expected, violated, gate: false, stale: Vec::new(), cut: None })
 }

@@ -30,6 +30,10 @@ pub enum FromServer {
         protocol: String,
         /// The server's name in reports.
         server: String,
+        /// The dialects it speaks (`legacy-sse`, `streamable-http`,
+        /// `stateless-http`); left out: every one, with a warning.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dialects: Option<Vec<String>>,
     },
     /// It issued the server request `label` as JSON-RPC id `id`.
     Issued {

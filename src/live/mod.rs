@@ -30,7 +30,7 @@ pub use serve::{serve, ServeOptions};
 use crate::clock;
 use crate::error::{Error, Result};
 use crate::inbox::Inbox;
-use crate::scenario::Plan;
+use crate::scenario::{Dialect, Plan};
 use crate::server::{AppHook, AppReporter};
 use crate::trace::LateStep;
 use crate::trace::{LiveInfo, Recorder, Run, SimTime, What};
@@ -107,11 +107,12 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
         control::environment(port, control_port, plan.dialect, &plan.server, &plan.tools, opts.time_scale, plan.seed.0);
     let mut process = Process::spawn(&opts.command, &env, opts.echo)
         .map_err(|e| Error::io(format!("cannot start the server command `{}`: {e}", opts.command)))?;
-    let (server, lines, writer) = tokio::select! {
+    let ((server, dialects), lines, writer) = tokio::select! {
         biased;
         why = interrupt.recv() => return Err(Error::io(format!("{why} before the server process was ready"))),
         r = ready(&control, &mut process, opts) => r?,
     };
+    speaks(&server, dialects.as_deref(), plan)?;
 
     // Scenario time 0 is when the server is ready.
     let _clock = clock::go_live(opts.time_scale);
@@ -179,7 +180,7 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
             };
             process = restarted;
             match ready(&control.listener, &mut process, opts).await {
-                Ok((_, lines, writer)) => tasks = control.spawn(writer, lines, execs.get(), &execs),
+                Ok((_hello, lines, writer)) => tasks = control.spawn(writer, lines, execs.get(), &execs),
                 Err(e) => {
                     aborted = Some(format!("the server process did not come back after restart-server: {e}"));
                     break;
@@ -211,7 +212,9 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
         }
     }
     if let Some(why) = &aborted {
-        rec.record(What::ServerStopped { why: why.lines().next().unwrap_or_default().to_string() });
+        let first = why.lines().next().unwrap_or_default().to_string();
+        rec.record(What::ServerStopped { why: first.clone() });
+        rec.record(What::RunCut { why: first });
     }
     process.kill();
     world.sim.stop_all();
@@ -234,6 +237,43 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
             lateness_bound,
         }),
     })
+}
+
+/// Whether the process `server`, which declared `dialects` in `ready`,
+/// speaks `plan`'s dialect: an error of kind `Dialect` when it does not. A
+/// `ready` without the field is taken to speak every dialect, with a
+/// warning (once per mcpsim process).
+fn speaks(server: &str, dialects: Option<&[String]>, plan: &Plan) -> Result<()> {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let Some(names) = dialects else {
+        if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            eprintln!(
+                "warning: the server process {server:?} names no dialects in its `ready` message; taking it to speak \
+                 every dialect (add \"dialects\": [\"{}\"] to say which; docs/live-protocol.md)",
+                plan.dialect.name()
+            );
+        }
+        return Ok(());
+    };
+    if let Some(bad) = names.iter().find(|n| Dialect::from_name(n).is_none()) {
+        return Err(Error::io(format!(
+            "the server process {server:?} declares an unknown dialect {bad:?} in `ready` (known: {})",
+            Dialect::ALL.map(|d| d.name()).join(", ")
+        )));
+    }
+    if names.iter().any(|n| n == plan.dialect.name()) {
+        return Ok(());
+    }
+    let list: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+    Err(Error::new(
+        crate::error::ErrorKind::Dialect,
+        format!(
+            "the server process {server:?} speaks only dialect {}; scenario {:?} is {:?}",
+            if list.is_empty() { "(none)".to_string() } else { list.join(" and ") },
+            plan.name,
+            plan.dialect.name()
+        ),
+    ))
 }
 
 /// A test hook: `MCPSIM_INJECT_STEP_DELAY=<step index>:<milliseconds>`
@@ -336,7 +376,10 @@ type Lines = tokio::io::Lines<BufReader<tokio::net::tcp::OwnedReadHalf>>;
 type Writer = tokio::net::tcp::OwnedWriteHalf;
 
 /// Waits for the process to connect to the control port and say `ready`.
-async fn ready(control: &TcpListener, process: &mut Process, opts: &LiveOptions) -> Result<(String, Lines, Writer)> {
+/// A process's name and the dialects it declared in `ready`.
+type Hello = (String, Option<Vec<String>>);
+
+async fn ready(control: &TcpListener, process: &mut Process, opts: &LiveOptions) -> Result<(Hello, Lines, Writer)> {
     let fail = |what: String, process: &Process| {
         Error::io(format!("{what}\nthe server command: {}\nits last output lines:\n{}", opts.command, process.tail()))
     };
@@ -371,7 +414,9 @@ async fn ready(control: &TcpListener, process: &mut Process, opts: &LiveOptions)
         return Err(fail("the server process closed the control connection without saying `ready`".into(), process));
     };
     match serde_json::from_str::<FromServer>(&first) {
-        Ok(FromServer::Ready { protocol, server }) if protocol == PROTOCOL => Ok((server, lines, writer)),
+        Ok(FromServer::Ready { protocol, server, dialects }) if protocol == PROTOCOL => {
+            Ok(((server, dialects), lines, writer))
+        }
         Ok(FromServer::Ready { protocol, .. }) => Err(fail(
             format!("the server process speaks control protocol {protocol:?}; this mcpsim speaks {PROTOCOL:?}"),
             process,

@@ -28,6 +28,10 @@ pub struct ServeOptions {
     pub config: ServerConfig,
     /// Seeds its session tokens.
     pub seed: Seed,
+    /// The dialects it declares in `ready`: the one given with `--dialect`,
+    /// else every dialect the server speaks (it serves the one
+    /// `MCPSIM_DIALECT` names).
+    pub speaks: Vec<Dialect>,
     /// Which life of the server's process this is (`MCPSIM_LIFE`, 1 when
     /// fresh; a live run that restarts the process counts on).
     pub life: u32,
@@ -77,6 +81,7 @@ impl ServeOptions {
             }
         };
         let ms = |name: &str| -> Result<Option<Dur>> { Ok(num(name)?.map(|v| Dur(Duration::from_millis(v)))) };
+        let forced = dialect;
         let dialect = match (dialect, get("MCPSIM_DIALECT")) {
             (Some(d), _) => d,
             (None, None) => Dialect::StreamableHttp,
@@ -123,8 +128,12 @@ impl ServeOptions {
             .map(|p| u16::try_from(p).map_err(|_| Error::usage(format!("MCPSIM_CONTROL_PORT={p} is not a port"))))
             .transpose()?;
         let seed = Seed(num("MCPSIM_SEED")?.unwrap_or(0));
+        let speaks = match forced {
+            Some(d) => vec![d],
+            None => crate::server::dialects(&server),
+        };
         let life = num("MCPSIM_LIFE")?.map_or(1, |n| n.clamp(1, u64::from(u32::MAX)) as u32);
-        Ok(ServeOptions { server, port, control_port, dialect, config, seed, tools, life })
+        Ok(ServeOptions { server, port, control_port, dialect, config, seed, tools, life, speaks })
     }
 }
 
@@ -183,7 +192,8 @@ pub fn serve(opts: &ServeOptions) -> Result<()> {
             .await
             .map_err(|e| Error::io(format!("cannot reach the control port {control_port}: {e}")))?;
         let (r, mut w) = stream.into_split();
-        let ready = FromServer::Ready { protocol: PROTOCOL.into(), server: opts.server.clone() };
+        let dialects = Some(opts.speaks.iter().map(|d| d.name().to_string()).collect());
+        let ready = FromServer::Ready { protocol: PROTOCOL.into(), server: opts.server.clone(), dialects };
         let line = serde_json::to_string(&ready).expect("ready serializes") + "\n";
         w.write_all(line.as_bytes()).await.map_err(|e| Error::io(format!("control connection: {e}")))?;
         tokio::task::spawn_local(async move {

@@ -23,7 +23,13 @@
 //!         "evidence": [u64] (trace seq numbers), "inherent": true (only when set)
 //!       }]
 //!     }],
-//!     "expectation": {"expected": [str], "violated": [str], "met": bool} | null
+//!     "expectation": {"expected": [str], "violated": [str], "met": bool,
+//!                     "gate": true, "stale": [str]   (run --gate only: expected is what the
+//!                                                     baseline accepts, violated the checks
+//!                                                     with a violation that is not inherent,
+//!                                                     stale the accepted checks that no
+//!                                                     longer fail),
+//!                     "cut": str  (a run cut short: why; met is then false)} | null
 //!   }],
 //!   "summary": {"runs": u64, "met": u64, "unmet": u64, "without_expectation": u64,
 //!               "timing_unreliable": u64}
@@ -222,8 +228,9 @@ pub fn junit(runs: &[Judged]) -> String {
                 None => out.push_str("      <skipped message=\"no [expect] entry for this server\"/>\n"),
                 Some(e) if !e.met => {
                     out.push_str(&format!(
-                        "      <failure message=\"{}\" type=\"expectation\">{}\n{}</failure>\n",
+                        "      <failure message=\"{}\" type=\"{}\">{}\n{}</failure>\n",
                         xml_escape(&super::expectation_line(&j.run.server, e)),
+                        if e.gate { "gate" } else { "expectation" },
                         xml_escape(&super::verdicts_text(j.run, j.verdicts)),
                         xml_escape(&format!("repro: {}", j.run.repro()))
                     ));
@@ -247,5 +254,8 @@ pub fn colorize(text: &str) -> String {
     text.replace(" VIOLATED ", " \x1b[1;31mVIOLATED\x1b[0m ")
         .replace(" passed\n", " \x1b[32mpassed\x1b[0m\n")
         .replace("EXPECTATION NOT MET", "\x1b[1;31mEXPECTATION NOT MET\x1b[0m")
+        .replace("GATE FAILED", "\x1b[1;31mGATE FAILED\x1b[0m")
+        .replace("NOT JUDGED IN FULL", "\x1b[1;31mNOT JUDGED IN FULL\x1b[0m")
+        .replace("gate passed", "\x1b[32mgate passed\x1b[0m")
         .replace("expectation met", "\x1b[32mexpectation met\x1b[0m")
 }

@@ -109,6 +109,33 @@ pub fn verdicts_text(run: &Run, verdicts: &[Verdict]) -> String {
 /// "expected: naive violates [a, b]: met" (or NOT MET with what happened).
 pub fn expectation_line(server: &str, e: &Expectation) -> String {
     let list = |v: &[String]| if v.is_empty() { "nothing".to_string() } else { v.join(", ") };
+    if let Some(why) = &e.cut {
+        return format!(
+            "NOT JUDGED IN FULL: the run was cut short ({why}); judged up to there, {server} violated {}, and a run cut short never counts as expected",
+            list(&e.violated)
+        );
+    }
+    if e.gate {
+        let new: Vec<String> = e.violated.iter().filter(|c| !e.expected.contains(c)).cloned().collect();
+        if e.met && e.expected.is_empty() {
+            return format!("gate passed: {server} violates nothing that is not inherent");
+        }
+        if e.met {
+            return format!("gate passed: {server} violates only what the baseline accepts ({})", list(&e.expected));
+        }
+        let mut why = Vec::new();
+        if !new.is_empty() {
+            why.push(format!("{server} violated {} (not in the baseline)", new.join(", ")));
+        }
+        if !e.stale.is_empty() {
+            why.push(format!(
+                "stale baseline entries: {} no longer fail{} (remove them)",
+                e.stale.join(", "),
+                if e.stale.len() == 1 { "s" } else { "" }
+            ));
+        }
+        return format!("GATE FAILED: {}", why.join("; "));
+    }
     if e.met {
         format!("expectation met: {server} violates {}", list(&e.expected))
     } else {
@@ -420,6 +447,7 @@ pub fn describe(what: &What) -> String {
             format!("app: {label} {}: {detail}", outcome_word(*outcome))
         }
         What::ServerStopped { why } => why.clone(),
+        What::RunCut { why } => format!("the run was cut short here: {why}; the checks judge only up to this moment"),
         What::AppError { client, error } => format!("app error ({client}): {error}"),
         What::Notified { client, event_ids, .. } => {
             format!("app: notified {client}'s session as events {}", event_ids.join(", "))

@@ -217,7 +217,8 @@ impl Chart {
             | What::ClientCrashed { .. }
             | What::Rejected { .. }
             | What::RequestOutcome { .. }
-            | What::ServerStopped { .. } => {
+            | What::ServerStopped { .. }
+            | What::RunCut { .. } => {
                 self.time_label(t);
                 let x = match &e.what {
                     What::TokenStolen { to, .. } => self.lane_x.get(to).copied().unwrap_or(self.server_x),

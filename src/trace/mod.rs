@@ -439,6 +439,12 @@ pub enum What {
         /// What stopped, in words.
         why: String,
     },
+    /// The run was cut short here (Ctrl-C, a live process that died, the
+    /// watchdog, a panic): the checks judge only up to this moment.
+    RunCut {
+        /// Why, in words.
+        why: String,
+    },
     /// The application emitted notifications on a client's session, as these event ids.
     Notified {
         /// The client whose session they went to.

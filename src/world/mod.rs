@@ -69,6 +69,7 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
                 SimTime::from_duration(now)
             );
             world.rec.record(What::ServerStopped { why: why.clone() });
+            world.rec.record(What::RunCut { why: why.clone() });
             aborted = Some(why);
             break;
         }
@@ -102,6 +103,7 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
                     panics::last().unwrap_or_else(|| "unknown panic".into())
                 );
                 world.rec.record(What::ServerStopped { why: why.clone() });
+                world.rec.record(What::RunCut { why: why.clone() });
                 aborted = Some(why);
                 break;
             }

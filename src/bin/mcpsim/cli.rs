@@ -51,6 +51,15 @@ pub(crate) enum Command {
         /// (e.g. 60s, 5m): a server that hangs its host is reported, not waited for.
         #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg, default_value = "60s")]
         watchdog: std::time::Duration,
+        /// A CI gate: a run fails (exit 1, a JUnit failure) on any violation that is not
+        /// inherent, whatever [expect] says or leaves out, unless --baseline accepts it.
+        #[arg(long)]
+        gate: bool,
+        /// With --gate: a TOML file of accepted findings by scenario and check
+        /// (`[accepted] nat-rebind = ["liveness"]`). An entry that no longer fails is stale
+        /// and fails the gate.
+        #[arg(long, value_name = "FILE", requires = "gate")]
+        baseline: Option<PathBuf>,
         #[command(flatten)]
         live: LiveArgs,
     },

@@ -31,7 +31,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use cmd::hunt::{hunt, merge, replay};
 use cmd::info::{check_files, explain, list};
-use cmd::run::{run, Target};
+use cmd::run::{run, Output, Target};
 use cmd::serve::serve;
 
 /// The exit codes, by name.
@@ -65,13 +65,21 @@ pub(crate) mod exit {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run { files, servers, seed, trace, timeline, quiet, format, watchdog, live } => match live.options() {
-            Err(e) => Err(e),
-            Ok(live) => {
-                let target = live.map_or(Target::Servers(servers, watchdog), Target::Live);
-                run(files, target, seed.map(Seed), trace, timeline, quiet, format)
+        Command::Run { files, servers, seed, trace, timeline, quiet, format, watchdog, gate, baseline, live } => {
+            let gate = match (gate, baseline) {
+                (false, _) => Ok(None),
+                (true, None) => Ok(Some(mcpsim::check::gate::Baseline::empty())),
+                (true, Some(path)) => mcpsim::check::gate::Baseline::load(&path).map(Some),
+            };
+            match (live.options(), gate) {
+                (Err(e), _) | (_, Err(e)) => Err(e),
+                (Ok(live), Ok(gate)) => {
+                    let target = live.map_or(Target::Servers(servers, watchdog), Target::Live);
+                    let output = Output { trace, timeline, quiet, format, gate };
+                    run(files, target, seed.map(Seed), output)
+                }
             }
-        },
+        }
         Command::Serve { server, port, dialect } => serve(server, port, dialect),
         Command::Hunt { merge: Some(HuntCommand::Merge { files }), .. } => merge(files),
         Command::Hunt { merge: None, args } => hunt(args),

@@ -11,6 +11,7 @@ impl<'a> Observed<'a> {
         let mut o = Observed::default();
         // Each client's current session token and when it got it.
         let mut current: BTreeMap<String, (String, SimTime)> = BTreeMap::new();
+        let mut cut = None;
         for e in trace.iter().filter(|e| !e.what.is_explanation()) {
             o.events.push(e);
             let (t, seq) = (e.t_us, e.seq);
@@ -20,6 +21,8 @@ impl<'a> Observed<'a> {
                     o.end = o.end.max(SimTime(*duration_us));
                     o.liveness_bound = SimTime(*liveness_bound_us);
                 }
+                // Cut short: nothing after this moment happened, and nothing is judged past it.
+                What::RunCut { .. } => cut = Some(t),
                 What::ClientJoined { client, principal, heartbeat_timeout_us, think_time_us, max_backoff_us } => {
                     o.think_times.insert(client.clone(), SimTime(*think_time_us));
                     o.max_backoffs.insert(client.clone(), SimTime(*max_backoff_us));
@@ -207,6 +210,9 @@ impl<'a> Observed<'a> {
         }
         if o.end == SimTime(0) {
             o.end = trace.events.last().map_or(SimTime(0), |e| e.t_us);
+        }
+        if let Some(cut) = cut {
+            o.end = o.end.min(cut);
         }
         o.assign_streams();
         o

@@ -118,9 +118,12 @@ impl Index {
         let mut ix = Index::default();
         let mut ports: BTreeMap<(String, ConnId), u16> = BTreeMap::new();
         let mut by_port: BTreeMap<(String, u16), MappingId> = BTreeMap::new();
+        let mut cut = None;
         for e in trace.iter() {
             let (t, seq) = (e.t_us, e.seq);
             match &e.what {
+                // Cut short: nothing is judged past this moment.
+                What::RunCut { .. } => cut = Some(t),
                 What::RunStarted { duration_us, liveness_bound_us, .. } => {
                     ix.end = SimTime(*duration_us);
                     ix.bound = SimTime(*liveness_bound_us);
@@ -247,6 +250,9 @@ impl Index {
             if let Some(m) = ports.get(&key).and_then(|p| by_port.get(&(l.client.clone(), *p))) {
                 ix.listen_ports.insert(key, *m);
             }
+        }
+        if let Some(cut) = cut {
+            ix.end = ix.end.min(cut);
         }
         ix
     }

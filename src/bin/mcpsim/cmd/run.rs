@@ -61,15 +61,22 @@ pub(crate) enum Target {
     Live(mcpsim::live::LiveOptions),
 }
 
-pub(crate) fn run(
-    files: Vec<PathBuf>,
-    target: Target,
-    seed: Option<Seed>,
-    trace: Option<PathBuf>,
-    timeline: Option<PathBuf>,
-    quiet: bool,
-    format: RunFormat,
-) -> Result<u8, Error> {
+/// What a run writes and prints, and how it judges.
+pub(crate) struct Output {
+    /// Where the JSONL traces go.
+    pub trace: Option<PathBuf>,
+    /// Where the HTML timelines go.
+    pub timeline: Option<PathBuf>,
+    /// One line per run.
+    pub quiet: bool,
+    /// Text, JSON or JUnit.
+    pub format: RunFormat,
+    /// `--gate`: judge by the gate and this baseline instead of `[expect]`.
+    pub gate: Option<mcpsim::check::gate::Baseline>,
+}
+
+pub(crate) fn run(files: Vec<PathBuf>, target: Target, seed: Option<Seed>, output: Output) -> Result<u8, Error> {
+    let Output { trace, timeline, quiet, format, gate } = output;
     use std::io::IsTerminal;
     let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let bundled = files.is_empty();
@@ -118,6 +125,8 @@ pub(crate) fn run(
         judged: Vec::new(),
         counts: (0, 0, 0, 0),
         skipped: std::collections::BTreeMap::new(),
+        gate,
+        live_skipped: 0,
     };
     for plan in &plans {
         for server in &servers {
@@ -139,6 +148,11 @@ pub(crate) fn run(
             };
             match result {
                 Ok(run) => runs.judge(plan, run),
+                // The live process does not speak this scenario's dialect: skipped, and said so.
+                Err(e) if e.kind == mcpsim::ErrorKind::Dialect => {
+                    eprintln!("skipped: {e}");
+                    runs.live_skipped += 1;
+                }
                 Err(e) => {
                     let on = if live.is_some() { "the live server".to_string() } else { server.clone() };
                     eprintln!("error: {} on {on}: {e}", plan.name);
@@ -210,6 +224,10 @@ struct Runs {
     counts: (usize, usize, usize, usize),
     /// Runs skipped because the server does not speak the scenario's dialect, per server.
     skipped: std::collections::BTreeMap<String, (usize, std::collections::BTreeSet<&'static str>)>,
+    /// `--gate`: the baseline every run is judged against instead of `[expect]`.
+    gate: Option<mcpsim::check::gate::Baseline>,
+    /// Live: scenarios skipped because the process does not speak their dialect.
+    live_skipped: usize,
 }
 
 impl Runs {
@@ -218,10 +236,22 @@ impl Runs {
     fn judge(&mut self, plan: &Plan, run: mcpsim::Run) {
         let server = run.server.clone();
         let verdicts = mcpsim::check::judge(&run.trace);
-        let expectation = mcpsim::check::expectation(plan, &server, &verdicts);
+        let expectation = match &self.gate {
+            Some(baseline) => Some(mcpsim::check::gate::gate(&plan.name, &verdicts, baseline)),
+            None => mcpsim::check::expectation(plan, &server, &verdicts),
+        };
         // A live run whose steps ran late did not play the scenario: its
         // verdicts are not counted, either way.
         let unreliable = run.live.as_ref().is_some_and(|l| l.timing_unreliable());
+        // A run cut short played only part of the scenario: never "as expected".
+        let expectation = expectation.map(|e| match &run.aborted {
+            Some(why) => mcpsim::check::Expectation {
+                met: false,
+                cut: Some(why.lines().next().unwrap_or_default().to_string()),
+                ..e
+            },
+            None => e,
+        });
         match &expectation {
             _ if unreliable => self.counts.3 += 1,
             Some(e) if e.met => self.counts.0 += 1,
@@ -285,6 +315,7 @@ impl Runs {
                 format!("violated: {}", violated.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", "))
             };
             let expect = match expectation {
+                Some(e) if e.met && e.gate => " · gate passed".to_string(),
                 Some(e) if e.met => " · as expected".to_string(),
                 Some(e) => format!(" · {}", mcpsim::report::expectation_line(server, e)),
                 None => " · no [expect] entry".to_string(),
@@ -327,7 +358,8 @@ impl Runs {
             out!("{text}");
         }
         if !self.failed.is_empty() {
-            eprintln!("{} run(s) did not meet their expectation: {}", self.failed.len(), self.failed.join(", "));
+            let what = if self.gate.is_some() { "failed the gate" } else { "did not meet their expectation" };
+            eprintln!("{} run(s) {what}: {}", self.failed.len(), self.failed.join(", "));
         }
         if !self.unreliable.is_empty() {
             eprintln!(
@@ -337,10 +369,14 @@ impl Runs {
             );
         }
         let (met, not_met, without, unreliable) = self.counts;
-        let mut tally = format!(
-            "{} run(s): {met} as expected, {not_met} not met, {without} without expectation",
-            met + not_met + without + unreliable
-        );
+        let mut tally = if self.gate.is_some() {
+            format!("{} run(s): {met} passed the gate, {not_met} failed it", met + not_met + without + unreliable)
+        } else {
+            format!(
+                "{} run(s): {met} as expected, {not_met} not met, {without} without expectation",
+                met + not_met + without + unreliable
+            )
+        };
         if unreliable > 0 {
             tally.push_str(&format!(", {unreliable} timing unreliable"));
         }
@@ -363,6 +399,16 @@ impl Runs {
                 "; {n} {skipped} scenario(s) skipped for {}, which {speak} only {its}",
                 servers.join(", ")
             ));
+        }
+        if self.live_skipped > 0 {
+            tally.push_str(&format!(
+                "; {} scenario(s) skipped: the live server does not speak their dialect",
+                self.live_skipped
+            ));
+            // Nothing ran at all: the command was wrong, not the server.
+            if self.live_skipped == self.total {
+                self.code = exit::worst(self.code, 2);
+            }
         }
         if self.format == RunFormat::Text {
             out!("{tally}");

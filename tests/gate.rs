@@ -1,0 +1,131 @@
+//! `mcpsim run --gate`: a user's CI gate, fail-closed. A run fails on any
+//! violation that is not inherent, whatever `[expect]` says or leaves out,
+//! unless a baseline accepts it; a baseline entry that no longer fails is
+//! stale and fails the gate too. Played in simulation and, end to end, live
+//! against `mcpsim serve` (a broken server and a correct one), with JUnit.
+
+mod common;
+use common::{mcpsim, text, tmp};
+
+fn code(out: &std::process::Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+#[test]
+fn the_gate_fails_a_broken_server_and_passes_a_correct_one() {
+    let out = mcpsim(&["run", "--gate", "--server", "naive", "scenarios/nat-rebind.toml", "--quiet"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(code(&out), 1, "{stdout}");
+    assert!(
+        stdout.contains("nat-rebind · naive · seed 7 · violated: ") && stdout.contains("GATE FAILED: naive violated "),
+        "{stdout}"
+    );
+    assert!(stdout.lines().last().unwrap().starts_with("1 run(s): 0 passed the gate, 1 failed it"), "{stdout}");
+    let out = mcpsim(&["run", "--gate", "--server", "guarded", "scenarios/nat-rebind.toml", "--quiet"]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("nat-rebind · guarded · seed 7 · no violation · gate passed"));
+    // Inherent violations pass the gate: guarded's only violations in the credential theft are inherent.
+    let out = mcpsim(&[
+        "run",
+        "--gate",
+        "--server",
+        "guarded",
+        "scenarios/stateless-http/second-client-leak-credential.toml",
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(code(&out), 0, "{stdout}");
+    assert!(
+        stdout.contains("VIOLATED") && stdout.contains("gate passed: guarded violates nothing that is not inherent")
+    );
+}
+
+#[test]
+fn the_gate_judges_what_expect_leaves_out() {
+    // No [expect] entry for naive: without --gate the run counts for nothing (exit 0).
+    let file = "scenarios/regressions/no-fence-1-session-binding.toml";
+    let out = mcpsim(&["run", "--server", "naive", file, "--quiet"]);
+    assert_eq!(code(&out), 0);
+    assert!(text(&out.stdout).contains("no [expect] entry"));
+    let out = mcpsim(&["run", "--gate", "--server", "naive", file, "--quiet"]);
+    assert_eq!(code(&out), 1, "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("GATE FAILED: naive violated session-binding (not in the baseline)"));
+}
+
+#[test]
+fn a_baseline_accepts_known_findings_and_a_stale_entry_fails_the_gate() {
+    let out = mcpsim(&["run", "--gate", "--server", "naive", "scenarios/nat-rebind.toml", "--format", "json"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let failing: Vec<String> = json["runs"][0]["expectation"]["violated"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().to_string())
+        .collect();
+    assert!(!failing.is_empty());
+    assert_eq!(json["runs"][0]["expectation"]["gate"], true);
+    let quoted: Vec<String> = failing.iter().map(|c| format!("{c:?}")).collect();
+    let baseline = tmp("gate", "baseline.toml");
+    std::fs::write(&baseline, format!("[accepted]\nnat-rebind = [{}]\n", quoted.join(", "))).unwrap();
+    let b = baseline.to_str().unwrap();
+    let out = mcpsim(&["run", "--gate", "--baseline", b, "--server", "naive", "scenarios/nat-rebind.toml", "--quiet"]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("gate passed"));
+    // guarded no longer fails any of them: every entry is stale.
+    let out =
+        mcpsim(&["run", "--gate", "--baseline", b, "--server", "guarded", "scenarios/nat-rebind.toml", "--quiet"]);
+    assert_eq!(code(&out), 1);
+    assert!(
+        text(&out.stdout).contains(&format!("GATE FAILED: stale baseline entries: {}", failing.join(", "))),
+        "{}",
+        text(&out.stdout)
+    );
+    // A broken baseline is named, with where.
+    std::fs::write(&baseline, "[accepted]\nnat-rebind = [\"sesion-binding\"]\n").unwrap();
+    let out = mcpsim(&["run", "--gate", "--baseline", b, "--server", "naive", "scenarios/nat-rebind.toml"]);
+    assert_eq!(code(&out), 2);
+    let err = text(&out.stderr);
+    assert!(err.contains("baseline.toml") && err.contains("unknown check \"sesion-binding\""), "{err}");
+    std::fs::write(&baseline, "[accepted\n").unwrap();
+    let out = mcpsim(&["run", "--gate", "--baseline", b, "--server", "naive", "scenarios/nat-rebind.toml"]);
+    assert_eq!(code(&out), 2);
+    assert!(text(&out.stderr).contains("line 1"), "{}", text(&out.stderr));
+    // --baseline needs --gate.
+    let out = mcpsim(&["run", "--baseline", b, "--server", "naive", "scenarios/nat-rebind.toml"]);
+    assert_eq!(code(&out), 2);
+}
+
+/// The command that serves `server` live: this build's own `mcpsim serve`.
+fn serve(server: &str) -> String {
+    format!("'{}' serve --server {server}", env!("CARGO_BIN_EXE_mcpsim"))
+}
+
+#[test]
+fn a_users_ci_gate_end_to_end_fails_a_broken_server_and_passes_a_correct_one_with_junit() {
+    let gate = |server: &str| {
+        let cmd = serve(server);
+        mcpsim(&[
+            "run",
+            "--gate",
+            "--live",
+            &cmd,
+            "scenarios/nat-rebind.toml",
+            "scenarios/stateless-http/tampered-state.toml",
+            "--time-scale",
+            "0.05",
+            "--format",
+            "junit",
+        ])
+    };
+    let broken = gate("naive");
+    let xml = text(&broken.stdout);
+    assert_eq!(code(&broken), 1, "{xml}\n{}", text(&broken.stderr));
+    assert!(
+        xml.contains("<testsuites name=\"mcpsim\" tests=\"2\" failures=\"2\" errors=\"0\" skipped=\"0\">"),
+        "{xml}"
+    );
+    assert!(xml.contains("type=\"gate\"") && xml.contains("GATE FAILED: naive violated "), "{xml}");
+    let correct = gate("guarded");
+    let xml = text(&correct.stdout);
+    assert_eq!(code(&correct), 0, "{xml}\n{}", text(&correct.stderr));
+    assert!(xml.contains("tests=\"2\" failures=\"0\" errors=\"0\" skipped=\"0\""), "{xml}");
+}
