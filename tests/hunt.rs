@@ -138,6 +138,7 @@ fn merge_keeps_the_smallest_reproducer_of_a_signature() {
         steps: Some(steps),
         file: Some(file.into()),
         nondeterminism: None,
+        replayed: None,
     };
     let report = |shard: &str, b: hunt::Bug| HuntReport {
         server: "naive".into(),
@@ -547,6 +548,7 @@ fn a_nondeterministic_seed_counts_once() {
         steps: None,
         file: None,
         nondeterminism: note.map(str::to_string),
+        replayed: None,
     };
     let differs = Some("traces differ at event 118");
     let report = HuntReport {

@@ -496,3 +496,42 @@ fn a_run_cut_short_is_judged_only_up_to_the_cut_and_never_counts_as_expected() {
     assert!(!stdout.contains("expectation met"), "{stdout}");
     assert!(stdout.lines().last().unwrap().contains(" 0 as expected, 1 not met"), "{stdout}");
 }
+
+#[test]
+fn a_live_hunt_finds_what_the_simulated_hunt_finds_on_naive_and_nothing_on_guarded() {
+    use mcpsim::hunt::{HuntOptions, Limit};
+    let hunt = |server: &str, live: bool| {
+        let mut opts = HuntOptions {
+            jobs: 4,
+            out: None,
+            dialect: mcpsim::scenario::Dialect::StreamableHttp,
+            ..HuntOptions::new(server, Limit::Seeds(40))
+        };
+        if live {
+            let mut l = LiveOptions::new(serve(server));
+            l.time_scale = 0.1;
+            l.ready_timeout = Duration::from_secs(60);
+            opts.live = Some(l);
+        }
+        let mut report = mcpsim::hunt::hunt(&opts, |_| {}).unwrap();
+        mcpsim::hunt::confirm_live(&opts, &mut report).unwrap();
+        report
+    };
+    let sim = hunt("naive", false);
+    let live = hunt("naive", true);
+    // Buckets are headline shapes, and live timing (loopback, no drawn latency) changes
+    // some shapes: on seeds 0-39 live shares 10 of the simulated hunt's 19 buckets. What
+    // must hold is that every check the simulated hunt finds violated, the live one does.
+    let checks = |r: &mcpsim::hunt::HuntReport| -> std::collections::BTreeSet<String> {
+        r.bugs.iter().flat_map(|b| b.checks.clone()).collect()
+    };
+    let (s, l) = (checks(&sim), checks(&live));
+    assert!(s.len() >= 4, "{s:?}");
+    assert!(s.is_subset(&l), "live found {l:?}, the simulated hunt {s:?}");
+    // Each live bug was replayed live, and says how often it came back.
+    assert!(live.bugs.iter().all(|b| b.replayed.is_some_and(|(_, of)| of == mcpsim::hunt::LIVE_REPLAYS)));
+    assert!(live.bugs[0].repro.starts_with("mcpsim hunt --live "), "{}", live.bugs[0].repro);
+    let guarded = hunt("guarded", true);
+    assert!(guarded.bugs.is_empty(), "{:#?}", guarded.bugs);
+    assert_eq!(guarded.seeds_run, 40);
+}

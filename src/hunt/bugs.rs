@@ -46,6 +46,9 @@ pub struct Bug {
     /// Where two runs of the first seed differed (`--check-determinism`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub nondeterminism: Option<String>,
+    /// A live hunt: of how many live replays of the first seed, how many showed it again.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub replayed: Option<(u32, u32)>,
 }
 
 /// A seed's failure as the table files it: one per violated check.
@@ -164,6 +167,7 @@ impl<'a> Table<'a> {
             steps: None,
             file: None,
             nondeterminism: o.nondeterminism.clone(),
+            replayed: None,
         };
         self.bugs.push(bug);
         let i = self.bugs.len() - 1;

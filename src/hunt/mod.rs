@@ -118,7 +118,15 @@ pub fn run_seed(server: &str, seed: u64, check_determinism: bool) -> Result<Seed
 
 /// Generates, runs and judges one seed in `dialect`.
 pub fn run_seed_in(server: &str, seed: u64, check_determinism: bool, dialect: Dialect) -> Result<SeedOutcome> {
-    run_seed_with(server, None, seed, check_determinism, dialect)
+    run_seed_with(Under { server, plug: None, live: None }, seed, check_determinism, dialect)
+}
+
+/// The server a seed runs against: built in by name, a plug-in, or a live process.
+#[derive(Clone, Copy)]
+struct Under<'a> {
+    server: &'a str,
+    plug: Option<&'a PlugFactory>,
+    live: Option<&'a crate::live::LiveOptions>,
 }
 
 /// Builds the server under test for a generated plan: a way to hunt a
@@ -135,17 +143,12 @@ impl std::fmt::Debug for PlugFactory {
     }
 }
 
-fn run_seed_with(
-    server: &str,
-    plug: Option<&PlugFactory>,
-    seed: u64,
-    check_determinism: bool,
-    dialect: Dialect,
-) -> Result<SeedOutcome> {
+fn run_seed_with(under: Under, seed: u64, check_determinism: bool, dialect: Dialect) -> Result<SeedOutcome> {
     let plan = generate_in(seed, dialect);
-    let run_once = || match plug {
-        Some(f) => crate::world::run_with(&plan, (f.0)(&plan, plan.seed), plan.seed),
-        None => crate::run(&plan, server, None),
+    let run_once = || match (under.live, under.plug) {
+        (Some(l), _) => crate::live::run(&plan, l),
+        (None, Some(f)) => crate::world::run_with(&plan, (f.0)(&plan, plan.seed), plan.seed),
+        (None, None) => crate::run(&plan, under.server, None),
     };
     let run = run_once()?;
     let trace_hash = run.trace.jsonl_hash();
@@ -209,6 +212,43 @@ fn run_seed_with(
     Ok(SeedOutcome { seed, violated, headline, trace_hash, nondeterminism, reached, harness: None, failures })
 }
 
+/// A live hunt's second look: each bug's first seed is played live
+/// [`LIVE_REPLAYS`] more times, and the bug records how many of them showed
+/// it again (reproducible when all did, flaky otherwise).
+pub fn confirm_live(opts: &HuntOptions, report: &mut HuntReport) -> Result<()> {
+    let Some(live) = &opts.live else { return Ok(()) };
+    // Every (bug, replay) pair, played `jobs` at a time: each is its own process and ports.
+    let pairs: Vec<(usize, u64)> =
+        report.bugs.iter().enumerate().flat_map(|(i, b)| (0..LIVE_REPLAYS).map(move |_| (i, b.first_seed))).collect();
+    let mut again = vec![0u32; report.bugs.len()];
+    for chunk in pairs.chunks(opts.jobs.max(1)) {
+        let outcomes: Vec<(usize, Result<SeedOutcome>)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = chunk
+                .iter()
+                .map(|&(i, seed)| {
+                    let under = Under { server: &opts.server, plug: None, live: Some(live) };
+                    (i, scope.spawn(move || run_seed_with(under, seed, false, opts.dialect)))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|(i, h)| (i, h.join().unwrap_or_else(|_| Err(Error::io("a live replay panicked")))))
+                .collect()
+        });
+        for (i, o) in outcomes {
+            // Live hunts do not shrink: a bug's signature is its bucket ("unshrunk | <bucket>").
+            let sig = &report.bugs[i].signature;
+            if o?.failures.iter().any(|f| sig.strip_prefix("unshrunk | ") == Some(f.bucket.as_str())) {
+                again[i] += 1;
+            }
+        }
+    }
+    for (bug, n) in report.bugs.iter_mut().zip(again) {
+        bug.replayed = Some((n, LIVE_REPLAYS));
+    }
+    Ok(())
+}
+
 /// How long a hunt goes on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Limit {
@@ -250,7 +290,16 @@ pub struct HuntOptions {
     /// (`server` is then only its name in reports). Findings are not shrunk:
     /// shrinking runs servers by name.
     pub plug: Option<PlugFactory>,
+    /// Play each generated plan live against this server process instead
+    /// (`hunt --live`; `server` is then only its name in reports). Live
+    /// findings are not shrunk; each bug's first seed is replayed live
+    /// [`LIVE_REPLAYS`] times ([`confirm_live`]).
+    pub live: Option<crate::live::LiveOptions>,
 }
+
+/// How many times a live hunt replays each bug's first seed before it calls
+/// the bug reproducible.
+pub const LIVE_REPLAYS: u32 = 3;
 
 impl HuntOptions {
     /// A hunt of `server` from base seed 0 on one thread, one shard, no shrinking.
@@ -268,6 +317,7 @@ impl HuntOptions {
             dialect: default_dialect(server),
             watchdog: crate::watchdog::DEFAULT,
             plug: None,
+            live: None,
         }
     }
 
@@ -279,6 +329,14 @@ impl HuntOptions {
 
     /// The command that replays one seed of this hunt.
     pub fn replay_command(&self, seed: u64) -> String {
+        if let Some(l) = &self.live {
+            return format!(
+                "mcpsim hunt --live {} --dialect {} --seed {seed} --seeds 1 --no-shrink --time-scale {}",
+                crate::trace::run::shell_quote(&l.command),
+                self.dialect.name(),
+                l.time_scale
+            );
+        }
         format!("mcpsim replay --server {}{} --seed {seed}", self.server, dialect_flag(&self.server, self.dialect))
     }
 
@@ -289,6 +347,16 @@ impl HuntOptions {
             Limit::Time(d) => format!("--time {}", crate::scenario::format_duration(d)),
         };
         let (k, n) = self.shard;
+        if let Some(l) = &self.live {
+            return format!(
+                "mcpsim hunt --live {} --dialect {} --seed {} {limit} --jobs {} --shard {k}/{n} --no-shrink --time-scale {}",
+                crate::trace::run::shell_quote(&l.command),
+                self.dialect.name(),
+                self.base_seed,
+                self.jobs,
+                l.time_scale
+            );
+        }
         format!(
             "mcpsim hunt --server {}{} --seed {} {limit} --jobs {} --shard {k}/{n}",
             self.server,
@@ -355,7 +423,13 @@ pub enum Progress<'a> {
 /// never on thread timing. New buckets are shrunk here, while the workers
 /// go on.
 pub fn hunt(opts: &HuntOptions, on: impl FnMut(Progress)) -> Result<HuntReport> {
-    if opts.plug.is_none() && !crate::server::is_known_server(&opts.server) {
+    if opts.live.is_some() && (opts.out.is_some() || opts.check_determinism) {
+        return Err(Error::usage(
+            "a live hunt neither shrinks nor checks determinism (real sockets, real time): use --no-shrink, \
+             without --check-determinism",
+        ));
+    }
+    if opts.plug.is_none() && opts.live.is_none() && !crate::server::is_known_server(&opts.server) {
         return Err(Error::usage(format!(
             "unknown server {:?} (known: {})",
             opts.server,
@@ -503,8 +577,11 @@ fn run_guarded(
 ) -> Result<Seeded> {
     let (server, check_determinism, dialect) = (opts.server.clone(), opts.check_determinism, opts.dialect);
     let plug = opts.plug.clone();
-    let guarded =
-        runner.run(opts.watchdog, move || run_seed_with(&server, plug.as_ref(), seed, check_determinism, dialect));
+    let live = opts.live.clone();
+    let guarded = runner.run(opts.watchdog, move || {
+        let under = Under { server: &server, plug: plug.as_ref(), live: live.as_ref() };
+        run_seed_with(under, seed, check_determinism, dialect)
+    });
     match guarded {
         Ok(Ok(o)) if o.harness.is_none() => Ok(Seeded::Judged(Box::new(o))),
         Ok(Ok(o)) => Ok(Seeded::Harness(harness_failure(opts, seed, o.harness.unwrap_or_default()))),

@@ -28,7 +28,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 mod recorder;
-mod run;
+pub(crate) mod run;
 pub mod stateless;
 pub use recorder::{Clock, Recorder};
 pub use run::{Fnv1a, LateStep, LiveInfo, Run};

@@ -107,7 +107,7 @@ impl Run {
 }
 
 /// `s` quoted for a POSIX shell, unless it needs no quoting.
-fn shell_quote(s: &str) -> String {
+pub(crate) fn shell_quote(s: &str) -> String {
     if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+".contains(c)) {
         s.to_string()
     } else {

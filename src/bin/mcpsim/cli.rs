@@ -253,9 +253,21 @@ pub(crate) struct HuntArgs {
     #[arg(long, value_enum, default_value = "text")]
     pub(crate) format: Format,
     /// The dialect of the generated scenarios (default: the server's; legacy-sse
-    /// for the reference engine, streamable-http for rmcp).
+    /// for the reference engine, streamable-http for rmcp and for --live).
     #[arg(long, value_enum)]
     pub(crate) dialect: Option<DialectArg>,
+    /// Hunt a real server process: each generated plan is played live against COMMAND (as
+    /// `run --live` does; docs/live-protocol.md), one process per plan. Live hunts do not
+    /// shrink; each bug's first seed is replayed live 3 more times and the bug is reported
+    /// reproducible (3/3) or flaky. --server then only names it in the report.
+    #[arg(long, value_name = "COMMAND", conflicts_with = "check_determinism", help_heading = "Live hunts")]
+    pub(crate) live: Option<String>,
+    /// Live hunts: real seconds per scenario second [default: 0.1; a generated plan's 30 s then take 3 s].
+    #[arg(long, value_name = "F", requires = "live", help_heading = "Live hunts")]
+    pub(crate) time_scale: Option<f64>,
+    /// Live hunts: how long the server process may take to say `ready`, in real seconds [default: 10].
+    #[arg(long, value_name = "SECS", requires = "live", help_heading = "Live hunts")]
+    pub(crate) ready_timeout: Option<f64>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

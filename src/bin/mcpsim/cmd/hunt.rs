@@ -21,10 +21,24 @@ pub(crate) fn hunt(a: HuntArgs) -> Result<u8, Error> {
     );
     // Wall clock only for the seeds/s line on stderr.
     let started = std::time::Instant::now();
-    let report = run_with_progress(&opts, text)?;
+    let mut report = run_with_progress(&opts, text)?;
+    if opts.live.is_some() && !report.bugs.is_empty() {
+        eprintln!("replaying each bug's first seed live {} times...", mcpsim::hunt::LIVE_REPLAYS);
+        mcpsim::hunt::confirm_live(&opts, &mut report)?;
+    }
     // Throughput is wall-clock: it goes to stderr with the progress, never into the results.
     let wall = started.elapsed().as_secs_f64();
-    eprintln!("{} seeds in {wall:.1} s ({:.0} seeds/s)", report.seeds_run, report.seeds_run as f64 / wall.max(1e-9));
+    if opts.live.is_some() {
+        // Live plans play in real time: a rate per minute reads better.
+        let per_min = report.seeds_run as f64 * 60.0 / wall.max(1e-9);
+        eprintln!("{} plans played live in {wall:.1} s ({per_min:.0} plans/min, replays included)", report.seeds_run);
+    } else {
+        eprintln!(
+            "{} seeds in {wall:.1} s ({:.0} seeds/s)",
+            report.seeds_run,
+            report.seeds_run as f64 / wall.max(1e-9)
+        );
+    }
     let summary = summary(&report, &opts);
     if text {
         out!("{summary}");
@@ -43,9 +57,15 @@ pub(crate) fn hunt(a: HuntArgs) -> Result<u8, Error> {
 
 /// The hunt the flags describe.
 fn options(a: &HuntArgs) -> Result<HuntOptions, Error> {
-    let server =
-        a.server.clone().ok_or_else(|| Error::usage("mcpsim hunt needs --server NAME (see `mcpsim list servers`)"))?;
-    if !mcpsim::server::is_known_server(&server) {
+    let live = live_options(a)?;
+    let server = match (&a.server, &live) {
+        (Some(s), _) => s.clone(),
+        (None, Some(_)) => "live".to_string(),
+        (None, None) => {
+            return Err(Error::usage("mcpsim hunt needs --server NAME (see `mcpsim list servers`) or --live COMMAND"))
+        }
+    };
+    if live.is_none() && !mcpsim::server::is_known_server(&server) {
         return Err(Error::usage(format!(
             "unknown server {server:?} (known: {})",
             mcpsim::server::known_servers().join(", ")
@@ -69,14 +89,34 @@ fn options(a: &HuntArgs) -> Result<HuntOptions, Error> {
         limit,
         jobs: a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
         shard: a.shard,
-        out: (!a.no_shrink).then(|| a.out.clone()),
+        // Live hunts do not shrink (each replay is a real run).
+        out: (!a.no_shrink && live.is_none()).then(|| a.out.clone()),
         check_determinism: a.check_determinism,
         shrink_budget: 300,
         max_bugs: if a.stop_on_first { Some(1) } else { a.max_findings.map(|n| n as usize) },
-        dialect: DialectArg::resolve(a.dialect, &server),
+        dialect: match (a.dialect, &live) {
+            (None, Some(_)) => mcpsim::scenario::Dialect::StreamableHttp,
+            (d, _) => DialectArg::resolve(d, &server),
+        },
         watchdog: a.watchdog,
         plug: None,
+        live,
     })
+}
+
+/// `--live` and its settings: a generated plan (30 s) at scale 0.1 takes 3 s.
+fn live_options(a: &HuntArgs) -> Result<Option<mcpsim::live::LiveOptions>, Error> {
+    let Some(command) = &a.live else { return Ok(None) };
+    let mut opts = mcpsim::live::LiveOptions::new(command.clone());
+    opts.time_scale = a.time_scale.unwrap_or(0.1);
+    if !(opts.time_scale > 0.0 && opts.time_scale.is_finite()) {
+        return Err(Error::usage(format!("--time-scale must be a positive number, not {}", opts.time_scale)));
+    }
+    if let Some(s) = a.ready_timeout {
+        opts.ready_timeout = std::time::Duration::try_from_secs_f64(s)
+            .map_err(|_| Error::usage(format!("--ready-timeout must be a number of seconds, not {s}")))?;
+    }
+    Ok(Some(opts))
 }
 
 /// Runs the hunt behind a progress bar (stderr), printing each new bug and
@@ -182,7 +222,11 @@ fn bug_table(report: &mcpsim::hunt::HuntReport) -> String {
     ));
     for b in &report.bugs {
         let steps = b.steps.map_or("-".to_string(), |s| s.to_string());
-        let file = b.file.as_deref().unwrap_or("(not shrunk)");
+        let replayed = b.replayed.map(|(again, of)| {
+            let how = if again == of { "reproducible" } else { "flaky" };
+            format!("(live: {how}, {again}/{of} replays)")
+        });
+        let file = b.file.as_deref().or(replayed.as_deref()).unwrap_or("(not shrunk)");
         t.push_str(&format!(
             "\n  {:<8}  {:>6}  {:>10}  {:>5}  {:<40}  {file}",
             b.id,
