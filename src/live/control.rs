@@ -486,6 +486,19 @@ mod tests {
     }
 
     #[test]
+    fn every_message_the_protocol_document_shows_is_one_this_code_reads() {
+        let doc = include_str!("../../docs/live-protocol.md");
+        let blocks: Vec<&str> =
+            doc.split("```json\n").skip(1).map(|b| b.split("```").next().expect("a closed block")).collect();
+        assert!(blocks.len() >= 12, "{} json blocks", blocks.len());
+        for b in blocks {
+            let from = serde_json::from_str::<FromServer>(b).map(|_| ());
+            let to = serde_json::from_str::<ToServer>(b).map(|_| ());
+            assert!(from.is_ok() || to.is_ok(), "docs/live-protocol.md shows a message no side reads: {b}\n{from:?}");
+        }
+    }
+
+    #[test]
     fn stateless_reports_read_as_documented_and_survive_the_round_trip() {
         // A state given as text becomes its fingerprint; a lifetime in the process's
         // milliseconds becomes scenario time at the run's scale.
