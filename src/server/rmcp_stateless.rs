@@ -270,7 +270,7 @@ impl ServerHandler for App {
         self.send(Report::Exec(n, run.clone(), ExecStep::Started));
         let data_of = run.on_behalf_of.clone().unwrap_or(principal);
         let token = cx.meta.get_progress_token();
-        let start = tokio::time::Instant::now();
+        let start = crate::clock::Stamp::now();
         let mut sent = 0u64;
         while !tool.runs.is_zero() {
             let next =
@@ -280,7 +280,7 @@ impl ServerHandler for App {
             let cancelled = tokio::select! {
                 biased;
                 _ = cx.ct.cancelled() => true,
-                _ = tokio::time::sleep(wait) => false,
+                _ = crate::clock::sleep(wait) => false,
             };
             if cancelled {
                 self.send(Report::Exec(n, run, ExecStep::Cancelled));
