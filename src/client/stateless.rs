@@ -228,15 +228,7 @@ impl Client {
     /// Records an SSE event a stream delivered; returns its JSON-RPC message, if its data is one.
     fn record_event(&self, conn: ConnId, ev: &crate::wire::sse::Event) -> Option<Message> {
         let msg = Message::parse(&ev.data).ok();
-        let data: String = ev.data.chars().take(256).collect();
-        self.rec.record(What::SseEvent {
-            client: self.name(),
-            conn,
-            id: ev.id.clone(),
-            event: ev.event.clone(),
-            rpc: msg.as_ref().map(Message::summary),
-            data,
-        });
+        self.rec.record(What::sse_event(self.name(), conn, ev, msg.as_ref()));
         msg
     }
 

@@ -319,15 +319,7 @@ impl Client {
     }
 
     pub(super) fn record_sse(&self, conn: ConnId, ev: &crate::wire::sse::Event, msg: Option<&Message>) {
-        let data: String = ev.data.chars().take(256).collect();
-        self.rec.record(What::SseEvent {
-            client: self.name(),
-            conn,
-            id: ev.id.clone(),
-            event: ev.event.clone(),
-            rpc: msg.map(Message::summary),
-            data,
-        });
+        self.rec.record(What::sse_event(self.name(), conn, ev, msg));
     }
 
     pub(super) fn on_endpoint(self: Rc<Self>, data: &str, conn: ConnId) {

@@ -613,6 +613,24 @@ pub enum What {
 }
 
 impl What {
+    /// A client's record of SSE event `ev` on `conn`, with the message its
+    /// data parsed as (if any) and the data cut to 256 characters.
+    pub(crate) fn sse_event(
+        client: String,
+        conn: ConnId,
+        ev: &crate::wire::sse::Event,
+        msg: Option<&crate::wire::jsonrpc::Message>,
+    ) -> What {
+        What::SseEvent {
+            client,
+            conn,
+            id: ev.id.clone(),
+            event: ev.event.clone(),
+            rpc: msg.map(crate::wire::jsonrpc::Message::summary),
+            data: ev.data.chars().take(256).collect(),
+        }
+    }
+
     /// Server-internal events explain; they never decide a verdict.
     pub fn is_explanation(&self) -> bool {
         matches!(self, What::ServerNote { .. })
