@@ -519,19 +519,59 @@ fn a_live_hunt_finds_what_the_simulated_hunt_finds_on_naive_and_nothing_on_guard
     };
     let sim = hunt("naive", false);
     let live = hunt("naive", true);
-    // Buckets are headline shapes, and live timing (loopback, no drawn latency) changes
-    // some shapes: on seeds 0-39 live shares 10 of the simulated hunt's 19 buckets. What
-    // must hold is that every check the simulated hunt finds violated, the live one does.
-    let checks = |r: &mcpsim::hunt::HuntReport| -> std::collections::BTreeSet<String> {
-        r.bugs.iter().flat_map(|b| b.checks.clone()).collect()
+    // Unshrunk hunts file a bug by its check and the defect of the check's first
+    // violation: live timing (loopback, no drawn latency) changes a headline's words,
+    // not its defect. The issue asks live to find 80 % of the simulated hunt's.
+    let kinds = |r: &mcpsim::hunt::HuntReport| -> std::collections::BTreeSet<String> {
+        r.bugs.iter().map(|b| b.signature.clone()).collect()
     };
-    let (s, l) = (checks(&sim), checks(&live));
-    assert!(s.len() >= 4, "{s:?}");
-    assert!(s.is_subset(&l), "live found {l:?}, the simulated hunt {s:?}");
+    let (s, l) = (kinds(&sim), kinds(&live));
+    assert!(s.len() >= 5, "{s:?}");
+    assert!(s.iter().all(|k| k.starts_with("unshrunk | ")), "{s:?}");
+    let shared = s.intersection(&l).count();
+    assert!(shared * 5 >= s.len() * 4, "live found {shared} of the simulated hunt's {}: {l:?} vs {s:?}", s.len());
     // Each live bug was replayed live, and says how often it came back.
     assert!(live.bugs.iter().all(|b| b.replayed.is_some_and(|(_, of)| of == mcpsim::hunt::LIVE_REPLAYS)));
     assert!(live.bugs[0].repro.starts_with("mcpsim hunt --live "), "{}", live.bugs[0].repro);
     let guarded = hunt("guarded", true);
     assert!(guarded.bugs.is_empty(), "{:#?}", guarded.bugs);
     assert_eq!(guarded.seeds_run, 40);
+}
+
+/// A live hunt shrinks live: each candidate is a real run of the process,
+/// within `--shrink-runs`. The reproducer is written with `[expect]` under
+/// the name the process gave itself, and its live replays play the
+/// reproducer, not the original seed.
+#[test]
+fn a_live_hunt_shrinks_live_within_its_budget() {
+    use mcpsim::hunt::{HuntOptions, Limit};
+    let dir = std::env::temp_dir().join(format!("mcpsim-live-shrink-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut l = LiveOptions::new(serve("naive"));
+    l.time_scale = 0.1;
+    l.ready_timeout = Duration::from_secs(60);
+    let opts = HuntOptions {
+        jobs: 1,
+        base_seed: 3,
+        out: Some(dir.clone()),
+        shrink_budget: 4,
+        dialect: mcpsim::scenario::Dialect::StreamableHttp,
+        live: Some(l),
+        ..HuntOptions::new("live", Limit::Seeds(1))
+    };
+    let mut report = mcpsim::hunt::hunt(&opts, |_| {}).unwrap();
+    mcpsim::hunt::confirm_live(&opts, &mut report).unwrap();
+    let original = mcpsim::hunt::generate_in(3, mcpsim::scenario::Dialect::StreamableHttp);
+    assert!(!report.bugs.is_empty());
+    for bug in &report.bugs {
+        let file = bug.file.as_ref().unwrap_or_else(|| panic!("not shrunk: {bug:#?}"));
+        let text = std::fs::read_to_string(file).unwrap();
+        assert!(text.contains("Shrunk in 4 runs"), "{text}");
+        assert!(text.contains(&format!("# signature: {}", bug.signature)), "{text}");
+        let plan = mcpsim::scenario::Plan::load(std::path::Path::new(file)).unwrap();
+        assert!(plan.expect.contains_key("naive") && plan.expect.contains_key("guarded"), "{:?}", plan.expect);
+        assert!(plan.duration < original.duration || plan.steps.len() < original.steps.len());
+        assert!(bug.replayed.is_some_and(|(_, of)| of == mcpsim::hunt::LIVE_REPLAYS));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -60,6 +60,21 @@ pub struct Failure {
     pub headline: String,
     /// Its bucket ([`super::signature::bucket`]).
     pub bucket: String,
+    /// The [`super::signature::defect`] of its first violation
+    /// (`stopped-early` for a run stopped early, `nondeterminism`).
+    #[serde(default)]
+    pub defect: String,
+}
+
+impl Failure {
+    /// What an unshrunk hunt files it under: the check and its defect,
+    /// the two parts of a shrunk signature, read from the unshrunk run.
+    /// Live timing changes a headline's shape (and with it the bucket) far
+    /// more often than the defect, so live and simulated hunts of the
+    /// same seeds compare by this.
+    pub fn kind(&self) -> String {
+        format!("{} | {}", self.check, self.defect)
+    }
 }
 
 /// What the header of a regression file says of it.
@@ -97,6 +112,17 @@ impl<'a> Table<'a> {
 
     fn shrinks(&self) -> bool {
         self.opts.out.is_some() && self.opts.plug.is_none()
+    }
+
+    /// `plan` run against the hunted server (live when the hunt is live) and
+    /// judged, with the server's name as its run reports it (a live process
+    /// names itself in `ready`).
+    fn judged(&self, plan: &crate::scenario::Plan) -> Option<(String, Vec<check::Verdict>)> {
+        let run = match &self.opts.live {
+            Some(live) => crate::live::run(plan, live).ok().filter(|r| r.aborted.is_none())?,
+            None => crate::run(plan, &self.opts.server, None).ok()?,
+        };
+        Some((run.server.clone(), check::judge(&run.trace)))
     }
 
     /// Files one judged seed; returns the indices of bugs it found first.
@@ -140,13 +166,19 @@ impl<'a> Table<'a> {
         let shrinkable = self.shrinks() && f.check != "protocol" && f.check != "nondeterminism";
         let (sig, checks, shrunk) = if shrinkable {
             let plan = generate_in(o.seed, self.opts.dialect);
-            let shrunk = shrink::shrink(&plan, &self.opts.server, &f.check, self.opts.shrink_budget);
-            let verdicts = judged_by(&shrunk.plan, &self.opts.server).unwrap_or_default();
+            let shrunk = match &self.opts.live {
+                // Live: every candidate is a real run of the process (`--shrink-runs` bounds them).
+                Some(live) => shrink::shrink_with(&plan, self.opts.shrink_budget, |c| {
+                    shrink::still_fails_live(c, live, &f.check)
+                }),
+                None => shrink::shrink(&plan, &self.opts.server, &f.check, self.opts.shrink_budget),
+            };
+            let verdicts = self.judged(&shrunk.plan).map(|(_, v)| v).unwrap_or_default();
             let checks = violated_in(&verdicts);
             let checks = if checks.is_empty() { vec![f.check.clone()] } else { checks };
             (signature(&verdicts), checks, Some(shrunk))
         } else {
-            (format!("unshrunk | {}", f.bucket), vec![f.check.clone()], None)
+            (format!("unshrunk | {}", f.kind()), vec![f.check.clone()], None)
         };
         if let Some(&i) = self.signatures.get(&sig) {
             if let Some(shrunk) = shrunk {
@@ -196,10 +228,19 @@ impl<'a> Table<'a> {
                 return;
             }
         }
-        let name = format!("{}-{}-{}", self.opts.server, check, bug.id);
         let sig = bug.signature.clone();
+        // The hunted server's [expect]: from a run of the reproducer (live:
+        // one more live run, under the name the process gives itself).
+        let hunted = match self.judged(&shrunk.plan) {
+            Some((name, verdicts)) => Ok((name, check::violated(&verdicts).into_iter().map(String::from).collect())),
+            None => Err(Error::io("its reproducer did not run to the end")),
+        };
         let bug = &mut self.bugs[i];
-        match write_regression_named(&dir, &name, &self.opts.server, seed, check, repro, shrunk, &sig) {
+        let written = hunted.and_then(|(server, violated)| {
+            let name = format!("{server}-{check}-{}", bug.id);
+            write_regression_named(&dir, &name, (&server, violated), seed, check, repro, shrunk, &sig)
+        });
+        match written {
             Ok(path) => {
                 // A smaller reproducer replaces the bug's earlier file.
                 if let Some(old) = bug.file.take().filter(|f| Path::new(f) != path) {
@@ -212,27 +253,20 @@ impl<'a> Table<'a> {
     }
 }
 
-/// The checks `plan` violates on `server` with a violation the server could
-/// have prevented (inherent ones, such as a leak to a thief holding the
-/// owner's credential, are not findings).
-fn judged_by(plan: &crate::scenario::Plan, server: &str) -> Option<Vec<check::Verdict>> {
-    let run = crate::run(plan, server, None).ok()?;
-    Some(check::judge(&run.trace))
-}
-
 /// The checks with a violation a server could have prevented.
 fn violated_in(verdicts: &[check::Verdict]) -> Vec<String> {
     verdicts.iter().filter(|v| v.violations().iter().any(|x| !x.inherent)).map(|v| v.check.to_string()).collect()
 }
 
 /// The failures of one judged seed, one per violated check, with buckets.
-pub(crate) fn failures(plan: &crate::scenario::Plan, firsts: &[(String, String)]) -> Vec<Failure> {
+pub(crate) fn failures(plan: &crate::scenario::Plan, firsts: &[(String, String, &str)]) -> Vec<Failure> {
     firsts
         .iter()
-        .map(|(check, headline)| Failure {
+        .map(|(check, headline, defect)| Failure {
             check: check.clone(),
             headline: headline.clone(),
             bucket: bucket(check, headline, plan),
+            defect: defect.to_string(),
         })
         .collect()
 }
@@ -279,15 +313,16 @@ pub fn write_regression(
     shrunk: &shrink::Shrunk,
 ) -> Result<PathBuf> {
     let name = format!("{server}-{seed}-{target}");
-    let sig = signature(&judged_by(&shrunk.plan, server).unwrap_or_default());
-    write_regression_named(dir, &name, server, seed, target, origin, shrunk, &sig)
+    let verdicts = check::judge(&crate::run(&shrunk.plan, server, None)?.trace);
+    let violated = check::violated(&verdicts).into_iter().map(String::from).collect();
+    write_regression_named(dir, &name, (server, violated), seed, target, origin, shrunk, &signature(&verdicts))
 }
 
 #[allow(clippy::too_many_arguments)]
 fn write_regression_named(
     dir: &Path,
     name: &str,
-    server: &str,
+    (server, violated): (&str, Vec<String>),
     seed: u64,
     target: &str,
     origin: &str,
@@ -298,10 +333,10 @@ fn write_regression_named(
     plan.name = name.to_string();
     plan.description = format!("shrunk from hunt seed {seed}: {server} violates {target}");
     plan.expect.clear();
-    for s in [server, "guarded"] {
-        let run = crate::run(&plan, s, None)?;
-        let violated = check::violated(&check::judge(&run.trace)).into_iter().map(String::from).collect();
-        plan.expect.insert(s.to_string(), violated);
+    plan.expect.insert(server.to_string(), violated);
+    if server != "guarded" {
+        let run = crate::run(&plan, "guarded", None)?;
+        plan.expect.insert("guarded".into(), check::violated(&check::judge(&run.trace)).into_iter().map(String::from).collect());
     }
     let header = vec![
         format!("Found with server {server} at seed {seed} (mcpsim {}).", env!("CARGO_PKG_VERSION")),

@@ -24,7 +24,7 @@ use crate::check;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -166,10 +166,10 @@ fn run_seed_with(under: Under, seed: u64, check_determinism: bool, dialect: Dial
     for v in &verdicts {
         if let Some(x) = v.violations().iter().find(|x| !x.inherent) {
             violated.push(v.check.to_string());
-            firsts.push((v.check.to_string(), x.headline()));
+            firsts.push((v.check.to_string(), x.headline(), signature::defect(&x.finding)));
         }
     }
-    let mut headline = firsts.first().map(|(c, h)| format!("{c}: {h}"));
+    let mut headline = firsts.first().map(|(c, h, _)| format!("{c}: {h}"));
     if let Some(why) = run.aborted.as_ref().filter(|w| w.starts_with(crate::watchdog::STOPPED)) {
         let harness = Some(why.clone());
         return Ok(SeedOutcome {
@@ -186,7 +186,7 @@ fn run_seed_with(under: Under, seed: u64, check_determinism: bool, dialect: Dial
     if let Some(why) = &run.aborted {
         headline = Some(format!("run stopped early: {why}"));
         violated.push("protocol".into());
-        firsts.push(("protocol".into(), format!("run stopped early: {why}")));
+        firsts.push(("protocol".into(), format!("run stopped early: {why}"), "stopped-early"));
     }
     let mut nondeterminism = None;
     if check_determinism {
@@ -207,38 +207,58 @@ fn run_seed_with(under: Under, seed: u64, check_determinism: bool, dialect: Dial
     let mut failures = bugs::failures(&plan, &firsts);
     if nondeterminism.is_some() {
         let headline = "traces differ between two runs of the same seed".to_string();
-        failures.push(Failure { check: "nondeterminism".into(), bucket: "nondeterminism".into(), headline });
+        failures.push(Failure {
+            check: "nondeterminism".into(),
+            bucket: "nondeterminism".into(),
+            headline,
+            defect: "nondeterminism".into(),
+        });
     }
     Ok(SeedOutcome { seed, violated, headline, trace_hash, nondeterminism, reached, harness: None, failures })
 }
 
-/// A live hunt's second look: each bug's first seed is played live
-/// [`LIVE_REPLAYS`] more times, and the bug records how many of them showed
-/// it again (reproducible when all did, flaky otherwise).
+/// A live hunt's second look: each bug is played live [`LIVE_REPLAYS`]
+/// more times, and records how many of those runs showed it again
+/// (reproducible when all did, flaky otherwise). A shrunk bug replays its
+/// reproducer and must show its signature again; an unshrunk one replays
+/// its first seed and must show its check with the same defect.
 pub fn confirm_live(opts: &HuntOptions, report: &mut HuntReport) -> Result<()> {
     let Some(live) = &opts.live else { return Ok(()) };
+    // What each bug replays: its reproducer's plan when it was shrunk.
+    let mut reproducers = Vec::new();
+    for b in &report.bugs {
+        reproducers.push(match &b.file {
+            Some(f) => Some(Plan::load(Path::new(f))?),
+            None => None,
+        });
+    }
+    let again_for = |i: usize| -> Result<bool> {
+        let bug = &report.bugs[i];
+        match &reproducers[i] {
+            Some(plan) => {
+                let run = crate::live::run(plan, live)?;
+                Ok(run.aborted.is_none() && signature::signature(&check::judge(&run.trace)) == bug.signature)
+            }
+            None => {
+                let under = Under { server: &opts.server, plug: None, live: Some(live) };
+                let o = run_seed_with(under, bug.first_seed, false, opts.dialect)?;
+                Ok(o.failures.iter().any(|f| bug.signature.strip_prefix("unshrunk | ") == Some(f.kind().as_str())))
+            }
+        }
+    };
     // Every (bug, replay) pair, played `jobs` at a time: each is its own process and ports.
-    let pairs: Vec<(usize, u64)> =
-        report.bugs.iter().enumerate().flat_map(|(i, b)| (0..LIVE_REPLAYS).map(move |_| (i, b.first_seed))).collect();
+    let pairs: Vec<usize> = (0..report.bugs.len()).flat_map(|i| std::iter::repeat_n(i, LIVE_REPLAYS as usize)).collect();
     let mut again = vec![0u32; report.bugs.len()];
     for chunk in pairs.chunks(opts.jobs.max(1)) {
-        let outcomes: Vec<(usize, Result<SeedOutcome>)> = std::thread::scope(|scope| {
-            let handles: Vec<_> = chunk
-                .iter()
-                .map(|&(i, seed)| {
-                    let under = Under { server: &opts.server, plug: None, live: Some(live) };
-                    (i, scope.spawn(move || run_seed_with(under, seed, false, opts.dialect)))
-                })
-                .collect();
+        let outcomes: Vec<(usize, Result<bool>)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = chunk.iter().map(|&i| (i, scope.spawn(move || again_for(i)))).collect();
             handles
                 .into_iter()
                 .map(|(i, h)| (i, h.join().unwrap_or_else(|_| Err(Error::io("a live replay panicked")))))
                 .collect()
         });
         for (i, o) in outcomes {
-            // Live hunts do not shrink: a bug's signature is its bucket ("unshrunk | <bucket>").
-            let sig = &report.bugs[i].signature;
-            if o?.failures.iter().any(|f| sig.strip_prefix("unshrunk | ") == Some(f.bucket.as_str())) {
+            if o? {
                 again[i] += 1;
             }
         }
@@ -331,8 +351,9 @@ impl HuntOptions {
     pub fn replay_command(&self, seed: u64) -> String {
         if let Some(l) = &self.live {
             return format!(
-                "mcpsim hunt --live {} --dialect {} --seed {seed} --seeds 1 --no-shrink --time-scale {}",
+                "mcpsim hunt --live {}{} --dialect {} --seed {seed} --seeds 1 --no-shrink --time-scale {}",
                 crate::trace::run::shell_quote(&l.command),
+                l.config.flags(),
                 self.dialect.name(),
                 l.time_scale
             );
@@ -348,9 +369,14 @@ impl HuntOptions {
         };
         let (k, n) = self.shard;
         if let Some(l) = &self.live {
+            let shrink = match self.out {
+                Some(_) => format!("--shrink-runs {}", self.shrink_budget),
+                None => "--no-shrink".into(),
+            };
             return format!(
-                "mcpsim hunt --live {} --dialect {} --seed {} {limit} --jobs {} --shard {k}/{n} --no-shrink --time-scale {}",
+                "mcpsim hunt --live {}{} --dialect {} --seed {} {limit} --jobs {} --shard {k}/{n} {shrink} --time-scale {}",
                 crate::trace::run::shell_quote(&l.command),
+                l.config.flags(),
                 self.dialect.name(),
                 self.base_seed,
                 self.jobs,
@@ -423,10 +449,9 @@ pub enum Progress<'a> {
 /// never on thread timing. New buckets are shrunk here, while the workers
 /// go on.
 pub fn hunt(opts: &HuntOptions, on: impl FnMut(Progress)) -> Result<HuntReport> {
-    if opts.live.is_some() && (opts.out.is_some() || opts.check_determinism) {
+    if opts.live.is_some() && opts.check_determinism {
         return Err(Error::usage(
-            "a live hunt neither shrinks nor checks determinism (real sockets, real time): use --no-shrink, \
-             without --check-determinism",
+            "a live hunt cannot check determinism (real sockets, real time): drop --check-determinism",
         ));
     }
     if opts.plug.is_none() && opts.live.is_none() && !crate::server::is_known_server(&opts.server) {

@@ -20,7 +20,19 @@ pub struct Shrunk {
 
 /// Whether `plan` on `server` still violates `target` (inherent violations do not count).
 pub fn still_fails(plan: &Plan, server: &str, target: &str) -> bool {
-    match crate::run(plan, server, None) {
+    fails(crate::run(plan, server, None), target)
+}
+
+/// Whether `plan`, played live against `live`'s process, violates `target`.
+/// One live run: a flaky bug may shrink less far than a steady one.
+pub fn still_fails_live(plan: &Plan, live: &crate::live::LiveOptions, target: &str) -> bool {
+    fails(crate::live::run(plan, live), target)
+}
+
+/// Whether a run that went to its end violates `target` with a violation
+/// the server could have prevented.
+fn fails(run: crate::error::Result<crate::trace::Run>, target: &str) -> bool {
+    match run {
         Ok(run) if run.aborted.is_none() => {
             check::judge(&run.trace).iter().any(|v| v.check == target && v.violations().iter().any(|x| !x.inherent))
         }
@@ -30,14 +42,20 @@ pub fn still_fails(plan: &Plan, server: &str, target: &str) -> bool {
 
 /// Minimises `plan` while `server` still violates `target`, within `budget` runs.
 pub fn shrink(plan: &Plan, server: &str, target: &str, budget: usize) -> Shrunk {
+    shrink_with(plan, budget, |candidate| still_fails(candidate, server, target))
+}
+
+/// Minimises `plan` while `still` holds of the candidate (a simulated run,
+/// or a live one: [`still_fails_live`]), within `budget` candidate runs.
+pub fn shrink_with(plan: &Plan, budget: usize, mut still: impl FnMut(&Plan) -> bool) -> Shrunk {
     let mut best = plan.clone();
     let mut runs = 0;
-    let attempt = |candidate: Plan, best: &mut Plan, runs: &mut usize| -> bool {
+    let mut attempt = |candidate: Plan, best: &mut Plan, runs: &mut usize| -> bool {
         if *runs >= budget || !consistent(&candidate) {
             return false;
         }
         *runs += 1;
-        if still_fails(&candidate, server, target) {
+        if still(&candidate) {
             *best = candidate;
             true
         } else {

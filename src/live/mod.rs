@@ -58,6 +58,60 @@ pub struct LiveOptions {
     pub port: Option<u16>,
     /// Echo the process's output to stderr as it comes.
     pub echo: bool,
+    /// The configuration asked of the adapter (`--event-store`, `--auth`).
+    pub config: AdapterConfig,
+}
+
+/// What a live run asks of the server's configuration, passed on in its
+/// environment (docs/live-protocol.md section 1). Unset, the adapter keeps
+/// its own default; an adapter without such a setting says so on stderr.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AdapterConfig {
+    /// `MCPSIM_EVENT_STORE`: resumability through an event store, or none.
+    pub event_store: Option<EventStore>,
+    /// `MCPSIM_AUTH`: a bearer-token verifier, or none.
+    pub auth: Option<Auth>,
+}
+
+/// `MCPSIM_EVENT_STORE`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventStore {
+    /// The SDK's example in-memory store (resumption works).
+    Memory,
+    /// No event store: most SDKs' default (resumption cannot work).
+    None,
+}
+
+/// `MCPSIM_AUTH`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Auth {
+    /// No authentication.
+    Off,
+    /// A bearer-token verifier whose token is the principal's name; sessions
+    /// bound to the principal that opened them.
+    Bearer,
+}
+
+impl AdapterConfig {
+    /// The environment variables it sets.
+    pub fn environment(&self) -> Vec<(&'static str, String)> {
+        let mut env = Vec::new();
+        if let Some(s) = self.event_store {
+            env.push(("MCPSIM_EVENT_STORE", if s == EventStore::Memory { "memory" } else { "none" }.to_string()));
+        }
+        if let Some(a) = self.auth {
+            env.push(("MCPSIM_AUTH", if a == Auth::Off { "off" } else { "bearer" }.to_string()));
+        }
+        env
+    }
+
+    /// The command-line flags that ask for it, each with a leading space.
+    pub fn flags(&self) -> String {
+        self.environment()
+            .iter()
+            .map(|(k, v)| format!(" --{} {v}", if *k == "MCPSIM_AUTH" { "auth" } else { "event-store" }))
+            .collect()
+    }
 }
 
 impl LiveOptions {
@@ -69,6 +123,7 @@ impl LiveOptions {
             ready_timeout: Duration::from_secs(10),
             port: None,
             echo: false,
+            config: AdapterConfig::default(),
         }
     }
 }
@@ -103,8 +158,9 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
     let mut interrupt = Interrupt::new()?;
     let (port, control) = ports(opts.port).await?;
     let control_port = control.local_addr().map_err(|e| Error::io(e.to_string()))?.port();
-    let env =
+    let mut env =
         control::environment(port, control_port, plan.dialect, &plan.server, &plan.tools, opts.time_scale, plan.seed.0);
+    env.extend(opts.config.environment());
     let mut process = Process::spawn(&opts.command, &env, opts.echo)
         .map_err(|e| Error::io(format!("cannot start the server command `{}`: {e}", opts.command)))?;
     let ((server, dialects), lines, writer) = tokio::select! {
@@ -231,6 +287,7 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
         aborted,
         live: Some(LiveInfo {
             command: opts.command.clone(),
+            flags: opts.config.flags(),
             time_scale: opts.time_scale,
             notes,
             late_steps,
@@ -653,4 +710,23 @@ fn unreported(plan: &Plan, trace: &crate::trace::Trace) -> Vec<String> {
         }
     }
     notes
+}
+
+#[cfg(test)]
+mod config_tests {
+    use super::*;
+
+    #[test]
+    fn an_adapter_configuration_reaches_the_environment_and_the_repro_flags() {
+        assert!(AdapterConfig::default().environment().is_empty());
+        assert_eq!(AdapterConfig::default().flags(), "");
+        let c = AdapterConfig { event_store: Some(EventStore::None), auth: Some(Auth::Bearer) };
+        assert_eq!(
+            c.environment(),
+            vec![("MCPSIM_EVENT_STORE", "none".to_string()), ("MCPSIM_AUTH", "bearer".to_string())]
+        );
+        assert_eq!(c.flags(), " --event-store none --auth bearer");
+        let c = AdapterConfig { event_store: Some(EventStore::Memory), auth: Some(Auth::Off) };
+        assert_eq!(c.flags(), " --event-store memory --auth off");
+    }
 }

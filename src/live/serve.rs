@@ -133,6 +133,13 @@ impl ServeOptions {
             None => crate::server::dialects(&server),
         };
         let life = num("MCPSIM_LIFE")?.map_or(1, |n| n.clamp(1, u64::from(u32::MAX)) as u32);
+        // The adapter configurations (--event-store, --auth) have no meaning
+        // here: each reference engine is one configuration, its own.
+        for k in ["MCPSIM_EVENT_STORE", "MCPSIM_AUTH"] {
+            if let Some(v) = get(k) {
+                eprintln!("mcpsim serve: {k}={v} ignored: the reference engine {server} has one configuration");
+            }
+        }
         Ok(ServeOptions { server, port, control_port, dialect, config, seed, tools, life, speaks })
     }
 }

@@ -37,6 +37,9 @@ pub struct Run {
 pub struct LiveInfo {
     /// The server command it started.
     pub command: String,
+    /// The configuration flags it ran with (`--event-store`, `--auth`),
+    /// each with a leading space; empty without any.
+    pub flags: String,
     /// Real seconds per scenario second.
     pub time_scale: f64,
     /// What the server process did not tell (requests it never reported,
@@ -96,7 +99,7 @@ impl Run {
         if let Some(live) = &self.live {
             let scale =
                 if live.time_scale == 1.0 { String::new() } else { format!(" --time-scale {}", live.time_scale) };
-            return format!("mcpsim run --live {} {file}{scale}", shell_quote(&live.command));
+            return format!("mcpsim run --live {}{} {file}{scale}", shell_quote(&live.command), live.flags);
         }
         if self.by_name {
             format!("mcpsim run {file} --server {} --seed {}", self.server, self.seed)

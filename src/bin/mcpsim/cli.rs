@@ -157,6 +157,50 @@ pub(crate) struct LiveArgs {
     /// Echo the server process's output to stderr, prefixed with [server].
     #[arg(long, requires = "live", help_heading = "Live runs")]
     pub(crate) server_output: bool,
+    #[command(flatten)]
+    pub(crate) config: ConfigArgs,
+}
+
+/// The adapter configuration a live run or hunt asks for, passed on as
+/// MCPSIM_EVENT_STORE and MCPSIM_AUTH (docs/live-protocol.md).
+#[derive(clap::Args)]
+pub(crate) struct ConfigArgs {
+    /// Ask the server for an event store (resumability), or for none (most SDKs' default)
+    /// [default: the adapter's own; the bundled adapters use memory].
+    #[arg(long, value_enum, requires = "live", help_heading = "Server configuration (live)")]
+    pub(crate) event_store: Option<EventStoreArg>,
+    /// Ask the server for a bearer-token verifier (the token is the principal's name; sessions
+    /// bound to it), or for none [default: the adapter's own; the bundled adapters use off].
+    #[arg(long, value_enum, requires = "live", help_heading = "Server configuration (live)")]
+    pub(crate) auth: Option<AuthArg>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum EventStoreArg {
+    Memory,
+    None,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum AuthArg {
+    Off,
+    Bearer,
+}
+
+impl ConfigArgs {
+    pub(crate) fn config(&self) -> mcpsim::live::AdapterConfig {
+        use mcpsim::live::{Auth, EventStore};
+        mcpsim::live::AdapterConfig {
+            event_store: self.event_store.map(|e| match e {
+                EventStoreArg::Memory => EventStore::Memory,
+                EventStoreArg::None => EventStore::None,
+            }),
+            auth: self.auth.map(|a| match a {
+                AuthArg::Off => Auth::Off,
+                AuthArg::Bearer => Auth::Bearer,
+            }),
+        }
+    }
 }
 
 impl LiveArgs {
@@ -176,6 +220,7 @@ impl LiveArgs {
         }
         opts.port = self.live_port;
         opts.echo = self.server_output;
+        opts.config = self.config.config();
         Ok(Some(opts))
     }
 }
@@ -233,9 +278,13 @@ pub(crate) struct HuntArgs {
     #[arg(long, value_name = "DIR", default_value = "mcpsim-findings")]
     pub(crate) out: PathBuf,
     /// Report findings without shrinking them (failures are then grouped by
-    /// the shape of their first violation only).
+    /// check and the defect of their first violation, read from the unshrunk run).
     #[arg(long)]
     pub(crate) no_shrink: bool,
+    /// The shrinking budget: at most N candidate runs per new finding
+    /// [default: 300; with --live 20, each a real run of the process].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "no_shrink")]
+    pub(crate) shrink_runs: Option<u64>,
     /// Stop once this many distinct bugs are found.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) max_findings: Option<u64>,
@@ -257,9 +306,10 @@ pub(crate) struct HuntArgs {
     #[arg(long, value_enum)]
     pub(crate) dialect: Option<DialectArg>,
     /// Hunt a real server process: each generated plan is played live against COMMAND (as
-    /// `run --live` does; docs/live-protocol.md), one process per plan. Live hunts do not
-    /// shrink; each bug's first seed is replayed live 3 more times and the bug is reported
-    /// reproducible (3/3) or flaky. --server then only names it in the report.
+    /// `run --live` does; docs/live-protocol.md), one process per plan. Each new finding is
+    /// shrunk live (every candidate a real run; --shrink-runs, default 20) unless --no-shrink;
+    /// each bug's reproducer (or first seed) is replayed live 3 more times and the bug is
+    /// reported reproducible (3/3) or flaky. --server then only names it in the report.
     #[arg(long, value_name = "COMMAND", conflicts_with = "check_determinism", help_heading = "Live hunts")]
     pub(crate) live: Option<String>,
     /// Live hunts: real seconds per scenario second [default: 0.1; a generated plan's 30 s then take 3 s].
@@ -268,6 +318,8 @@ pub(crate) struct HuntArgs {
     /// Live hunts: how long the server process may take to say `ready`, in real seconds [default: 10].
     #[arg(long, value_name = "SECS", requires = "live", help_heading = "Live hunts")]
     pub(crate) ready_timeout: Option<f64>,
+    #[command(flatten)]
+    pub(crate) config: ConfigArgs,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

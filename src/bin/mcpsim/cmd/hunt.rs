@@ -89,10 +89,10 @@ fn options(a: &HuntArgs) -> Result<HuntOptions, Error> {
         limit,
         jobs: a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
         shard: a.shard,
-        // Live hunts do not shrink (each replay is a real run).
-        out: (!a.no_shrink && live.is_none()).then(|| a.out.clone()),
+        out: (!a.no_shrink).then(|| a.out.clone()),
         check_determinism: a.check_determinism,
-        shrink_budget: 300,
+        // Live, every candidate is a real run of a few seconds: a small budget.
+        shrink_budget: a.shrink_runs.map_or(if live.is_some() { 20 } else { 300 }, |n| n as usize),
         max_bugs: if a.stop_on_first { Some(1) } else { a.max_findings.map(|n| n as usize) },
         dialect: match (a.dialect, &live) {
             (None, Some(_)) => mcpsim::scenario::Dialect::StreamableHttp,
@@ -108,6 +108,7 @@ fn options(a: &HuntArgs) -> Result<HuntOptions, Error> {
 fn live_options(a: &HuntArgs) -> Result<Option<mcpsim::live::LiveOptions>, Error> {
     let Some(command) = &a.live else { return Ok(None) };
     let mut opts = mcpsim::live::LiveOptions::new(command.clone());
+    opts.config = a.config.config();
     opts.time_scale = a.time_scale.unwrap_or(0.1);
     if !(opts.time_scale > 0.0 && opts.time_scale.is_finite()) {
         return Err(Error::usage(format!("--time-scale must be a positive number, not {}", opts.time_scale)));
@@ -226,7 +227,11 @@ fn bug_table(report: &mcpsim::hunt::HuntReport) -> String {
             let how = if again == of { "reproducible" } else { "flaky" };
             format!("(live: {how}, {again}/{of} replays)")
         });
-        let file = b.file.as_deref().or(replayed.as_deref()).unwrap_or("(not shrunk)");
+        let file = match (b.file.as_deref(), replayed) {
+            (Some(f), Some(r)) => format!("{f} {r}"),
+            (None, Some(r)) => r,
+            (f, None) => f.unwrap_or("(not shrunk)").to_string(),
+        };
         t.push_str(&format!(
             "\n  {:<8}  {:>6}  {:>10}  {:>5}  {:<40}  {file}",
             b.id,
@@ -236,10 +241,17 @@ fn bug_table(report: &mcpsim::hunt::HuntReport) -> String {
             b.checks.join(", ")
         ));
     }
-    t.push_str("\nwhat went wrong first in each bug's reproducer:");
+    // A shrunk bug's signature ("check | defect") is what went wrong first
+    // in its reproducer; an unshrunk one's ("unshrunk | check | defect") is
+    // its check's first violation in its first seed. The table has the check.
+    if report.bugs.iter().any(|b| b.file.is_some()) {
+        t.push_str("\nwhat went wrong first in each bug's reproducer:");
+    } else {
+        t.push_str("\nthe defect each bug's check showed first (not shrunk):");
+    }
     for b in &report.bugs {
-        let shape = b.signature.split(" | ").skip(1).collect::<Vec<_>>().join(" | ");
-        t.push_str(&format!("\n  {:<8}  {shape}", b.id));
+        let defect = b.signature.rsplit(" | ").next().unwrap_or(&b.signature);
+        t.push_str(&format!("\n  {:<8}  {defect}", b.id));
     }
     t
 }
