@@ -268,9 +268,29 @@ impl StepKind {
 }
 
 /// Servers that run only live (`mcpsim run --live`): the adapters under
-/// `adapters/`, by the name they give in `ready`. `[expect]` accepts them
-/// beside [`SERVERS`].
-pub const LIVE_SERVERS: &[&str] = &["typescript-sdk", "python-sdk"];
+/// `adapters/`, by the name they give in `ready` (one per configuration:
+/// `-no-store` without an event store, `-auth` with a bearer-token
+/// verifier; docs/live-protocol.md), and the example adapter of
+/// `examples/`. `[expect]` accepts them beside [`SERVERS`].
+pub const LIVE_SERVERS: &[&str] = &[
+    "typescript-sdk",
+    "typescript-sdk-no-store",
+    "typescript-sdk-auth",
+    "typescript-sdk-no-store-auth",
+    "python-sdk",
+    "python-sdk-no-store",
+    "python-sdk-auth",
+    "python-sdk-no-store-auth",
+    "typescript-v2",
+    "typescript-v2-no-store",
+    "typescript-v2-auth",
+    "typescript-v2-no-store-auth",
+    "fastmcp",
+    "fastmcp-no-store",
+    "fastmcp-auth",
+    "fastmcp-no-store-auth",
+    "minimal-adapter",
+];
 
 /// The names `[expect]` accepts: [`SERVERS`], then [`LIVE_SERVERS`].
 pub fn expect_keys() -> impl Iterator<Item = &'static str> {

@@ -575,3 +575,22 @@ fn a_live_hunt_shrinks_live_within_its_budget() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The minimal adapter of `examples/` (Python's standard library only,
+/// written from docs/live-protocol.md alone) meets `[expect]` on both
+/// canonical streamable-http scenarios, and its runs are judged in full:
+/// every request it reported issued has an outcome.
+#[test]
+fn the_minimal_example_adapter_meets_its_expectations_on_both_canonical_scenarios() {
+    let command = "python3 examples/minimal_adapter.py".to_string();
+    let files = ["streamable-http/nat-rebind.toml", "streamable-http/second-client-leak.toml"];
+    let jobs: Vec<(String, String)> = files.iter().map(|f| (f.to_string(), command.clone())).collect();
+    for (file, runs) in files.iter().zip(live_runs(&jobs, 1)) {
+        let expected = plan(file).expect.get("minimal-adapter").cloned().expect("an [expect] entry");
+        let r = &runs[0];
+        assert_eq!(r.server, "minimal-adapter");
+        assert_eq!(r.violated, expected, "{file}:\n{}", r.report);
+        assert!(r.trace.contains("\"kind\":\"request-outcome\""), "{file}: no outcome reported");
+        assert!(!r.report.contains("the server never reported"), "{file}:\n{}", r.report);
+    }
+}

@@ -168,9 +168,9 @@ impl<'a> Table<'a> {
             let plan = generate_in(o.seed, self.opts.dialect);
             let shrunk = match &self.opts.live {
                 // Live: every candidate is a real run of the process (`--shrink-runs` bounds them).
-                Some(live) => shrink::shrink_with(&plan, self.opts.shrink_budget, |c| {
-                    shrink::still_fails_live(c, live, &f.check)
-                }),
+                Some(live) => {
+                    shrink::shrink_with(&plan, self.opts.shrink_budget, |c| shrink::still_fails_live(c, live, &f.check))
+                }
                 None => shrink::shrink(&plan, &self.opts.server, &f.check, self.opts.shrink_budget),
             };
             let verdicts = self.judged(&shrunk.plan).map(|(_, v)| v).unwrap_or_default();
@@ -336,7 +336,10 @@ fn write_regression_named(
     plan.expect.insert(server.to_string(), violated);
     if server != "guarded" {
         let run = crate::run(&plan, "guarded", None)?;
-        plan.expect.insert("guarded".into(), check::violated(&check::judge(&run.trace)).into_iter().map(String::from).collect());
+        plan.expect.insert(
+            "guarded".into(),
+            check::violated(&check::judge(&run.trace)).into_iter().map(String::from).collect(),
+        );
     }
     let header = vec![
         format!("Found with server {server} at seed {seed} (mcpsim {}).", env!("CARGO_PKG_VERSION")),

@@ -247,7 +247,8 @@ pub fn confirm_live(opts: &HuntOptions, report: &mut HuntReport) -> Result<()> {
         }
     };
     // Every (bug, replay) pair, played `jobs` at a time: each is its own process and ports.
-    let pairs: Vec<usize> = (0..report.bugs.len()).flat_map(|i| std::iter::repeat_n(i, LIVE_REPLAYS as usize)).collect();
+    let pairs: Vec<usize> =
+        (0..report.bugs.len()).flat_map(|i| std::iter::repeat_n(i, LIVE_REPLAYS as usize)).collect();
     let mut again = vec![0u32; report.bugs.len()];
     for chunk in pairs.chunks(opts.jobs.max(1)) {
         let outcomes: Vec<(usize, Result<bool>)> = std::thread::scope(|scope| {
