@@ -292,6 +292,18 @@ pub const LIVE_SERVERS: &[&str] = &[
     "minimal-adapter",
 ];
 
+/// The [`LIVE_SERVERS`] that speak stateless-http too (MCP 2026-07-28).
+pub const LIVE_STATELESS: &[&str] = &[
+    "typescript-v2",
+    "typescript-v2-no-store",
+    "typescript-v2-auth",
+    "typescript-v2-no-store-auth",
+    "fastmcp",
+    "fastmcp-no-store",
+    "fastmcp-auth",
+    "fastmcp-no-store-auth",
+];
+
 /// The names `[expect]` accepts: [`SERVERS`], then [`LIVE_SERVERS`].
 pub fn expect_keys() -> impl Iterator<Item = &'static str> {
     SERVERS.iter().chain(LIVE_SERVERS).copied()

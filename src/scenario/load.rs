@@ -669,7 +669,7 @@ impl Loader<'_> {
                 }
             })
             .collect();
-        let live: &[&str] = if stateful { crate::vocab::LIVE_SERVERS } else { &[] };
+        let live: &[&str] = if stateful { crate::vocab::LIVE_SERVERS } else { crate::vocab::LIVE_STATELESS };
         let checks: Vec<&str> =
             if stateful { crate::vocab::CheckId::STATEFUL } else { crate::vocab::CheckId::STATELESS }
                 .iter()

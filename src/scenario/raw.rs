@@ -267,7 +267,10 @@ pub fn json_schema() -> String {
         "allOf".into(),
         serde_json::json!([{
             "if": { "properties": { "scenario": { "properties": { "dialect": { "const": "stateless-http" } }, "required": ["dialect"] } } },
-            "then": expect_of(crate::vocab::STATELESS_SERVERS.to_vec(), names(crate::vocab::CheckId::STATELESS)),
+            "then": expect_of(
+                crate::vocab::STATELESS_SERVERS.iter().chain(crate::vocab::LIVE_STATELESS).copied().collect(),
+                names(crate::vocab::CheckId::STATELESS)
+            ),
             "else": expect_of(stateful, names(crate::vocab::CheckId::STATEFUL)),
         }]),
     );
