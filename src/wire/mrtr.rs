@@ -215,15 +215,25 @@ pub fn progress(token: &str, n: u64) -> Message {
 
 /// A state with one character changed near its end (an alphanumeric one,
 /// so that a state in plain text stays well-formed and only its meaning changes).
+///
+/// The change always reaches the bytes a base64 or base64url state encodes:
+/// the last character of such a state may carry 2 or 4 bits that decode to
+/// nothing (its value is then a multiple of 4 or of 16), and a decoder that
+/// ignores them would read a change of those bits as no change at all. So
+/// `A` (0) becomes `Q` (16) and `0` (52) becomes `4` (56), not `B` and `1`,
+/// which differ from them only in the lowest bit; every other character
+/// becomes its predecessor, which for a multiple of 4 changes bit 2 or
+/// above. (The TypeScript SDK 2.4.0's codec ignores those bits: an `A`
+/// flipped to `B` passed its MAC.)
 pub fn flip(state: &str) -> String {
     let mut chars: Vec<char> = state.chars().collect();
     if let Some(i) = (0..chars.len()).rev().find(|&i| chars[i].is_ascii_alphanumeric()) {
         chars[i] = match chars[i] {
-            '0' => '1',
+            '0' => '4',
+            'A' => 'Q',
             '9' => '8',
             'a' => 'b',
             'z' => 'y',
-            'A' => 'B',
             'Z' => 'Y',
             c => (c as u8 - 1) as char,
         };
@@ -297,6 +307,15 @@ mod tests {
         assert_ne!(f, s);
         assert!(serde_json::from_str::<Value>(&f).is_ok(), "{f}");
         assert_eq!(truncate("abcdef"), "abc");
+        // The last character of base64 may carry bits that decode to nothing:
+        // the flip must change a bit that decodes (bit 4 for A, bit 2 for 0).
+        let b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        let value = |c: char| b64.find(c).unwrap();
+        for (tail, significant_from) in [("A", 4), ("Q", 4), ("g", 4), ("w", 4), ("E", 2), ("0", 2), ("8", 2)] {
+            let f = flip(&format!("xyz{tail}"));
+            let changed = value(f.chars().last().unwrap()) ^ value(tail.chars().next().unwrap());
+            assert!(changed >> significant_from != 0, "{tail} -> {f}: only bits below {significant_from} changed");
+        }
         assert_ne!(fingerprint("a"), fingerprint("b"));
         assert_eq!(fingerprint("a").len(), 8);
     }
