@@ -3,7 +3,9 @@
 //! (sessions are bound to the principal that opened them).
 //!
 //! Evidence: SSE messages delivered on a connection that presented a session
-//! token to a client whose principal is not the token owner's; a DELETE by
+//! token to a client whose principal is not the token owner's; messages the
+//! application reported on one principal's session, delivered on another
+//! principal's own session (a store shared by every session); a DELETE by
 //! another principal that the server answered 2xx (it ended the owner's
 //! session); an answer the application applied that only another principal
 //! had sent. When the thief
@@ -23,7 +25,7 @@ pub const ABOUT: &str =
 
 pub const EXPLAIN: super::Explain = super::Explain {
     meaning: "A session belongs to the principal that opened it: no event of it is delivered to another principal, and no DELETE or answer from another principal acts on it.",
-    evidence: "Which client learned each session token (its owner), which client presented it, and the messages delivered on that connection; DELETEs and answers sent with it and what the server and its application did with them; token thefts recorded by the harness.",
+    evidence: "Which client learned each session token (its owner), which client presented it, and the messages delivered on that connection; the events the application reported on each session, and any delivered on another principal's session; DELETEs and answers sent with it and what the server and its application did with them; token thefts recorded by the harness.",
     condition: "The analysis's step 6: a token holder resuming from an old id must not receive another user's events; bind sessions to principals (MCP security best practices).",
     to_pass: "Bind each session to the credential that opened it and refuse other principals (403) without killing the owner's session. A thief that holds the owner's credential cannot be told apart: such leaks are reported as inherent.",
 };
@@ -66,10 +68,80 @@ pub fn judge(o: &Observed) -> Status {
         });
     }
     judged |= foreign_acts(o, &mut out);
+    judged |= cross_session(o, &mut out);
     if !judged {
         return not_applicable("no client presented another principal's session token");
     }
     status(out)
+}
+
+/// Events the application reported emitting on one session (notifications,
+/// server requests) that a client of another principal received on a
+/// session of its own: a replay drawn from an event store that serves every
+/// session and files their streams under one stream id hands one user's
+/// events to another without any theft. An id that the receiving session
+/// was reported to carry too is not counted (servers that number each
+/// session's events from the same start reuse ids across sessions). Returns
+/// whether two sessions of different principals were open to judge.
+fn cross_session(o: &Observed, out: &mut Vec<Violation>) -> bool {
+    use std::collections::{BTreeMap, BTreeSet};
+    // Event id -> the sessions (tokens) the application said carried it.
+    let mut sessions_of: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for n in &o.notifications {
+        for id in &n.ids {
+            sessions_of.entry(id.as_str()).or_default().insert(n.token.as_str());
+        }
+    }
+    for r in o.requests.values() {
+        if let (Some(id), Some(token)) = (r.event_id.as_deref(), r.token()) {
+            sessions_of.entry(id).or_default().insert(token);
+        }
+    }
+    let principals: BTreeSet<&str> = o.token_owner.values().map(|owner| o.principal(owner)).collect();
+    if principals.len() < 2 || sessions_of.is_empty() {
+        return false;
+    }
+    for c in o.conns.values() {
+        let Some(token) = c.presented_token.as_deref() else { continue };
+        let me = o.principal(&c.client);
+        // (the other session's owner, what was delivered), in delivery order.
+        let mut leaked: Vec<(&String, &super::observe::Delivered)> = Vec::new();
+        for d in c.delivered.iter().filter(|d| d.rpc.is_some()) {
+            let Some(carriers) = d.id.as_deref().and_then(|id| sessions_of.get(id)) else { continue };
+            if carriers.contains(token) {
+                continue;
+            }
+            let foreign = carriers.iter().filter_map(|t| o.token_owner.get(*t)).find(|owner| o.principal(owner) != me);
+            if let Some(owner) = foreign {
+                leaked.push((owner, d));
+            }
+        }
+        let (Some((owner, first)), Some((_, last))) = (leaked.first(), leaked.last()) else { continue };
+        let leaked_of: Vec<_> = leaked.iter().filter(|(o2, _)| o2 == owner).map(|(_, d)| *d).collect();
+        let requests: Vec<Msg> = leaked_of
+            .iter()
+            .filter(|d| d.rpc.as_ref().is_some_and(|r| r.kind == RpcKind::Request))
+            .map(|d| Msg { rpc: d.rpc.clone(), event: d.event.clone() })
+            .collect();
+        out.push(Violation {
+            check: ID,
+            finding: Finding::Leak {
+                client: c.client.clone(),
+                principal: me.to_string(),
+                owner: (*owner).clone(),
+                conn: c.conn,
+                count: leaked_of.len(),
+                first_id: first.id.clone(),
+                last_id: last.id.clone(),
+                requests,
+                why: None,
+            },
+            t: first.t,
+            evidence: c.request_seq.into_iter().chain(leaked_of.iter().map(|d| d.seq)).collect(),
+            inherent: false,
+        });
+    }
+    true
 }
 
 /// What another principal did to a session that the server let through: a
