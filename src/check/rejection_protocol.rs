@@ -306,8 +306,11 @@ fn valid_refused(o: &Observed, c: &Conn, (t_rej, rej_seq, how): (SimTime, u64, R
 }
 
 /// A resume step that says what the server must do (`expect = "accepted"`
-/// or `"refused"`): the client's first resumption request from the step on
-/// must have had that outcome. A wrongly refused resumption passes every
+/// or `"refused"`): the client's first resumption request (a GET with
+/// `Last-Event-ID`) from the step on must have had that outcome. A plain
+/// GET is not one: when the step could not be sent (a server that exposes
+/// no event ids gives the client none to resume from), the client's own
+/// reconnect without an id is not judged against the step. A wrongly refused resumption passes every
 /// other check (the refusal is explicit and the client re-initializes), yet
 /// costs the client its session: only the scenario's author can say it was
 /// valid. Returns whether there was any such step to judge.
@@ -316,7 +319,12 @@ fn expectations(o: &Observed, out: &mut Vec<Violation>) -> bool {
         let Some(c) = o
             .conns
             .values()
-            .filter(|c| &c.client == client && c.method == "GET" && c.request_t.is_some_and(|r| r >= *t))
+            .filter(|c| {
+                &c.client == client
+                    && c.method == "GET"
+                    && c.last_event_id.is_some()
+                    && c.request_t.is_some_and(|r| r >= *t)
+            })
             .min_by_key(|c| (c.request_t, c.conn))
         else {
             continue;
