@@ -4,6 +4,17 @@
     adapters/python/.venv/bin/pip install -r adapters/python/requirements.txt
     mcpsim run --live 'adapters/python/.venv/bin/python adapters/python/server.py' FILE --time-scale 0.1
 
+The configuration users deploy, chosen by environment variables (README.md):
+    MCPSIM_EVENT_STORE=memory (default: the SDK example's InMemoryEventStore)
+                       none   (no event store: the SDK's default, no resumability)
+    MCPSIM_AUTH=off    (default: no authentication)
+                bearer (the SDK's own auth: a TokenVerifier + AuthSettings, so
+                        BearerAuthBackend / RequireAuthMiddleware; the token is
+                        the principal's name; the SDK's session manager binds
+                        each session to the principal that created it)
+The name in `ready` says which: python-sdk, python-sdk-no-store, python-sdk-auth,
+python-sdk-no-store-auth.
+
 Adapt it: keep the "SDK" parts as your server already has them (or replace them
 with yours), and keep the "harness" parts, which only tell mcpsim what the
 application did (docs/live-protocol.md). The harness never changes what the SDK
@@ -14,10 +25,12 @@ a low-level `Server`, `server.streamable_http_app(event_store=...)` (which build
 the `StreamableHTTPSessionManager`: stateful sessions, SSE responses, and
 DNS-rebinding protection for 127.0.0.1 because `host` defaults to 127.0.0.1),
 one example `InMemoryEventStore` (from the SDK's sdist, see install.sh) shared by every
-session, served by uvicorn on 127.0.0.1.
-Harness part: the `ask` tool, the control connection, and an event store
-subclass that observes (never alters) what the SDK stores, to learn the JSON-RPC
-id and SSE event id the SDK gave each request and notification.
+session (none with MCPSIM_EVENT_STORE=none), `auth=` and `token_verifier=` with
+MCPSIM_AUTH=bearer, served by uvicorn on 127.0.0.1.
+Harness part: the `ask` tool, the control connection, and an observer of (never
+a change to) what the SDK emits, to learn the JSON-RPC id and SSE event id the
+SDK gave each request and notification: an event store subclass with the
+memory store, a watch on each session's outgoing message stream without one.
 """
 
 import asyncio
@@ -32,6 +45,8 @@ import httpx2
 import mcp.types as types
 import uvicorn
 from mcp.server import Server, ServerRequestContext
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
@@ -43,13 +58,24 @@ from sse_starlette import EventSourceResponse
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".venv", "sdk_example"))
 from event_store import InMemoryEventStore  # noqa: E402
 
-NAME = "python-sdk"
-
 
 def env_int(key: str, default: int | None) -> int | None:
     value = os.environ.get(key, "")
     return int(value) if value else default
 
+
+def env_choice(key: str, values: tuple[str, ...]) -> str:
+    value = os.environ.get(key, "") or values[0]
+    if value not in values:
+        print(f"[python-sdk] {key}={value}: expected one of {', '.join(values)}", file=sys.stderr)
+        sys.exit(2)
+    return value
+
+
+EVENT_STORE = env_choice("MCPSIM_EVENT_STORE", ("memory", "none"))
+AUTH = env_choice("MCPSIM_AUTH", ("off", "bearer"))
+# The key in [expect]: the base name is the default configuration (memory, off).
+NAME = "python-sdk" + ("-no-store" if EVENT_STORE == "none" else "") + ("-auth" if AUTH == "bearer" else "")
 
 PORT = env_int("MCPSIM_PORT", 3000)
 CONTROL_PORT = env_int("MCPSIM_CONTROL_PORT", None)
@@ -64,9 +90,17 @@ log.setLevel(logging.INFO)
 if os.environ.get("MCPSIM_DIALECT", "streamable-http") != "streamable-http":
     log.warning("only streamable-http is served; MCPSIM_DIALECT=%s ignored", os.environ["MCPSIM_DIALECT"])
 # Settings the SDK has no equivalent for (see README.md).
-for key in ("MCPSIM_FIRST_EVENT_ID", "MCPSIM_FENCE_GRACE_MS", "MCPSIM_FENCE_DELAY_MS"):
+for key in ("MCPSIM_FIRST_EVENT_ID", "MCPSIM_FENCE_GRACE_MS", "MCPSIM_FENCE_DELAY_MS") + (
+    ("MCPSIM_RETENTION",) if EVENT_STORE == "none" else ()
+):
     if key in os.environ:
         log.info("%s=%s ignored: the SDK (and its example event store) has no such setting", key, os.environ[key])
+
+log.info(
+    "event store: %s; auth: %s",
+    "the example InMemoryEventStore" if EVENT_STORE == "memory" else "none (no resumability)",
+    "bearer (token = principal)" if AUTH == "bearer" else "off",
+)
 
 # SSE keep-alive: the SDK does not expose it. Its transport builds sse-starlette
 # EventSourceResponses without `ping`, so they take sse-starlette's class default
@@ -100,12 +134,13 @@ class Issuing:
         self.event_ids: list[str] = []
         self.changed = asyncio.Event()
 
-    def stored(self, message: Any, event_id: str) -> None:
+    def stored(self, message: Any, event_id: str | None) -> None:
+        """The SDK stored `message` as `event_id`, or (no event store: `event_id` None) handed it to the transport."""
         if isinstance(message, types.JSONRPCRequest) and message.method == self.method and self.id is None:
             self.id = message.id
             if self.on_request is not None:
                 self.on_request(message.id, event_id)
-        elif isinstance(message, types.JSONRPCNotification) and message.method == self.method:
+        elif isinstance(message, types.JSONRPCNotification) and message.method == self.method and event_id is not None:
             self.event_ids.append(event_id)
             self.changed.set()
 
@@ -152,6 +187,48 @@ class ObservedEventStore(InMemoryEventStore):
         return event_id
 
 
+class ObservedWriteStream:
+    """A session's outgoing message stream, observed (MCPSIM_EVENT_STORE=none: no store to observe).
+
+    The SDK's JSONRPCDispatcher builds each request (its JSON-RPC id included)
+    and sends it, in the sending task, on the write stream the transport gave it
+    (`JSONRPCDispatcher._write`); the transport's message router takes it from
+    there to the stream it belongs to. Once the router has taken it, it goes to
+    whoever is issuing (ISSUING, in the sender's own context here), with no
+    event id: none exists. A message the stream refuses (closed) is not reported.
+    Everything else is the wrapped stream's.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    async def send(self, item: Any) -> None:
+        await self._inner.send(item)
+        issuing = ISSUING.get()
+        if issuing is not None:
+            issuing.stored(item.message, None)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def __aenter__(self) -> "ObservedWriteStream":
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._inner.__aexit__(*exc)
+
+
+def observe_outgoing(session: ServerSession) -> None:
+    """Watches `session`'s outgoing messages (see ObservedWriteStream); warns once if this SDK version hides them."""
+    dispatcher = getattr(getattr(session, "_connection", None), "outbound", None)
+    stream = getattr(dispatcher, "_write_stream", None)
+    if stream is None:
+        log.warning("cannot see the messages the SDK sends: issued ids will be missing")
+    elif not isinstance(stream, ObservedWriteStream):
+        dispatcher._write_stream = ObservedWriteStream(stream)
+
+
 # ---------------------------------------------------------------- application
 def server_request(method: str, label: str, owner: str) -> tuple[types.ServerRequest, type]:
     """The server request `method`, with content naming `label` and its owner (mcpsim's wire/jsonrpc.rs)."""
@@ -179,18 +256,11 @@ async def issue(
     """
 
     def issued(rpc_id, event_id):
-        report(
-            {
-                "type": "issued",
-                "session": sid,
-                "client": client,
-                "label": label,
-                "method": method,
-                "id": rpc_id,
-                "event_id": event_id,
-                "reissuable": reissuable,
-            }
-        )
+        msg = {"type": "issued", "session": sid, "client": client, "label": label, "method": method, "id": rpc_id}
+        if event_id is not None:  # none without an event store
+            msg["event_id"] = event_id
+        msg["reissuable"] = reissuable
+        report(msg)
 
     issuing = Issuing(method, issued)
     token = ISSUING.set(issuing)
@@ -238,10 +308,41 @@ async def handle_call_tool(ctx: ServerRequestContext, params: types.CallToolRequ
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=not ok)
 
 
+# ---------------------------------------------------------------- SDK: auth (MCPSIM_AUTH=bearer)
+class PrincipalTokenVerifier:
+    """The SDK's TokenVerifier protocol: mcpsim's clients present `Authorization: Bearer <principal>`
+    (docs/live-protocol.md, section 5), so every token is valid and names its principal.
+
+    The principal goes in `client_id` and `subject`, the components the SDK's
+    session manager compares (provider.principal_components); no expiry.
+    """
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        return AccessToken(token=token, client_id=token, subject=token, scopes=[])
+
+
 # ---------------------------------------------------------------- SDK: the example's server
 app = Server("mcpsim-python-sdk-app", on_list_tools=handle_list_tools, on_call_tool=handle_call_tool)
-event_store = ObservedEventStore(max_events_per_stream=RETENTION)  # resumability, as in the example
-starlette_app = app.streamable_http_app(event_store=event_store)  # host 127.0.0.1: DNS-rebinding protection on
+# Resumability as in the example, or the SDK's default: none.
+event_store = ObservedEventStore(max_events_per_stream=RETENTION) if EVENT_STORE == "memory" else None
+auth_options: dict[str, Any] = {}
+if AUTH == "bearer":
+    # The SDK's resource-server auth: AuthSettings and a token verifier (the
+    # pair MCPServer(...) takes too). streamable_http_app then puts BearerAuthBackend and
+    # RequireAuthMiddleware (401 without a valid token) in front of /mcp, and its
+    # StreamableHTTPSessionManager binds each session to the principal that
+    # created it. validate_token_resource=False: these tokens name no resource,
+    # and the verifier vouches for them (the SDK warns if it is left unset).
+    auth_options = {
+        "auth": AuthSettings(
+            issuer_url=f"http://127.0.0.1:{PORT}",
+            resource_server_url=f"http://127.0.0.1:{PORT}/mcp",
+            validate_token_resource=False,
+        ),
+        "token_verifier": PrincipalTokenVerifier(),
+    }
+# host 127.0.0.1: DNS-rebinding protection on
+starlette_app = app.streamable_http_app(event_store=event_store, **auth_options)
 
 # Harness: each session's ServerSession, to issue standalone requests and
 # notifications when mcpsim asks. The low-level Server has no "session
@@ -254,6 +355,8 @@ async def remember_session(ctx: ServerRequestContext, call_next):
     sid = ctx.request.headers.get("mcp-session-id") if ctx.request is not None else None
     if sid and sid not in sessions:
         sessions[sid] = ctx.session
+        if event_store is None:
+            observe_outgoing(ctx.session)
     return await call_next(ctx)
 
 
@@ -270,7 +373,8 @@ async def notify(session: ServerSession, sid: str, client: str, count: int) -> N
             # No related request: the SDK sends it on the session's standalone GET stream.
             stored = len(issuing.event_ids)
             await session.send_notification(types.LoggingMessageNotification(params=note))
-            await issuing.stored_notifications(stored + 1)
+            if event_store is not None:  # without one there are no event ids: event_ids stays []
+                await issuing.stored_notifications(stored + 1)
     finally:
         ISSUING.reset(token)
     report({"type": "notified", "session": sid, "client": client, "event_ids": issuing.event_ids})
@@ -333,6 +437,8 @@ async def warm_up() -> None:
     """
     url = f"http://127.0.0.1:{PORT}/mcp"
     headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    if AUTH == "bearer":
+        headers["authorization"] = "Bearer warm-up"
     async with httpx2.AsyncClient(timeout=3) as http:
         init = {
             "jsonrpc": "2.0",
@@ -369,11 +475,11 @@ async def main() -> None:
             sys.exit(1)
         await asyncio.sleep(0.005)
     log.info(
-        "Streamable HTTP on http://127.0.0.1:%s/mcp (SSE ping %s ms, request timeout %s, example store keeps %s events per stream)",
+        "Streamable HTTP on http://127.0.0.1:%s/mcp (SSE ping %s ms, request timeout %s, %s)",
         PORT,
         HEARTBEAT_MS,
         f"{REQUEST_TIMEOUT_MS} ms" if REQUEST_TIMEOUT_MS is not None else "none",
-        RETENTION,
+        f"example store keeps {RETENTION} events per stream" if event_store is not None else "no event store",
     )
     if CONTROL_PORT is not None:
         t0 = asyncio.get_running_loop().time()

@@ -4,6 +4,16 @@
 //   npm ci --prefix adapters/typescript
 //   mcpsim run --live 'node adapters/typescript/server.mjs' FILE --time-scale 0.1
 //
+// The configuration users deploy, chosen by environment variables (README.md):
+//   MCPSIM_EVENT_STORE=memory (default: the SDK's example InMemoryEventStore)
+//                      none   (no event store: the SDK's default, no resumability)
+//   MCPSIM_AUTH=off    (default: no authentication)
+//               bearer (the SDK's requireBearerAuth with an OAuthTokenVerifier
+//                       whose token is the principal's name; sessions bound to
+//                       the principal that opened them, in the routing below)
+// The name in `ready` says which: typescript-sdk, typescript-sdk-no-store,
+// typescript-sdk-auth, typescript-sdk-no-store-auth.
+//
 // Adapt it: keep the "SDK" parts as your server already has them (or replace
 // them with yours), and keep the "harness" parts, which only tell mcpsim what
 // the application did (docs/live-protocol.md). The harness never changes what
@@ -12,11 +22,14 @@
 // SDK part: the stateful Streamable HTTP server of the SDK's example
 // src/examples/server/simpleStreamableHttp.ts: createMcpExpressApp, one
 // StreamableHTTPServerTransport + McpServer per session, resumability through
-// the example InMemoryEventStore (imported from the package's examples), SSE
-// responses (enableJsonResponse left false).
-// Harness part: the `ask` tool, the control connection, and an event store
-// subclass that observes (never alters) what the SDK stores, to learn the
-// JSON-RPC id and SSE event id the SDK gave each request and notification.
+// the example InMemoryEventStore (imported from the package's examples) unless
+// MCPSIM_EVENT_STORE=none, SSE responses (enableJsonResponse left false), and
+// with MCPSIM_AUTH=bearer the example's --oauth wiring (requireBearerAuth on
+// every /mcp route) with a token verifier of our own.
+// Harness part: the `ask` tool, the control connection, and an observer of
+// (never a change to) what the SDK emits, to learn the JSON-RPC id and SSE
+// event id the SDK gave each request and notification: an event store subclass
+// with the memory store, a transport subclass that watches send() without one.
 
 import { randomUUID } from 'node:crypto';
 import { AsyncLocalStorage } from 'node:async_hooks';
@@ -26,6 +39,7 @@ import * as z from 'zod/v4';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { createMcpExpressApp } from '@modelcontextprotocol/sdk/server/express.js';
+import { requireBearerAuth } from '@modelcontextprotocol/sdk/server/auth/middleware/bearerAuth.js';
 import {
     CreateMessageResultSchema,
     ElicitResultSchema,
@@ -37,8 +51,17 @@ import {
 // store its README and examples point users to for resumability.
 import { InMemoryEventStore } from '@modelcontextprotocol/sdk/examples/shared/inMemoryEventStore.js';
 
-const NAME = 'typescript-sdk';
 const env = (k, d) => (process.env[k] === undefined || process.env[k] === '' ? d : Number(process.env[k]));
+const choice = (k, values) => {
+    const v = process.env[k] === undefined || process.env[k] === '' ? values[0] : process.env[k];
+    if (values.includes(v)) return v;
+    console.error(`[typescript-sdk] ${k}=${v}: expected one of ${values.join(', ')}`);
+    process.exit(2);
+};
+const EVENT_STORE = choice('MCPSIM_EVENT_STORE', ['memory', 'none']);
+const AUTH = choice('MCPSIM_AUTH', ['off', 'bearer']);
+// The key in [expect]: the base name is the default configuration (memory, off).
+const NAME = 'typescript-sdk' + (EVENT_STORE === 'none' ? '-no-store' : '') + (AUTH === 'bearer' ? '-auth' : '');
 const PORT = env('MCPSIM_PORT', 3000);
 const CONTROL_PORT = env('MCPSIM_CONTROL_PORT', undefined);
 const HEARTBEAT_MS = env('MCPSIM_HEARTBEAT_MS', 15000); // SDK default keepAliveMs is 15000
@@ -52,6 +75,7 @@ if ((process.env.MCPSIM_DIALECT ?? 'streamable-http') !== 'streamable-http') {
 for (const k of ['MCPSIM_RETENTION', 'MCPSIM_FIRST_EVENT_ID', 'MCPSIM_FENCE_GRACE_MS', 'MCPSIM_FENCE_DELAY_MS']) {
     if (process.env[k] !== undefined) log(`${k}=${process.env[k]} ignored: the SDK (and its example event store) has no such setting`);
 }
+log(`event store: ${EVENT_STORE === 'memory' ? 'the example InMemoryEventStore' : 'none (no resumability)'}; auth: ${AUTH === 'bearer' ? 'bearer (token = principal)' : 'off'}`);
 
 // ---------------------------------------------------------------- harness: reports
 let control; // the control connection, when a live run started us
@@ -68,6 +92,23 @@ class ObservedEventStore extends InMemoryEventStore {
         const eventId = await super.storeEvent(streamId, message);
         issuing.getStore()?.stored(message, eventId);
         return eventId;
+    }
+}
+
+/**
+ * Without an event store (MCPSIM_EVENT_STORE=none) there is nothing to observe
+ * there: the transport, observed instead. Protocol.request()/notification()
+ * call send() synchronously with the message they built (the JSON-RPC id
+ * included); once send() has handed it on (written to the stream it belongs
+ * to, or dropped for want of one, as the SDK does), it goes to whoever is
+ * issuing, with no event id: none exists. A send() that throws (no stream for
+ * the related request) is not reported, as the store never sees it either.
+ */
+class ObservedTransport extends StreamableHTTPServerTransport {
+    async send(message, options) {
+        const ctx = issuing.getStore();
+        await super.send(message, options);
+        ctx?.stored(message, undefined);
     }
 }
 
@@ -149,23 +190,59 @@ function getServer() {
     return server;
 }
 
-// ---------------------------------------------------------------- SDK: HTTP (the example's routing)
-const sessions = new Map(); // Mcp-Session-Id -> { transport, server }
-const app = createMcpExpressApp(); // host 127.0.0.1: DNS-rebinding protection on
+// ---------------------------------------------------------------- SDK: auth (MCPSIM_AUTH=bearer)
+// The example's --oauth wiring: requireBearerAuth in front of every /mcp route,
+// with an OAuthTokenVerifier. mcpsim's clients present `Authorization: Bearer
+// <principal>` (docs/live-protocol.md, section 5), so the verifier takes the
+// token to be the principal's name: every token is valid, and its principal is
+// the token itself (clientId). requireBearerAuth refuses a token without an
+// expiry (bearerAuth.js:46), so it gets one an hour away.
+const verifier = {
+    async verifyAccessToken(token) {
+        return { token, clientId: token, scopes: [], expiresAt: Math.floor(Date.now() / 1000) + 3600 };
+    }
+};
+const authMiddleware = AUTH === 'bearer' ? [requireBearerAuth({ verifier })] : [];
 
-app.post('/mcp', async (req, res) => {
+// Session binding. The SDK does not bind a session to the principal that
+// opened it: the transport compares only the Mcp-Session-Id
+// (webStandardStreamableHttp.js:737-760, validateSession) and hands req.auth to
+// handlers as authInfo, nothing else. So the routing does it, as the MCP
+// security best practices ask of a server that authenticates: the session map
+// keeps the principal of the initialize request, and a request on a session
+// from any other principal is answered exactly as an unknown session is (the
+// example's 404 "Session not found", the SDK's own answer to a session id it
+// does not hold), so a stranger learns nothing about the session, and the
+// session itself is left untouched. This is what the Python SDK's session
+// manager does itself (streamable_http_manager.py:272-280).
+const principalOf = req => req.auth?.clientId;
+const foreign = (session, req) => AUTH === 'bearer' && session.principal !== principalOf(req);
+const sessionNotFound = res => res.status(404).json({ jsonrpc: '2.0', error: { code: -32001, message: 'Session not found' }, id: null });
+
+// ---------------------------------------------------------------- SDK: HTTP (the example's routing)
+const sessions = new Map(); // Mcp-Session-Id -> { transport, server, principal }
+const app = createMcpExpressApp(); // host 127.0.0.1: DNS-rebinding protection on
+// With an event store: the SDK's transport, and resumability through the
+// observed example store. Without: the transport, observed.
+const Transport = EVENT_STORE === 'memory' ? StreamableHTTPServerTransport : ObservedTransport;
+
+app.post('/mcp', ...authMiddleware, async (req, res) => {
     const sessionId = req.headers['mcp-session-id'];
     try {
         const session = sessionId ? sessions.get(sessionId) : undefined;
-        if (session) {
+        if (session && foreign(session, req)) {
+            log(`refused a request on session ${sessionId} of ${session.principal} from ${principalOf(req)}: 404`);
+            sessionNotFound(res);
+        } else if (session) {
             await session.transport.handleRequest(req, res, req.body);
         } else if (!sessionId && isInitializeRequest(req.body)) {
             const server = getServer();
-            const transport = new StreamableHTTPServerTransport({
+            const principal = principalOf(req);
+            const transport = new Transport({
                 sessionIdGenerator: () => randomUUID(),
-                eventStore: new ObservedEventStore(), // enables resumability
+                ...(EVENT_STORE === 'memory' ? { eventStore: new ObservedEventStore() } : {}), // enables resumability
                 keepAliveMs: HEARTBEAT_MS,
-                onsessioninitialized: sid => sessions.set(sid, { transport, server })
+                onsessioninitialized: sid => sessions.set(sid, { transport, server, principal })
             });
             transport.onclose = () => {
                 if (transport.sessionId) sessions.delete(transport.sessionId);
@@ -173,7 +250,7 @@ app.post('/mcp', async (req, res) => {
             await server.connect(transport);
             await transport.handleRequest(req, res, req.body);
         } else if (sessionId) {
-            res.status(404).json({ jsonrpc: '2.0', error: { code: -32001, message: 'Session not found' }, id: null });
+            sessionNotFound(res);
         } else {
             res.status(400).json({ jsonrpc: '2.0', error: { code: -32000, message: 'Bad Request: No valid session ID provided' }, id: null });
         }
@@ -188,7 +265,11 @@ const existing = async (req, res) => {
     const sessionId = req.headers['mcp-session-id'];
     if (!sessionId) return void res.status(400).send('Missing session ID');
     const session = sessions.get(sessionId);
-    if (!session) return void res.status(404).json({ jsonrpc: '2.0', error: { code: -32001, message: 'Session not found' }, id: null });
+    if (!session) return void sessionNotFound(res);
+    if (foreign(session, req)) {
+        log(`refused a ${req.method} on session ${sessionId} of ${session.principal} from ${principalOf(req)}: 404`);
+        return void sessionNotFound(res);
+    }
     try {
         await session.transport.handleRequest(req, res);
     } catch (error) {
@@ -196,8 +277,8 @@ const existing = async (req, res) => {
         if (!res.headersSent) res.status(500).send('Internal server error');
     }
 };
-app.get('/mcp', existing);
-app.delete('/mcp', existing);
+app.get('/mcp', ...authMiddleware, existing);
+app.delete('/mcp', ...authMiddleware, existing);
 
 // ---------------------------------------------------------------- harness: control protocol
 /** Carries out one command of mcpsim-control/1. */
@@ -219,7 +300,8 @@ function command(cmd) {
     } else if (cmd.type === 'notify') {
         (async () => {
             const eventIds = [];
-            const ctx = { stored: (m, eventId) => m.method === 'notifications/message' && eventIds.push(eventId) };
+            // Without an event store there are no event ids: event_ids stays [].
+            const ctx = { stored: (m, eventId) => m.method === 'notifications/message' && eventId !== undefined && eventIds.push(eventId) };
             for (let n = 0; n < cmd.count; n++) {
                 try {
                     await issuing.run(ctx, () => server.sendLoggingMessage({ level: 'info', data: `note ${n}` }));
@@ -274,6 +356,7 @@ app.listen(PORT, '127.0.0.1', error => {
 async function warmUp() {
     const url = `http://127.0.0.1:${PORT}/mcp`;
     const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+    if (AUTH === 'bearer') headers.authorization = 'Bearer warm-up';
     const post = (body, extra = {}) => fetch(url, { method: 'POST', headers: { ...headers, ...extra }, body: JSON.stringify(body) });
     const init = await post({
         jsonrpc: '2.0',
@@ -298,5 +381,6 @@ async function warmUp() {
             if (m.method === 'roots/list') await (await post({ jsonrpc: '2.0', id: m.id, result: { roots: [] } }, h)).text();
         }
     }
-    await (await fetch(url, { method: 'DELETE', headers: h })).text();
+    const { authorization } = headers;
+    await (await fetch(url, { method: 'DELETE', headers: authorization ? { ...h, authorization } : h })).text();
 }
