@@ -3,7 +3,7 @@
 //! their time waiting, not computing, but a debug build on 2 loaded cores
 //! stretches their timing, so the number at once is bounded.
 
-use mcpsim::live::LiveOptions;
+use mcpsim::live::{AdapterConfig, LiveOptions};
 use mcpsim::scenario::Plan;
 use std::path::Path;
 
@@ -57,15 +57,24 @@ pub struct LiveVerdict {
 /// a test that panicked while other runs were still playing would end the
 /// process under them, before they could kill their server processes.
 pub fn live_runs(jobs: &[(String, String)], times: usize) -> Vec<Vec<LiveVerdict>> {
+    let jobs: Vec<(String, String, AdapterConfig)> =
+        jobs.iter().map(|(f, c)| (f.clone(), c.clone(), AdapterConfig::default())).collect();
+    live_runs_with(&jobs, times)
+}
+
+/// [`live_runs`], each job with the adapter configuration it asks for
+/// (`--event-store`, `--auth`).
+pub fn live_runs_with(jobs: &[(String, String, AdapterConfig)], times: usize) -> Vec<Vec<LiveVerdict>> {
     let handles: Vec<Vec<_>> = jobs
         .iter()
-        .map(|(file, command)| {
+        .map(|(file, command, config)| {
             (0..times)
                 .map(|_| {
-                    let (file, command) = (file.clone(), command.clone());
+                    let (file, command, config) = (file.clone(), command.clone(), *config);
                     std::thread::spawn(move || -> Result<LiveVerdict, String> {
                         let _slot = Slot::take();
                         let mut opts = LiveOptions::new(command.clone());
+                        opts.config = config;
                         opts.time_scale = SCALE;
                         // A dozen interpreters starting at once on two loaded
                         // cores may take longer than the default 10 s to be ready.
