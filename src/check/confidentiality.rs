@@ -79,9 +79,12 @@ pub fn judge(o: &Observed) -> Status {
 /// server requests) that a client of another principal received on a
 /// session of its own: a replay drawn from an event store that serves every
 /// session and files their streams under one stream id hands one user's
-/// events to another without any theft. An id that the receiving session
-/// was reported to carry too is not counted (servers that number each
-/// session's events from the same start reuse ids across sessions). Returns
+/// events to another without any theft. An event counts when the
+/// application reported its id on another principal's session, not on the
+/// receiving one, and an event with that id and the same bytes was
+/// delivered on that other session (servers that number each session's
+/// events from the same start reuse ids across sessions, and a re-issue's
+/// event id goes unreported: a hunt found both). Returns
 /// whether two sessions of different principals were open to judge.
 fn cross_session(o: &Observed, out: &mut Vec<Violation>) -> bool {
     use std::collections::{BTreeMap, BTreeSet};
@@ -101,17 +104,36 @@ fn cross_session(o: &Observed, out: &mut Vec<Violation>) -> bool {
     if principals.len() < 2 || sessions_of.is_empty() {
         return false;
     }
+    // (session, event id) -> the data of every event delivered under that
+    // session with that id: the same id with the same bytes is the same event.
+    let mut delivered_on: BTreeMap<(&str, &str), BTreeSet<u64>> = BTreeMap::new();
+    for c in o.conns.values() {
+        let Some(token) = c.presented_token.as_deref() else { continue };
+        for d in &c.delivered {
+            if let Some(id) = d.id.as_deref() {
+                delivered_on.entry((token, id)).or_default().insert(d.data_hash);
+            }
+        }
+    }
     for c in o.conns.values() {
         let Some(token) = c.presented_token.as_deref() else { continue };
         let me = o.principal(&c.client);
         // (the other session's owner, what was delivered), in delivery order.
         let mut leaked: Vec<(&String, &super::observe::Delivered)> = Vec::new();
         for d in c.delivered.iter().filter(|d| d.rpc.is_some()) {
-            let Some(carriers) = d.id.as_deref().and_then(|id| sessions_of.get(id)) else { continue };
+            let Some(id) = d.id.as_deref() else { continue };
+            let Some(carriers) = sessions_of.get(id) else { continue };
             if carriers.contains(token) {
                 continue;
             }
-            let foreign = carriers.iter().filter_map(|t| o.token_owner.get(*t)).find(|owner| o.principal(owner) != me);
+            // Another principal's session carried this very event: its id, and
+            // its bytes as delivered there (servers that number each session's
+            // events alike reuse ids, never the bytes of another's event).
+            let foreign = carriers
+                .iter()
+                .filter(|t| delivered_on.get(&(**t, id)).is_some_and(|h| h.contains(&d.data_hash)))
+                .filter_map(|t| o.token_owner.get(*t))
+                .find(|owner| o.principal(owner) != me);
             if let Some(owner) = foreign {
                 leaked.push((owner, d));
             }
