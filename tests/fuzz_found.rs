@@ -357,3 +357,15 @@ fn a_priming_event_written_before_the_new_get_arrived_is_no_second_writer() {
     // That the check fires on a writer that races the new one: the no-fence
     // mutant's snapshots (slow-fence, nat-rebind) and tests/check_each.rs.
 }
+
+/// `jsonrpc` found: a message whose params hold an integer beyond u64 (69
+/// digits) must summarize the same after its JSON is written and parsed again.
+#[test]
+fn a_message_with_a_huge_integer_round_trips() {
+    use mcpsim::wire::jsonrpc::Message;
+    let text = include_str!("fuzz_found/jsonrpc-huge-integer.json");
+    let m = Message::parse(text).unwrap();
+    let json = m.to_json();
+    let again = Message::parse(&json).unwrap_or_else(|e| panic!("{e:?}: {json}"));
+    assert_eq!(again.summary(), m.summary(), "{json}");
+}
