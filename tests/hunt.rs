@@ -488,6 +488,30 @@ fn a_hunt_counts_how_often_it_reaches_each_situation() {
     }
     // A legacy-sse session has one stream.
     assert_eq!(legacy.reach[SPANS_STREAMS], 0);
+    // The legacy client never answers a retired id (it drops a request whose uplink ended).
+    assert_eq!(legacy.reach[STALE_OVER_RETIRED], 0);
+}
+
+/// A late answer to a retired id, its re-issue still unanswered, then a
+/// stale resume over both (issue 26, item 16): the generator reaches it in
+/// streamable-http (about 1.8 % of seeds: `mcpsim hunt --server guarded
+/// --dialect streamable-http --seeds 500 --seed 0 --no-shrink`), and guarded
+/// passes every seed that does.
+#[test]
+fn the_generator_reaches_a_stale_resume_over_a_retired_id_and_its_pending_reissue() {
+    let mut reached = Vec::new();
+    for seed in 0..300 {
+        let plan = hunt::generate_in(seed, Dialect::StreamableHttp);
+        let run = mcpsim::run(&plan, "guarded", None).unwrap();
+        if hunt::reach::reached(&run.trace, &plan.server).contains(&hunt::reach::STALE_OVER_RETIRED) {
+            // (A thief holding the owner's credential is reported, inherent: no finding.)
+            let verdicts = mcpsim::check::judge(&run.trace);
+            let findings = verdicts.iter().flat_map(|v| v.violations().iter()).filter(|v| !v.inherent).count();
+            assert_eq!(findings, 0, "guarded fails seed {seed}");
+            reached.push(seed);
+        }
+    }
+    assert!(reached.len() >= 2, "reached on seeds {reached:?}");
 }
 
 #[test]

@@ -97,6 +97,12 @@ pub enum ReachKind {
     /// between, the resume names an id another stream carried: a window that
     /// spans another stream's events, the other situation this draws.
     StreamableWindowEdge,
+    /// streamable-http: a request delivered, the uplink rebound, a resume
+    /// that has it re-issued; the owner, still thinking, answers the first
+    /// (retired) id late, and before anyone answers the re-issue it resumes
+    /// from the first id it saw: a window over a retired id answered late
+    /// and a re-issue still unanswered.
+    StaleOverRetired,
 }
 
 impl ReachKind {
@@ -135,6 +141,8 @@ impl ReachKind {
             | ReachKind::NotReissuable
             | ReachKind::StaleAfterLateAnswer => true,
             ReachKind::StreamableWindowEdge => draws.seen_ids,
+            // The legacy client drops a request whose uplink ended: it never answers a retired id.
+            ReachKind::StaleOverRetired => !draws.late_answer_after_timeout,
         }
     }
 }
@@ -214,25 +222,13 @@ pub fn stateful(seed: u64, dialect: Dialect) -> Plan {
     for &kind in &reach_kinds {
         d.reach(kind, &mut reach);
     }
-    let mut later = Seed(seed).stream("hunt.reach2");
-    let later_kinds: Vec<ReachKind> =
-        ReachKind::LATER.into_iter().filter(|kind| kind.fits(draws) && later.random_bool(0.1)).collect();
-    for &kind in &later_kinds {
-        d.reach(kind, &mut later);
-    }
-    // streamable-http's window edge, from a third stream (so the draws above stay as they were).
-    let mut edge = Seed(seed).stream("hunt.reach3");
-    let edge_kinds: Vec<ReachKind> = [ReachKind::StreamableWindowEdge]
-        .into_iter()
-        .filter(|kind| kind.fits(draws) && edge.random_bool(0.1))
-        .collect();
-    for &kind in &edge_kinds {
-        d.reach(kind, &mut edge);
-    }
-    let faults = kinds
-        .iter()
-        .map(|k| format!("{k:?}"))
-        .chain(reach_kinds.iter().chain(&later_kinds).chain(&edge_kinds).map(|k| format!("{k:?}")));
+    let later_kinds = d.reach_from(Seed(seed).stream("hunt.reach2"), &ReachKind::LATER);
+    // Each later one from a stream of its own, so the draws above stay as they were.
+    let edge_kinds = d.reach_from(Seed(seed).stream("hunt.reach3"), &[ReachKind::StreamableWindowEdge]);
+    let retired_kinds = d.reach_from(Seed(seed).stream("hunt.reach4"), &[ReachKind::StaleOverRetired]);
+    let faults = kinds.iter().map(|k| format!("{k:?}")).chain(
+        reach_kinds.iter().chain(&later_kinds).chain(&edge_kinds).chain(&retired_kinds).map(|k| format!("{k:?}")),
+    );
     d.into_plan(seed, dialect, faults.collect::<Vec<_>>().join(", "))
 }
 
@@ -408,6 +404,18 @@ impl Draft {
         }
     }
 
+    /// Each of `kinds` that fits the dialect, one in ten, drawn from
+    /// `stream` (all the coin flips first, then the situations); returns
+    /// those drawn.
+    fn reach_from(&mut self, mut stream: ChaCha8Rng, kinds: &[ReachKind]) -> Vec<ReachKind> {
+        let drawn: Vec<ReachKind> =
+            kinds.iter().copied().filter(|kind| kind.fits(self.draws) && stream.random_bool(0.1)).collect();
+        for &kind in &drawn {
+            self.reach(kind, &mut stream);
+        }
+        drawn
+    }
+
     /// One harder situation of `kind`, drawn from the `reach` stream.
     fn reach(&mut self, kind: ReachKind, reach: &mut ChaCha8Rng) {
         let o = self.owners.choose(reach).expect("owners").clone();
@@ -492,6 +500,31 @@ impl Draft {
                 self.push(at, request);
                 let stale = self.seen(o.clone(), 0);
                 self.push(at + think + ms(1_000), Action::Resume { client: o, last_event_id: stale, expect: None });
+            }
+            ReachKind::StaleOverRetired => {
+                // The resume (after `d`) re-issues the request; the owner
+                // answers the first id `think` after it received it, and
+                // the re-issue no sooner than `d + think` (plus the
+                // resumption's round trip). An answer is acknowledged up to
+                // a second after it is sent (a new connection, 200 ms
+                // ticks), so the stale resume at `think + d - 100 ms`, with
+                // `d` at least 1.6 s, comes after the first answer is
+                // acknowledged and before the re-issue's is sent.
+                let d = reach.random_range(1_600..2_600);
+                let think = ms(d + reach.random_range(1_000..2_500));
+                let think = match self.clients.iter_mut().find(|c| c.name == o) {
+                    Some(c) => {
+                        c.think_time = c.think_time.max(think);
+                        c.think_time
+                    }
+                    None => think,
+                };
+                let request = reach_request(&mut self.label, &o, "roots/list");
+                self.push(at, request);
+                self.push(at + ms(400), Action::Rebind { client: o.clone() });
+                self.push(at + ms(d), resume_last_seen(o.clone()));
+                let stale = self.seen(o.clone(), 0);
+                self.push(at + think + ms(d - 100), Action::Resume { client: o, last_event_id: stale, expect: None });
             }
         }
     }

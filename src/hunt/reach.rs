@@ -17,7 +17,7 @@ use crate::trace::Trace;
 use crate::trace::{Outcome, Purpose};
 
 /// The situations a hunt measures, in the order the summary prints them.
-pub const SITUATIONS: [&str; 12] = [
+pub const SITUATIONS: [&str; 13] = [
     WINDOW_EDGE,
     PENDING_RESUMES,
     ANSWER_AFTER_REISSUE,
@@ -30,7 +30,12 @@ pub const SITUATIONS: [&str; 12] = [
     NOT_REISSUABLE,
     STALE_OVER_SETTLED,
     SPANS_STREAMS,
+    STALE_OVER_RETIRED,
 ];
+
+/// A late answer to a retired id, the re-issue still unanswered, then a
+/// stale resume from an id before the request.
+pub const STALE_OVER_RETIRED: &str = "stale resume over a retired id and a pending re-issue";
 
 /// A resume of one stream from an id below events another stream of the
 /// session carried (session-wide numbering): its window spans them.
@@ -84,6 +89,7 @@ pub(crate) fn reached_observed(o: &Observed, server: &ServerConfig) -> Vec<&'sta
         not_reissuable_pending(o),
         stale_over_settled(o),
         spans_streams(o),
+        stale_over_retired(o),
     ];
     SITUATIONS.iter().zip(found).filter(|(_, hit)| *hit).map(|(s, _)| *s).collect()
 }
@@ -217,6 +223,31 @@ fn stale_over_settled(o: &Observed) -> bool {
         o.conns.values().any(|c| {
             c.client == r.owner
                 && c.request_t.is_some_and(|t| t > late.t)
+                && c.last_event_id_number().is_some_and(|l| l < event)
+        })
+    })
+}
+
+/// The owner answered a request's first id after the server had re-issued
+/// it (a late answer to a retired id), then, before anyone answered the
+/// re-issue, resumed from an id below the request's event.
+fn stale_over_retired(o: &Observed) -> bool {
+    o.requests.values().any(|r| {
+        let Some(event) = r.event_id.as_deref().and_then(|e| e.parse::<u64>().ok()) else { return false };
+        let (Some(first), Some(next)) = (r.ids.first(), r.ids.get(1)) else { return false };
+        let Some(reissued) = r.id_since(next) else { return false };
+        let answered = |id: &crate::wire::jsonrpc::RpcId| {
+            o.answers
+                .iter()
+                .filter(|a| a.client == r.owner && a.session.as_deref() == r.token() && &a.id == id)
+                .map(|a| a.t)
+                .min()
+        };
+        let Some(late) = answered(first).filter(|t| *t >= reissued) else { return false };
+        let unanswered_until = answered(next);
+        o.conns.values().any(|c| {
+            c.client == r.owner
+                && c.request_t.is_some_and(|t| t > late && unanswered_until.is_none_or(|n| t < n))
                 && c.last_event_id_number().is_some_and(|l| l < event)
         })
     })

@@ -7,6 +7,7 @@ pub mod plug;
 pub mod policy;
 pub mod rmcp;
 pub mod rmcp_stateless;
+mod rmcp_tap;
 pub mod stateless;
 
 pub use crate::inbox::Inbox;

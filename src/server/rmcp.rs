@@ -20,6 +20,7 @@
 #![allow(deprecated)] // roots and sampling are deprecated for protocol 2026-07-28; we speak 2025-11-25
 
 use super::plug::{AppCommand, AppHook, AppReporter, ServerPlug};
+use super::rmcp_tap::ClosedSends;
 use crate::scenario::ServerConfig;
 use crate::seed::Seed;
 use crate::trace::Outcome;
@@ -75,13 +76,36 @@ impl Rmcp {
 
 /// What the application reports from inside rmcp's (`Send`) tasks; a local
 /// task turns these into trace records.
+#[derive(Clone)]
 enum Report {
-    Issued { client: String, label: String, method: String, id: RpcId, session: Option<String> },
-    Outcome { label: String, id: RpcId, outcome: Outcome, detail: String },
-    Error { client: String, error: String },
+    Issued {
+        client: String,
+        label: String,
+        method: String,
+        id: RpcId,
+        session: Option<String>,
+    },
+    Outcome {
+        label: String,
+        id: RpcId,
+        outcome: Outcome,
+        detail: String,
+    },
+    Error {
+        client: String,
+        error: String,
+    },
+    /// An event id rmcp minted on a session into a stream no one reads ([`super::rmcp_tap`]).
+    Minted {
+        session: String,
+        id: String,
+    },
 }
 
-async fn pump(mut rx: mpsc::UnboundedReceiver<Report>, report: AppReporter) {
+/// The client each session token belongs to, from the harness's commands.
+type Clients = Arc<Mutex<BTreeMap<String, String>>>;
+
+async fn pump(mut rx: mpsc::UnboundedReceiver<Report>, report: AppReporter, clients: Clients) {
     while let Some(first) = rx.recv().await {
         // rmcp fails its pending requests in its own (hash) order when a
         // transport closes; those outcomes all arrive in one turn. Let every
@@ -98,15 +122,31 @@ async fn pump(mut rx: mpsc::UnboundedReceiver<Report>, report: AppReporter) {
                 _ => std::cmp::Ordering::Equal,
             });
         }
-        for r in batch {
-            record(&report, r);
+        // Ids minted in one turn on one session are one report.
+        for run in batch.chunk_by(|a, b| match (a, b) {
+            (Report::Minted { session: x, .. }, Report::Minted { session: y, .. }) => x == y,
+            _ => false,
+        }) {
+            if let [Report::Minted { session, .. }, ..] = run {
+                let ids =
+                    run.iter().filter_map(|r| if let Report::Minted { id, .. } = r { Some(id.clone()) } else { None });
+                let client = clients.lock().expect("clients lock").get(session).cloned();
+                // A session no command named has no client to report for.
+                if let Some(client) = client {
+                    report.notified_on(session, &client, ids.collect());
+                }
+                continue;
+            }
+            for r in run {
+                record(&report, r);
+            }
         }
     }
 }
 
 /// Turns one report of the application into its trace record.
-fn record(report: &AppReporter, r: Report) {
-    match r {
+fn record(report: &AppReporter, r: &Report) {
+    match r.clone() {
         Report::Issued { client, label, method, id, session: Some(token) } => {
             report.issued_on(&token, &client, &label, &method, &id, None)
         }
@@ -115,6 +155,7 @@ fn record(report: &AppReporter, r: Report) {
         }
         Report::Outcome { label, id, outcome, detail } => report.outcome(&label, &id, outcome, None, detail),
         Report::Error { client, error } => report.error(&client, error),
+        Report::Minted { .. } => unreachable!("pump reports mints in runs"),
     }
 }
 
@@ -397,9 +438,15 @@ impl ServerPlug for Rmcp {
         let service = StreamableHttpService::new(move || Ok(handler.clone()), manager, config);
         let heartbeat = self.cfg.heartbeat.0;
         let timeout = self.cfg.request_timeout.0;
+        let clients: Clients = Arc::default();
+        let tap = tx.clone();
         Box::pin(async move {
-            tokio::task::spawn_local(pump(rx, app.report.clone()));
-            tokio::task::spawn_local(commands(app, peers, tx, timeout));
+            // For the run (this future's life): the ids rmcp mints into closed streams.
+            let _tap = tracing::subscriber::set_default(ClosedSends::new(move |(session, id)| {
+                let _ = tap.send(Report::Minted { session, id });
+            }));
+            tokio::task::spawn_local(pump(rx, app.report.clone(), clients.clone()));
+            tokio::task::spawn_local(commands(app, peers, clients, tx, timeout));
             loop {
                 let Ok((stream, _)) = listener.accept().await else { continue };
                 let service = service.clone();
@@ -419,7 +466,13 @@ impl ServerPlug for Rmcp {
 }
 
 /// Carries out the harness's application commands on rmcp's peers.
-async fn commands(app: AppHook, peers: Peers, report: mpsc::UnboundedSender<Report>, timeout: Duration) {
+async fn commands(
+    app: AppHook,
+    peers: Peers,
+    clients: Clients,
+    report: mpsc::UnboundedSender<Report>,
+    timeout: Duration,
+) {
     loop {
         let cmd = app.commands.recv().await;
         let (client, token) = match &cmd {
@@ -431,6 +484,7 @@ async fn commands(app: AppHook, peers: Peers, report: mpsc::UnboundedSender<Repo
                 continue;
             }
         };
+        clients.lock().expect("clients lock").insert(token.clone(), client.clone());
         let Some(peer) = peers.lock().expect("peers lock").get(&token).cloned() else {
             app.report.error(&client, format!("rmcp has no initialized session {token} for {client}"));
             continue;
