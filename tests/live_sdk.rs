@@ -12,10 +12,12 @@
 //!   the matrix is written (or, without the variable, compared).
 //!
 //! `.ci/run` installs every adapter (`npm ci`; the Python venvs from pinned
-//! requirements). Elsewhere, a missing toolchain or install skips these tests
-//! with the reason printed; with `CI=true` they fail instead.
+//! requirements). Elsewhere, a missing toolchain or install makes the tests
+//! that play adapters `ignored` in the summary, with the reason printed
+//! (tests/common/harness.rs); with `CI=true` they fail instead.
 
 mod common;
+use common::harness::{run, Case};
 use common::live::{live_runs_with, plan, LiveVerdict, SCALE};
 use mcpsim::live::{AdapterConfig, Auth, EventStore};
 use std::path::Path;
@@ -107,21 +109,37 @@ fn fails(program: &str, args: &[&str]) -> Option<String> {
     }
 }
 
-/// Whether every adapter can run here. When one cannot, the test is skipped
-/// with the reason printed, or fails with `CI=true`.
-fn installed() -> bool {
+/// Why the adapters cannot run here, if some cannot (then the tests that
+/// play them are ignored, with this reason; with `CI=true` they fail).
+fn missing() -> Option<String> {
     let why: Vec<String> = ADAPTERS
         .iter()
         .filter_map(|a| fails(a.probe.0, a.probe.1).map(|w| format!("{}: {w} (install: {})", a.name, a.probe.2)))
         .collect();
-    if why.is_empty() {
-        return true;
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("CI=true and adapters cannot run:\n{}", why.join("\n"));
-    }
-    eprintln!("SKIPPED: adapters cannot run here:\n{}", why.join("\n"));
-    false
+    (!why.is_empty()).then(|| format!("the SDK adapters cannot run: {}", why.join("; ")))
+}
+
+fn main() {
+    let missing = missing();
+    run(vec![
+        Case::new(
+            "every_adapter_and_configuration_meets_expect_on_the_canonical_scenarios",
+            every_adapter_and_configuration_meets_expect_on_the_canonical_scenarios,
+        )
+        .needs(&missing),
+        Case::new(
+            "a_store_shared_by_every_session_leaks_to_another_user_and_confidentiality_sees_it",
+            a_store_shared_by_every_session_leaks_to_another_user_and_confidentiality_sees_it,
+        )
+        .needs(&missing),
+        Case::new("the_readme_findings_tables_are_the_expectations", the_readme_findings_tables_are_the_expectations),
+        Case::new("full_live_matrix", full_live_matrix)
+            .needs(&missing)
+            .ignored("about an hour: MCPSIM_UPDATE_MATRIX=1 cargo test --test live_sdk -- --ignored full_live_matrix"),
+        Case::new("the_committed_full_matrix_is_the_expectations", the_committed_full_matrix_is_the_expectations),
+        Case::new("an_adapter_without_its_control_connection_exits", an_adapter_without_its_control_connection_exits)
+            .needs(&missing),
+    ])
 }
 
 /// The scenario files of `dialect`'s directory, sorted, relative to `scenarios/`.
@@ -262,11 +280,7 @@ fn committed_matrix() -> Option<String> {
     Some(text.lines().filter(|l| !l.starts_with('#')).map(|l| format!("{l}\n")).collect())
 }
 
-#[test]
 fn every_adapter_and_configuration_meets_expect_on_the_canonical_scenarios() {
-    if !installed() {
-        return;
-    }
     let files: Vec<String> = CANONICAL.iter().map(|f| f.to_string()).collect();
     let cells = cells(&files);
     let (results, mut problems) = play(&cells, 1);
@@ -280,11 +294,7 @@ fn every_adapter_and_configuration_meets_expect_on_the_canonical_scenarios() {
 /// alice's notifications to bob when he resumes his own session. It fires
 /// on typescript-v2 and stays quiet on FastMCP, whose store is scoped to
 /// each session (and on every built-in server: tests/checks.rs).
-#[test]
 fn a_store_shared_by_every_session_leaks_to_another_user_and_confidentiality_sees_it() {
-    if !installed() {
-        return;
-    }
     let file = "streamable-http/two-sessions.toml".to_string();
     let jobs = [
         (file.clone(), TYPESCRIPT_V2.command.to_string(), AdapterConfig::default()),
@@ -301,7 +311,6 @@ fn a_store_shared_by_every_session_leaks_to_another_user_and_confidentiality_see
 /// cell, and list every scenario where some configuration of the adapter
 /// violates a check: what the README tells a user is what CI holds the
 /// adapters to.
-#[test]
 fn the_readme_findings_tables_are_the_expectations() {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
     let mut lines = readme.lines().peekable();
@@ -338,12 +347,17 @@ fn the_readme_findings_tables_are_the_expectations() {
     assert!(tables >= 4, "README has {tables} findings tables");
 }
 
-#[test]
-#[ignore = "the full live matrix takes about an hour: MCPSIM_UPDATE_MATRIX=1 cargo test --test live_sdk -- --ignored full_live_matrix"]
 fn full_live_matrix() {
-    assert!(installed(), "the full matrix needs every adapter installed");
     const RUNS: usize = 5;
-    let files: Vec<String> = ["streamable-http", "stateless-http"].iter().flat_map(|d| scenarios_of(d)).collect();
+    let all: Vec<String> = ["streamable-http", "stateless-http"].iter().flat_map(|d| scenarios_of(d)).collect();
+    // MCPSIM_MATRIX_ONLY=a,b re-records only those scenarios' rows (a
+    // scenario added or changed); the others stay as committed.
+    let only: Option<Vec<String>> =
+        std::env::var("MCPSIM_MATRIX_ONLY").ok().map(|v| v.split(',').map(|s| s.trim().to_string()).collect());
+    let stem = |f: &str| f.rsplit('/').next().unwrap_or(f).trim_end_matches(".toml").to_string();
+    let files: Vec<String> =
+        all.iter().filter(|f| only.as_ref().is_none_or(|o| o.contains(&stem(f)))).cloned().collect();
+    assert!(!files.is_empty(), "MCPSIM_MATRIX_ONLY names no scenario");
     let cells = cells(&files);
     let (results, mut problems) = play(&cells, RUNS);
     problems.extend(claims_unmet(&cells, &results));
@@ -362,28 +376,55 @@ fn full_live_matrix() {
         }
     }
     assert!(problems.is_empty(), "{} problem(s):\n{}", problems.len(), problems.join("\n"));
-    let lines = matrix_lines(&cells, &results);
+    let fresh = matrix_lines(&cells, &results);
+    let date = Command::new("date")
+        .arg("-u")
+        .arg("+%Y-%m-%d")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let (header, lines) = match &only {
+        None => {
+            let machine = std::fs::read_to_string("/proc/cpuinfo")
+                .ok()
+                .and_then(|c| {
+                    c.lines()
+                        .find(|l| l.starts_with("model name"))
+                        .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+                })
+                .unwrap_or_else(|| "unknown CPU".into());
+            let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+            let header = format!(
+                "# The full live matrix: every scenario of every adapter and configuration, {RUNS} runs each, one verdict set\n\
+                 # per cell (stable over the {RUNS}). Recorded {date} on {machine}, {cores} cores, time scale {SCALE}, with\n\
+                 # MCPSIM_UPDATE_MATRIX=1 cargo test --test live_sdk -- --ignored full_live_matrix\n"
+            );
+            (header, fresh)
+        }
+        Some(o) => {
+            // The committed rows, with the re-recorded scenarios' rows
+            // replaced, in the order of the full matrix.
+            let text = std::fs::read_to_string(root().join(MATRIX)).expect("a committed matrix to update");
+            let mut header: String = text.lines().filter(|l| l.starts_with('#')).map(|l| format!("{l}\n")).collect();
+            header.push_str(&format!(
+                "# {} re-recorded {date} ({RUNS} runs each) with MCPSIM_MATRIX_ONLY={}\n",
+                o.join(", "),
+                o.join(",")
+            ));
+            let row = |l: &str| {
+                let mut w = l.split_whitespace();
+                (w.next().unwrap_or("").to_string(), w.next().unwrap_or("").to_string())
+            };
+            let mut rows: std::collections::BTreeMap<(String, String), String> = std::collections::BTreeMap::new();
+            for l in committed_matrix().unwrap_or_default().lines().chain(fresh.lines()) {
+                rows.insert(row(l), format!("{l}\n"));
+            }
+            let order = self::cells(&all);
+            let lines = order.iter().filter_map(|c| rows.remove(&(c.file.clone(), c.name.clone()))).collect();
+            (header, lines)
+        }
+    };
     if std::env::var("MCPSIM_UPDATE_MATRIX").is_ok_and(|v| v == "1") {
-        let machine = std::fs::read_to_string("/proc/cpuinfo")
-            .ok()
-            .and_then(|c| {
-                c.lines()
-                    .find(|l| l.starts_with("model name"))
-                    .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-            })
-            .unwrap_or_else(|| "unknown CPU".into());
-        let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-        let date = Command::new("date")
-            .arg("-u")
-            .arg("+%Y-%m-%d")
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-            .unwrap_or_default();
-        let header = format!(
-            "# The full live matrix: every scenario of every adapter and configuration, {RUNS} runs each, one verdict set\n\
-             # per cell (stable over the {RUNS}). Recorded {date} on {machine}, {cores} cores, time scale {SCALE}, with\n\
-             # MCPSIM_UPDATE_MATRIX=1 cargo test --test live_sdk -- --ignored full_live_matrix\n"
-        );
         std::fs::write(root().join(MATRIX), format!("{header}{lines}")).unwrap();
     } else {
         assert_eq!(
@@ -394,14 +435,39 @@ fn full_live_matrix() {
     }
 }
 
+/// The committed full matrix is the `[expect]` entries: every cell of every
+/// scenario, adapter and configuration, with the verdicts it expects. A
+/// changed expectation without a re-recorded matrix fails here (without
+/// any adapter installed: this test only reads files).
+fn the_committed_full_matrix_is_the_expectations() {
+    let all: Vec<String> = ["streamable-http", "stateless-http"].iter().flat_map(|d| scenarios_of(d)).collect();
+    let Some(committed) = committed_matrix() else { panic!("{MATRIX} is missing: MCPSIM_UPDATE_MATRIX=1 writes it") };
+    let mut want = String::new();
+    for c in cells(&all) {
+        let mut v = plan(&c.file).expect.get(&c.name).cloned().unwrap_or_else(|| vec!["<no [expect] entry>".into()]);
+        v.sort();
+        let v = if v.is_empty() { "-".to_string() } else { v.join(",") };
+        want.push_str(&format!("{:<46} {:<30} {v}\n", c.file, c.name));
+    }
+    let diff: Vec<String> = committed
+        .lines()
+        .zip(want.lines())
+        .filter(|(a, b)| a != b)
+        .map(|(a, b)| format!("  matrix: {a}\n  expect: {b}"))
+        .collect();
+    assert!(
+        diff.is_empty() && committed.lines().count() == want.lines().count(),
+        "{MATRIX} and [expect] differ ({} vs {} rows; re-record with MCPSIM_MATRIX_ONLY=<scenario>):\n{}",
+        committed.lines().count(),
+        want.lines().count(),
+        diff.join("\n")
+    );
+}
+
 /// An adapter whose control port cannot be reached (mcpsim is gone: a test
 /// process that exited while it started, say) exits instead of serving
 /// forever. Three Python servers once outlived a failed test by an hour.
-#[test]
 fn an_adapter_without_its_control_connection_exits() {
-    if !installed() {
-        return;
-    }
     // A port nothing listens on: bound, then released.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     for sdk in ADAPTERS {

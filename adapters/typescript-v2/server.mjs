@@ -64,7 +64,14 @@ const DIALECTS = ['streamable-http', 'stateless-http'];
 
 // ---------------------------------------------------------------- harness: reports
 let control; // the control connection, when a live run started us
-const report = msg => control?.write(JSON.stringify(msg) + '\n');
+// Reports made while the control connection opens wait for `ready`, which
+// must be its first line (a client retrying against a restarted process can
+// reach the application before then); before that, the warm-up's go nowhere.
+let pending = null;
+const report = msg => {
+    if (control) control.write(JSON.stringify(msg) + '\n');
+    else if (pending) pending.push(msg);
+};
 
 // What the application is doing when the SDK sends or stores a message: set
 // around each SDK call below, read in the send observer and the store. The
@@ -304,15 +311,19 @@ function statefulCommand(cmd) {
 
 /** Connects to mcpsim, says ready, and hands each command to `onCommand`. */
 function connectControl(onCommand) {
-    control = net.connect(CONTROL_PORT, '127.0.0.1', () => {
+    pending = [];
+    const socket = net.connect(CONTROL_PORT, '127.0.0.1', () => {
+        control = socket;
         report({ type: 'ready', protocol: 'mcpsim-control/1', server: NAME, dialects: DIALECTS });
+        for (const msg of pending) report(msg);
+        pending = null;
     });
-    control.on('error', e => {
+    socket.on('error', e => {
         log('control connection:', e.message);
         process.exit(1);
     });
-    control.on('close', () => process.exit(0));
-    readline.createInterface({ input: control }).on('line', line => {
+    socket.on('close', () => process.exit(0));
+    readline.createInterface({ input: socket }).on('line', line => {
         let cmd;
         try {
             cmd = JSON.parse(line);

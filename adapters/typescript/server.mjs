@@ -79,7 +79,14 @@ log(`event store: ${EVENT_STORE === 'memory' ? 'the example InMemoryEventStore' 
 
 // ---------------------------------------------------------------- harness: reports
 let control; // the control connection, when a live run started us
-const report = msg => control?.write(JSON.stringify(msg) + '\n');
+// Reports made while the control connection opens wait for `ready`, which
+// must be its first line (a client retrying against a restarted process can
+// reach the application before then); before that, the warm-up's go nowhere.
+let pending = null;
+const report = msg => {
+    if (control) control.write(JSON.stringify(msg) + '\n');
+    else if (pending) pending.push(msg);
+};
 
 // What the application is doing when the SDK stores an event: set around each
 // SDK call below, read in the store. The SDK calls storeEvent synchronously
@@ -329,15 +336,19 @@ app.listen(PORT, '127.0.0.1', error => {
         .then(() => log(`warm-up done in ${Date.now() - t0} ms`))
         .catch(e => log('warm-up failed (continuing):', e?.message ?? e))
         .then(() => {
-            control = net.connect(CONTROL_PORT, '127.0.0.1', () => {
+            pending = [];
+            const socket = net.connect(CONTROL_PORT, '127.0.0.1', () => {
+                control = socket;
                 report({ type: 'ready', protocol: 'mcpsim-control/1', server: NAME, dialects: ['streamable-http'] });
+                for (const msg of pending) report(msg);
+                pending = null;
             });
-            control.on('error', e => {
+            socket.on('error', e => {
                 log('control connection:', e.message);
                 process.exit(1);
             });
-            control.on('close', () => process.exit(0));
-            readline.createInterface({ input: control }).on('line', line => {
+            socket.on('close', () => process.exit(0));
+            readline.createInterface({ input: socket }).on('line', line => {
                 let cmd;
                 try {
                     cmd = JSON.parse(line);

@@ -2,6 +2,7 @@
 //! scenario files, scratch paths. Each test crate uses a part of them.
 #![allow(dead_code)]
 
+pub mod harness;
 pub mod live;
 pub mod verdicts;
 
