@@ -12,7 +12,7 @@ fn tmp(name: &str) -> PathBuf {
 
 #[test]
 fn run_without_paths_runs_every_bundled_scenario_on_every_server_and_meets_every_expectation() {
-    let out = mcpsim(&["run", "--quiet"]);
+    let out = mcpsim(&["run"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     for line in [
@@ -25,9 +25,17 @@ fn run_without_paths_runs_every_bundled_scenario_on_every_server_and_meets_every
     }
     let runs = stdout.lines().filter(|l| l.contains(" · seed ")).count();
     assert!(runs >= 10 * mcpsim::server::known_servers().len());
-    // Top-level scenarios state an expectation for every server; regressions
-    // for the server that failed and for guarded.
-    assert!(stdout.matches("as expected").count() >= 10 * mcpsim::server::known_servers().len());
+    // Every scenario, regressions included, states an expectation for every
+    // built-in server that speaks its dialect: every run is judged.
+    assert_eq!(stdout.matches(" · as expected").count(), runs, "{stdout}");
+    let last = stdout.lines().last().unwrap();
+    assert!(
+        last.ends_with(&format!("{runs} as expected, 0 not met, 0 without expectation"))
+            || last.contains(&format!("{runs} as expected, 0 not met, 0 without expectation;")),
+        "{last}"
+    );
+    // Nothing missed: no report follows the lines.
+    assert!(!stdout.contains("checks:"), "{stdout}");
     assert!(!stdout.contains("NOT MET"));
 }
 
@@ -245,7 +253,7 @@ fn timeline_flag_writes_html_and_the_report_points_to_it() {
 
 #[test]
 fn run_with_a_streamable_only_server_and_no_file_runs_the_scenarios_it_speaks() {
-    let out = mcpsim(&["run", "--server", "rmcp", "--quiet"]);
+    let out = mcpsim(&["run", "--server", "rmcp"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     let last = stdout.lines().last().unwrap();
@@ -263,19 +271,19 @@ fn run_with_a_streamable_only_server_and_no_file_runs_the_scenarios_it_speaks() 
 
 #[test]
 fn run_ends_with_a_tally_and_says_when_a_server_has_no_expectation() {
-    let out = mcpsim(&[
-        "run",
-        "scenarios/nat-rebind.toml",
-        "scenarios/regressions/no-fence-1-session-binding.toml",
-        "--quiet",
-    ]);
+    // A scenario of one's own, without [expect].
+    let own = tmp("no-expect.toml");
+    let text_of = std::fs::read_to_string("scenarios/regressions/no-fence-1-session-binding.toml").unwrap();
+    std::fs::write(&own, text_of.split("[expect]").next().unwrap()).unwrap();
+    let out = mcpsim(&["run", "scenarios/nat-rebind.toml", own.to_str().unwrap()]);
     let stdout = text(&out.stdout);
     let last = stdout.lines().last().unwrap();
+    let lines = stdout.split("\nreports of the ").next().unwrap();
     assert!(
-        last.starts_with(&format!("{} run(s): ", stdout.lines().filter(|l| l.contains(" · seed ")).count())),
+        last.starts_with(&format!("{} run(s): ", lines.lines().filter(|l| l.contains(" · seed ")).count())),
         "{last}"
     );
-    assert!(last.contains(" as expected, 0 not met, ") && last.contains(" without expectation"), "{last}");
+    assert!(last.contains(" as expected, 0 not met, ") && last.contains(" without expectation (without expectation: the scenario has no [expect] entry for that server, so its verdicts count neither way)"), "{last}");
     // rmcp speaks streamable-http and stateless-http: the two legacy files are skipped for it, and said so.
     assert!(
         last.ends_with(
@@ -288,8 +296,69 @@ fn run_ends_with_a_tally_and_says_when_a_server_has_no_expectation() {
         stdout.contains("no-fence-1-session-binding · naive · seed 1 · violated: session-binding · no [expect] entry"),
         "{stdout}"
     );
-    let full = mcpsim(&["run", "scenarios/regressions/no-fence-1-session-binding.toml", "--server", "naive"]);
-    assert!(text(&full.stdout).contains("no [expect] entry for naive: nothing to compare the verdicts with"));
+    // A run without expectation that violated a check is one to look at: its report follows the lines.
+    let reports = stdout.split("reports of the ").nth(1).unwrap_or_else(|| panic!("reports section in {stdout}"));
+    assert!(reports.contains("no [expect] entry for naive: nothing to compare the verdicts with"), "{stdout}");
+}
+
+/// The three verbosities of `mcpsim run`, on a run that meets its
+/// expectation and one that does not (naive is named for guarded's [expect]).
+#[test]
+fn run_prints_a_line_per_run_and_the_reports_of_the_runs_that_missed() {
+    let missed = tmp("missed.toml");
+    let mut text_of = std::fs::read_to_string("scenarios/nat-rebind.toml").unwrap();
+    text_of = text_of.replace("\nnaive = [", "\nnaive = [] # wrong on purpose\nold-naive = [");
+    let text_of: String = text_of.lines().filter(|l| !l.starts_with("old-naive")).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&missed, &text_of).unwrap();
+    let args = |extra: &[&'static str]| {
+        let mut a = vec![
+            "run",
+            "scenarios/clean-resume.toml",
+            missed.to_str().unwrap(),
+            "--server",
+            "naive",
+            "--server",
+            "guarded",
+        ];
+        a.extend_from_slice(extra);
+        a.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let run = |extra: &[&'static str]| {
+        let a = args(extra);
+        let out = mcpsim(&a.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    // Default: a line per run, in order, then the missed run's whole report, then the tally.
+    let normal = run(&[]);
+    let lines: Vec<&str> = normal.lines().collect();
+    assert!(lines[0].starts_with("clean-resume · naive · seed "), "{normal}");
+    assert!(lines[1].starts_with("clean-resume · guarded · seed "), "{normal}");
+    assert!(
+        lines[2].starts_with("nat-rebind · naive · seed 7 · violated: session-binding, liveness · EXPECTATION NOT MET"),
+        "{normal}"
+    );
+    assert!(lines[3].starts_with("  repro: mcpsim run "), "{normal}");
+    assert!(lines[4].starts_with("nat-rebind · guarded · seed 7 · no violation · as expected"), "{normal}");
+    assert_eq!(lines[5], "");
+    assert_eq!(lines[6], "reports of the 1 run(s) to look at:");
+    assert!(lines[8].starts_with("nat-rebind · server naive · seed 7"), "{normal}");
+    assert_eq!(normal.matches("checks:").count(), 1, "{normal}");
+    assert!(lines.last().unwrap().starts_with("4 run(s): 3 as expected, 1 not met, 0 without expectation"), "{normal}");
+    // --quiet: only the missed run's line, and the tally.
+    let quiet = run(&["--quiet"]);
+    let lines: Vec<&str> = quiet.lines().collect();
+    assert_eq!(lines.len(), 3, "{quiet}");
+    assert!(lines[0].starts_with("nat-rebind · naive · seed 7 · violated: "), "{quiet}");
+    assert!(lines[1].starts_with("  repro: "), "{quiet}");
+    assert!(lines[2].starts_with("4 run(s): 3 as expected, 1 not met"), "{quiet}");
+    // --verbose: every run's whole report, and no line per run.
+    let verbose = run(&["--verbose"]);
+    assert_eq!(verbose.matches("checks:").count(), 4, "{verbose}");
+    assert!(!verbose.contains("reports of the "), "{verbose}");
+    // One run alone prints its report by default.
+    let one = mcpsim(&["run", "scenarios/clean-resume.toml", "--server", "guarded"]);
+    assert!(text(&one.stdout).contains("checks:"), "{}", text(&one.stdout));
 }
 
 #[test]
@@ -324,6 +393,17 @@ fn hunt_results_go_to_stdout_into_a_findings_dir_outside_scenarios() {
     assert!(!stderr.contains("new bug "), "findings are results: stdout only");
     assert!(cwd.join("mcpsim-findings").read_dir().unwrap().count() > 0);
     assert!(!cwd.join("scenarios").exists(), "a hunt does not write into scenarios/ by default");
+    // Each reproducer states an expectation for every built-in server of
+    // its dialect, met: promoted, it is judged on every server `run` plays it on.
+    for f in cwd.join("mcpsim-findings").read_dir().unwrap() {
+        let path = f.unwrap().path();
+        let plan = mcpsim::scenario::Plan::load(&path).unwrap();
+        for s in mcpsim::server::known_servers().into_iter().filter(|s| mcpsim::server::speaks(s, plan.dialect)) {
+            assert!(plan.expect.contains_key(s), "{}: no [expect] for {s}", path.display());
+        }
+        let out = mcpsim(&["run", path.to_str().unwrap(), "--quiet"]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    }
 }
 
 #[test]
@@ -353,21 +433,47 @@ fn the_readme_ci_workflow_uploads_and_merges_even_after_a_finding() {
     let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
     let start = readme.find("# .github/workflows/hunt.yml").expect("the example workflow");
     let yaml = &readme[start..start + readme[start..].find("```").unwrap()];
-    // hunt exits 1 on a finding: the upload and the merge must still run.
-    let upload = yaml.find("actions/upload-artifact").unwrap();
-    assert!(yaml[upload..].lines().nth(1).unwrap().trim() == "if: always()", "{yaml}");
     let merge = yaml.find("  merge:").unwrap();
-    assert!(yaml[merge..].lines().take(4).any(|l| l.trim() == "if: always()"), "{yaml}");
-    // Its commands run as written (fewer seeds), and the merged count adds up.
+    let (hunt_job, merge_job) = (&yaml[..merge], &yaml[merge..]);
+    // hunt exits 1 on a finding: the uploads and the merge must still run.
+    for (job, what) in [(hunt_job, "hunt"), (merge_job, "merge")] {
+        let upload = job.find("actions/upload-artifact").unwrap_or_else(|| panic!("{what} uploads: {yaml}"));
+        assert!(job[upload..].lines().nth(1).unwrap().trim() == "if: always()", "{what}: {yaml}");
+        // The reproducers go with the reports.
+        assert!(job[upload..].contains("mcpsim-findings/"), "{what} uploads its reproducers: {yaml}");
+        // Each job reuses the release build.
+        assert!(job.contains("uses: Swatinem/rust-cache@v2"), "{what} caches the build: {yaml}");
+    }
+    assert!(merge_job.lines().take(4).any(|l| l.trim() == "if: always()"), "{yaml}");
+    assert!(merge_job.contains("actions/download-artifact") && merge_job.contains("merge-multiple: true"), "{yaml}");
+    // Its commands run as written (fewer seeds, and naive, so that there are
+    // reproducers), and the merged table's files are all where the merge
+    // job has them: one directory per shard, none overwritten.
     let hunt_line = yaml.lines().find(|l| l.contains("-- hunt --server")).unwrap();
-    let command = hunt_line.split("-- ").nth(1).unwrap().split(" > ").next().unwrap().replace("20000", "3");
+    assert!(
+        hunt_line.contains("--out mcpsim-findings/shard-${{ matrix.shard }}"),
+        "one directory per shard: {hunt_line}"
+    );
+    let root = tmp("ci-workflow");
+    let _ = std::fs::remove_dir_all(&root);
+    let findings = root.join("mcpsim-findings");
+    let command = hunt_line
+        .split("-- ")
+        .nth(1)
+        .unwrap()
+        .split(" > ")
+        .next()
+        .unwrap()
+        .replace("20000", "3")
+        .replace("--server guarded", "--server naive")
+        .replace("mcpsim-findings/", &format!("{}/", findings.display()));
     let mut files = Vec::new();
     for k in 1..=4 {
         let line = command.replace("${{ matrix.shard }}", &k.to_string());
         let args: Vec<&str> = line.split_whitespace().collect();
         let out = mcpsim(&args);
         assert!(matches!(out.status.code(), Some(0 | 1)), "{}", text(&out.stderr));
-        let f = tmp(&format!("hunt-{k}.json"));
+        let f = root.join(format!("hunt-{k}.json"));
         std::fs::write(&f, &out.stdout).unwrap();
         files.push(f.display().to_string());
     }
@@ -376,6 +482,12 @@ fn the_readme_ci_workflow_uploads_and_merges_even_after_a_finding() {
     let merged = mcpsim(&merge_args);
     let report: serde_json::Value = serde_json::from_slice(&merged.stdout).expect("merged JSON");
     assert_eq!(report["seeds_run"], 12, "4 shards x 3 seeds");
-    assert!(report["bugs"].is_array(), "{report}");
     assert!(text(&merged.stderr).starts_with("hunted 12 seeds: "), "the table, on stderr: {}", text(&merged.stderr));
+    let bugs = report["bugs"].as_array().expect("bugs");
+    assert!(!bugs.is_empty(), "naive has bugs in 12 seeds: {report}");
+    for b in bugs {
+        let file = b["file"].as_str().unwrap_or_else(|| panic!("every bug has its reproducer: {b}"));
+        assert!(Path::new(file).starts_with(&findings), "{file} is under the uploaded directory");
+        assert!(Path::new(file).exists(), "{file} is in the merge job's artifacts");
+    }
 }

@@ -23,6 +23,11 @@ fn the_gate_fails_a_broken_server_and_passes_a_correct_one() {
     assert!(stdout.lines().last().unwrap().starts_with("1 run(s): 0 passed the gate, 1 failed it"), "{stdout}");
     let out = mcpsim(&["run", "--gate", "--server", "guarded", "scenarios/nat-rebind.toml", "--quiet"]);
     assert_eq!(code(&out), 0, "{}", text(&out.stdout));
+    // --quiet prints a passing run not at all: only the tally.
+    assert_eq!(text(&out.stdout).trim(), "1 run(s): 1 passed the gate, 0 failed it", "{}", text(&out.stdout));
+    let out =
+        mcpsim(&["run", "--gate", "--server", "guarded", "scenarios/nat-rebind.toml", "scenarios/clean-resume.toml"]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stdout));
     assert!(text(&out.stdout).contains("nat-rebind · guarded · seed 7 · no violation · gate passed"));
     // Inherent violations pass the gate: guarded's only violations in the credential theft are inherent.
     let out = mcpsim(&[
@@ -42,7 +47,11 @@ fn the_gate_fails_a_broken_server_and_passes_a_correct_one() {
 #[test]
 fn the_gate_judges_what_expect_leaves_out() {
     // No [expect] entry for naive: without --gate the run counts for nothing (exit 0).
-    let file = "scenarios/regressions/no-fence-1-session-binding.toml";
+    let own = tmp("gate", "no-naive.toml");
+    let text_of = std::fs::read_to_string("scenarios/regressions/no-fence-1-session-binding.toml").unwrap();
+    let text_of: String = text_of.lines().filter(|l| !l.starts_with("naive = ")).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&own, text_of).unwrap();
+    let file = own.to_str().unwrap();
     let out = mcpsim(&["run", "--server", "naive", file, "--quiet"]);
     assert_eq!(code(&out), 0);
     assert!(text(&out.stdout).contains("no [expect] entry"));
@@ -67,7 +76,7 @@ fn a_baseline_accepts_known_findings_and_a_stale_entry_fails_the_gate() {
     let baseline = tmp("gate", "baseline.toml");
     std::fs::write(&baseline, format!("[accepted]\nnat-rebind = [{}]\n", quoted.join(", "))).unwrap();
     let b = baseline.to_str().unwrap();
-    let out = mcpsim(&["run", "--gate", "--baseline", b, "--server", "naive", "scenarios/nat-rebind.toml", "--quiet"]);
+    let out = mcpsim(&["run", "--gate", "--baseline", b, "--server", "naive", "scenarios/nat-rebind.toml"]);
     assert_eq!(code(&out), 0, "{}", text(&out.stdout));
     assert!(text(&out.stdout).contains("gate passed"));
     // guarded no longer fails any of them: every entry is stale.

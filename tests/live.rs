@@ -445,7 +445,7 @@ fn a_process_that_speaks_another_dialect_is_refused_and_a_directory_skips_what_i
         let to = dir.join(f.replace('/', "-"));
         std::fs::copy(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(f), to).unwrap();
     }
-    let (code, out, err) = run_live(&streamable_only, dir.to_str().unwrap(), &["--quiet"]);
+    let (code, out, err) = run_live(&streamable_only, dir.to_str().unwrap(), &[]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.lines().any(|l| l.starts_with("garbage-id-streamable · guarded · seed")), "{out}");
     assert!(

@@ -32,6 +32,36 @@ fn mcpsim(args: &[&str]) -> String {
     common::text(&out.stdout) + &common::text(&out.stderr)
 }
 
+/// Holds a README block to the real output, in order: the block's lines,
+/// split at `...`, are runs of consecutive output lines, each after the
+/// one before. Returns how many lines were compared.
+fn in_order(block: &[String], out: &str) -> usize {
+    let lines: Vec<&str> = out.lines().map(str::trim_end).collect();
+    let wanted: Vec<&str> = block.iter().filter(|l| !l.starts_with('$')).map(|l| l.trim_end()).collect();
+    let mut from = 0;
+    for run in wanted.split(|l| l.trim() == "...").filter(|r| !r.is_empty()) {
+        let at = (from..=lines.len().saturating_sub(run.len())).find(|&i| lines[i..i + run.len()] == *run);
+        let Some(at) = at else {
+            panic!(
+                "README lines not in the real output, consecutive and after the lines before them:\n{}\n--- output ---\n{out}",
+                run.join("\n")
+            )
+        };
+        from = at + run.len();
+    }
+    wanted.iter().filter(|l| l.trim() != "...").count()
+}
+
+#[test]
+fn readme_blocks_are_held_in_order() {
+    let out = "a\nb\nc\nd\n";
+    assert_eq!(in_order(&["a".into(), "...".into(), "c".into(), "d".into()], out), 3);
+    for wrong in [vec!["b", "a"], vec!["a", "c"], vec!["d", "...", "a"]] {
+        let block: Vec<String> = wrong.iter().map(|l| l.to_string()).collect();
+        assert!(std::panic::catch_unwind(|| in_order(&block, out)).is_err(), "{wrong:?} is not the output's order");
+    }
+}
+
 #[test]
 fn example_run_outputs_match_real_runs() {
     let blocks = text_blocks(&readme());
@@ -50,13 +80,36 @@ fn example_run_outputs_match_real_runs() {
             continue;
         }
         let Some(out) = &output else { continue };
-        let lines: Vec<&str> = out.lines().map(str::trim_end).collect();
-        for l in block.iter().filter(|l| !l.starts_with('$') && l.trim() != "...") {
-            assert!(lines.contains(&l.trim_end()), "README line not in the real output:\n{l}\n--- output ---\n{out}");
-            checked += 1;
-        }
+        checked += in_order(&block, out);
     }
     assert!(checked >= 20, "the README's run examples were found ({checked} lines)");
+}
+
+/// The README's hunt example is run as written, and its block held to the
+/// output in order: its figures cannot go stale. (Its header lines go to
+/// stderr, the rest to stdout.)
+#[test]
+fn the_readme_hunt_example_is_what_the_hunt_prints() {
+    let blocks = text_blocks(&readme());
+    let block = blocks
+        .iter()
+        .find(|b| b.first().is_some_and(|l| l.starts_with("$ mcpsim hunt ")))
+        .expect("the README's hunt example");
+    let args: Vec<&str> = block[0].trim_start_matches("$ mcpsim ").split_whitespace().collect();
+    let out_dir = common::tmp("readme", "hunt-example");
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mcpsim"));
+    cmd.args(&args).current_dir(out_dir.parent().unwrap());
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let out = cmd.current_dir(&out_dir).output().unwrap();
+    let stderr = common::text(&out.stderr);
+    let header: String = stderr
+        .lines()
+        .filter(|l| l.starts_with("hunt: ") || l.starts_with("repeat: "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let n = in_order(block, &(header + &common::text(&out.stdout)));
+    assert!(n >= 10, "{n} lines compared");
 }
 
 #[test]

@@ -302,7 +302,7 @@ fn existing_regressions(dir: &Path, server: &str) -> Result<BTreeMap<String, (Pa
 }
 
 /// Writes a shrunk plan as a regression scenario, with `[expect]` filled in
-/// for the hunted server and for `guarded`.
+/// for the hunted server and for every built-in server of its dialect.
 /// `origin` says how to reproduce the unshrunk failure (a command or a file).
 pub fn write_regression(
     dir: &Path,
@@ -334,10 +334,15 @@ fn write_regression_named(
     plan.description = format!("shrunk from hunt seed {seed}: {server} violates {target}");
     plan.expect.clear();
     plan.expect.insert(server.to_string(), violated);
-    if server != "guarded" {
-        let run = crate::run(&plan, "guarded", None)?;
+    // Every built-in server that speaks the dialect, so that the file,
+    // promoted into scenarios/regressions/, judges every run `mcpsim run` makes of it.
+    for other in crate::server::known_servers() {
+        if other == server || !crate::server::speaks(other, plan.dialect) {
+            continue;
+        }
+        let run = crate::run(&plan, other, None)?;
         plan.expect.insert(
-            "guarded".into(),
+            other.to_string(),
             check::violated(&check::judge(&run.trace)).into_iter().map(String::from).collect(),
         );
     }

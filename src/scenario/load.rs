@@ -736,6 +736,20 @@ impl Loader<'_> {
     }
 }
 
+/// The live-only names for an error message: each adapter once, its
+/// configurations (`-no-store`, `-auth`, `-no-store-auth`) said once for all.
+fn short_live_names(live: &[&str]) -> String {
+    const CONFIGS: [&str; 3] = ["-no-store-auth", "-no-store", "-auth"];
+    let is_config = |n: &str| CONFIGS.iter().any(|c| n.strip_suffix(c).is_some_and(|base| live.contains(&base)));
+    let bases: Vec<&str> = live.iter().copied().filter(|n| !is_config(n)).collect();
+    let configured = live.iter().any(|n| is_config(n));
+    let mut out = bases.join(", ");
+    if configured {
+        out.push_str("; each adapter also as <name>-no-store, <name>-auth, <name>-no-store-auth");
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -780,18 +794,4 @@ mod tests {
         assert!(e.to_string().contains("not issued by an earlier"), "{e}");
         assert_eq!(e.exit_code(), 3);
     }
-}
-
-/// The live-only names for an error message: each adapter once, its
-/// configurations (`-no-store`, `-auth`, `-no-store-auth`) said once for all.
-fn short_live_names(live: &[&str]) -> String {
-    const CONFIGS: [&str; 3] = ["-no-store-auth", "-no-store", "-auth"];
-    let is_config = |n: &str| CONFIGS.iter().any(|c| n.strip_suffix(c).is_some_and(|base| live.contains(&base)));
-    let bases: Vec<&str> = live.iter().copied().filter(|n| !is_config(n)).collect();
-    let configured = live.iter().any(|n| is_config(n));
-    let mut out = bases.join(", ");
-    if configured {
-        out.push_str("; each adapter also as <name>-no-store, <name>-auth, <name>-no-store-auth");
-    }
-    out
 }

@@ -40,9 +40,16 @@ pub(crate) enum Command {
         /// FILE as <scenario>.<server>.html for several.
         #[arg(long, value_name = "FILE")]
         timeline: Option<PathBuf>,
-        /// Print only one line per run (text format).
-        #[arg(long, short)]
+        /// Print only the runs that missed their expectation (a line each) and the tally.
+        ///
+        /// Without --quiet or --verbose, a single run prints its whole report; several runs
+        /// print a line each, then the whole report of every run that missed its expectation
+        /// (or has none and violated a check), then the tally.
+        #[arg(long, short, conflicts_with = "verbose")]
         quiet: bool,
+        /// Print every run's whole report (text format).
+        #[arg(long, short)]
+        verbose: bool,
         /// Output: the text report (coloured on a terminal unless NO_COLOR is set),
         /// JSON (schema mcpsim.run-report/1) or JUnit XML.
         #[arg(long, value_enum, default_value = "text")]
@@ -95,6 +102,7 @@ pub(crate) enum Command {
     /// Validate scenario files (TOML) without running them; not the checks that judge runs.
     #[command(visible_alias = "validate")]
     Check {
+        /// Scenario files (TOML), or directories searched for *.toml recursively.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
     },
@@ -145,7 +153,7 @@ pub(crate) struct LiveArgs {
     #[arg(long, value_name = "COMMAND", conflicts_with_all = ["servers", "seed"], help_heading = "Live runs")]
     pub(crate) live: Option<String>,
     /// Real seconds per scenario second: 0.1 plays a 400 s scenario in 40 s. Every time in the
-    /// plan and every time setting handed to the server is multiplied by it.
+    /// plan and every time setting handed to the server is multiplied by it [default: 1].
     #[arg(long, value_name = "F", requires = "live", help_heading = "Live runs")]
     pub(crate) time_scale: Option<f64>,
     /// How long the server process may take to say `ready`, in real seconds [default: 10].
@@ -242,7 +250,11 @@ pub(crate) enum ListWhat {
 #[derive(Subcommand)]
 pub(crate) enum HuntCommand {
     /// Merge the `--format json` results of several shards into one.
+    ///
+    /// The merged JSON goes to stdout and the merged bug table to stderr. Exit codes: 0 no
+    /// bug in any shard, 1 bugs, 2 usage or a file that is no hunt report, 4 a file that cannot be read.
     Merge {
+        /// The shards' reports (`mcpsim hunt --format json` output), one file each.
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },

@@ -31,7 +31,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use cmd::hunt::{hunt, merge, replay};
 use cmd::info::{check_files, explain, list};
-use cmd::run::{run, Output, Target};
+use cmd::run::{run, Output, Target, Verbosity};
 use cmd::serve::serve;
 
 /// The exit codes, by name.
@@ -65,7 +65,20 @@ pub(crate) mod exit {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run { files, servers, seed, trace, timeline, quiet, format, watchdog, gate, baseline, live } => {
+        Command::Run {
+            files,
+            servers,
+            seed,
+            trace,
+            timeline,
+            quiet,
+            verbose,
+            format,
+            watchdog,
+            gate,
+            baseline,
+            live,
+        } => {
             let gate = match (gate, baseline) {
                 (false, _) => Ok(None),
                 (true, None) => Ok(Some(mcpsim::check::gate::Baseline::empty())),
@@ -75,7 +88,12 @@ fn main() -> ExitCode {
                 (Err(e), _) | (_, Err(e)) => Err(e),
                 (Ok(live), Ok(gate)) => {
                     let target = live.map_or(Target::Servers(servers, watchdog), Target::Live);
-                    let output = Output { trace, timeline, quiet, format, gate };
+                    let verbosity = match (quiet, verbose) {
+                        (true, _) => Verbosity::Quiet,
+                        (_, true) => Verbosity::Verbose,
+                        _ => Verbosity::Normal,
+                    };
+                    let output = Output { trace, timeline, verbosity, format, gate };
                     run(files, target, seed.map(Seed), output)
                 }
             }

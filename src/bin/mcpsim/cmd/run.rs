@@ -61,14 +61,26 @@ pub(crate) enum Target {
     Live(mcpsim::live::LiveOptions),
 }
 
+/// How much `mcpsim run` prints of each run (text format).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verbosity {
+    /// The runs that missed their expectation, a line each, and the tally.
+    Quiet,
+    /// A line per run, then the reports of the runs that missed (a single
+    /// run: its report), then the tally.
+    Normal,
+    /// Every run's report.
+    Verbose,
+}
+
 /// What a run writes and prints, and how it judges.
 pub(crate) struct Output {
     /// Where the JSONL traces go.
     pub trace: Option<PathBuf>,
     /// Where the HTML timelines go.
     pub timeline: Option<PathBuf>,
-    /// One line per run.
-    pub quiet: bool,
+    /// How much of each run to print (text format).
+    pub verbosity: Verbosity,
     /// Text, JSON or JUnit.
     pub format: RunFormat,
     /// `--gate`: judge by the gate and this baseline instead of `[expect]`.
@@ -76,7 +88,7 @@ pub(crate) struct Output {
 }
 
 pub(crate) fn run(files: Vec<PathBuf>, target: Target, seed: Option<Seed>, output: Output) -> Result<u8, Error> {
-    let Output { trace, timeline, quiet, format, gate } = output;
+    let Output { trace, timeline, verbosity, format, gate } = output;
     use std::io::IsTerminal;
     let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let bundled = files.is_empty();
@@ -115,7 +127,7 @@ pub(crate) fn run(files: Vec<PathBuf>, target: Target, seed: Option<Seed>, outpu
         total: plans.len() * servers.len(),
         trace,
         timeline,
-        quiet,
+        verbosity,
         format,
         color,
         code: exit::OK,
@@ -127,6 +139,7 @@ pub(crate) fn run(files: Vec<PathBuf>, target: Target, seed: Option<Seed>, outpu
         skipped: std::collections::BTreeMap::new(),
         gate,
         live_skipped: 0,
+        missed_reports: Vec::new(),
     };
     for plan in &plans {
         for server in &servers {
@@ -209,9 +222,11 @@ struct Runs {
     total: usize,
     trace: Option<PathBuf>,
     timeline: Option<PathBuf>,
-    quiet: bool,
+    verbosity: Verbosity,
     format: RunFormat,
     color: bool,
+    /// Normal verbosity: the reports of the runs that missed, printed before the tally.
+    missed_reports: Vec<String>,
     code: u8,
     io_errors: Vec<Error>,
     /// "scenario on server" for each run that did not meet its expectation.
@@ -260,7 +275,15 @@ impl Runs {
         }
         let timeline_note = self.write_timeline(&run, &verdicts);
         if self.format == RunFormat::Text {
-            self.print(&run, &verdicts, expectation.as_ref(), &timeline_note);
+            // A run to look at: it missed its expectation, has none and
+            // violated a check, ran late, or was cut short.
+            let missed = unreliable
+                || run.aborted.is_some()
+                || match &expectation {
+                    Some(e) => !e.met,
+                    None => !mcpsim::check::violated(&verdicts).is_empty(),
+                };
+            self.print(&run, &verdicts, expectation.as_ref(), &timeline_note, missed);
         }
         if unreliable {
             self.unreliable.push(format!("{} on {server}", run.scenario));
@@ -298,16 +321,18 @@ impl Runs {
         }
     }
 
-    /// Prints one run as text: a line with `--quiet`, else the whole report.
+    /// Prints one run as text, as [`Verbosity`] says: its line, its whole
+    /// report, or nothing (yet: a missed run's report waits for the end).
     fn print(
-        &self,
+        &mut self,
         run: &mcpsim::Run,
         verdicts: &[mcpsim::check::Verdict],
         expectation: Option<&mcpsim::check::Expectation>,
         timeline_note: &str,
+        missed: bool,
     ) {
         let server = &run.server;
-        if self.quiet {
+        let line = || {
             let violated = mcpsim::check::violated(verdicts);
             let violated = if violated.is_empty() {
                 "no violation".to_string()
@@ -320,11 +345,13 @@ impl Runs {
                 Some(e) => format!(" · {}", mcpsim::report::expectation_line(server, e)),
                 None => " · no [expect] entry".to_string(),
             };
-            out!("{} · {} · seed {} · {violated}{expect}", run.scenario, run.server, run.seed);
+            let mut line = format!("{} · {} · seed {} · {violated}{expect}", run.scenario, run.server, run.seed);
             if expectation.is_some_and(|e| !e.met) {
-                out!("  repro: {}", run.repro());
+                line.push_str(&format!("\n  repro: {}", run.repro()));
             }
-        } else {
+            line
+        };
+        let report = || {
             let mut text = mcpsim::report::text(run, verdicts, expectation);
             if expectation.is_none() {
                 text.push_str(&format!("no [expect] entry for {server}: nothing to compare the verdicts with\n"));
@@ -333,7 +360,24 @@ impl Runs {
                 text.push_str(timeline_note);
                 text.push('\n');
             }
-            out!("{}", if self.color { mcpsim::report::colorize(&text) } else { text });
+            if self.color {
+                mcpsim::report::colorize(&text)
+            } else {
+                text
+            }
+        };
+        match self.verbosity {
+            Verbosity::Quiet if missed => out!("{}", line()),
+            Verbosity::Quiet => {}
+            Verbosity::Verbose => out!("{}", report()),
+            Verbosity::Normal if self.total == 1 => out!("{}", report()),
+            Verbosity::Normal => {
+                out!("{}", line());
+                if missed {
+                    let report = report();
+                    self.missed_reports.push(report);
+                }
+            }
         }
     }
 
@@ -357,6 +401,12 @@ impl Runs {
             };
             out!("{text}");
         }
+        if !self.missed_reports.is_empty() {
+            out!("\nreports of the {} run(s) to look at:\n", self.missed_reports.len());
+            for r in &self.missed_reports {
+                out!("{r}");
+            }
+        }
         if !self.failed.is_empty() {
             let what = if self.gate.is_some() { "failed the gate" } else { "did not meet their expectation" };
             eprintln!("{} run(s) {what}: {}", self.failed.len(), self.failed.join(", "));
@@ -379,6 +429,9 @@ impl Runs {
         };
         if unreliable > 0 {
             tally.push_str(&format!(", {unreliable} timing unreliable"));
+        }
+        if without > 0 && self.gate.is_none() {
+            tally.push_str(" (without expectation: the scenario has no [expect] entry for that server, so its verdicts count neither way)");
         }
         // Servers skipped alike are named together.
         // (count, dialects skipped, dialects spoken) → servers.
