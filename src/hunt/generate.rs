@@ -141,7 +141,7 @@ impl ReachKind {
             | ReachKind::NotReissuable
             | ReachKind::StaleAfterLateAnswer => true,
             ReachKind::StreamableWindowEdge => draws.seen_ids,
-            // The legacy client drops a request whose uplink ended: it never answers a retired id.
+            // The legacy client drops a request whose uplink ended: the late answer this arranges would not come.
             ReachKind::StaleOverRetired => !draws.late_answer_after_timeout,
         }
     }
