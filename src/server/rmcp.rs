@@ -137,7 +137,7 @@ async fn pump(mut rx: mpsc::UnboundedReceiver<Report>, report: AppReporter, clie
                 }
                 continue;
             }
-            for r in run {
+            for r in run.iter().cloned() {
                 record(&report, r);
             }
         }
@@ -145,8 +145,8 @@ async fn pump(mut rx: mpsc::UnboundedReceiver<Report>, report: AppReporter, clie
 }
 
 /// Turns one report of the application into its trace record.
-fn record(report: &AppReporter, r: &Report) {
-    match r.clone() {
+fn record(report: &AppReporter, r: Report) {
+    match r {
         Report::Issued { client, label, method, id, session: Some(token) } => {
             report.issued_on(&token, &client, &label, &method, &id, None)
         }
