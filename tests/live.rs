@@ -6,6 +6,7 @@
 //! The live runs of a test play side by side (`common::live`).
 
 mod common;
+use common::harness::{run_with_threads, Case};
 use common::live::{live_runs, plan, SCALE};
 use common::{mcpsim, text};
 use mcpsim::live::LiveOptions;
@@ -15,6 +16,90 @@ use std::time::{Duration, Instant};
 /// The command that serves `server`: this build's own `mcpsim serve`.
 fn serve(server: &str) -> String {
     format!("'{}' serve --server {server}", env!("CARGO_BIN_EXE_mcpsim"))
+}
+
+/// The tests wait on real time (live runs at time scale 0.1), not on the CPU:
+/// they run six at a time unless `--test-threads` says otherwise, as the
+/// live runs inside them do (`common::live`).
+fn main() {
+    run_with_threads(
+        vec![
+            Case::new(
+                "live_verdicts_equal_simulated_ones_five_times_in_a_row",
+                live_verdicts_equal_simulated_ones_five_times_in_a_row,
+            ),
+            Case::new("each_mutant_is_caught_live_by_its_own_check", each_mutant_is_caught_live_by_its_own_check),
+            Case::new("stateless_live_verdicts_equal_simulated_ones", stateless_live_verdicts_equal_simulated_ones),
+            Case::new(
+                "a_live_report_says_it_is_live_and_how_to_run_it_again",
+                a_live_report_says_it_is_live_and_how_to_run_it_again,
+            ),
+            Case::new(
+                "a_step_that_runs_late_makes_the_run_timing_unreliable_with_exit_code_5",
+                a_step_that_runs_late_makes_the_run_timing_unreliable_with_exit_code_5,
+            ),
+            Case::new(
+                "what_a_server_does_not_report_is_said_not_guessed",
+                what_a_server_does_not_report_is_said_not_guessed,
+            ),
+            Case::new(
+                "a_command_that_cannot_start_is_named_with_its_own_words",
+                a_command_that_cannot_start_is_named_with_its_own_words,
+            ),
+            Case::new(
+                "a_process_that_never_says_ready_is_given_up_on_in_time",
+                a_process_that_never_says_ready_is_given_up_on_in_time,
+            ),
+            Case::new(
+                "a_process_that_ignores_the_control_protocol_is_named",
+                a_process_that_ignores_the_control_protocol_is_named,
+            ),
+            Case::new(
+                "a_protocol_break_mid_run_ends_the_run_and_keeps_the_trace",
+                a_protocol_break_mid_run_ends_the_run_and_keeps_the_trace,
+            ),
+            Case::new(
+                "a_server_that_dies_mid_run_ends_it_with_its_last_words_and_the_partial_trace",
+                a_server_that_dies_mid_run_ends_it_with_its_last_words_and_the_partial_trace,
+            ),
+            Case::new(
+                "a_port_in_use_is_refused_before_anything_starts",
+                a_port_in_use_is_refused_before_anything_starts,
+            ),
+            Case::new(
+                "live_runs_need_files_and_forbid_server_and_seed",
+                live_runs_need_files_and_forbid_server_and_seed,
+            ),
+            #[cfg(target_os = "linux")]
+            Case::new(
+                "no_process_is_left_behind_at_the_end_on_error_or_on_ctrl_c",
+                no_process_is_left_behind_at_the_end_on_error_or_on_ctrl_c,
+            ),
+            Case::new("rmcp_served_live_gives_its_simulated_verdicts", rmcp_served_live_gives_its_simulated_verdicts),
+            Case::new(
+                "a_client_crash_and_restart_play_live_as_in_simulation",
+                a_client_crash_and_restart_play_live_as_in_simulation,
+            ),
+            Case::new(
+                "a_process_that_speaks_another_dialect_is_refused_and_a_directory_skips_what_it_cannot_play",
+                a_process_that_speaks_another_dialect_is_refused_and_a_directory_skips_what_it_cannot_play,
+            ),
+            Case::new(
+                "a_run_cut_short_is_judged_only_up_to_the_cut_and_never_counts_as_expected",
+                a_run_cut_short_is_judged_only_up_to_the_cut_and_never_counts_as_expected,
+            ),
+            Case::new(
+                "a_live_hunt_finds_what_the_simulated_hunt_finds_on_naive_and_nothing_on_guarded",
+                a_live_hunt_finds_what_the_simulated_hunt_finds_on_naive_and_nothing_on_guarded,
+            ),
+            Case::new("a_live_hunt_shrinks_live_within_its_budget", a_live_hunt_shrinks_live_within_its_budget),
+            Case::new(
+                "the_minimal_example_adapter_meets_its_expectations_on_both_canonical_scenarios",
+                the_minimal_example_adapter_meets_its_expectations_on_both_canonical_scenarios,
+            ),
+        ],
+        6,
+    )
 }
 
 fn simulated(file: &str, server: &str) -> Vec<String> {
@@ -44,7 +129,6 @@ fn live(jobs: &[(&str, &str)], times: usize) -> Vec<((String, String), Vec<Verdi
         .collect()
 }
 
-#[test]
 fn live_verdicts_equal_simulated_ones_five_times_in_a_row() {
     let scenarios = [
         "nat-rebind.toml",
@@ -71,7 +155,6 @@ fn live_verdicts_equal_simulated_ones_five_times_in_a_row() {
     }
 }
 
-#[test]
 fn each_mutant_is_caught_live_by_its_own_check() {
     let cases = [
         ("no-fence", "prior-uplink-live.toml", "session-binding"),
@@ -94,7 +177,6 @@ fn each_mutant_is_caught_live_by_its_own_check() {
     }
 }
 
-#[test]
 fn stateless_live_verdicts_equal_simulated_ones() {
     // Every stateless scenario on naive and guarded, and each stateless
     // mutant (and rmcp both ways) on a scenario that catches it.
@@ -133,7 +215,6 @@ fn run_live(command: &str, file: &str, extra: &[&str]) -> (i32, String, String) 
     (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
 }
 
-#[test]
 fn a_live_report_says_it_is_live_and_how_to_run_it_again() {
     let timeline = common::tmp("live", "garbage-id.html");
     let (code, out, err) = run_live(
@@ -153,7 +234,6 @@ fn a_live_report_says_it_is_live_and_how_to_run_it_again() {
     assert!(std::fs::read_to_string(&timeline).unwrap().contains("garbage-id"));
 }
 
-#[test]
 fn a_step_that_runs_late_makes_the_run_timing_unreliable_with_exit_code_5() {
     // Issue 26, item 15: the step loop stalls 0.5 s (real time) before the
     // resume step (index 3), as a loaded machine would: 10 s of scenario
@@ -200,7 +280,6 @@ fn a_step_that_runs_late_makes_the_run_timing_unreliable_with_exit_code_5() {
     assert!(out.contains("1 run(s): 0 as expected, 0 not met, 0 without expectation, 1 timing unreliable"), "{out}");
 }
 
-#[test]
 fn what_a_server_does_not_report_is_said_not_guessed() {
     // Says ready and then nothing: no MCP port, no reports.
     let ready = r#"{"type":"ready","protocol":"mcpsim-control/1","server":"mute"}"#;
@@ -220,7 +299,6 @@ fn what_a_server_does_not_report_is_said_not_guessed() {
     assert!(text.contains("live: the server never reported minting a requestState"), "{text}");
 }
 
-#[test]
 fn a_command_that_cannot_start_is_named_with_its_own_words() {
     let (code, _, err) = run_live("no-such-server-binary-xyz --port 1", "scenarios/garbage-id.toml", &[]);
     assert_eq!(code, 4, "{err}");
@@ -228,7 +306,6 @@ fn a_command_that_cannot_start_is_named_with_its_own_words() {
     assert!(err.contains("no-such-server-binary-xyz") && err.contains("not found"), "its stderr is quoted: {err}");
 }
 
-#[test]
 fn a_process_that_never_says_ready_is_given_up_on_in_time() {
     let started = Instant::now();
     let (code, _, err) = run_live("echo starting; sleep 30", "scenarios/garbage-id.toml", &["--ready-timeout", "1"]);
@@ -238,7 +315,6 @@ fn a_process_that_never_says_ready_is_given_up_on_in_time() {
     assert!(started.elapsed() < Duration::from_secs(20), "it waited for the process to end");
 }
 
-#[test]
 fn a_process_that_ignores_the_control_protocol_is_named() {
     // Connects, then says something that is not mcpsim-control/1.
     let cmd = r#"exec 3<>/dev/tcp/127.0.0.1/$MCPSIM_CONTROL_PORT; echo hello-there >&3; sleep 30"#;
@@ -247,7 +323,6 @@ fn a_process_that_ignores_the_control_protocol_is_named() {
     assert!(err.contains("first control line is not mcpsim-control/1") && err.contains("hello-there"), "{err}");
 }
 
-#[test]
 fn a_protocol_break_mid_run_ends_the_run_and_keeps_the_trace() {
     let trace = common::tmp("live", "broken.jsonl");
     let _ = std::fs::remove_file(&trace);
@@ -269,7 +344,6 @@ fn a_protocol_break_mid_run_ends_the_run_and_keeps_the_trace() {
     assert!(kept.contains("\"run-started\"") && kept.contains("\"server-stopped\""), "{kept}");
 }
 
-#[test]
 fn a_server_that_dies_mid_run_ends_it_with_its_last_words_and_the_partial_trace() {
     let trace = common::tmp("live", "died.jsonl");
     let _ = std::fs::remove_file(&trace);
@@ -282,7 +356,6 @@ fn a_server_that_dies_mid_run_ends_it_with_its_last_words_and_the_partial_trace(
     assert!(kept.contains("alice connects"), "the trace up to the death is kept: {kept}");
 }
 
-#[test]
 fn a_port_in_use_is_refused_before_anything_starts() {
     let taken = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
     let port = taken.local_addr().unwrap().port().to_string();
@@ -291,7 +364,6 @@ fn a_port_in_use_is_refused_before_anything_starts() {
     assert!(err.contains(&format!("port {port} on 127.0.0.1 is not free for the server")), "{err}");
 }
 
-#[test]
 fn live_runs_need_files_and_forbid_server_and_seed() {
     let out = mcpsim(&["run", "--live", "x"]);
     assert_eq!(out.status.code(), Some(2));
@@ -316,7 +388,6 @@ fn processes_with(marker: &str) -> Vec<String> {
 }
 
 #[cfg(target_os = "linux")]
-#[test]
 fn no_process_is_left_behind_at_the_end_on_error_or_on_ctrl_c() {
     // A server that starts a helper of its own: the whole group must go.
     let with_helper = |marker: &str| format!("sleep {marker} & {}", serve("guarded"));
@@ -353,7 +424,6 @@ fn no_process_is_left_behind_at_the_end_on_error_or_on_ctrl_c() {
     assert_eq!(processes_with("sleep 4242.4"), Vec::<String>::new());
 }
 
-#[test]
 fn rmcp_served_live_gives_its_simulated_verdicts() {
     // The official Rust SDK behind `mcpsim serve`: its bugs show live as in simulation.
     let file = "streamable-http/nat-rebind.toml";
@@ -364,7 +434,6 @@ fn rmcp_served_live_gives_its_simulated_verdicts() {
     assert_eq!(violated, &sim, "rmcp on {file}: live and simulated verdicts differ:\n{report}");
 }
 
-#[test]
 fn a_client_crash_and_restart_play_live_as_in_simulation() {
     let plan = Plan::from_toml_str(
         r#"
@@ -427,7 +496,6 @@ label = "req-1"
     assert_eq!(verdicts(&live), verdicts(&sim));
 }
 
-#[test]
 fn a_process_that_speaks_another_dialect_is_refused_and_a_directory_skips_what_it_cannot_play() {
     // `ready` declares the one dialect given with --dialect.
     let streamable_only = format!("{} --dialect streamable-http", serve("guarded"));
@@ -462,7 +530,6 @@ fn a_process_that_speaks_another_dialect_is_refused_and_a_directory_skips_what_i
     assert!(err.contains("warning: the server process \"mute\" names no dialects in its `ready` message"), "{err}");
 }
 
-#[test]
 fn a_run_cut_short_is_judged_only_up_to_the_cut_and_never_counts_as_expected() {
     // naive on nat-rebind (400 s), interrupted at about 40 s of scenario time.
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_mcpsim"))
@@ -497,12 +564,11 @@ fn a_run_cut_short_is_judged_only_up_to_the_cut_and_never_counts_as_expected() {
     assert!(stdout.lines().last().unwrap().contains(" 0 as expected, 1 not met"), "{stdout}");
 }
 
-#[test]
 fn a_live_hunt_finds_what_the_simulated_hunt_finds_on_naive_and_nothing_on_guarded() {
     use mcpsim::hunt::{HuntOptions, Limit};
     let hunt = |server: &str, live: bool| {
         let mut opts = HuntOptions {
-            jobs: 4,
+            jobs: 10,
             out: None,
             dialect: mcpsim::scenario::Dialect::StreamableHttp,
             ..HuntOptions::new(server, Limit::Seeds(40))
@@ -542,7 +608,6 @@ fn a_live_hunt_finds_what_the_simulated_hunt_finds_on_naive_and_nothing_on_guard
 /// within `--shrink-runs`. The reproducer is written with `[expect]` under
 /// the name the process gave itself, and its live replays play the
 /// reproducer, not the original seed.
-#[test]
 fn a_live_hunt_shrinks_live_within_its_budget() {
     use mcpsim::hunt::{HuntOptions, Limit};
     let dir = std::env::temp_dir().join(format!("mcpsim-live-shrink-{}", std::process::id()));
@@ -580,7 +645,6 @@ fn a_live_hunt_shrinks_live_within_its_budget() {
 /// written from docs/live-protocol.md alone) meets `[expect]` on both
 /// canonical streamable-http scenarios, and its runs are judged in full:
 /// every request it reported issued has an outcome.
-#[test]
 fn the_minimal_example_adapter_meets_its_expectations_on_both_canonical_scenarios() {
     let command = "python3 examples/minimal_adapter.py".to_string();
     let files = ["streamable-http/nat-rebind.toml", "streamable-http/second-client-leak.toml"];

@@ -37,7 +37,19 @@ fn ci() -> bool {
 
 /// Runs `cases` as the test binary's `main`, and exits.
 pub fn run(cases: Vec<Case>) -> ! {
-    let args = Arguments::from_args();
+    run_args(Arguments::from_args(), cases)
+}
+
+/// [`run`], `threads` tests at a time unless `--test-threads` says otherwise
+/// (for tests that wait on real time rather than on the CPU).
+#[allow(dead_code)]
+pub fn run_with_threads(cases: Vec<Case>, threads: usize) -> ! {
+    let mut args = Arguments::from_args();
+    args.test_threads.get_or_insert(threads);
+    run_args(args, cases)
+}
+
+fn run_args(args: Arguments, cases: Vec<Case>) -> ! {
     let mut trials = Vec::new();
     for c in cases {
         let Case { name, body, missing, always_ignored } = c;
