@@ -491,3 +491,24 @@ fn the_readme_ci_workflow_uploads_and_merges_even_after_a_finding() {
         assert!(Path::new(file).exists(), "{file} is in the merge job's artifacts");
     }
 }
+
+/// `run --jobs N` plays several runs at once and prints exactly what one at
+/// a time prints, in the same order; nonsense is refused.
+#[test]
+fn run_jobs_change_the_speed_not_the_output() {
+    let args = |jobs: &'static str| {
+        vec!["run", "scenarios/nat-rebind.toml", "scenarios/streamable-http", "--server", "naive", "--jobs", jobs]
+    };
+    let one = mcpsim(&args("1"));
+    let four = mcpsim(&args("4"));
+    assert_eq!(one.status.code(), Some(0), "{}", text(&one.stderr));
+    let one = text(&one.stdout);
+    assert!(one.lines().filter(|l| l.contains(" · seed ")).count() > 20, "{one}");
+    assert_eq!(text(&four.stdout), one);
+    let out = mcpsim(&["run", "scenarios/nat-rebind.toml", "--jobs", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--jobs must be at least 1"), "{}", text(&out.stderr));
+    let out = mcpsim(&["run", "--live", "x", "--live-port", "9", "--jobs", "2", "scenarios/nat-rebind.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--live-port serves one run at a time"), "{}", text(&out.stderr));
+}

@@ -67,6 +67,11 @@ pub(crate) enum Command {
         /// and fails the gate.
         #[arg(long, value_name = "FILE", requires = "gate")]
         baseline: Option<PathBuf>,
+        /// Play this many runs at once; each is still printed in order. Live runs spend their
+        /// time waiting, so a directory plays much faster with several (each run its own
+        /// process and ports) [default: the number of cores; 1 with --live].
+        #[arg(long, value_name = "N")]
+        jobs: Option<usize>,
         #[command(flatten)]
         live: LiveArgs,
     },

@@ -77,6 +77,7 @@ fn main() -> ExitCode {
             watchdog,
             gate,
             baseline,
+            jobs,
             live,
         } => {
             let gate = match (gate, baseline) {
@@ -94,7 +95,7 @@ fn main() -> ExitCode {
                         _ => Verbosity::Normal,
                     };
                     let output = Output { trace, timeline, verbosity, format, gate };
-                    run(files, target, seed.map(Seed), output)
+                    run(files, target, seed.map(Seed), jobs, output)
                 }
             }
         }

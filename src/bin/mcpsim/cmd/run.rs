@@ -87,7 +87,13 @@ pub(crate) struct Output {
     pub gate: Option<mcpsim::check::gate::Baseline>,
 }
 
-pub(crate) fn run(files: Vec<PathBuf>, target: Target, seed: Option<Seed>, output: Output) -> Result<u8, Error> {
+pub(crate) fn run(
+    files: Vec<PathBuf>,
+    target: Target,
+    seed: Option<Seed>,
+    jobs: Option<usize>,
+    output: Output,
+) -> Result<u8, Error> {
     let Output { trace, timeline, verbosity, format, gate } = output;
     use std::io::IsTerminal;
     let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
@@ -106,6 +112,18 @@ pub(crate) fn run(files: Vec<PathBuf>, target: Target, seed: Option<Seed>, outpu
         }
         // One pass per plan; the server's name comes from the process.
         Target::Live(opts) => (vec![String::new()], Some(opts)),
+    };
+    let jobs = match (jobs, &live) {
+        (Some(0), _) => return Err(Error::usage("--jobs must be at least 1")),
+        (Some(n), Some(opts)) if n > 1 && opts.port.is_some() => {
+            return Err(Error::usage(
+                "--live-port serves one run at a time: drop --jobs or --live-port (each run then gets a free port)",
+            ))
+        }
+        (Some(n), _) => n,
+        // A live process per run: one at a time unless asked.
+        (None, Some(_)) => 1,
+        (None, None) => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
     let files = collect(if bundled { vec![bundled_dir()] } else { files })?;
     let explicit = !servers.is_empty();
@@ -141,6 +159,8 @@ pub(crate) fn run(files: Vec<PathBuf>, target: Target, seed: Option<Seed>, outpu
         live_skipped: 0,
         missed_reports: Vec::new(),
     };
+    // The runs to play, in order; a skipped one is counted where it falls.
+    let mut work: Vec<(&Plan, &String)> = Vec::new();
     for plan in &plans {
         for server in &servers {
             // A server that speaks only streamable-http skips legacy-sse scenarios,
@@ -155,26 +175,69 @@ pub(crate) fn run(files: Vec<PathBuf>, target: Target, seed: Option<Seed>, outpu
                 e.1.insert(plan.dialect.name());
                 continue;
             }
-            let result = match &live {
-                Some(opts) => mcpsim::live::run(plan, opts),
-                None => run_guarded(plan, server, seed, watchdog),
-            };
-            match result {
-                Ok(run) => runs.judge(plan, run),
-                // The live process does not speak this scenario's dialect: skipped, and said so.
-                Err(e) if e.kind == mcpsim::ErrorKind::Dialect => {
-                    eprintln!("skipped: {e}");
-                    runs.live_skipped += 1;
-                }
-                Err(e) => {
-                    let on = if live.is_some() { "the live server".to_string() } else { server.clone() };
-                    eprintln!("error: {} on {on}: {e}", plan.name);
-                    runs.code = exit::worst(runs.code, e.exit_code() as u8);
-                }
-            }
+            work.push((plan, server));
         }
     }
+    let play = |(plan, server): (&Plan, &String)| match &live {
+        Some(opts) => mcpsim::live::run(plan, opts),
+        None => run_guarded(plan, server, seed, watchdog),
+    };
+    // `--jobs` plays several at once; each run is judged and printed in
+    // order all the same, as it would be one at a time.
+    in_order(&work, jobs, play, |(plan, server), result| match result {
+        Ok(run) => runs.judge(plan, run),
+        // The live process does not speak this scenario's dialect: skipped, and said so.
+        Err(e) if e.kind == mcpsim::ErrorKind::Dialect => {
+            eprintln!("skipped: {e}");
+            runs.live_skipped += 1;
+        }
+        Err(e) => {
+            let on = if live.is_some() { "the live server".to_string() } else { server.clone() };
+            eprintln!("error: {} on {on}: {e}", plan.name);
+            runs.code = exit::worst(runs.code, e.exit_code() as u8);
+        }
+    });
     Ok(runs.finish())
+}
+
+/// Plays `play` on each item, `jobs` at a time, and hands each result to
+/// `take` in the items' order, as soon as it and those before it are in.
+fn in_order<T: Copy + Sync, R: Send>(
+    items: &[T],
+    jobs: usize,
+    play: impl Fn(T) -> R + Sync,
+    mut take: impl FnMut(T, R),
+) {
+    if jobs <= 1 {
+        for &item in items {
+            take(item, play(item));
+        }
+        return;
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.min(items.len()) {
+            let (tx, next, play) = (tx.clone(), &next, &play);
+            scope.spawn(move || loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&item) = items.get(i) else { break };
+                if tx.send((i, play(item))).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        let mut waiting = std::collections::BTreeMap::new();
+        let mut due = 0;
+        for (i, result) in rx {
+            waiting.insert(i, result);
+            while let Some(result) = waiting.remove(&due) {
+                take(items[due], result);
+                due += 1;
+            }
+        }
+    });
 }
 
 /// Loads every file, or reports every invalid one: nothing runs unless all load.
