@@ -5,8 +5,11 @@ mod engine;
 mod http;
 pub mod plug;
 pub mod policy;
+#[cfg(feature = "rmcp")]
 pub mod rmcp;
+#[cfg(feature = "rmcp")]
 pub mod rmcp_stateless;
+#[cfg(feature = "rmcp")]
 mod rmcp_tap;
 pub mod stateless;
 
@@ -98,6 +101,11 @@ pub fn for_plan(name: &str, plan: &Plan, seed: Seed) -> Result<Rc<dyn ServerPlug
             plan.dialect.name()
         )));
     }
+    if is_sdk(name) && !cfg!(feature = "rmcp") {
+        return Err(Error::usage(format!(
+            "server {name:?} is rmcp, which this build of mcpsim leaves out: build it with the `rmcp` feature (on by default)"
+        )));
+    }
     if plan.dialect == Dialect::StatelessHttp {
         return builtin_stateless(name, &plan.server, &plan.tools, seed, 1)
             .ok_or_else(|| Error::usage(format!("unknown server {name:?} (known: {})", known_servers().join(", "))));
@@ -116,6 +124,7 @@ pub fn builtin_stateless(
     seed: Seed,
     life: u32,
 ) -> Option<Rc<dyn ServerPlug>> {
+    #[cfg(feature = "rmcp")]
     if let Some(i) = rmcp_stateless::NAMES.iter().position(|n| *n == name) {
         return Some(Rc::new(rmcp_stateless::RmcpStateless::new(i == 0, cfg, tools.to_vec(), seed).in_life(life)));
     }
@@ -125,6 +134,7 @@ pub fn builtin_stateless(
 
 /// A built-in server by name (legacy-sse or streamable-http).
 pub fn builtin(name: &str, cfg: &ServerConfig, dialect: Dialect, seed: Seed) -> Option<Rc<dyn ServerPlug>> {
+    #[cfg(feature = "rmcp")]
     if name == "rmcp" {
         return Some(Rc::new(rmcp::Rmcp::new(cfg.clone(), seed)));
     }
@@ -132,7 +142,7 @@ pub fn builtin(name: &str, cfg: &ServerConfig, dialect: Dialect, seed: Seed) -> 
     Some(Rc::new(Engine::new(cfg.clone(), dialect, policy, seed)))
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "rmcp"))]
 mod tests {
     use super::*;
 
