@@ -42,6 +42,7 @@ fn main() {
                 "what_a_server_does_not_report_is_said_not_guessed",
                 what_a_server_does_not_report_is_said_not_guessed,
             ),
+            Case::new("the_readmes_live_commands_run_as_written", the_readmes_live_commands_run_as_written),
             Case::new(
                 "a_command_that_cannot_start_is_named_with_its_own_words",
                 a_command_that_cannot_start_is_named_with_its_own_words,
@@ -657,4 +658,70 @@ fn the_minimal_example_adapter_meets_its_expectations_on_both_canonical_scenario
         assert!(r.trace.contains("\"kind\":\"request-outcome\""), "{file}: no outcome reported");
         assert!(!r.report.contains("the server never reported"), "{file}:\n{}", r.report);
     }
+}
+
+/// The README's live commands, run as written with `sh` in a directory that
+/// has the bundled scenarios: the user's server (`node my-server.js`) is
+/// `mcpsim serve --server naive`, whose known findings on
+/// nat-rebind-streamable are what the README's baseline accepts. The plain
+/// run meets naive's `[expect]`; the gate, eight scenarios at a time, fails
+/// on naive's other findings, passes the accepted one, and writes a JUnit
+/// testcase for every streamable-http scenario.
+fn the_readmes_live_commands_run_as_written() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    // A fenced block, by how it starts, continuation lines joined.
+    let block = |start: &str| -> String {
+        let at = readme.find(&format!("```{start}")).unwrap_or_else(|| panic!("README: ```{start}"));
+        let body = &readme[at..];
+        let body = &body[body.find('\n').unwrap() + 1..];
+        body[..body.find("```").unwrap()].replace("\\\n", " ")
+    };
+    let dir = common::tmp("live", "readme-commands");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(root.join("scenarios"), dir.join("scenarios")).unwrap();
+    std::fs::write(dir.join("mcpsim-baseline.toml"), block("toml\n# mcpsim-baseline.toml")).unwrap();
+    let sh = |command: &str| {
+        let command = command
+            .trim()
+            .replacen("mcpsim ", &format!("'{}' ", env!("CARGO_BIN_EXE_mcpsim")), 1)
+            .replace("node my-server.js", &format!("{} serve --server naive", env!("CARGO_BIN_EXE_mcpsim")));
+        // Exit code 5 is the machine saying it could not keep up (a step ran
+        // late, so those runs were not judged): under this binary's other live
+        // tests that happens, and the honest answer is to play again.
+        let mut tries = 0;
+        loop {
+            let out = std::process::Command::new("sh").arg("-c").arg(&command).current_dir(&dir).output().unwrap();
+            tries += 1;
+            if out.status.code() != Some(5) || tries == 3 {
+                return (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr));
+            }
+            eprintln!("timing unreliable (exit 5), playing again: {command}");
+        }
+    };
+    let plain = block("sh\nmcpsim run --live 'node my-server.js'");
+    let gate = block("sh\nmcpsim run --gate --baseline mcpsim-baseline.toml");
+    assert!(gate.contains("--jobs 8") && gate.contains("> mcpsim.xml"), "{gate}");
+    // Both at once: each waits on real time.
+    let ((code, out, err), ((gate_code, gate_out, gate_err), took)) = std::thread::scope(|s| {
+        let g = s.spawn(|| {
+            let started = Instant::now();
+            (sh(&gate), started.elapsed())
+        });
+        (sh(&plain), g.join().unwrap())
+    });
+    assert_eq!(code, 0, "{plain}\n{out}\n{err}");
+    assert!(out.contains("expectation met: naive violates "), "{out}");
+    assert_eq!(gate_code, 1, "{gate}\n{gate_out}\n{gate_err}");
+    eprintln!("the README's gate on scenarios/streamable-http/ took {took:.0?}");
+    let xml = std::fs::read_to_string(dir.join("mcpsim.xml")).unwrap();
+    let scenarios = std::fs::read_dir(root.join("scenarios/streamable-http")).unwrap().count();
+    assert!(xml.contains(&format!("tests=\"{scenarios}\"")), "{xml}");
+    assert!(!xml.contains("stale baseline"), "the baseline's entry is naive's: {xml}");
+    let accepted =
+        xml.split("<testcase ").find(|c| c.starts_with("classname=\"nat-rebind-streamable\"")).expect("its testcase");
+    assert!(!accepted.contains("<failure"), "accepted by the baseline: {accepted}");
+    assert!(xml.contains("GATE FAILED: naive violated "), "{xml}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

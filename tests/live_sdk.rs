@@ -133,6 +133,8 @@ fn main() {
         )
         .needs(&missing),
         Case::new("the_readme_findings_tables_are_the_expectations", the_readme_findings_tables_are_the_expectations),
+        Case::new("the_readmes_adapter_commands_give_their_cells", the_readmes_adapter_commands_give_their_cells)
+            .needs(&missing),
         Case::new("full_live_matrix", full_live_matrix)
             .needs(&missing)
             .ignored("about an hour: MCPSIM_UPDATE_MATRIX=1 cargo test --test live_sdk -- --ignored full_live_matrix"),
@@ -496,5 +498,33 @@ fn an_adapter_without_its_control_connection_exits() {
         let status =
             status.unwrap_or_else(|| panic!("{} still served 60 s after its control port refused it", sdk.name));
         assert!(!status.success(), "{} exited with {status}: expected a failure status", sdk.name);
+    }
+}
+
+/// The README's "Reproduce any cell with" commands, run as written (with
+/// `sh`, from the repository's root): each meets `[expect]` for the name
+/// its adapter and configuration give it, so it exits 0 and says so.
+fn the_readmes_adapter_commands_give_their_cells() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let at = readme.find("```sh\nmcpsim run --live 'node adapters/typescript/server.mjs'").expect("the README's block");
+    let body = &readme[at + "```sh\n".len()..];
+    let commands: Vec<&str> = body[..body.find("```").unwrap()].lines().collect();
+    assert!(commands.len() >= 2, "{commands:?}");
+    let handles: Vec<_> = commands
+        .iter()
+        .map(|c| {
+            let command = c.replacen("mcpsim ", &format!("'{}' ", env!("CARGO_BIN_EXE_mcpsim")), 1);
+            let (c, root) = (c.to_string(), root());
+            std::thread::spawn(move || {
+                let out = Command::new("sh").arg("-c").arg(&command).current_dir(root).output().unwrap();
+                (c, out)
+            })
+        })
+        .collect();
+    for h in handles {
+        let (c, out) = h.join().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{c}\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains("expectation met"), "{c}\n{stdout}");
     }
 }

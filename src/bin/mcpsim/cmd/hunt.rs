@@ -166,9 +166,12 @@ fn summary(report: &mcpsim::hunt::HuntReport, opts: &HuntOptions) -> String {
     }
     if report.seeds_run > 0 {
         summary.push_str("\nreach (seeds that got into each hard situation, read from their traces):");
-        for &s in mcpsim::hunt::situations(opts.dialect) {
+        let rows = mcpsim::hunt::situations(opts.dialect);
+        // The label column fits the longest label (48 at least), so that the counts align.
+        let width = rows.iter().map(|s| s.len()).max().unwrap_or(0).max(48);
+        for &s in rows {
             let n = report.reach.get(s).copied().unwrap_or(0);
-            summary.push_str(&format!("\n  {s:<48} {n:>7} ({:.1} %)", 100.0 * n as f64 / report.seeds_run as f64));
+            summary.push_str(&format!("\n  {s:<width$} {n:>7} ({:.1} %)", 100.0 * n as f64 / report.seeds_run as f64));
         }
     }
     if opts.check_determinism {
