@@ -44,6 +44,10 @@ fn main() {
             ),
             Case::new("the_readmes_live_commands_run_as_written", the_readmes_live_commands_run_as_written),
             Case::new(
+                "a_deployment_of_replicas_is_skipped_live_and_said_so",
+                a_deployment_of_replicas_is_skipped_live_and_said_so,
+            ),
+            Case::new(
                 "a_command_that_cannot_start_is_named_with_its_own_words",
                 a_command_that_cannot_start_is_named_with_its_own_words,
             ),
@@ -185,6 +189,8 @@ fn stateless_live_verdicts_equal_simulated_ones() {
         .unwrap()
         .map(|e| format!("stateless-http/{}", e.unwrap().file_name().to_string_lossy()))
         .filter(|f| f.ends_with(".toml"))
+        // A live run plays one server process: deployments of replicas are simulated only.
+        .filter(|f| plan(f).deployment.is_single())
         .collect();
     assert!(all.len() >= 13);
     let mut jobs: Vec<(&str, &str)> =
@@ -724,4 +730,22 @@ fn the_readmes_live_commands_run_as_written() {
     assert!(!accepted.contains("<failure"), "accepted by the baseline: {accepted}");
     assert!(xml.contains("GATE FAILED: naive violated "), "{xml}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A live run plays one server process: a scenario that deploys several
+/// replicas is skipped with its reason, never played as if it were one
+/// server; a run of nothing else exits 2.
+fn a_deployment_of_replicas_is_skipped_live_and_said_so() {
+    let (code, out, err) = run_live(&serve("guarded"), "scenarios/stateless-http/retry-on-another-replica.toml", &[]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        err.contains("skipped: stateless-retry-on-another-replica deploys 2 replicas, and a live run plays one server process so far"),
+        "{err}"
+    );
+    assert!(out.contains("1 scenario(s) with replicas skipped"), "{out}");
+    // The library refuses it too, with the same reason.
+    let e =
+        mcpsim::live::run(&plan("stateless-http/retry-on-another-replica.toml"), &LiveOptions::new(serve("guarded")))
+            .unwrap_err();
+    assert!(e.to_string().contains("deploys 2 replicas"), "{e}");
 }

@@ -151,6 +151,8 @@ fn scenarios_of(dialect: &str) -> Vec<String> {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|f| f.ends_with(".toml"))
         .map(|f| format!("{dialect}/{f}"))
+        // A live run plays one server process: deployments of replicas are simulated only.
+        .filter(|f| plan(f).deployment.is_single())
         .collect();
     files.sort();
     files

@@ -578,6 +578,7 @@ impl Draft {
                 ..ServerConfig::default()
             },
             network: NetworkConfig { tick: TICK, latency_min: ms(5), latency_max, half_open_lifetime },
+            deployment: crate::scenario::Deployment::default(),
             clients: self.clients,
             steps: self.steps,
             tools: Vec::new(),

@@ -144,6 +144,13 @@ pub fn run(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
         return Err(Error::usage(format!("--time-scale must be a positive number, not {}", opts.time_scale)));
     }
     plan.validate().map_err(|p| Error::usage(format!("plan {:?}: {}", plan.name, p.message)))?;
+    if !plan.deployment.is_single() {
+        // One process cannot play a deployment: refused, never played as if it were one server.
+        return Err(Error::usage(format!(
+            "scenario {:?} deploys {} replicas: live runs play one server process so far (live replicas behind HAProxy, with Redis, are the next step of docs/replicas.md); run it in simulation",
+            plan.name, plan.deployment.replicas
+        )));
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

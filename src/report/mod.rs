@@ -423,6 +423,12 @@ pub fn describe(what: &What) -> String {
             format!("{to} now holds {from}'s session token{}", if *credential { " and credential" } else { "" })
         }
         What::ClientCrashed { client } => format!("{client} crashed"),
+        What::DeploymentStarted { replicas, routing } => {
+            format!("deployment: {replicas} replicas behind a balancer routing {routing}")
+        }
+        What::Routed { client, up_port, replica, routing } => {
+            format!("balancer: {client}'s connection from port {up_port} → replica {replica} ({routing})")
+        }
         What::MappingOpened { client, mapping, down_port, up_port } => {
             format!("nat-{client}: mapping {mapping} opened ({down_port} → server from port {up_port})")
         }

@@ -73,6 +73,7 @@ impl Plan {
             calls: BTreeMap::new(),
         };
         let network = l.network(&raw.server, raw.network)?;
+        l.deployment(&raw.deployment)?;
         l.tools(raw.tools)?;
         let clients = l.clients(raw.clients, &raw.server)?;
         let step_spans: Vec<std::ops::Range<usize>> = raw.steps.iter().map(|s| s.action.span()).collect();
@@ -98,6 +99,7 @@ impl Plan {
             duration: raw.scenario.duration.0,
             server: raw.server,
             network,
+            deployment: raw.deployment,
             clients,
             steps,
             tools: l.tools.clone(),
@@ -235,6 +237,25 @@ impl Loader<'_> {
         Ok(NetworkConfig { tick: net.tick.0, latency_min, latency_max, half_open_lifetime: net.half_open_lifetime.0 })
     }
 
+    /// `[deployment]`: a count of replicas the world can build, in a dialect it can build them for.
+    fn deployment(&self, d: &Deployment) -> Result<()> {
+        if !(1..=MAX_REPLICAS).contains(&d.replicas) {
+            return Err(
+                self.err_at_key("replicas", format!("[deployment] replicas must be between 1 and {MAX_REPLICAS}"))
+            );
+        }
+        if d.replicas > 1 && self.dialect != Dialect::StatelessHttp {
+            return Err(self.err_at_key(
+                "replicas",
+                format!(
+                    "[deployment] replicas > 1 is simulated in dialect \"stateless-http\" only so far; a {:?} deployment also needs session routing and a shared store (docs/replicas.md)",
+                    self.dialect.name()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     fn clients(&mut self, raw: Vec<RawClient>, server: &ServerConfig) -> Result<Vec<ClientSpec>> {
         let mut clients = Vec::new();
         for c in raw {
@@ -245,7 +266,7 @@ impl Loader<'_> {
                     format!("client name {name:?} must be non-empty ASCII letters, digits, '-' or '_'"),
                 ));
             }
-            if name == "server" || name.starts_with("nat-") {
+            if name == "server" || name.starts_with("nat-") || name.starts_with("replica-") {
                 return Err(
                     self.err(c.name.span(), format!("client name {name:?} is reserved for the simulation's own hosts"))
                 );

@@ -220,6 +220,64 @@ impl Default for ServerConfig {
     }
 }
 
+/// The most replicas a deployment may have.
+pub const MAX_REPLICAS: u32 = 8;
+
+/// `[deployment]`: how many copies of the server run, and how a balancer in
+/// front of them routes each request (docs/replicas.md). One replica, the
+/// default, is no balancer at all: the world of every scenario without the
+/// table.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Deployment {
+    /// How many replicas serve behind the balancer (1 to 8; 1: no balancer).
+    /// More than one is simulated in stateless-http so far: the stateful
+    /// dialects also need session routing and a shared store.
+    pub replicas: u32,
+    /// How the balancer picks a replica for each request.
+    pub routing: Routing,
+}
+
+impl Default for Deployment {
+    fn default() -> Self {
+        Self { replicas: 1, routing: Routing::RoundRobin }
+    }
+}
+
+impl Deployment {
+    /// One server and no balancer.
+    pub fn is_single(&self) -> bool {
+        self.replicas <= 1
+    }
+}
+
+/// How the balancer routes, as HAProxy's `balance` does. Each request is
+/// balanced on its own (HTTP mode with `option http-server-close`: a request
+/// gets its own connection to its replica; an SSE response keeps it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Routing {
+    /// Each new request to the next replica in turn.
+    #[default]
+    RoundRobin,
+    /// To the replica with the fewest open connections (ties: the lowest number).
+    LeastConnections,
+    /// A hash of the client's address picks the replica: the same address
+    /// always lands on the same replica (`balance source`).
+    Source,
+}
+
+impl Routing {
+    /// Its name in scenario files and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Routing::RoundRobin => "round-robin",
+            Routing::LeastConnections => "least-connections",
+            Routing::Source => "source",
+        }
+    }
+}
+
 /// Which of a client's streams a `seen_by` id comes from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -669,6 +727,9 @@ pub struct Plan {
     pub server: ServerConfig,
     /// `[network]`: latency, tick and NAT lifetimes.
     pub network: NetworkConfig,
+    /// `[deployment]`: the replicas and the balancer's routing.
+    #[serde(skip_serializing_if = "Deployment::is_single")]
+    pub deployment: Deployment,
     /// The clients, in file order.
     pub clients: Vec<ClientSpec>,
     /// The steps, in file order.

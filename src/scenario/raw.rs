@@ -2,7 +2,7 @@
 //! spans for located errors), and the JSON Schema derived from them.
 
 use super::duration::Dur;
-use super::{Dialect, ResumeExpect, SeenOn, ServerConfig, CHECK_IDS, DEFAULT_TICK, STEP_KINDS};
+use super::{Deployment, Dialect, ResumeExpect, SeenOn, ServerConfig, CHECK_IDS, DEFAULT_TICK, STEP_KINDS};
 use crate::wire::jsonrpc::mcp::SERVER_REQUEST_METHODS;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -20,6 +20,8 @@ pub(super) struct RawFile {
     pub(super) server: ServerConfig,
     #[serde(default)]
     pub(super) network: RawNetwork,
+    #[serde(default)]
+    pub(super) deployment: Deployment,
     #[serde(default, rename = "client")]
     pub(super) clients: Vec<RawClient>,
     #[serde(default, rename = "step")]

@@ -120,6 +120,14 @@ impl Plan {
             d(n.half_open_lifetime),
             d(n.tick)
         );
+        if !self.deployment.is_single() {
+            let _ = writeln!(
+                out,
+                "[deployment]\nreplicas = {}\nrouting = {}\n",
+                self.deployment.replicas,
+                q(self.deployment.routing.name())
+            );
+        }
     }
 }
 

@@ -348,6 +348,26 @@ pub enum What {
         client: String,
     },
 
+    // ---- a deployment of several replicas (docs/replicas.md) ----
+    /// The run's server is this many replicas behind a balancer (recorded
+    /// after the header, and only when there is more than one).
+    DeploymentStarted {
+        /// How many replicas serve.
+        replicas: u32,
+        /// The balancer's routing rule (`round-robin`, `least-connections`, `source`).
+        routing: String,
+    },
+    /// The balancer sent a client's connection to a replica.
+    Routed {
+        /// The client whose NAT opened the connection.
+        client: String,
+        /// The NAT's source port: a `mapping-opened` event's `up_port`.
+        up_port: u16,
+        /// The replica, from 1.
+        replica: u32,
+        /// The routing rule that picked it.
+        routing: String,
+    },
     // ---- observed by the NAT ----
     /// The NAT opened a mapping for a new client connection.
     MappingOpened {

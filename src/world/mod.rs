@@ -2,8 +2,11 @@
 //! loop that applies each scenario step at its simulated time.
 //!
 //! Hosts: `server`; per client `c`, a NAT host `nat-c` and the client host `c`.
-//! Clients reach the server only through their NAT.
+//! Clients reach the server only through their NAT. A deployment of several
+//! replicas (`[deployment]`) puts a balancer on the `server` host and runs
+//! the server on `replica-1` to `replica-N` (docs/replicas.md).
 
+pub(crate) mod balancer;
 pub(crate) mod nat;
 mod panics;
 
@@ -50,7 +53,8 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
     })?;
     let mut world = World::build(plan, plug.clone(), seed);
     let mut schedule = Schedule::new(plan.steps.len());
-    let mut server_stopped = false;
+    // Each host that runs the server: whether its serve() stopped yet.
+    let mut server_stopped: Vec<(String, bool)> = world.server_hosts.iter().map(|h| (h.clone(), false)).collect();
     let mut aborted = None;
     panics::install();
     let tick = plan.network.tick;
@@ -80,13 +84,16 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
             world.apply(&plan.steps[index], index, at);
         }
         world.rec.set_loop_now(now);
-        if !server_stopped && !world.sim.is_host_running("server") {
-            // A misbehaving plug-in must not take the harness down: record it,
-            // and let the clients observe a dead server until the end.
-            server_stopped = true;
-            world.rec.record(What::ServerStopped {
-                why: format!("server {:?} stopped: its serve() returned or panicked", plug.name()),
-            });
+        for (host, stopped) in server_stopped.iter_mut() {
+            if !*stopped && !world.sim.is_host_running(host.as_str()) {
+                // A misbehaving plug-in must not take the harness down: record it,
+                // and let the clients observe a dead server until the end.
+                *stopped = true;
+                let on = if host == "server" { String::new() } else { format!(" on {host}") };
+                world.rec.record(What::ServerStopped {
+                    why: format!("server {:?} stopped{on}: its serve() returned or panicked", plug.name()),
+                });
+            }
         }
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| world.sim.step())) {
             Ok(Ok(_)) => {}
@@ -133,6 +140,11 @@ pub(crate) trait Hosts {
     fn restart(&mut self, client: &str);
     /// Restarts the server's process (`restart-server`); an error says why it cannot.
     fn restart_server(&mut self) -> Result<(), String>;
+    /// Restarts the process on host `host` (a replica of a deployment); an
+    /// error says why it cannot.
+    fn restart_host(&mut self, host: &str) -> Result<(), String> {
+        Err(format!("cannot restart {host} here"))
+    }
 }
 
 impl Hosts for turmoil::Sim<'_> {
@@ -145,6 +157,10 @@ impl Hosts for turmoil::Sim<'_> {
     fn restart_server(&mut self) -> Result<(), String> {
         // The host's software starts again: the plug's `serve` runs anew.
         self.bounce("server");
+        Ok(())
+    }
+    fn restart_host(&mut self, host: &str) -> Result<(), String> {
+        self.bounce(host);
         Ok(())
     }
 }
@@ -161,6 +177,12 @@ pub(crate) struct World<H> {
     nats: BTreeMap<String, Inbox<NatCmd>>,
     /// Clients crashed and not yet restarted.
     crashed: Vec<String>,
+    /// The hosts that run the server: `server`, or each replica's.
+    pub(crate) server_hosts: Vec<String>,
+    /// With several replicas: the application hooks of replicas 2 to N
+    /// (`app` is replica 1's). What the application tells every open stream
+    /// goes to each.
+    replica_apps: Vec<AppHook>,
 }
 
 /// Records a run's header: what runs against what, and each client.
@@ -213,7 +235,16 @@ impl<H: Hosts> World<H> {
         clients: BTreeMap<String, (Inbox<ClientCmd>, Rc<ClientShared>)>,
         nats: BTreeMap<String, Inbox<NatCmd>>,
     ) -> Self {
-        World { sim: hosts, rec, app, clients, nats, crashed: Vec::new() }
+        World {
+            sim: hosts,
+            rec,
+            app,
+            clients,
+            nats,
+            crashed: Vec::new(),
+            server_hosts: vec!["server".to_string()],
+            replica_apps: Vec::new(),
+        }
     }
 }
 
@@ -237,10 +268,29 @@ impl<'a> World<turmoil::Sim<'a>> {
         let mut sim = builder.build();
 
         record_header(&rec, plan, plug.name(), seed);
-        let app = AppHook { commands: Inbox::new(), report: AppReporter::new(rec.clone()) };
-        {
-            let app = app.clone();
+        let replicas = plan.deployment.replicas.max(1);
+        let server_hosts: Vec<String> = if replicas == 1 {
+            vec!["server".to_string()]
+        } else {
+            rec.record(What::DeploymentStarted { replicas, routing: plan.deployment.routing.name().to_string() });
+            let balancer = balancer::Balancer::new(replicas, plan.deployment.routing, rec.clone());
             sim.host("server", move || {
+                let balancer = balancer.clone();
+                async move { Ok(balancer.run().await?) }
+            });
+            (1..=replicas).map(balancer::replica_host).collect()
+        };
+        // Each replica runs the one plug: its `serve` is called once per
+        // replica (and again at each restart), as a deployment starts one
+        // process per replica from one build. What the plug keeps across
+        // `serve` calls is what its replicas share.
+        let apps: Vec<AppHook> = server_hosts
+            .iter()
+            .map(|_| AppHook { commands: Inbox::new(), report: AppReporter::new(rec.clone()) })
+            .collect();
+        for (host, app) in server_hosts.iter().zip(&apps) {
+            let (plug, app) = (plug.clone(), app.clone());
+            sim.host(host.as_str(), move || {
                 let plug = plug.clone();
                 let app = app.clone();
                 async move {
@@ -250,6 +300,9 @@ impl<'a> World<turmoil::Sim<'a>> {
                 }
             });
         }
+        let mut apps = apps.into_iter();
+        let app = apps.next().expect("at least one server host");
+        let replica_apps: Vec<AppHook> = apps.collect();
         let mut clients = BTreeMap::new();
         let mut nats = BTreeMap::new();
         for spec in &plan.clients {
@@ -289,7 +342,10 @@ impl<'a> World<turmoil::Sim<'a>> {
             }
             clients.insert(spec.name.clone(), (inbox, shared));
         }
-        World::assemble(sim, rec, app, clients, nats)
+        let mut world = World::assemble(sim, rec, app, clients, nats);
+        world.server_hosts = server_hosts;
+        world.replica_apps = replica_apps;
+        world
     }
 }
 
@@ -435,9 +491,19 @@ impl<H: Hosts> World<H> {
                 }
             }
             Action::Listen { client } => client_cmd(self, client, ClientCmd::Listen),
-            Action::ChangeTools => self.app.commands.push_at(at, AppCommand::ToolsChanged),
+            Action::ChangeTools => {
+                for app in std::iter::once(&self.app).chain(&self.replica_apps) {
+                    app.commands.push_at(at, AppCommand::ToolsChanged);
+                }
+            }
             Action::RestartServer => {
-                if let Err(why) = self.sim.restart_server() {
+                // With replicas, the deployment restarts: every replica's process.
+                let restarted = if self.server_hosts == ["server"] {
+                    self.sim.restart_server()
+                } else {
+                    self.server_hosts.clone().iter().try_for_each(|h| self.sim.restart_host(h))
+                };
+                if let Err(why) = restarted {
                     self.app.report.error("server", format!("cannot restart the server: {why}"));
                 }
             }

@@ -1,0 +1,146 @@
+//! Deployments of several replicas behind a balancer (docs/replicas.md; the
+//! first step: stateless-http, the balancer's routing, replicas that share
+//! the reference server's durable store and keep their memory and
+//! per-process keys to themselves).
+
+mod common;
+
+use mcpsim::check::{self, CheckId};
+use mcpsim::scenario::{Deployment, Plan, Routing};
+use mcpsim::trace::What;
+
+fn bundled(file: &str) -> Plan {
+    Plan::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(file)).unwrap()
+}
+
+/// (client, replica) of each connection the balancer routed, in order.
+fn routed(run: &mcpsim::Run) -> Vec<(String, u32)> {
+    run.trace
+        .events
+        .iter()
+        .filter_map(|e| match &e.what {
+            What::Routed { client, replica, .. } => Some((client.clone(), *replica)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn violated(run: &mcpsim::Run) -> Vec<String> {
+    check::violated(&check::judge(&run.trace)).iter().map(|c| c.to_string()).collect()
+}
+
+/// The canonical stateless failure across replicas: a state minted on
+/// replica 1 is presented, as MCP 2026-07-28 allows, to replica 2. A key
+/// drawn by each process refuses it (liveness, with the refusal as
+/// evidence); a configured key opens it.
+#[test]
+fn a_retry_on_another_replica_catches_a_per_process_key_and_passes_a_configured_one() {
+    let plan = bundled("stateless-http/retry-on-another-replica.toml");
+    assert_eq!(plan.deployment, Deployment { replicas: 2, routing: Routing::RoundRobin });
+    let run = mcpsim::run(&plan, "ephemeral-key", None).unwrap();
+    assert_eq!(routed(&run), [("alice".to_string(), 1), ("alice".to_string(), 2)]);
+    assert_eq!(violated(&run), ["liveness"]);
+    let verdicts = check::judge(&run.trace);
+    let report = mcpsim::report::text(&run, &verdicts, None);
+    assert!(report.contains("deployment: 2 replicas behind a balancer routing round-robin"), "{report}");
+    assert!(report.contains("balancer: alice's connection from port 49153 → replica 2 (round-robin)"), "{report}");
+    let liveness = verdicts.iter().find(|v| v.check == CheckId::Liveness).unwrap();
+    let words = format!("{:?}", liveness.violations());
+    assert!(words.contains("not minted by this process"), "{words}");
+    for server in ["guarded", "naive", "rmcp"] {
+        let run = mcpsim::run(&plan, server, None).unwrap();
+        assert_eq!(routed(&run).len(), 2, "{server}");
+        assert_eq!(violated(&run), Vec::<String>::new(), "{server}");
+    }
+    // With one replica the same call passes on ephemeral-key: the balancer is what it takes.
+    let mut single = plan.clone();
+    single.deployment = Deployment::default();
+    let run = mcpsim::run(&single, "ephemeral-key", None).unwrap();
+    assert!(routed(&run).is_empty());
+    assert_eq!(violated(&run), Vec::<String>::new());
+}
+
+/// One replica is no balancer at all: `[deployment] replicas = 1` gives the
+/// trace of the same scenario without the table, byte for byte.
+#[test]
+fn one_replica_is_the_world_without_a_balancer() {
+    for file in ["stateless-http/restart-between-rounds.toml", "stateless-http/nat-rebind.toml"] {
+        let plan = bundled(file);
+        assert!(plan.deployment.is_single());
+        let text = std::fs::read_to_string(std::path::Path::new("scenarios").join(file)).unwrap();
+        let with_table =
+            Plan::from_toml_str(&format!("{text}\n[deployment]\nreplicas = 1\nrouting = \"source\"\n"), file).unwrap();
+        for server in ["guarded", "naive"] {
+            let a = mcpsim::run(&plan, server, None).unwrap().trace.to_jsonl();
+            let b = mcpsim::run(&with_table, server, None).unwrap().trace.to_jsonl();
+            assert_eq!(a, b, "{file} on {server}");
+        }
+    }
+}
+
+/// Each routing rule, as the balancer applies it to a run: source routing
+/// keeps a client on one replica; round-robin and least-connections spread
+/// its calls.
+#[test]
+fn each_routing_rule_routes_as_it_says() {
+    let mut plan = bundled("stateless-http/retry-on-another-replica.toml");
+    plan.deployment = Deployment { replicas: 3, routing: Routing::Source };
+    let run = mcpsim::run(&plan, "ephemeral-key", None).unwrap();
+    let replicas: Vec<u32> = routed(&run).into_iter().map(|(_, r)| r).collect();
+    assert_eq!(replicas.len(), 2);
+    assert_eq!(replicas[0], replicas[1], "one address, one replica");
+    // The retry met the replica that minted the state: even a per-process key opens it.
+    assert_eq!(violated(&run), Vec::<String>::new());
+    plan.deployment.routing = Routing::RoundRobin;
+    let run = mcpsim::run(&plan, "ephemeral-key", None).unwrap();
+    assert_eq!(routed(&run).into_iter().map(|(_, r)| r).collect::<Vec<_>>(), [1, 2]);
+    // Least-connections: the first call's connection is closed by the time of
+    // its retry, so both go to the lowest-numbered idle replica.
+    plan.deployment.routing = Routing::LeastConnections;
+    let run = mcpsim::run(&plan, "ephemeral-key", None).unwrap();
+    assert_eq!(routed(&run).into_iter().map(|(_, r)| r).collect::<Vec<_>>(), [1, 1]);
+}
+
+/// A deployment is written back as it was read, and what the world cannot
+/// build yet is refused where it is written.
+#[test]
+fn the_deployment_table_round_trips_and_its_mistakes_are_located() {
+    let plan = bundled("stateless-http/retry-on-another-replica.toml");
+    let text = plan.to_toml(&[]);
+    assert!(text.contains("[deployment]\nreplicas = 2\nrouting = \"round-robin\"\n"), "{text}");
+    let mut again = Plan::from_toml_str(&text, "again.toml").unwrap();
+    again.source = plan.source.clone();
+    assert_eq!(again, plan);
+    let base = "[scenario]\nname = \"d\"\ndialect = \"stateless-http\"\nduration = \"10s\"\n";
+    let err =
+        |extra: &str, base: &str| Plan::from_toml_str(&format!("{base}{extra}"), "d.toml").unwrap_err().to_string();
+    let e = err("[deployment]\nreplicas = 0\n", base);
+    assert!(e.starts_with("d.toml:6:1: [deployment] replicas must be between 1 and 8"), "{e}");
+    let e = err("[deployment]\nreplicas = 9\n", base);
+    assert!(e.contains("between 1 and 8"), "{e}");
+    let e = err("[deployment]\nrouting = \"random\"\n", base);
+    assert!(
+        e.contains("unknown variant `random`, expected one of `round-robin`, `least-connections`, `source`"),
+        "{e}"
+    );
+    let stateful = "[scenario]\nname = \"d\"\ndialect = \"streamable-http\"\nduration = \"10s\"\n";
+    let e = err("[deployment]\nreplicas = 2\n", stateful);
+    assert!(e.contains("replicas > 1 is simulated in dialect \"stateless-http\" only so far"), "{e}");
+    assert!(e.contains("session routing and a shared store"), "{e}");
+    // A plan built in code is held to the same rule.
+    let mut p = bundled("streamable-http/nat-rebind.toml");
+    p.deployment.replicas = 2;
+    assert!(mcpsim::run(&p, "guarded", None).unwrap_err().to_string().contains("only so far"));
+    // Client names cannot take a replica's host name.
+    let e = err("[[client]]\nname = \"replica-1\"\n", base);
+    assert!(e.contains("reserved for the simulation's own hosts"), "{e}");
+}
+
+/// The schema knows the table: editors complete it, and `check` accepts it.
+#[test]
+fn the_schema_and_check_know_the_deployment_table() {
+    let schema = mcpsim::scenario::json_schema();
+    assert!(schema.contains("\"deployment\"") && schema.contains("least-connections"), "{schema}");
+    let out = common::mcpsim(&["check", "scenarios/stateless-http/retry-on-another-replica.toml"]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::text(&out.stderr));
+}
