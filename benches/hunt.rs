@@ -1,10 +1,11 @@
-//! Hunt throughput: seeds per second on 1 and 2 worker threads, and where a
-//! seed's time goes (generate, simulate, judge); then peak memory of a
-//! 10,000-seed and a 100,000-seed hunt of guarded (it must stay flat: a hunt
-//! keeps counts and distinct bugs, not seeds).
+//! Hunt throughput: seeds per second on 1 and 2 worker threads, for guarded
+//! and naive on each dialect (and rmcp), and where a seed's time goes
+//! (generate, simulate, judge); then peak memory of 2,000-, 10,000- and
+//! 100,000-seed hunts of guarded (it must stay flat: a hunt keeps counts and
+//! distinct bugs, not seeds).
 //!
 //! `cargo bench --bench hunt` (optionally `-- SEEDS`, default 400; add
-//! `no-memory` to skip the two long hunts, about 3 minutes on 2 cores).
+//! `no-memory` to skip the memory hunts, about 3 minutes on 2 cores).
 
 use mcpsim::hunt::{self, HuntOptions, Limit};
 
@@ -30,7 +31,7 @@ fn reset_peak() {
 
 fn memory() {
     let mut peaks = Vec::new();
-    for seeds in [10_000u64, 100_000] {
+    for seeds in [2_000u64, 10_000, 100_000] {
         reset_peak();
         let opts = HuntOptions { jobs: 2, ..HuntOptions::new("guarded", Limit::Seeds(seeds)) };
         let t = Instant::now();
@@ -45,7 +46,7 @@ fn memory() {
         );
         peaks.push(peak);
     }
-    if let [Some(small), Some(large)] = peaks[..] {
+    if let [_, Some(small), Some(large)] = peaks[..] {
         println!("memory: 100,000 seeds peak / 10,000 seeds peak = {:.3} (flat: within 1.10)", large / small);
     }
 }
@@ -57,6 +58,7 @@ fn main() {
         ("guarded", Dialect::LegacySse),
         ("naive", Dialect::LegacySse),
         ("guarded", Dialect::StreamableHttp),
+        ("naive", Dialect::StreamableHttp),
         ("rmcp", Dialect::StreamableHttp),
         ("guarded", Dialect::StatelessHttp),
         ("naive", Dialect::StatelessHttp),
