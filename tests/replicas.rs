@@ -144,3 +144,20 @@ fn the_schema_and_check_know_the_deployment_table() {
     let out = common::mcpsim(&["check", "scenarios/stateless-http/retry-on-another-replica.toml"]);
     assert_eq!(out.status.code(), Some(0), "{}", common::text(&out.stderr));
 }
+
+/// `restart-server` restarts the deployment: every replica's process, each
+/// drawing a new per-process key. With source routing alice's retry meets
+/// the replica that minted her state, and still a per-process key refuses it
+/// after the restart; a configured key opens it.
+#[test]
+fn restart_server_restarts_every_replica() {
+    let mut plan = bundled("stateless-http/restart-between-rounds.toml");
+    plan.deployment = Deployment { replicas: 3, routing: Routing::Source };
+    let run = mcpsim::run(&plan, "ephemeral-key", None).unwrap();
+    let replicas: Vec<u32> = routed(&run).into_iter().map(|(_, r)| r).collect();
+    assert_eq!(replicas.len(), 2, "{replicas:?}");
+    assert_eq!(replicas[0], replicas[1]);
+    assert_eq!(violated(&run), ["liveness"]);
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
+    assert_eq!(violated(&run), Vec::<String>::new());
+}

@@ -413,19 +413,28 @@ async fn ports(port: Option<u16>) -> Result<(u16, TcpListener)> {
 /// a port the kernel handed out for `:0` may be handed out again, to an
 /// outgoing connection of a parallel run, before the server process binds it
 /// (a possible cause of one failed start in 240 parallel live runs). Ports are tried
-/// from a spread starting point, each checked free by binding it.
+/// from a starting point spread over processes, each checked free by binding
+/// it. Within one process the ports handed out cycle through all 12,000
+/// before one comes again: a run whose server restarts leaves its port free
+/// for a moment, and a parallel run of the same process (`run --jobs`, the
+/// tests) must not take it then (it did once: the restarted server found
+/// its port in use).
 async fn free_port() -> Result<u16> {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(0);
+    static SPREAD: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
     const FIRST: u32 = 20_000;
     const SPAN: u32 = 12_000;
     // Wall clock and pid only spread the start over processes: ports are no
-    // part of any trace.
-    let spread = std::process::id().wrapping_mul(7_919)
-        ^ std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    // part of any trace. 613 is prime to SPAN: k * 613 visits every port of
+    // the span once in SPAN steps.
+    let spread = *SPREAD.get_or_init(|| {
+        std::process::id().wrapping_mul(7_919)
+            ^ std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos())
+    }) % SPAN;
     for _ in 0..200 {
         let k = NEXT.fetch_add(1, Ordering::Relaxed);
-        let port = (FIRST + spread.wrapping_add(k.wrapping_mul(613)) % SPAN) as u16;
+        let port = (FIRST + (spread + (k % SPAN) * 613) % SPAN) as u16;
         if TcpListener::bind(("127.0.0.1", port)).await.is_ok() {
             return Ok(port);
         }
@@ -722,6 +731,23 @@ fn unreported(plan: &Plan, trace: &crate::trace::Trace) -> Vec<String> {
 #[cfg(test)]
 mod config_tests {
     use super::*;
+
+    /// Ports handed out within one process do not come again soon, even
+    /// once free: a restarting server's port stays its own.
+    #[test]
+    fn free_ports_of_one_process_do_not_repeat() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let ports: Vec<u16> = rt.block_on(async {
+            let mut v = Vec::new();
+            for _ in 0..300 {
+                v.push(free_port().await.unwrap());
+            }
+            v
+        });
+        let distinct: std::collections::BTreeSet<u16> = ports.iter().copied().collect();
+        assert_eq!(distinct.len(), ports.len(), "a port came twice: {ports:?}");
+        assert!(ports.iter().all(|p| (20_000..32_000).contains(p)), "{ports:?}");
+    }
 
     #[test]
     fn an_adapter_configuration_reaches_the_environment_and_the_repro_flags() {
