@@ -30,7 +30,7 @@
 //! world                     turmoil hosts and the step loop; takes a plug
 //! server   client           the engine, policies, rmcp, plugs | the MCP client
 //! trace                     the record of a run (Run, events, Recorder)
-//! scenario                  TOML → Plan, with located errors
+//! scenario  store           TOML → Plan, with located errors | the replicas' shared store (RESP)
 //! vocab inbox seed error wire   leaves: names, command queues, seeds, errors,
 //! watchdog                      the pure protocol pieces (SSE, JSON-RPC, HTTP/1),
 //!                               the wall-clock bound on a run
@@ -81,6 +81,7 @@ pub mod report;
 pub mod scenario;
 pub mod seed;
 pub mod server;
+pub mod store;
 pub mod trace;
 mod vocab;
 pub mod watchdog;

@@ -230,13 +230,21 @@ pub const STATELESS_SERVERS: &[&str] = &[
     "reusable-state",
     "uncancelled",
     "ephemeral-key",
+    "local-once",
     "rmcp",
     "rmcp-unsealed",
 ];
 
 /// The built-in servers that speak only stateless-http.
-const STATELESS_ONLY: &[&str] =
-    &["unbound-state", "unsealed-state", "reusable-state", "uncancelled", "ephemeral-key", "rmcp-unsealed"];
+const STATELESS_ONLY: &[&str] = &[
+    "unbound-state",
+    "unsealed-state",
+    "reusable-state",
+    "uncancelled",
+    "ephemeral-key",
+    "local-once",
+    "rmcp-unsealed",
+];
 
 /// Whether built-in server `name` speaks a stateful dialect (legacy-sse or streamable-http).
 pub fn speaks_stateful(name: &str) -> bool {
@@ -329,6 +337,7 @@ pub const SERVERS: &[&str] = &[
     "reusable-state",
     "uncancelled",
     "ephemeral-key",
+    "local-once",
 ];
 
 #[cfg(test)]

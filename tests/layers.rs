@@ -8,7 +8,7 @@ use std::path::Path;
 const ROWS: &[&[&str]] = &[
     &["clock", "net"],
     &["vocab", "inbox", "seed", "error", "wire", "watchdog"],
-    &["scenario"],
+    &["scenario", "store"],
     &["trace"],
     &["server", "client"],
     &["world"],

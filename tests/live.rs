@@ -191,6 +191,11 @@ fn stateless_live_verdicts_equal_simulated_ones() {
         .filter(|f| f.ends_with(".toml"))
         // A live run plays one server process: deployments of replicas are simulated only.
         .filter(|f| plan(f).deployment.is_single())
+        // The reference server keeps its single-use registry in a store that
+        // outlives its process; `mcpsim serve` has only its memory until it
+        // reaches a real Redis (docs/replicas.md, step 4), so a live restart
+        // forgets what a simulated one keeps.
+        .filter(|f| f != "stateless-http/once-after-restart.toml")
         .collect();
     assert!(all.len() >= 13);
     let mut jobs: Vec<(&str, &str)> =

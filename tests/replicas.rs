@@ -6,7 +6,7 @@
 mod common;
 
 use mcpsim::check::{self, CheckId};
-use mcpsim::scenario::{Deployment, Plan, Routing};
+use mcpsim::scenario::{Deployment, Plan, Routing, StoreKind};
 use mcpsim::trace::What;
 
 fn bundled(file: &str) -> Plan {
@@ -36,7 +36,7 @@ fn violated(run: &mcpsim::Run) -> Vec<String> {
 #[test]
 fn a_retry_on_another_replica_catches_a_per_process_key_and_passes_a_configured_one() {
     let plan = bundled("stateless-http/retry-on-another-replica.toml");
-    assert_eq!(plan.deployment, Deployment { replicas: 2, routing: Routing::RoundRobin });
+    assert_eq!(plan.deployment, Deployment { replicas: 2, routing: Routing::RoundRobin, store: StoreKind::Shared });
     let run = mcpsim::run(&plan, "ephemeral-key", None).unwrap();
     assert_eq!(routed(&run), [("alice".to_string(), 1), ("alice".to_string(), 2)]);
     assert_eq!(violated(&run), ["liveness"]);
@@ -84,7 +84,7 @@ fn one_replica_is_the_world_without_a_balancer() {
 #[test]
 fn each_routing_rule_routes_as_it_says() {
     let mut plan = bundled("stateless-http/retry-on-another-replica.toml");
-    plan.deployment = Deployment { replicas: 3, routing: Routing::Source };
+    plan.deployment = Deployment { replicas: 3, routing: Routing::Source, store: StoreKind::PerReplica };
     let run = mcpsim::run(&plan, "ephemeral-key", None).unwrap();
     let replicas: Vec<u32> = routed(&run).into_iter().map(|(_, r)| r).collect();
     assert_eq!(replicas.len(), 2);
@@ -107,7 +107,7 @@ fn each_routing_rule_routes_as_it_says() {
 fn the_deployment_table_round_trips_and_its_mistakes_are_located() {
     let plan = bundled("stateless-http/retry-on-another-replica.toml");
     let text = plan.to_toml(&[]);
-    assert!(text.contains("[deployment]\nreplicas = 2\nrouting = \"round-robin\"\n"), "{text}");
+    assert!(text.contains("[deployment]\nreplicas = 2\nrouting = \"round-robin\"\nstore = \"shared\"\n"), "{text}");
     let mut again = Plan::from_toml_str(&text, "again.toml").unwrap();
     again.source = plan.source.clone();
     assert_eq!(again, plan);
@@ -118,6 +118,10 @@ fn the_deployment_table_round_trips_and_its_mistakes_are_located() {
     assert!(e.starts_with("d.toml:6:1: [deployment] replicas must be between 1 and 8"), "{e}");
     let e = err("[deployment]\nreplicas = 9\n", base);
     assert!(e.contains("between 1 and 8"), "{e}");
+    let e = err("[deployment]\nstore = \"redis\"\n", base);
+    assert!(e.contains("unknown variant `redis`, expected `per-replica` or `shared`"), "{e}");
+    let e = err("[[client]]\nname = \"store\"\n", base);
+    assert!(e.contains("reserved for the simulation's own hosts"), "{e}");
     let e = err("[deployment]\nrouting = \"random\"\n", base);
     assert!(
         e.contains("unknown variant `random`, expected one of `round-robin`, `least-connections`, `source`"),
@@ -152,7 +156,7 @@ fn the_schema_and_check_know_the_deployment_table() {
 #[test]
 fn restart_server_restarts_every_replica() {
     let mut plan = bundled("stateless-http/restart-between-rounds.toml");
-    plan.deployment = Deployment { replicas: 3, routing: Routing::Source };
+    plan.deployment = Deployment { replicas: 3, routing: Routing::Source, store: StoreKind::PerReplica };
     let run = mcpsim::run(&plan, "ephemeral-key", None).unwrap();
     let replicas: Vec<u32> = routed(&run).into_iter().map(|(_, r)| r).collect();
     assert_eq!(replicas.len(), 2, "{replicas:?}");
@@ -160,4 +164,47 @@ fn restart_server_restarts_every_replica() {
     assert_eq!(violated(&run), ["liveness"]);
     let run = mcpsim::run(&plan, "guarded", None).unwrap();
     assert_eq!(violated(&run), Vec::<String>::new());
+}
+
+/// A one-time state redeemed on one replica and presented again on another:
+/// with a shared store guarded refuses it there, and `local-once` (its
+/// registry in the process's memory) redeems it twice, a finding a server
+/// could have prevented. With a store per replica every server redeems it
+/// twice, and the finding is inherent to the deployment, saying why.
+#[test]
+fn one_time_state_across_replicas_needs_the_shared_store_and_is_inherent_without_one() {
+    let exactly_once = |run: &mcpsim::Run| {
+        let verdicts = check::judge(&run.trace);
+        let v = verdicts.iter().find(|v| v.check == CheckId::ExactlyOnce).unwrap();
+        match &v.status {
+            check::Status::Violated { violations } => Some((violations[0].inherent, violations[0].finding.to_string())),
+            _ => None,
+        }
+    };
+    let shared = bundled("stateless-http/once-across-replicas.toml");
+    assert_eq!(shared.deployment.store, StoreKind::Shared);
+    let run = mcpsim::run(&shared, "guarded", None).unwrap();
+    assert_eq!(exactly_once(&run), None);
+    let refusal = run.trace.events.iter().find_map(|e| match &e.what {
+        What::StateChecked { verdict: mcpsim::trace::stateless::StateVerdict::Refused { why }, replica, .. } => {
+            Some((*replica, why.clone()))
+        }
+        _ => None,
+    });
+    assert_eq!(refusal, Some((Some(1), "this one-time state was already redeemed".to_string())));
+    let (inherent, text) = exactly_once(&mcpsim::run(&shared, "local-once", None).unwrap()).unwrap();
+    assert!(!inherent, "{text}");
+    assert!(text.contains("on replica 2 then replica 1, which share a store that could have refused it"), "{text}");
+
+    let per_replica = bundled("stateless-http/once-per-replica-store.toml");
+    assert_eq!(per_replica.deployment.store, StoreKind::PerReplica);
+    for server in ["guarded", "rmcp", "local-once"] {
+        let (inherent, text) = exactly_once(&mcpsim::run(&per_replica, server, None).unwrap()).unwrap();
+        assert!(inherent, "{server}: {text}");
+        assert!(text.contains("which keep a store each: no replica can know what another redeemed"), "{text}");
+    }
+    // The same deployment with its store shared: guarded is clean again.
+    let mut fixed = per_replica.clone();
+    fixed.deployment.store = StoreKind::Shared;
+    assert_eq!(exactly_once(&mcpsim::run(&fixed, "guarded", None).unwrap()), None);
 }

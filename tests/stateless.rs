@@ -49,7 +49,8 @@ fn the_stateless_matrix_meets_every_expectation_and_matches_its_snapshots() {
             "unsealed-state",
             "reusable-state",
             "uncancelled",
-            "ephemeral-key"
+            "ephemeral-key",
+            "local-once"
         ]
     );
     let plans = plans();
@@ -94,6 +95,7 @@ fn every_stateless_check_fires_somewhere_and_each_mutant_is_caught_by_its_own_ch
         ("reusable-state", CheckId::ExactlyOnce),
         ("uncancelled", CheckId::Cancellation),
         ("ephemeral-key", CheckId::Liveness),
+        ("local-once", CheckId::ExactlyOnce),
     ] {
         let caught: Vec<String> = plans()
             .iter()
@@ -208,12 +210,13 @@ fn stateful_servers_refuse_a_stateless_scenario_and_stateless_steps_need_their_d
 
 /// One signature per one-bug mutant in a stateless hunt of 300 seeds (shrunk),
 /// and the check that exists to catch it among its reproducer's checks.
-const STATELESS_MUTANTS: [(&str, &str, CheckId); 5] = [
+const STATELESS_MUTANTS: [(&str, &str, CheckId); 6] = [
     ("unbound-state", "state-binding | foreign-state", CheckId::StateBinding),
     ("unsealed-state", "state-integrity | tampered-state", CheckId::StateIntegrity),
     ("reusable-state", "exactly-once | redeemed-twice", CheckId::ExactlyOnce),
     ("uncancelled", "cancellation | ran-after-close", CheckId::Cancellation),
     ("ephemeral-key", "liveness | stuck", CheckId::Liveness),
+    ("local-once", "exactly-once | redeemed-twice", CheckId::ExactlyOnce),
 ];
 
 fn hunt_options(server: &str, seeds: u64) -> mcpsim::hunt::HuntOptions {

@@ -164,7 +164,7 @@ fn the_endpoint_answers_bad_requests_with_the_transports_status_codes() {
         mcpsim::seed::Seed(1),
     )
     .unwrap();
-    let app = AppHook { commands: mcpsim::server::Inbox::new(), report: AppReporter::detached() };
+    let app = AppHook::new(mcpsim::server::Inbox::new(), AppReporter::detached());
     sim.host("server", move || {
         let (plug, app) = (Rc::clone(&plug), app.clone());
         async move {

@@ -289,7 +289,7 @@ impl FromServer {
             FromServer::Error { client, message } => What::AppError { client, error: message },
             FromServer::Note { session, note } => What::ServerNote { session, note, explanation: true },
             FromServer::Execution { exec, tool, call, id, principal, on_behalf_of, step } => {
-                What::Execution { exec, tool, call, id, principal, on_behalf_of, step: step.into() }
+                What::Execution { exec, tool, call, id, principal, on_behalf_of, step: step.into(), replica: None }
             }
             FromServer::StateMinted { call, id, principal, state, fingerprint, lifetime_ms, once } => {
                 What::StateMinted {
@@ -299,6 +299,7 @@ impl FromServer {
                     fp: fingerprint_of(state, fingerprint, "state-minted")?,
                     lifetime_us: lifetime_ms.map(|ms| (ms as f64 * 1000.0 / scale).round() as u64),
                     once,
+                    replica: None,
                 }
             }
             FromServer::StateChecked { call, id, principal, state, fingerprint, accepted, why } => What::StateChecked {
@@ -307,6 +308,7 @@ impl FromServer {
                 principal,
                 fp: fingerprint_of(state, fingerprint, "state-checked")?,
                 verdict: if accepted { StateVerdict::Accepted } else { StateVerdict::Refused { why } },
+                replica: None,
             },
             FromServer::ToolsChanged { n, streams } => What::ToolsChanged { n, streams },
         }))
@@ -333,10 +335,10 @@ impl FromServer {
             }
             What::AppError { client, error } => FromServer::Error { client, message: error },
             What::ServerNote { session, note, .. } => FromServer::Note { session, note },
-            What::Execution { exec, tool, call, id, principal, on_behalf_of, step } => {
+            What::Execution { exec, tool, call, id, principal, on_behalf_of, step, .. } => {
                 FromServer::Execution { exec, tool, call, id, principal, on_behalf_of, step: step.into() }
             }
-            What::StateMinted { call, id, principal, fp, lifetime_us, once } => FromServer::StateMinted {
+            What::StateMinted { call, id, principal, fp, lifetime_us, once, .. } => FromServer::StateMinted {
                 call,
                 id,
                 principal,
@@ -345,7 +347,7 @@ impl FromServer {
                 lifetime_ms: lifetime_us.map(|us| us.div_ceil(1000)),
                 once,
             },
-            What::StateChecked { call, id, principal, fp, verdict } => {
+            What::StateChecked { call, id, principal, fp, verdict, .. } => {
                 let (accepted, why) = match verdict {
                     StateVerdict::Accepted => (true, String::new()),
                     StateVerdict::Refused { why } => (false, why),
@@ -514,6 +516,7 @@ mod tests {
                 fp: crate::wire::mrtr::fingerprint("xyz"),
                 lifetime_us: Some(60_000_000),
                 once: false,
+                replica: None,
             })
         );
         let no_state = r#"{"type":"state-checked","call":"a-1","id":2,"principal":"bob","accepted":true}"#;
@@ -530,6 +533,7 @@ mod tests {
                 principal: "bob".into(),
                 fp: "0123abcd".into(),
                 verdict: StateVerdict::Refused { why: "minted for alice".into() },
+                replica: None,
             },
             What::StateMinted {
                 call: "a-1".into(),
@@ -538,6 +542,7 @@ mod tests {
                 fp: "0123abcd".into(),
                 lifetime_us: Some(2_000_000),
                 once: true,
+                replica: None,
             },
             What::ToolsChanged { n: 2, streams: 1 },
         ] {

@@ -182,7 +182,7 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
     let rec = Recorder::with_clock(Rc::new(clock::now));
     record_header(&rec, plan, &server, plan.seed);
     let fatal: Rc<RefCell<Option<String>>> = Rc::default();
-    let app = AppHook { commands: Inbox::new(), report: AppReporter::new(rec.clone()) };
+    let app = AppHook::new(Inbox::new(), AppReporter::new(rec.clone()));
     let control =
         Control { app: app.clone(), rec: rec.clone(), fatal: fatal.clone(), scale: opts.time_scale, listener: control };
     // The highest execution number reported so far: a restarted process

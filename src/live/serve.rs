@@ -180,7 +180,7 @@ pub fn serve(opts: &ServeOptions) -> Result<()> {
                 let _ = tx.send(msg);
             }
         });
-        let app = AppHook { commands: commands.clone(), report };
+        let app = AppHook::new(commands.clone(), report);
         eprintln!(
             "mcpsim serve: {} ({}) on http://127.0.0.1:{}/{}",
             opts.server,

@@ -147,6 +147,11 @@ pub fn expectation_line(server: &str, e: &Expectation) -> String {
     }
 }
 
+/// " on replica N", for an application report that names its replica.
+fn on(replica: &Option<u32>) -> String {
+    replica.map(|r| format!(" on replica {r}")).unwrap_or_default()
+}
+
 fn fmt_time(t: SimTime) -> String {
     format!("{}.{:03} s", t.0 / 1_000_000, (t.0 % 1_000_000) / 1000)
 }
@@ -423,8 +428,9 @@ pub fn describe(what: &What) -> String {
             format!("{to} now holds {from}'s session token{}", if *credential { " and credential" } else { "" })
         }
         What::ClientCrashed { client } => format!("{client} crashed"),
-        What::DeploymentStarted { replicas, routing } => {
-            format!("deployment: {replicas} replicas behind a balancer routing {routing}")
+        What::DeploymentStarted { replicas, routing, store } => {
+            let store = if store == "shared" { "one shared store" } else { "a store each" };
+            format!("deployment: {replicas} replicas behind a balancer routing {routing}, with {store}")
         }
         What::Routed { client, up_port, replica, routing } => {
             format!("balancer: {client}'s connection from port {up_port} → replica {replica} ({routing})")
@@ -516,7 +522,7 @@ pub fn describe(what: &What) -> String {
             format!("app: tool list changed (change {n}); told {streams} open listen stream(s)")
         }
         What::CallAbandoned { client, call, why } => format!("{client} gives up on {call}: {why}"),
-        What::Execution { exec, tool, call, id, principal, on_behalf_of, step } => {
+        What::Execution { exec, tool, call, id, principal, on_behalf_of, step, replica } => {
             use crate::trace::stateless::ExecStep;
             let what = match step {
                 ExecStep::Started => "started",
@@ -529,21 +535,26 @@ pub fn describe(what: &What) -> String {
                 .filter(|b| *b != principal)
                 .map(|b| format!(", acting for {b}"))
                 .unwrap_or_default();
-            format!("app: execution E{exec} of {tool} ({call}, request {id} from {principal}{behalf}) {what}")
+            format!(
+                "app{}: execution E{exec} of {tool} ({call}, request {id} from {principal}{behalf}) {what}",
+                on(replica)
+            )
         }
-        What::StateMinted { call, id, principal, fp, lifetime_us, once } => format!(
-            "app: minted requestState {fp} for {principal} ({call}, request {id}){}{}",
+        What::StateMinted { call, id, principal, fp, lifetime_us, once, replica } => format!(
+            "app{}: minted requestState {fp} for {principal} ({call}, request {id}){}{}",
+            on(replica),
             lifetime_us.map(|l| format!(", valid {:.1} s", l as f64 / 1e6)).unwrap_or_default(),
             if *once { ", one-time" } else { "" }
         ),
-        What::StateChecked { call, id, principal, fp, verdict } => {
+        What::StateChecked { call, id, principal, fp, verdict, replica } => {
             use crate::trace::stateless::StateVerdict;
+            let on = on(replica);
             match verdict {
                 StateVerdict::Accepted => {
-                    format!("app: accepted requestState {fp} from {principal} ({call}, request {id})")
+                    format!("app{on}: accepted requestState {fp} from {principal} ({call}, request {id})")
                 }
                 StateVerdict::Refused { why } => {
-                    format!("app: refused requestState {fp} from {principal} ({call}, request {id}): {why}")
+                    format!("app{on}: refused requestState {fp} from {principal} ({call}, request {id}): {why}")
                 }
             }
         }

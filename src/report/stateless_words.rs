@@ -54,11 +54,25 @@ impl fmt::Display for F {
                 list.len(),
                 list.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")
             ),
-            F::OnceRedeemedTwice { fp, call, first, second, by } => write!(
-                f,
-                "one-time requestState {fp} was redeemed twice: for request {} at {}, and again for {by}'s request {} ({call}) at {}",
-                first.0, first.1, second.0, second.1
-            ),
+            F::OnceRedeemedTwice { fp, call, first, second, by, replicas, shared_store } => {
+                write!(
+                    f,
+                    "one-time requestState {fp} was redeemed twice: for request {} at {}, and again for {by}'s request {} ({call}) at {}",
+                    first.0, first.1, second.0, second.1
+                )?;
+                match replicas {
+                    Some((a, b)) if a != b && !shared_store => write!(
+                        f,
+                        ", on replica {a} then replica {b}, which keep a store each: no replica can know what another redeemed (the deployment needs a shared store)"
+                    ),
+                    Some((a, b)) if a != b => write!(
+                        f,
+                        ", on replica {a} then replica {b}, which share a store that could have refused it"
+                    ),
+                    Some((a, _)) => write!(f, ", both on replica {a}"),
+                    None => Ok(()),
+                }
+            }
             F::StolenStateHonoured { req, victim, thief_principal, at, how, with_credential } => {
                 if *with_credential {
                     write!(

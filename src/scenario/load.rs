@@ -266,7 +266,7 @@ impl Loader<'_> {
                     format!("client name {name:?} must be non-empty ASCII letters, digits, '-' or '_'"),
                 ));
             }
-            if name == "server" || name.starts_with("nat-") || name.starts_with("replica-") {
+            if name == "server" || name == "store" || name.starts_with("nat-") || name.starts_with("replica-") {
                 return Err(
                     self.err(c.name.span(), format!("client name {name:?} is reserved for the simulation's own hosts"))
                 );

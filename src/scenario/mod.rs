@@ -236,11 +236,14 @@ pub struct Deployment {
     pub replicas: u32,
     /// How the balancer picks a replica for each request.
     pub routing: Routing,
+    /// Where the replicas keep what must outlive one request: one store
+    /// they share, or one store each.
+    pub store: StoreKind,
 }
 
 impl Default for Deployment {
     fn default() -> Self {
-        Self { replicas: 1, routing: Routing::RoundRobin }
+        Self { replicas: 1, routing: Routing::RoundRobin, store: StoreKind::PerReplica }
     }
 }
 
@@ -274,6 +277,30 @@ impl Routing {
             Routing::RoundRobin => "round-robin",
             Routing::LeastConnections => "least-connections",
             Routing::Source => "source",
+        }
+    }
+}
+
+/// Where a deployment's replicas keep their durable state (single-use
+/// records today; event logs and fences with the stateful dialects).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum StoreKind {
+    /// Each replica its own store (a sidecar, or the process's memory that
+    /// a restart keeps): what one replica records, the others never see.
+    #[default]
+    PerReplica,
+    /// One store every replica reaches over the network (Redis): the
+    /// `store` host in simulation, a real `redis-server` live.
+    Shared,
+}
+
+impl StoreKind {
+    /// Its name in scenario files and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreKind::PerReplica => "per-replica",
+            StoreKind::Shared => "shared",
         }
     }
 }

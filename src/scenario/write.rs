@@ -123,9 +123,10 @@ impl Plan {
         if !self.deployment.is_single() {
             let _ = writeln!(
                 out,
-                "[deployment]\nreplicas = {}\nrouting = {}\n",
+                "[deployment]\nreplicas = {}\nrouting = {}\nstore = {}\n",
                 self.deployment.replicas,
-                q(self.deployment.routing.name())
+                q(self.deployment.routing.name()),
+                q(self.deployment.store.name())
             );
         }
     }

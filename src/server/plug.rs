@@ -89,6 +89,17 @@ impl AppReporter {
         Self { recorder: Sink(Rc::new(move |w| recorder.record(w))) }
     }
 
+    /// The reporter of replica `n` (from 1) of a deployment: what it
+    /// reports names the replica.
+    pub(crate) fn for_replica(recorder: Recorder, n: u32) -> Self {
+        Self {
+            recorder: Sink(Rc::new(move |mut w: What| {
+                w.set_replica(n);
+                recorder.record(w)
+            })),
+        }
+    }
+
     /// A reporter that hands each report to `sink` (a live server forwards
     /// them over its control connection).
     pub fn forwarding(sink: impl Fn(What) + 'static) -> Self {
@@ -188,6 +199,7 @@ impl AppReporter {
             principal: run.principal.clone(),
             on_behalf_of: run.on_behalf_of.clone(),
             step,
+            replica: None,
         });
     }
 
@@ -215,6 +227,7 @@ impl AppReporter {
             fp: crate::wire::mrtr::fingerprint(state),
             lifetime_us: lifetime.map(|l| l.as_micros() as u64),
             once,
+            replica: None,
         });
     }
 
@@ -234,6 +247,7 @@ impl AppReporter {
             principal: principal.into(),
             fp: crate::wire::mrtr::fingerprint(state),
             verdict,
+            replica: None,
         });
     }
 }
@@ -260,6 +274,17 @@ pub struct AppHook {
     pub commands: Inbox<AppCommand>,
     /// Where the application reports what it did.
     pub report: AppReporter,
+    /// The store the server keeps durable state in: its own (it outlives a
+    /// restart), or, in a deployment with a shared store, the one every
+    /// replica reaches over the network (docs/replicas.md).
+    pub store: Rc<dyn crate::store::Store>,
+}
+
+impl AppHook {
+    /// A hook with its own in-process store.
+    pub fn new(commands: Inbox<AppCommand>, report: AppReporter) -> Self {
+        Self { commands, report, store: Rc::new(crate::store::MemoryStore::default()) }
+    }
 }
 
 /// A server under test.

@@ -53,9 +53,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::borrow::Cow;
 use std::cell::Cell;
-use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
@@ -73,11 +73,10 @@ pub struct RmcpStateless {
     durable: Arc<Durable>,
 }
 
-/// What outlives a restart: the single-use registry and the execution
-/// numbering (a deployment keeps its registry in a store).
+/// What outlives a restart: the execution numbering. (The single-use
+/// registry is in the store, `AppHook::store`.)
 #[derive(Default)]
 struct Durable {
-    redeemed: Mutex<BTreeSet<String>>,
     execs: AtomicU32,
     changes: AtomicU32,
 }
@@ -108,6 +107,22 @@ struct Payload {
     n: String,
 }
 
+/// A one-time state's nonce, to record as redeemed; the reply says whether
+/// this was the first redemption.
+struct Redeem {
+    nonce: String,
+    reply: tokio::sync::oneshot::Sender<Result<bool, String>>,
+}
+
+/// Runs the single-use registry's commands on the store, from rmcp's
+/// (`Send`) handlers to the (local) store.
+async fn registry(mut rx: mpsc::UnboundedReceiver<Redeem>, store: Rc<dyn crate::store::Store>) {
+    while let Some(r) = rx.recv().await {
+        let first = store.set_nx(&format!("mcpsim:once:{}", r.nonce), "redeemed", None).await;
+        let _ = r.reply.send(first.map_err(|e| e.to_string()));
+    }
+}
+
 /// What the application reports from inside rmcp's (`Send`) tasks; a local
 /// task turns each into its trace record, in arrival order.
 enum Report {
@@ -123,6 +138,8 @@ struct App {
     codec: Option<Arc<RequestStateCodec>>,
     rng: Arc<Mutex<ChaCha8Rng>>,
     durable: Arc<Durable>,
+    /// The single-use registry: the local task that reaches the store.
+    redeem: mpsc::UnboundedSender<Redeem>,
     listens: Arc<Mutex<Vec<SubscriptionSink>>>,
     report: mpsc::UnboundedSender<Report>,
 }
@@ -143,7 +160,14 @@ impl App {
     }
 
     /// Opens and checks a presented state: its payload, or why it is refused.
-    fn open(&self, st: &str, tool: &ToolSpec, digest: &str, principal: &str, ad: &str) -> Result<Payload, String> {
+    async fn open(
+        &self,
+        st: &str,
+        tool: &ToolSpec,
+        digest: &str,
+        principal: &str,
+        ad: &str,
+    ) -> Result<Payload, String> {
         let p: Payload = match &self.codec {
             Some(codec) => codec.open_json_with(st, ad.as_bytes()).map_err(|e| format!("rmcp's codec: {e}"))?,
             None => {
@@ -157,8 +181,15 @@ impl App {
                 p
             }
         };
-        if tool.once && !self.durable.redeemed.lock().expect("registry lock").insert(p.n.clone()) {
-            return Err("this one-time state was already redeemed".into());
+        if tool.once {
+            let (reply, first) = tokio::sync::oneshot::channel();
+            let gone = || "the single-use registry stopped".to_string();
+            self.redeem.send(Redeem { nonce: p.n.clone(), reply }).map_err(|_| gone())?;
+            match first.await.map_err(|_| gone())? {
+                Ok(true) => {}
+                Ok(false) => return Err("this one-time state was already redeemed".into()),
+                Err(e) => return Err(format!("the single-use registry could not be consulted ({e})")),
+            }
         }
         Ok(p)
     }
@@ -244,7 +275,7 @@ impl ServerHandler for App {
                     };
                     return Ok(result.into());
                 }
-                Some(st) => match self.open(st, &tool, &digest, &principal, &ad) {
+                Some(st) => match self.open(st, &tool, &digest, &principal, &ad).await {
                     Ok(p) => {
                         let verdict = StateVerdict::Accepted;
                         self.send(Report::Checked {
@@ -374,11 +405,13 @@ impl ServerPlug for RmcpStateless {
             Arc::new(RequestStateCodec::try_new(key.to_vec()).expect("a 32-byte key is long enough for rmcp"))
         });
         let (tx, rx) = mpsc::unbounded_channel();
+        let (redeem, redeems) = mpsc::unbounded_channel();
         let app = App {
             tools: self.tools.clone().into(),
             codec,
             rng: Arc::new(Mutex::new(self.seed.stream(&format!("server.rmcp.{life}")))),
             durable: self.durable.clone(),
+            redeem,
             listens: Arc::default(),
             report: tx,
         };
@@ -394,6 +427,7 @@ impl ServerPlug for RmcpStateless {
             StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(NeverSessionManager::default()), config);
         Box::pin(async move {
             tokio::task::spawn_local(pump(rx, hook.report.clone()));
+            tokio::task::spawn_local(registry(redeems, hook.store.clone()));
             tokio::task::spawn_local(commands(hook, app));
             loop {
                 let Ok((stream, _)) = listener.accept().await else { continue };

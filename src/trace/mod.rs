@@ -356,6 +356,8 @@ pub enum What {
         replicas: u32,
         /// The balancer's routing rule (`round-robin`, `least-connections`, `source`).
         routing: String,
+        /// Where the replicas keep durable state: `shared` or `per-replica`.
+        store: String,
     },
     /// The balancer sent a client's connection to a replica.
     Routed {
@@ -586,6 +588,9 @@ pub enum What {
         /// What happened.
         #[serde(flatten)]
         step: stateless::ExecStep,
+        /// The replica that did it (from 1), in a deployment of several.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        replica: Option<u32>,
     },
     /// The application minted a `requestState` (an `InputRequiredResult`).
     StateMinted {
@@ -603,6 +608,9 @@ pub enum What {
         /// Whether it is a one-time redemption.
         #[serde(skip_serializing_if = "std::ops::Not::not", default)]
         once: bool,
+        /// The replica that did it (from 1), in a deployment of several.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        replica: Option<u32>,
     },
     /// The application checked a presented `requestState`.
     StateChecked {
@@ -617,6 +625,9 @@ pub enum What {
         /// What the application decided.
         #[serde(flatten)]
         verdict: stateless::StateVerdict,
+        /// The replica that did it (from 1), in a deployment of several.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        replica: Option<u32>,
     },
 
     // ---- explanation only ----
@@ -648,6 +659,26 @@ impl What {
             event: ev.event.clone(),
             rpc: msg.map(crate::wire::jsonrpc::Message::summary),
             data: ev.data.chars().take(256).collect(),
+        }
+    }
+
+    /// Names replica `n` on an application report that carries a replica.
+    pub(crate) fn set_replica(&mut self, n: u32) {
+        if let What::Execution { replica, .. }
+        | What::StateMinted { replica, .. }
+        | What::StateChecked { replica, .. } = self
+        {
+            *replica = Some(n);
+        }
+    }
+
+    /// The replica an application report names, if any.
+    pub fn replica(&self) -> Option<u32> {
+        match self {
+            What::Execution { replica, .. }
+            | What::StateMinted { replica, .. }
+            | What::StateChecked { replica, .. } => *replica,
+            _ => None,
         }
     }
 

@@ -6,4 +6,5 @@ pub mod http1;
 pub mod jsonrpc;
 pub mod legacy;
 pub mod mrtr;
+pub mod resp;
 pub mod sse;

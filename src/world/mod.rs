@@ -248,6 +248,12 @@ impl<H: Hosts> World<H> {
     }
 }
 
+/// The shared store's host, in a deployment that has one.
+const STORE_HOST: &str = "store";
+/// How long a replica waits for the store's answer before it gives up (a
+/// partition, a crashed store).
+const STORE_TIMEOUT: Duration = Duration::from_secs(2);
+
 impl<'a> World<turmoil::Sim<'a>> {
     /// The turmoil simulation of `plan`: the server host running `plug`, and
     /// per client its NAT host and its client host. Records the run's header.
@@ -272,7 +278,11 @@ impl<'a> World<turmoil::Sim<'a>> {
         let server_hosts: Vec<String> = if replicas == 1 {
             vec!["server".to_string()]
         } else {
-            rec.record(What::DeploymentStarted { replicas, routing: plan.deployment.routing.name().to_string() });
+            rec.record(What::DeploymentStarted {
+                replicas,
+                routing: plan.deployment.routing.name().to_string(),
+                store: plan.deployment.store.name().to_string(),
+            });
             let balancer = balancer::Balancer::new(replicas, plan.deployment.routing, rec.clone());
             sim.host("server", move || {
                 let balancer = balancer.clone();
@@ -284,9 +294,27 @@ impl<'a> World<turmoil::Sim<'a>> {
         // replica (and again at each restart), as a deployment starts one
         // process per replica from one build. What the plug keeps across
         // `serve` calls is what its replicas share.
-        let apps: Vec<AppHook> = server_hosts
-            .iter()
-            .map(|_| AppHook { commands: Inbox::new(), report: AppReporter::new(rec.clone()) })
+        // A shared store is its own host, reached over the network; otherwise
+        // each server host keeps its own store, which outlives its restarts.
+        let shared_store = replicas > 1 && plan.deployment.store == crate::scenario::StoreKind::Shared;
+        if shared_store {
+            sim.host(STORE_HOST, || async {
+                let listener = turmoil::net::TcpListener::bind(("0.0.0.0", crate::store::PORT)).await?.into();
+                crate::store::host::serve(listener).await;
+                Ok(())
+            });
+        }
+        let apps: Vec<AppHook> = (1..=replicas)
+            .map(|n| {
+                if replicas == 1 {
+                    return AppHook::new(Inbox::new(), AppReporter::new(rec.clone()));
+                }
+                let mut app = AppHook::new(Inbox::new(), AppReporter::for_replica(rec.clone(), n));
+                if shared_store {
+                    app.store = Rc::new(crate::store::RespStore::simulated(STORE_HOST, STORE_TIMEOUT));
+                }
+                app
+            })
             .collect();
         for (host, app) in server_hosts.iter().zip(&apps) {
             let (plug, app) = (plug.clone(), app.clone());

@@ -52,7 +52,19 @@ pub enum StatelessFinding {
     /// One execution reported more than one side effect for one request.
     OneRequestManyEffects { exec: u32, call: String, tool: String, effects: Vec<SimTime> },
     /// A one-time state acted on twice.
-    OnceRedeemedTwice { fp: String, call: String, first: (RpcId, SimTime), second: (RpcId, SimTime), by: String },
+    OnceRedeemedTwice {
+        fp: String,
+        call: String,
+        first: (RpcId, SimTime),
+        second: (RpcId, SimTime),
+        by: String,
+        /// The replicas that accepted it, first and second, in a deployment.
+        replicas: Option<(u32, u32)>,
+        /// Whether the deployment's replicas share a store. When they do not
+        /// and two replicas accepted it, no server could have refused: a
+        /// replica never sees another's single-use records (inherent).
+        shared_store: bool,
+    },
 
     // ---- state-binding ----
     /// A state minted for one principal acted on for another.

@@ -87,6 +87,9 @@ pub(crate) struct Listen {
     pub changes: Vec<SimTime>,
 }
 
+/// A state check: (call, id, principal, fp, verdict, t, seq, replica).
+pub(crate) type Checked = (String, RpcId, String, String, StateVerdict, SimTime, u64, Option<u32>);
+
 /// The index.
 #[derive(Default)]
 pub(crate) struct Index {
@@ -103,7 +106,9 @@ pub(crate) struct Index {
     pub mappings: BTreeMap<(String, MappingId), MappingFate>,
     pub minted: BTreeMap<String, Minted>,
     /// (call, id, principal, fp, verdict, t, seq)
-    pub checked: Vec<(String, RpcId, String, String, StateVerdict, SimTime, u64)>,
+    /// The deployment's replicas share one store (`deployment-started`).
+    pub shared_store: bool,
+    pub checked: Vec<Checked>,
     pub abandoned: Vec<(String, String, String, SimTime, u64)>,
     pub crashed: BTreeMap<String, Vec<SimTime>>,
     /// Protocol problems clients saw: (client, conn, problem, what, t, seq).
@@ -209,10 +214,11 @@ impl Index {
                 What::CallAbandoned { client, call, why } => {
                     ix.abandoned.push((client.clone(), call.clone(), why.clone(), t, seq));
                 }
+                What::DeploymentStarted { store, .. } => ix.shared_store = store == "shared",
                 What::ClientCrashed { client } => {
                     ix.crashed.entry(client.clone()).or_default().push(t);
                 }
-                What::Execution { exec, tool, call, id, principal, on_behalf_of, step } => {
+                What::Execution { exec, tool, call, id, principal, on_behalf_of, step, .. } => {
                     let sent = ix
                         .sent
                         .iter()
@@ -232,8 +238,17 @@ impl Index {
                 What::StateMinted { fp, lifetime_us, once, .. } => {
                     ix.minted.entry(fp.clone()).or_insert(Minted { t, seq, lifetime_us: *lifetime_us, once: *once });
                 }
-                What::StateChecked { call, id, principal, fp, verdict } => {
-                    ix.checked.push((call.clone(), id.clone(), principal.clone(), fp.clone(), verdict.clone(), t, seq));
+                What::StateChecked { call, id, principal, fp, verdict, replica } => {
+                    ix.checked.push((
+                        call.clone(),
+                        id.clone(),
+                        principal.clone(),
+                        fp.clone(),
+                        verdict.clone(),
+                        t,
+                        seq,
+                        *replica,
+                    ));
                 }
                 What::ProtocolError { client, conn, problem, what } => {
                     ix.problems.push((client.clone(), *conn, problem.clone(), what.clone(), t, seq));

@@ -182,7 +182,7 @@ fn exactly_once(ix: &Index) -> Status {
         }
     }
     // One-time states: at most one acceptance that led to a side effect.
-    let took_effect = |c: &(String, crate::wire::jsonrpc::RpcId, String, String, StateVerdict, SimTime, u64)| {
+    let took_effect = |c: &index::Checked| {
         ix.execs.values().any(|x| {
             x.call == c.0
                 && x.id == c.1
@@ -204,6 +204,9 @@ fn exactly_once(ix: &Index) -> Status {
             continue;
         }
         let (a, b) = (&ix.checked[ks[0]], &ix.checked[ks[1]]);
+        let replicas = a.7.zip(b.7);
+        // Two replicas with a store each: neither could know of the other's redemption.
+        let inherent = replicas.is_some_and(|(x, y)| x != y) && !ix.shared_store;
         out.push(v(
             CheckId::ExactlyOnce,
             F::OnceRedeemedTwice {
@@ -212,10 +215,12 @@ fn exactly_once(ix: &Index) -> Status {
                 first: (a.1.clone(), a.5),
                 second: (b.1.clone(), b.5),
                 by: b.2.clone(),
+                replicas,
+                shared_store: ix.shared_store,
             },
             b.5,
             vec![a.6, b.6],
-            false,
+            inherent,
         ));
     }
     if !judged {
@@ -587,9 +592,15 @@ fn validity(ix: &Index, s: &index::Sent) -> Validity {
     if m.lifetime_us.is_some_and(|l| s.t.0 + CLOSE_GRACE.0 > m.t.0 + l) {
         return Validity::Invalid;
     }
-    // Redeemed by another request (a re-issue's lost original, or the client's own second presentation).
-    let redeemed =
-        ix.checked.iter().any(|c| c.3 == p.fp && c.4 == StateVerdict::Accepted && !(c.1 == s.id && c.2 == s.principal));
+    // Redeemed by another request (a re-issue's lost original, or the
+    // client's own second presentation) before the server checked this one.
+    // A redemption after it does not make it invalid when it arrived.
+    let mine = |c: &&index::Checked| c.1 == s.id && c.2 == s.principal;
+    let checked_at = ix.checked.iter().filter(|c| c.3 == p.fp).filter(mine).map(|c| c.5).min();
+    let redeemed = ix
+        .checked
+        .iter()
+        .any(|c| c.3 == p.fp && c.4 == StateVerdict::Accepted && !mine(&c) && checked_at.is_none_or(|at| c.5 <= at));
     if m.once && redeemed {
         return Validity::Spent;
     }

@@ -106,6 +106,7 @@ impl Sb {
             principal: principal.into(),
             on_behalf_of: behalf.map(String::from),
             step,
+            replica: None,
         })
     }
 
@@ -125,6 +126,7 @@ impl Sb {
             fp: fp.into(),
             lifetime_us: Some(lifetime_s * 1_000_000),
             once,
+            replica: None,
         })
     }
 
@@ -135,6 +137,7 @@ impl Sb {
             principal: principal.into(),
             fp: fp.into(),
             verdict,
+            replica: None,
         })
     }
 

@@ -54,6 +54,10 @@ pub struct StatelessPolicy {
     pub expiry: bool,
     /// Keeps a single-use registry for `once` tools.
     pub single_use: bool,
+    /// Keeps that registry in the store (which outlives a restart and, in a
+    /// deployment with a shared store, every replica reaches); when false,
+    /// in the process's memory.
+    pub registry_in_store: bool,
     /// Stops an execution when the close of its response stream reaches it.
     pub cancel_on_close: bool,
     /// Seals with a configured key that survives a restart; when false, with
@@ -75,6 +79,7 @@ const ALL_CHECKS: StatelessPolicy = StatelessPolicy {
     bind_request: true,
     expiry: true,
     single_use: true,
+    registry_in_store: true,
     cancel_on_close: true,
     durable_key: true,
     listen_replaces: true,
@@ -91,6 +96,7 @@ pub const POLICIES: &[StatelessPolicy] = &[
         bind_request: false,
         expiry: false,
         single_use: false,
+        registry_in_store: false,
         cancel_on_close: false,
         durable_key: true,
         listen_replaces: false,
@@ -127,6 +133,13 @@ pub const POLICIES: &[StatelessPolicy] = &[
         durable_key: false,
         ..ALL_CHECKS
     },
+    StatelessPolicy {
+        name: "local-once",
+        description:
+            "guarded, but keeps its single-use registry in the process's memory: a restart forgets it, another replica never sees it",
+        registry_in_store: false,
+        ..ALL_CHECKS
+    },
 ];
 
 /// A stateless reference server: a policy, the scenario's tools and `[server]`.
@@ -137,16 +150,15 @@ pub struct StatelessServer {
     seed: Seed,
     /// Which life of the process this is (a restart draws a new per-process key).
     lives: Cell<u32>,
-    /// What outlives a restart: the single-use registry (a deployment keeps
-    /// it in a durable store) and the application's numbering of executions.
+    /// The application's numbering, which outlives a restart (and is one
+    /// sequence across replicas, so that the trace names each execution
+    /// once). The single-use registry is in the store (`AppHook::store`).
     durable: Rc<Durable>,
 }
 
-/// The state a restart does not lose.
+/// The numbering a restart does not reset.
 #[derive(Default)]
 struct Durable {
-    /// Nonces of one-time states already redeemed.
-    redeemed: RefCell<BTreeSet<String>>,
     /// Executions numbered from 1, across lives.
     execs: Cell<u32>,
     /// Tool-list changes numbered from 1, across lives.
@@ -186,6 +198,9 @@ struct Shared {
     durable: Rc<Durable>,
     /// This process's open listen streams.
     listens: RefCell<Vec<Listening>>,
+    /// Nonces of one-time states this process redeemed (`local-once`: its
+    /// registry; the others keep it in `app.store`).
+    redeemed_here: RefCell<BTreeSet<String>>,
 }
 
 impl ServerPlug for StatelessServer {
@@ -213,6 +228,7 @@ impl ServerPlug for StatelessServer {
             rng: RefCell::new(rng),
             durable: self.durable.clone(),
             listens: RefCell::new(Vec::new()),
+            redeemed_here: RefCell::new(BTreeSet::new()),
         });
         tokio::task::spawn_local(app_loop(shared.clone()));
         Box::pin(async move {
@@ -317,7 +333,7 @@ async fn handle(shared: Rc<Shared>, req: Request<Incoming>) -> Response<Body> {
                 .collect();
             json(StatusCode::OK, &Message::Response { id, result: json!({"resultType": "complete", "tools": tools}) })
         }
-        "tools/call" => call(&shared, id, &principal, &params),
+        "tools/call" => call(&shared, id, &principal, &params).await,
         "subscriptions/listen" => listen(&shared, id, &principal),
         other => error(StatusCode::NOT_FOUND, Some(id), -32601, format!("method not found: {other}")),
     }
@@ -329,7 +345,7 @@ fn now_us() -> u64 {
 
 /// `tools/call`: a first round that asks for input, a retry that brings
 /// the state back, or a tool that runs at once.
-fn call(shared: &Rc<Shared>, id: RpcId, principal: &str, params: &Value) -> Response<Body> {
+async fn call(shared: &Rc<Shared>, id: RpcId, principal: &str, params: &Value) -> Response<Body> {
     let tool_name = params.get("name").and_then(Value::as_str).unwrap_or("");
     let Some(tool) = shared.tools.iter().find(|t| t.name == tool_name).cloned() else {
         return error(StatusCode::OK, Some(id), mrtr::INVALID_PARAMS, format!("unknown tool {tool_name:?}"));
@@ -358,7 +374,7 @@ fn call(shared: &Rc<Shared>, id: RpcId, principal: &str, params: &Value) -> Resp
                 return json(StatusCode::OK, &mrtr::input_required(id, "confirm", method, &ask, &st));
             }
             Some(Value::String(st)) => {
-                let verdict = check_state(shared, &tool, &digest, principal, st);
+                let verdict = check_state(shared, &tool, &digest, principal, st).await;
                 match verdict {
                     Ok(p) => {
                         report.state_checked(&call, &id, principal, st, StateVerdict::Accepted);
@@ -495,7 +511,13 @@ fn listen(shared: &Rc<Shared>, id: RpcId, principal: &str) -> Response<Body> {
 }
 
 /// Opens and checks a presented state under the policy: the payload, or why it is refused.
-fn check_state(shared: &Shared, tool: &ToolSpec, digest: &str, principal: &str, st: &str) -> Result<Payload, String> {
+async fn check_state(
+    shared: &Shared,
+    tool: &ToolSpec,
+    digest: &str,
+    principal: &str,
+    st: &str,
+) -> Result<Payload, String> {
     let p = shared.codec.open(st)?;
     let pol = &shared.policy;
     if pol.bind_request && (p.t != tool.name || p.a != digest) {
@@ -507,8 +529,21 @@ fn check_state(shared: &Shared, tool: &ToolSpec, digest: &str, principal: &str, 
     if pol.expiry && now_us() > p.e {
         return Err("it has expired".into());
     }
-    if tool.once && pol.single_use && !shared.durable.redeemed.borrow_mut().insert(p.n.clone()) {
-        return Err("this one-time state was already redeemed".into());
+    if tool.once && pol.single_use {
+        let first = if pol.registry_in_store {
+            // Kept while the state could still be presented.
+            let ttl = pol.expiry.then(|| std::time::Duration::from_micros(p.e.saturating_sub(now_us()) + 1_000_000));
+            match shared.app.store.set_nx(&format!("mcpsim:once:{}", p.n), "redeemed", ttl).await {
+                Ok(first) => first,
+                // Fail closed: better a refused call than a second redemption.
+                Err(e) => return Err(format!("the single-use registry could not be consulted ({e})")),
+            }
+        } else {
+            shared.redeemed_here.borrow_mut().insert(p.n.clone())
+        };
+        if !first {
+            return Err("this one-time state was already redeemed".into());
+        }
     }
     Ok(p)
 }
