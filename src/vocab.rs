@@ -191,6 +191,8 @@ named_enum! {
         Listen = "listen",
         /// stateless-http: the server's tool list changes (listen streams are told).
         ChangeTools = "change-tools",
+        /// A deployment with a shared store: the link between a replica and the store drops every message.
+        Partition = "partition",
     }
 }
 
@@ -271,6 +273,7 @@ impl StepKind {
                 | StepKind::TamperRequestState
                 | StepKind::ReplayRequestState
                 | StepKind::RestartServer
+                | StepKind::Partition
         )
     }
 }
@@ -374,7 +377,8 @@ mod tests {
                 "steal-request-state",
                 "tamper-request-state",
                 "replay-request-state",
-                "restart-server"
+                "restart-server",
+                "partition"
             ]
         );
     }

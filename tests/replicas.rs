@@ -208,3 +208,58 @@ fn one_time_state_across_replicas_needs_the_shared_store_and_is_inherent_without
     fixed.deployment.store = StoreKind::Shared;
     assert_eq!(exactly_once(&mcpsim::run(&fixed, "guarded", None).unwrap()), None);
 }
+
+/// A replica cut from the shared store cannot consult the single-use
+/// registry: guarded (and rmcp) refuse the redemption there, explicitly, and
+/// the refused call is inherent to the partition. Without the partition the
+/// same plan passes; a server that never asks the store (local-once) pays out.
+#[test]
+fn a_partition_from_the_store_makes_guarded_refuse_and_the_refusal_is_inherent() {
+    let plan = bundled("stateless-http/once-during-store-partition.toml");
+    for server in ["guarded", "rmcp"] {
+        let run = mcpsim::run(&plan, server, None).unwrap();
+        assert!(run.trace.events.iter().any(|e| matches!(e.what, What::StorePartitioned { replica: 2 })));
+        assert!(run.trace.events.iter().any(|e| matches!(e.what, What::StoreHealed { replica: 2 })));
+        let verdicts = check::judge(&run.trace);
+        let live = verdicts.iter().find(|v| v.check == CheckId::Liveness).unwrap();
+        let check::Status::Violated { violations } = &live.status else { panic!("{server}: {:?}", live.status) };
+        assert!(violations[0].inherent, "{server}");
+        let text = violations[0].finding.to_string();
+        assert!(text.contains("reached replica 2 while a partition cut it from the store"), "{text}");
+    }
+    let mut whole = plan.clone();
+    whole.steps.retain(|s| s.action.name() != "partition");
+    assert!(violated(&mcpsim::run(&whole, "guarded", None).unwrap()).is_empty());
+    assert!(violated(&mcpsim::run(&plan, "local-once", None).unwrap()).is_empty());
+}
+
+/// `partition` is written back as read, and refused where it cannot apply.
+#[test]
+fn the_partition_step_round_trips_and_its_mistakes_are_located() {
+    let plan = bundled("stateless-http/once-during-store-partition.toml");
+    let text = plan.to_toml(&[]);
+    assert!(text.contains("do = \"partition\"\nreplica = 2\nfor = \"20s\"\n"), "{text}");
+    let mut again = Plan::from_toml_str(&text, "again.toml").unwrap();
+    again.source = plan.source.clone();
+    assert_eq!(again, plan);
+    let head = "[scenario]\nname = \"p\"\ndialect = \"stateless-http\"\nduration = \"10s\"\n";
+    let err = |deployment: &str, step: &str| {
+        Plan::from_toml_str(&format!("{head}{deployment}[[step]]\nat = \"1s\"\ndo = \"partition\"\n{step}"), "p.toml")
+            .unwrap_err()
+            .to_string()
+    };
+    let shared = "[deployment]\nreplicas = 2\nstore = \"shared\"\n";
+    let e = err(shared, "");
+    assert!(e.contains("step `partition` needs `replica` (from 1)"), "{e}");
+    let e = err(shared, "replica = 3\n");
+    assert!(
+        e.starts_with("p.toml:10:6:") && e.contains("names replica 3, but the deployment has replicas 1 to 2"),
+        "{e}"
+    );
+    let e = err("[deployment]\nreplicas = 2\n", "replica = 1\n");
+    assert!(e.contains("needs [deployment] replicas > 1 and store = \"shared\""), "{e}");
+    let e = err(shared, "replica = 1\nfor = \"0s\"\n");
+    assert!(e.contains("`for` must be longer than zero"), "{e}");
+    let e = err(shared, "replica = 1\nclient = \"alice\"\n");
+    assert!(e.contains("`client` does not apply to step `partition`"), "{e}");
+}

@@ -428,10 +428,12 @@ pub fn describe(what: &What) -> String {
             format!("{to} now holds {from}'s session token{}", if *credential { " and credential" } else { "" })
         }
         What::ClientCrashed { client } => format!("{client} crashed"),
-        What::DeploymentStarted { replicas, routing, store } => {
+        What::DeploymentStarted { replicas, routing, store, .. } => {
             let store = if store == "shared" { "one shared store" } else { "a store each" };
             format!("deployment: {replicas} replicas behind a balancer routing {routing}, with {store}")
         }
+        What::StorePartitioned { replica } => format!("replica {replica} is cut from the store"),
+        What::StoreHealed { replica } => format!("replica {replica}'s link to the store is back"),
         What::Routed { client, up_port, replica, routing } => {
             format!("balancer: {client}'s connection from port {up_port} → replica {replica} ({routing})")
         }

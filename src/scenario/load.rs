@@ -496,6 +496,10 @@ impl Loader<'_> {
                 Action::TamperRequestState { client: client(self)?, label, how }
             }
             "restart-server" => Action::RestartServer,
+            "partition" => match &s.replica {
+                Some(r) => Action::Partition { replica: *r.get_ref(), lasts: s.lasts.as_ref().map(|d| d.get_ref().0) },
+                None => return Err(self.err(s.action.span(), "step `partition` needs `replica` (from 1)".into())),
+            },
             "listen" => Action::Listen { client: client(self)? },
             "change-tools" => Action::ChangeTools,
             "replay-request-state" => {
@@ -645,6 +649,7 @@ impl Loader<'_> {
             Action::RestartServer | Action::ChangeTools => &[],
             Action::Listen { .. } => &["client"],
             Action::SeverCall { .. } | Action::ResetCall { .. } => &["client", "label"],
+            Action::Partition { .. } => &["replica", "for"],
         };
         let present = [
             ("client", s.client.as_ref().map(|x| x.span())),
@@ -660,6 +665,8 @@ impl Loader<'_> {
             ("tool", s.tool.as_ref().map(|x| x.span())),
             ("how", s.how.as_ref().map(|x| x.span())),
             ("onto", s.onto.as_ref().map(|x| x.span())),
+            ("replica", s.replica.as_ref().map(|x| x.span())),
+            ("for", s.lasts.as_ref().map(|x| x.span())),
         ];
         for (field, span) in present {
             if let Some(span) = span {

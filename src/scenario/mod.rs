@@ -105,6 +105,7 @@ impl Dialect {
                 RestartServer,
                 Listen,
                 ChangeTools,
+                Partition,
                 Rebind,
                 Sever,
                 Reset,
@@ -560,6 +561,16 @@ pub enum Action {
         /// The call.
         label: String,
     },
+    /// A deployment with a shared store: the link between `replica` and the
+    /// store drops every message, both ways, for `lasts` (to the end of the
+    /// run when `None`). Done by the step loop, between ticks.
+    Partition {
+        /// The replica, from 1.
+        replica: u32,
+        /// How long the partition lasts (`for` in scenario files).
+        #[serde(rename = "for", skip_serializing_if = "Option::is_none")]
+        lasts: Option<Duration>,
+    },
 }
 
 impl Action {
@@ -593,6 +604,7 @@ impl Action {
             Action::Listen { .. } => StepKind::Listen,
             Action::ChangeTools => StepKind::ChangeTools,
             Action::ResetCall { .. } => StepKind::Reset,
+            Action::Partition { .. } => StepKind::Partition,
         }
     }
 
@@ -617,7 +629,7 @@ impl Action {
             | Action::Listen { client }
             | Action::SeverCall { client, .. }
             | Action::ResetCall { client, .. } => vec![client],
-            Action::Wait | Action::RestartServer | Action::ChangeTools => vec![],
+            Action::Wait | Action::RestartServer | Action::ChangeTools | Action::Partition { .. } => vec![],
         }
     }
 
@@ -679,6 +691,10 @@ impl Action {
             Action::ChangeTools => "the server's tool list changes".into(),
             Action::SeverCall { client, label } => format!("the stream of {client}'s call {label} is half-opened"),
             Action::ResetCall { client, label } => format!("the stream of {client}'s call {label} is reset"),
+            Action::Partition { replica, lasts } => format!(
+                "replica {replica} loses its link to the store{}",
+                lasts.map(|d| format!(" for {}", format_duration(d))).unwrap_or_else(|| " to the end".into())
+            ),
         }
     }
 }

@@ -162,6 +162,13 @@ pub(super) struct RawStep {
     /// `tamper-request-state` with `how = "move"`: the call whose request carries the state.
     #[schemars(with = "Option<String>")]
     pub(super) onto: Option<Spanned<String>>,
+    /// `partition` only: the replica (from 1) whose link to the store drops.
+    #[schemars(with = "Option<u32>")]
+    pub(super) replica: Option<Spanned<u32>>,
+    /// `partition` only: how long it lasts (default: to the end of the run).
+    #[serde(rename = "for")]
+    #[schemars(with = "Option<Dur>")]
+    pub(super) lasts: Option<Spanned<Dur>>,
 }
 
 /// How a `tamper-request-state` step alters the state.

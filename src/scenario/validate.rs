@@ -58,6 +58,22 @@ impl Plan {
                     super::load::dialects_with(s.action.kind())
                 )));
             }
+            if let Action::Partition { replica, lasts } = &s.action {
+                if d.store != super::StoreKind::Shared || d.is_single() {
+                    return Err(at(
+                        "`partition` cuts a replica from the shared store: it needs [deployment] replicas > 1 and store = \"shared\"".into(),
+                    ));
+                }
+                if !(1..=d.replicas).contains(replica) {
+                    return Err(at(format!(
+                        "names replica {replica}, but the deployment has replicas 1 to {}",
+                        d.replicas
+                    )));
+                }
+                if lasts.is_some_and(|l| l.is_zero()) {
+                    return Err(at("`for` must be longer than zero".into()));
+                }
+            }
             match &s.after {
                 None => {
                     if s.at < last {

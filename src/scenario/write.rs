@@ -181,6 +181,12 @@ fn write_step(out: &mut String, step: &Step) {
             let _ = writeln!(out, "from = {}\nto = {}\ncredential = {credential}", q(from), q(to));
         }
         Action::Wait | Action::RestartServer | Action::ChangeTools => {}
+        Action::Partition { replica, lasts } => {
+            let _ = writeln!(out, "replica = {replica}");
+            if let Some(l) = lasts {
+                let _ = writeln!(out, "for = {}", d(*l));
+            }
+        }
         Action::Listen { client } => {
             let _ = writeln!(out, "client = {}", q(client));
         }

@@ -358,6 +358,19 @@ pub enum What {
         routing: String,
         /// Where the replicas keep durable state: `shared` or `per-replica`.
         store: String,
+        /// How long a replica waits for the shared store's answer (µs).
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        store_timeout_us: Option<u64>,
+    },
+    /// A `partition` step cut the link between a replica and the store.
+    StorePartitioned {
+        /// The replica, from 1.
+        replica: u32,
+    },
+    /// A partition between a replica and the store ended (`partition` with `for`).
+    StoreHealed {
+        /// The replica, from 1.
+        replica: u32,
     },
     /// The balancer sent a client's connection to a replica.
     Routed {

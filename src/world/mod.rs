@@ -78,6 +78,7 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
             break;
         }
         world.rec.set_loop_now(now);
+        world.heal_due(now);
         // Hand over every step due before the end of the coming tick; actors
         // wait for the exact due time themselves.
         for (index, at) in schedule.due(plan, &world.rec, now, tick) {
@@ -145,6 +146,12 @@ pub(crate) trait Hosts {
     fn restart_host(&mut self, host: &str) -> Result<(), String> {
         Err(format!("cannot restart {host} here"))
     }
+    /// Cuts (`cut`) or restores the link between host `host` and the shared
+    /// store; an error says why it cannot.
+    fn store_link(&mut self, host: &str, cut: bool) -> Result<(), String> {
+        let _ = cut;
+        Err(format!("cannot partition {host} from the store here"))
+    }
 }
 
 impl Hosts for turmoil::Sim<'_> {
@@ -161,6 +168,14 @@ impl Hosts for turmoil::Sim<'_> {
     }
     fn restart_host(&mut self, host: &str) -> Result<(), String> {
         self.bounce(host);
+        Ok(())
+    }
+    fn store_link(&mut self, host: &str, cut: bool) -> Result<(), String> {
+        if cut {
+            self.partition(host, STORE_HOST);
+        } else {
+            self.repair(host, STORE_HOST);
+        }
         Ok(())
     }
 }
@@ -183,6 +198,8 @@ pub(crate) struct World<H> {
     /// (`app` is replica 1's). What the application tells every open stream
     /// goes to each.
     replica_apps: Vec<AppHook>,
+    /// Partitions from the store still to heal: when, and which replica.
+    heals: Vec<(Duration, u32)>,
 }
 
 /// Records a run's header: what runs against what, and each client.
@@ -244,6 +261,7 @@ impl<H: Hosts> World<H> {
             crashed: Vec::new(),
             server_hosts: vec!["server".to_string()],
             replica_apps: Vec::new(),
+            heals: Vec::new(),
         }
     }
 }
@@ -282,6 +300,8 @@ impl<'a> World<turmoil::Sim<'a>> {
                 replicas,
                 routing: plan.deployment.routing.name().to_string(),
                 store: plan.deployment.store.name().to_string(),
+                store_timeout_us: (plan.deployment.store == crate::scenario::StoreKind::Shared)
+                    .then_some(STORE_TIMEOUT.as_micros() as u64),
             });
             let balancer = balancer::Balancer::new(replicas, plan.deployment.routing, rec.clone());
             sim.host("server", move || {
@@ -535,6 +555,16 @@ impl<H: Hosts> World<H> {
                     self.app.report.error("server", format!("cannot restart the server: {why}"));
                 }
             }
+            Action::Partition { replica, lasts } => {
+                let host = balancer::replica_host(*replica);
+                match self.sim.store_link(&host, true) {
+                    Ok(()) => {
+                        rec.record_at(SimTime::from_duration(at), What::StorePartitioned { replica: *replica });
+                        self.heals.extend(lasts.map(|l| (at + l, *replica)))
+                    }
+                    Err(why) => self.app.report.error("server", why),
+                }
+            }
             Action::ReplayRequestState { client, label } => {
                 let held = self.clients[client].1.states.borrow().get(label).cloned();
                 match held {
@@ -551,6 +581,18 @@ impl<H: Hosts> World<H> {
                         .report
                         .error(client, format!("cannot present again: {client} holds no requestState for {label}")),
                 }
+            }
+        }
+    }
+
+    /// Heals the partitions from the store that are due by `now` (a tick
+    /// boundary), recording each.
+    pub(crate) fn heal_due(&mut self, now: Duration) {
+        let (due, later): (Vec<_>, Vec<_>) = self.heals.drain(..).partition(|(t, _)| *t <= now);
+        self.heals = later;
+        for (_, replica) in due {
+            if self.sim.store_link(&balancer::replica_host(replica), false).is_ok() {
+                self.rec.record_at(SimTime::from_duration(now), What::StoreHealed { replica });
             }
         }
     }
@@ -634,8 +676,8 @@ impl Schedule {
                 }
                 (Some(_), Action::CrashClient { .. }) => Some(now),
                 // A server restart too is done by the step loop, between ticks.
-                (Some(due), Action::RestartServer) if due > now => None,
-                (Some(_), Action::RestartServer) => Some(now),
+                (Some(due), Action::RestartServer | Action::Partition { .. }) if due > now => None,
+                (Some(_), Action::RestartServer | Action::Partition { .. }) => Some(now),
                 (due, _) => due,
             };
             if let Some(due) = due {

@@ -108,6 +108,10 @@ pub(crate) struct Index {
     /// (call, id, principal, fp, verdict, t, seq)
     /// The deployment's replicas share one store (`deployment-started`).
     pub shared_store: bool,
+    /// How long a replica waits for the shared store before it gives up.
+    pub store_timeout: SimTime,
+    /// Each replica's cuts from the store: (replica, from, until; `None`: to the end).
+    pub store_cuts: Vec<(u32, SimTime, Option<SimTime>)>,
     pub checked: Vec<Checked>,
     pub abandoned: Vec<(String, String, String, SimTime, u64)>,
     pub crashed: BTreeMap<String, Vec<SimTime>>,
@@ -214,7 +218,16 @@ impl Index {
                 What::CallAbandoned { client, call, why } => {
                     ix.abandoned.push((client.clone(), call.clone(), why.clone(), t, seq));
                 }
-                What::DeploymentStarted { store, .. } => ix.shared_store = store == "shared",
+                What::DeploymentStarted { store, store_timeout_us, .. } => {
+                    ix.shared_store = store == "shared";
+                    ix.store_timeout = SimTime(store_timeout_us.unwrap_or(0));
+                }
+                What::StorePartitioned { replica } => ix.store_cuts.push((*replica, t, None)),
+                What::StoreHealed { replica } => {
+                    if let Some(c) = ix.store_cuts.iter_mut().rev().find(|c| c.0 == *replica && c.2.is_none()) {
+                        c.2 = Some(t);
+                    }
+                }
                 What::ClientCrashed { client } => {
                     ix.crashed.entry(client.clone()).or_default().push(t);
                 }

@@ -418,6 +418,21 @@ fn liveness(ix: &Index) -> Status {
                     (format!("its last request, valid, got JSON-RPC error {code} ({message})"), *t, *seq)
                 }
                 Validity::Invalid => continue,
+                Validity::StoreCut(replica) => {
+                    out.push(v(
+                        CheckId::Liveness,
+                        F::CallNeverCompleted {
+                            client: client.to_string(),
+                            call: call.to_string(),
+                            attempts: attempts.len(),
+                            last: format!("its one-time state reached replica {replica} while a partition cut it from the store, and was refused (error {code}: {message}); inherent: without the store no replica can tell a first redemption from a second"),
+                        },
+                        *t,
+                        vec![attempts[0].seq, *seq],
+                        true,
+                    ));
+                    continue;
+                }
                 Validity::Spent => {
                     out.push(v(
                         CheckId::Liveness,
@@ -578,6 +593,10 @@ enum Validity {
     /// presentations): refusing is right, and the result is lost (inherent:
     /// the protocol cannot tell a re-issue from a second redemption).
     Spent,
+    /// Its one-time state was valid, but the replica that checked it could
+    /// not reach the shared store (a partition): refusing is the only answer
+    /// that keeps the state one-time (inherent to the partition).
+    StoreCut(u32),
 }
 
 /// Whether attempt `s` was valid as sent: no state, or its own state as the
@@ -604,7 +623,21 @@ fn validity(ix: &Index, s: &index::Sent) -> Validity {
     if m.once && redeemed {
         return Validity::Spent;
     }
-    Validity::Valid
+    // Refused on a replica cut from the store when it asked (its wait for the
+    // store's answer may end after the cut healed).
+    let cut = ix.checked.iter().filter(|c| c.3 == p.fp).filter(mine).find_map(|c| {
+        let (replica, at) = (c.7?, c.5);
+        ix.store_cuts
+            .iter()
+            .any(|&(r, from, until)| {
+                r == replica && from <= at && until.is_none_or(|u| at.0 <= u.0 + ix.store_timeout.0)
+            })
+            .then_some(replica)
+    });
+    match cut {
+        Some(replica) if m.once => Validity::StoreCut(replica),
+        _ => Validity::Valid,
+    }
 }
 
 /// `protocol`: the server spoke MCP 2026-07-28 as a client can read it.
