@@ -42,6 +42,15 @@ pub fn go_live(scale: f64) -> LiveClock {
     LiveClock { _private: () }
 }
 
+/// Like [`go_live`], with scenario time 0 at `start` (a live deployment's
+/// replicas share the run's origin, so that a time one of them writes into
+/// a state means the same to the others).
+pub fn go_live_since(start: Instant, scale: f64) -> LiveClock {
+    assert!(scale > 0.0 && scale.is_finite(), "time scale must be positive");
+    LIVE.with(|l| l.set(Some(Live { start, scale })));
+    LiveClock { _private: () }
+}
+
 /// Keeps a thread's live clock set; dropping it returns the thread to
 /// simulated time.
 pub struct LiveClock {

@@ -21,6 +21,7 @@
 //! speaking the control protocol (`mcpsim serve`).
 
 pub mod control;
+mod deploy;
 mod net;
 mod process;
 mod serve;
@@ -144,10 +145,9 @@ pub fn run(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
         return Err(Error::usage(format!("--time-scale must be a positive number, not {}", opts.time_scale)));
     }
     plan.validate().map_err(|p| Error::usage(format!("plan {:?}: {}", plan.name, p.message)))?;
-    if !plan.deployment.is_single() {
-        // One process cannot play a deployment: refused, never played as if it were one server.
+    if !plan.deployment.is_single() && opts.port.is_some() {
         return Err(Error::usage(format!(
-            "scenario {:?} deploys {} replicas: live runs play one server process so far (live replicas behind HAProxy, with Redis, are the next step of docs/replicas.md); run it in simulation",
+            "scenario {:?} deploys {} replicas: --live-port fixes one server's port, and a deployment starts one per replica behind HAProxy",
             plan.name, plan.deployment.replicas
         )));
     }
@@ -159,51 +159,143 @@ pub fn run(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
     local.block_on(&rt, run_async(plan, opts))
 }
 
+/// One server process of a live run (one per replica in a deployment):
+/// its environment, the process, and the tasks serving its control
+/// connection.
+struct Replica {
+    env: Vec<(&'static str, String)>,
+    process: Process,
+    tasks: Option<ControlTasks>,
+    app: AppHook,
+}
+
+/// Execution numbers as the trace shows them: each process numbers its own
+/// from 1 (again after a restart); the trace numbers every execution of
+/// the run once, in the order they are first reported.
+#[derive(Default)]
+struct ExecNumbers {
+    next: u32,
+    /// (replica index, life, the process's own number) → the trace's.
+    map: BTreeMap<(usize, u32, u32), u32>,
+}
+
+impl ExecNumbers {
+    fn number(&mut self, replica: usize, life: u32, own: u32) -> u32 {
+        *self.map.entry((replica, life, own)).or_insert_with(|| {
+            self.next += 1;
+            self.next
+        })
+    }
+}
+
 async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
     // Listen for Ctrl-C (and SIGTERM) before the process exists: from then
     // on mcpsim must live to kill its process group.
     let mut interrupt = Interrupt::new()?;
     let (port, control) = ports(opts.port).await?;
     let control_port = control.local_addr().map_err(|e| Error::io(e.to_string()))?.port();
-    let mut env =
-        control::environment(port, control_port, plan.dialect, &plan.server, &plan.tools, opts.time_scale, plan.seed.0);
-    env.extend(opts.config.environment());
-    let mut process = Process::spawn(&opts.command, &env, opts.echo)
-        .map_err(|e| Error::io(format!("cannot start the server command `{}`: {e}", opts.command)))?;
-    let ((server, dialects), lines, writer) = tokio::select! {
-        biased;
-        why = interrupt.recv() => return Err(Error::io(format!("{why} before the server process was ready"))),
-        r = ready(&control, &mut process, opts) => r?,
+    let deployed = !plan.deployment.is_single();
+    // A deployment: Redis and the store links first, then the replicas, then HAProxy in front.
+    let (store, slots) = if deployed {
+        let (store, slots) = deploy::LiveStore::start(&plan.deployment, async || free_port().await).await?;
+        (Some(Rc::new(RefCell::new(store))), slots)
+    } else {
+        (None, vec![deploy::ReplicaSlot { port, store: None }])
     };
-    speaks(&server, dialects.as_deref(), plan)?;
+    // The replicas share one clock origin, so that a state's expiry means the same on each.
+    let origin_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    let mut replicas: Vec<Replica> = Vec::new();
+    let mut hellos = Vec::new();
+    for (i, slot) in slots.iter().enumerate() {
+        let mut env = control::environment(
+            slot.port,
+            control_port,
+            plan.dialect,
+            &plan.server,
+            &plan.tools,
+            opts.time_scale,
+            plan.seed.0,
+        );
+        env.extend(opts.config.environment());
+        if deployed {
+            env.push(("MCPSIM_CLOCK_ORIGIN_MS", origin_ms.to_string()));
+            env.push(("MCPSIM_REPLICA", (i + 1).to_string()));
+            env.push(("MCPSIM_REPLICAS", plan.deployment.replicas.to_string()));
+        }
+        if let Some(url) = &slot.store {
+            env.push(("MCPSIM_STORE", url.clone()));
+        }
+        let mut process = Process::spawn(&opts.command, &env, opts.echo)
+            .map_err(|e| Error::io(format!("cannot start the server command `{}`: {e}", opts.command)))?;
+        let ((server, dialects), lines, writer) = tokio::select! {
+            biased;
+            why = interrupt.recv() => return Err(Error::io(format!("{why} before the server process was ready"))),
+            r = ready(&control, &mut process, opts) => r?,
+        };
+        speaks(&server, dialects.as_deref(), plan)?;
+        hellos.push((server, lines, writer));
+        replicas.push(Replica { env, process, tasks: None, app: AppHook::new(Inbox::new(), AppReporter::detached()) });
+    }
+    let mut balancer = None;
+    if deployed {
+        let ports: Vec<u16> = slots.iter().map(|s| s.port).collect();
+        balancer = Some(tokio::select! {
+            biased;
+            why = interrupt.recv() => return Err(Error::io(format!("{why} before the load balancer was ready"))),
+            r = deploy::Balancer::start(&plan.deployment, port, &ports) => r?,
+        });
+    }
+    let server = hellos[0].0.clone();
 
     // Scenario time 0 is when the server is ready.
     let _clock = clock::go_live(opts.time_scale);
     let rec = Recorder::with_clock(Rc::new(clock::now));
     record_header(&rec, plan, &server, plan.seed);
+    if deployed {
+        rec.record(What::DeploymentStarted {
+            replicas: plan.deployment.replicas,
+            routing: plan.deployment.routing.name().to_string(),
+            store: plan.deployment.store.name().to_string(),
+            store_timeout_us: (plan.deployment.store == crate::scenario::StoreKind::Shared)
+                .then(|| (serve::STORE_TIMEOUT.as_secs_f64() / opts.time_scale * 1e6) as u64),
+        });
+    }
     let fatal: Rc<RefCell<Option<String>>> = Rc::default();
-    let app = AppHook::new(Inbox::new(), AppReporter::new(rec.clone()));
-    let control =
-        Control { app: app.clone(), rec: rec.clone(), fatal: fatal.clone(), scale: opts.time_scale, listener: control };
-    // The highest execution number reported so far: a restarted process
-    // numbers its executions from 1 again, and the trace counts on.
-    let execs: Rc<Cell<u32>> = Rc::default();
-    let mut tasks = control.spawn(writer, lines, 0, &execs);
+    let control = Control { fatal: fatal.clone(), scale: opts.time_scale, listener: control };
+    let execs: Rc<RefCell<ExecNumbers>> = Rc::default();
+    for (i, (r, (_, lines, writer))) in replicas.iter_mut().zip(hellos).enumerate() {
+        let report =
+            if deployed { AppReporter::for_replica(rec.clone(), i as u32 + 1) } else { AppReporter::new(rec.clone()) };
+        r.app = AppHook::new(Inbox::new(), report);
+        r.tasks = Some(control.spawn(&r.app, writer, lines, (i, 1), &execs));
+    }
     let restart: Rc<Cell<bool>> = Rc::default();
     let mut life = 1u32;
 
-    let mut world = build(plan, port, &rec, app, restart.clone()).await?;
+    let mut world = build(plan, port, &rec, replicas[0].app.clone(), restart.clone(), store.clone()).await?;
+    if deployed {
+        world.set_replicas(replicas[1..].iter().map(|r| r.app.clone()).collect());
+    }
     let mut schedule = Schedule::new(plan.steps.len());
     let tick = LOOP_EVERY.div_f64(opts.time_scale);
     let lateness_bound = (plan.network.tick * 2).max(Duration::from_millis(250));
     let mut late_steps = Vec::new();
     let injected = injected_step_delay()?;
     let mut aborted = None;
-    loop {
+    // "the server process", or "the server process of replica N".
+    let whose = |i: usize| {
+        if deployed {
+            format!("the server process of replica {}", i + 1)
+        } else {
+            "the server process".to_string()
+        }
+    };
+    'run: loop {
         let now = clock::now().unwrap_or_default();
         if now >= plan.duration {
             break;
         }
+        world.heal_due(now);
         for (index, at) in schedule.due(plan, &rec, now, tick) {
             if let Some(delay) = injected.filter(|(i, _)| *i == index).map(|(_, d)| d) {
                 tokio::time::sleep(delay).await;
@@ -225,50 +317,70 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
             world.apply(&plan.steps[index], index, at);
         }
         if restart.take() {
-            // restart-server: the process is killed and started again, with
-            // nothing of its memory; it must say `ready` again.
+            // restart-server: each process is killed and started again, with
+            // nothing of its memory; each must say `ready` again.
             life += 1;
-            tasks.abort();
-            process.kill();
-            let _ = process.exited().await;
-            process.settle().await;
-            let mut env = env.clone();
-            env.push(("MCPSIM_LIFE", life.to_string()));
-            let restarted = match Process::spawn(&opts.command, &env, opts.echo) {
-                Ok(p) => p,
-                Err(e) => {
-                    aborted = Some(format!("cannot restart the server command `{}`: {e}", opts.command));
-                    break;
+            for r in replicas.iter_mut() {
+                if let Some(t) = r.tasks.take() {
+                    t.abort();
                 }
-            };
-            process = restarted;
-            match ready(&control.listener, &mut process, opts).await {
-                Ok((_hello, lines, writer)) => tasks = control.spawn(writer, lines, execs.get(), &execs),
-                Err(e) => {
-                    aborted = Some(format!("the server process did not come back after restart-server: {e}"));
-                    break;
+                r.process.kill();
+                let _ = r.process.exited().await;
+                r.process.settle().await;
+            }
+            for (i, r) in replicas.iter_mut().enumerate() {
+                let mut env = r.env.clone();
+                env.push(("MCPSIM_LIFE", life.to_string()));
+                r.process = match Process::spawn(&opts.command, &env, opts.echo) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        aborted = Some(format!("cannot restart the server command `{}`: {e}", opts.command));
+                        break 'run;
+                    }
+                };
+                match ready(&control.listener, &mut r.process, opts).await {
+                    Ok((_hello, lines, writer)) => {
+                        r.tasks = Some(control.spawn(&r.app, writer, lines, (i, life), &execs))
+                    }
+                    Err(e) => {
+                        aborted = Some(format!("{} did not come back after restart-server: {e}", whose(i)));
+                        break 'run;
+                    }
                 }
             }
         }
         if let Some(why) = fatal.borrow_mut().take() {
-            aborted =
-                Some(format!("{why} (at {})\nits last output lines:\n{}", SimTime::from_duration(now), process.tail()));
+            let tails: Vec<String> = replicas.iter().map(|r| r.process.tail()).collect();
+            aborted = Some(format!(
+                "{why} (at {})\nits last output lines:\n{}",
+                SimTime::from_duration(now),
+                tails.join("\n  --\n")
+            ));
+            break;
+        }
+        for (i, r) in replicas.iter_mut().enumerate() {
+            if let Some(status) = r.process.try_exited() {
+                r.process.settle().await;
+                aborted = Some(format!(
+                    "{} {} at {}, before the scenario ended\nits last output lines:\n{}",
+                    whose(i),
+                    describe_exit(status),
+                    SimTime::from_duration(clock::now().unwrap_or_default()),
+                    r.process.tail()
+                ));
+                break 'run;
+            }
+        }
+        let part_died =
+            balancer.as_mut().and_then(|b| b.died()).or_else(|| store.as_ref().and_then(|s| s.borrow_mut().died()));
+        if let Some(why) = part_died {
+            aborted = Some(format!("{why} (at {})", SimTime::from_duration(now)));
             break;
         }
         tokio::select! {
             biased;
             why = interrupt.recv() => {
                 aborted = Some(format!("{why} at {}", SimTime::from_duration(now)));
-                break;
-            }
-            status = process.exited() => {
-                let how = status.map_or_else(|e| format!("could not be waited for: {e}"), describe_exit);
-                process.settle().await;
-                aborted = Some(format!(
-                    "the server process {how} at {}, before the scenario ended\nits last output lines:\n{}",
-                    SimTime::from_duration(clock::now().unwrap_or_default()),
-                    process.tail()
-                ));
                 break;
             }
             _ = tokio::time::sleep(LOOP_EVERY) => {}
@@ -279,7 +391,21 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
         rec.record(What::ServerStopped { why: first.clone() });
         rec.record(What::RunCut { why: first });
     }
-    process.kill();
+    // Every process the run started is stopped, and reaped.
+    for r in replicas.iter_mut() {
+        r.process.kill();
+        let _ = tokio::time::timeout(Duration::from_secs(2), r.process.exited()).await;
+    }
+    if let Some(b) = balancer.as_mut() {
+        b.stop().await;
+    }
+    if let Some(s) = &store {
+        let stopping = s.borrow_mut().take_redis();
+        if let Some(mut redis) = stopping {
+            redis.kill();
+            let _ = tokio::time::timeout(Duration::from_secs(2), redis.exited()).await;
+        }
+    }
     world.sim.stop_all();
     let trace = rec.take();
     let notes = unreported(plan, &trace);
@@ -504,8 +630,6 @@ async fn ready(control: &TcpListener, process: &mut Process, opts: &LiveOptions)
 /// The control connection's side of a live run: what a (re)started
 /// process's reports and commands go through.
 struct Control {
-    app: AppHook,
-    rec: Recorder,
     fatal: Rc<RefCell<Option<String>>>,
     scale: f64,
     listener: TcpListener,
@@ -522,16 +646,24 @@ impl ControlTasks {
 }
 
 impl Control {
-    /// Forwards commands to, and records the reports of, a process that said
-    /// `ready`; its execution numbers count on from `offset`.
-    fn spawn(&self, writer: Writer, lines: Lines, offset: u32, execs: &Rc<Cell<u32>>) -> ControlTasks {
-        let fwd = tokio::task::spawn_local(forward_commands(self.app.commands.clone(), writer, self.fatal.clone()));
+    /// Forwards `app`'s commands to, and records through `app` the reports
+    /// of, a process that said `ready`: replica `who.0` (from 0) in its
+    /// life `who.1`, whose execution numbers `execs` maps to the trace's.
+    fn spawn(
+        &self,
+        app: &AppHook,
+        writer: Writer,
+        lines: Lines,
+        who: (usize, u32),
+        execs: &Rc<RefCell<ExecNumbers>>,
+    ) -> ControlTasks {
+        let fwd = tokio::task::spawn_local(forward_commands(app.commands.clone(), writer, self.fatal.clone()));
         let read = tokio::task::spawn_local(read_reports(
             lines,
-            self.rec.clone(),
+            app.report.clone(),
             self.fatal.clone(),
             self.scale,
-            (offset, execs.clone()),
+            (who, execs.clone()),
         ));
         ControlTasks(fwd.abort_handle(), read.abort_handle())
     }
@@ -558,10 +690,10 @@ async fn forward_commands(
 /// Records what the process reports; a line outside the protocol ends the run.
 async fn read_reports(
     mut lines: Lines,
-    rec: Recorder,
+    rec: AppReporter,
     fatal: Rc<RefCell<Option<String>>>,
     scale: f64,
-    (offset, execs): (u32, Rc<Cell<u32>>),
+    ((replica, life), execs): ((usize, u32), Rc<RefCell<ExecNumbers>>),
 ) {
     loop {
         match lines.next_line().await {
@@ -572,8 +704,7 @@ async fn read_reports(
             {
                 Ok(Some(mut what)) => {
                     if let What::Execution { exec, .. } = &mut what {
-                        *exec = exec.saturating_add(offset);
-                        execs.set(execs.get().max(*exec));
+                        *exec = execs.borrow_mut().number(replica, life, *exec);
                     }
                     rec.record(what)
                 }
@@ -604,6 +735,8 @@ struct LiveHosts {
     running: BTreeMap<String, tokio::task::AbortHandle>,
     /// Set by `restart-server`; the step loop restarts the process.
     restart: Rc<Cell<bool>>,
+    /// A deployment's store links (`partition` cuts them).
+    store: Option<Rc<RefCell<deploy::LiveStore>>>,
 }
 
 impl Hosts for LiveHosts {
@@ -622,6 +755,18 @@ impl Hosts for LiveHosts {
         self.restart.set(true);
         Ok(())
     }
+    fn restart_host(&mut self, _host: &str) -> Result<(), String> {
+        // Every replica restarts together, as in simulation.
+        self.restart.set(true);
+        Ok(())
+    }
+    fn store_link(&mut self, host: &str, cut: bool) -> Result<(), String> {
+        let replica = host.strip_prefix("replica-").and_then(|n| n.parse().ok());
+        match (&self.store, replica) {
+            (Some(s), Some(n)) => s.borrow().set_cut(n, cut),
+            _ => Err(format!("{host} has no link to a shared store")),
+        }
+    }
 }
 
 impl LiveHosts {
@@ -639,10 +784,11 @@ async fn build(
     rec: &Recorder,
     app: AppHook,
     restart: Rc<Cell<bool>>,
+    store: Option<Rc<RefCell<deploy::LiveStore>>>,
 ) -> Result<World<LiveHosts>> {
     let mut clients = BTreeMap::new();
     let mut nats = BTreeMap::new();
-    let mut hosts = LiveHosts { starts: BTreeMap::new(), running: BTreeMap::new(), restart };
+    let mut hosts = LiveHosts { starts: BTreeMap::new(), running: BTreeMap::new(), restart, store };
     for spec in &plan.clients {
         let (nat_net, nat_port) =
             net::TcpNat::bind(port).await.map_err(|e| Error::io(format!("cannot listen for a NAT: {e}")))?;

@@ -66,6 +66,11 @@ impl Process {
         self.child.wait().await
     }
 
+    /// Its exit status, if it has exited (without waiting).
+    pub fn try_exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
     /// Kills the whole process group (the shell and everything it started).
     pub fn kill(&mut self) {
         #[cfg(unix)]

@@ -32,12 +32,21 @@ pub struct ServeOptions {
     /// else every dialect the server speaks (it serves the one
     /// `MCPSIM_DIALECT` names).
     pub speaks: Vec<Dialect>,
-    /// Which life of the server's process this is (`MCPSIM_LIFE`, 1 when
-    /// fresh; a live run that restarts the process counts on).
+    /// Which process of the server this is, counted from 1: its life
+    /// (`MCPSIM_LIFE`, 1 when fresh; a live run that restarts the process
+    /// counts on), and in a deployment its replica (`MCPSIM_REPLICA` of
+    /// `MCPSIM_REPLICAS`): the ((life - 1) * replicas + replica)th.
     pub life: u32,
     /// stateless-http: the tools it offers (`MCPSIM_TOOLS`, real times), or
     /// [`default_tools`] when it is started by hand.
     pub tools: Vec<ToolSpec>,
+    /// Where it keeps its durable state: a Redis (`MCPSIM_STORE` or
+    /// `--store`, `redis://HOST:PORT`), or, when `None`, its own memory.
+    pub store: Option<std::net::SocketAddr>,
+    /// The wall-clock time (ms since the Unix epoch) that is scenario time 0
+    /// (`MCPSIM_CLOCK_ORIGIN_MS`): a deployment's replicas share it, so that
+    /// a state's expiry means the same on each. `None`: when it starts.
+    pub clock_origin_ms: Option<u64>,
 }
 
 /// What a stateless server started by hand offers: `echo` (at once),
@@ -133,6 +142,12 @@ impl ServeOptions {
             None => crate::server::dialects(&server),
         };
         let life = num("MCPSIM_LIFE")?.map_or(1, |n| n.clamp(1, u64::from(u32::MAX)) as u32);
+        // Replica r of N in its life l is the ((l - 1) * N + r)th process of
+        // the deployment, as in simulation (where every replica starts, and
+        // restarts, in order): each draws its own per-process key and nonces.
+        let replicas = num("MCPSIM_REPLICAS")?.map_or(1, |n| n.clamp(1, 64) as u32);
+        let replica = num("MCPSIM_REPLICA")?.map_or(1, |n| n.clamp(1, u64::from(replicas)) as u32);
+        let life = (life - 1).saturating_mul(replicas).saturating_add(replica);
         // The adapter configurations (--event-store, --auth) have no meaning
         // here: each reference engine is one configuration, its own.
         for k in ["MCPSIM_EVENT_STORE", "MCPSIM_AUTH"] {
@@ -140,9 +155,31 @@ impl ServeOptions {
                 eprintln!("mcpsim serve: {k}={v} ignored: the reference engine {server} has one configuration");
             }
         }
-        Ok(ServeOptions { server, port, control_port, dialect, config, seed, tools, life, speaks })
+        let store = match get("MCPSIM_STORE") {
+            None => None,
+            Some(url) => {
+                Some(crate::store::redis_address(url.trim()).map_err(|e| Error::usage(format!("MCPSIM_STORE: {e}")))?)
+            }
+        };
+        let clock_origin_ms = num("MCPSIM_CLOCK_ORIGIN_MS")?;
+        Ok(ServeOptions {
+            server,
+            port,
+            control_port,
+            dialect,
+            config,
+            seed,
+            tools,
+            life,
+            speaks,
+            store,
+            clock_origin_ms,
+        })
     }
 }
+
+/// How long the server waits for its Redis before it gives up on a command.
+pub(crate) const STORE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Serves until killed, or until the live run that started it closes the
 /// control connection.
@@ -168,7 +205,15 @@ pub fn serve(opts: &ServeOptions) -> Result<()> {
     // The stateless servers read the time (a state's expiry) through
     // crate::clock: here that is this process's wall clock, unscaled (the
     // live run already scaled every time it handed over).
-    let _clock = (!opts.dialect.has_sessions()).then(|| crate::clock::go_live(1.0));
+    let _clock = (!opts.dialect.has_sessions()).then(|| {
+        let since_origin = opts.clock_origin_ms.and_then(|ms| {
+            let origin = std::time::UNIX_EPOCH + Duration::from_millis(ms);
+            std::time::SystemTime::now().duration_since(origin).ok()
+        });
+        let now = std::time::Instant::now();
+        let start = since_origin.and_then(|d| now.checked_sub(d)).unwrap_or(now);
+        crate::clock::go_live_since(start, 1.0)
+    });
     local.block_on(&rt, async move {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", opts.port))
             .await
@@ -180,7 +225,10 @@ pub fn serve(opts: &ServeOptions) -> Result<()> {
                 let _ = tx.send(msg);
             }
         });
-        let app = AppHook::new(commands.clone(), report);
+        let mut app = AppHook::new(commands.clone(), report);
+        if let Some(addr) = opts.store {
+            app.store = std::rc::Rc::new(crate::store::RespStore::tcp(addr, STORE_TIMEOUT));
+        }
         eprintln!(
             "mcpsim serve: {} ({}) on http://127.0.0.1:{}/{}",
             opts.server,

@@ -106,6 +106,12 @@ impl AppReporter {
         Self { recorder: Sink(Rc::new(sink)) }
     }
 
+    /// Records `what` as this application's report (a live run's control
+    /// connection hands over what its process reported).
+    pub(crate) fn record(&self, what: What) {
+        self.recorder.record(what)
+    }
+
     /// A reporter whose records go nowhere: for driving a plug by hand, outside a run.
     pub fn detached() -> Self {
         Self::new(Recorder::new())

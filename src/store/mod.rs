@@ -86,6 +86,21 @@ impl dyn Store {
     }
 }
 
+/// The address of a `redis://HOST:PORT` URL (no user, database or options:
+/// mcpsim's store client speaks to one Redis, unauthenticated, database 0).
+pub fn redis_address(url: &str) -> Result<std::net::SocketAddr, String> {
+    let rest = url.strip_prefix("redis://").ok_or_else(|| format!("{url:?} is not a redis://HOST:PORT URL"))?;
+    let rest = rest.trim_end_matches('/');
+    if rest.contains(['@', '/', '?']) {
+        return Err(format!("{url:?}: only redis://HOST:PORT is supported (no user, database or options)"));
+    }
+    use std::net::ToSocketAddrs;
+    rest.to_socket_addrs()
+        .map_err(|e| format!("{url:?}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{url:?} names no address"))
+}
+
 fn unexpected(f: Frame) -> StoreError {
     match f {
         Frame::Error(e) => StoreError::Refused(e),
@@ -259,6 +274,18 @@ impl RespStore {
         Self::new(connect, timeout)
     }
 
+    /// A client of the Redis at `addr`, over real TCP (`mcpsim serve --store`).
+    pub fn tcp(addr: std::net::SocketAddr, timeout: Duration) -> Self {
+        let connect: Connector = Rc::new(move || {
+            Box::pin(async move {
+                let s = tokio::net::TcpStream::connect(addr).await?;
+                let _ = s.set_nodelay(true);
+                Ok(Box::new(s) as Box<dyn crate::net::Connection>)
+            })
+        });
+        Self::new(connect, timeout)
+    }
+
     async fn exchange(&self, args: &[Vec<u8>]) -> Result<Frame, String> {
         let mut slot = self.conn.lock().await;
         if slot.is_none() {
@@ -354,6 +381,15 @@ mod tests {
             Ok(())
         });
         sim.run().unwrap();
+    }
+
+    #[test]
+    fn redis_urls_name_one_address() {
+        assert_eq!(redis_address("redis://127.0.0.1:6400").unwrap(), "127.0.0.1:6400".parse().unwrap());
+        assert_eq!(redis_address("redis://127.0.0.1:6400/").unwrap(), "127.0.0.1:6400".parse().unwrap());
+        for bad in ["127.0.0.1:6400", "redis://u:p@127.0.0.1:6400", "redis://127.0.0.1:6400/2", "redis://nohost"] {
+            assert!(redis_address(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

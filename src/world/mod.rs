@@ -398,6 +398,13 @@ impl<'a> World<turmoil::Sim<'a>> {
 }
 
 impl<H: Hosts> World<H> {
+    /// Makes this a world of replicas `replica-1` to `replica-N`: `app` is
+    /// replica 1's hook, `others` those of replicas 2 to N.
+    pub(crate) fn set_replicas(&mut self, others: Vec<AppHook>) {
+        self.server_hosts = (1..=others.len() as u32 + 1).map(balancer::replica_host).collect();
+        self.replica_apps = others;
+    }
+
     /// The session token `client` holds now.
     fn token_of(&self, client: &str) -> Option<String> {
         self.clients[client].1.token.borrow().clone()

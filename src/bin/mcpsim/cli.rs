@@ -91,6 +91,10 @@ pub(crate) enum Command {
         /// The dialect (default: $MCPSIM_DIALECT, else streamable-http).
         #[arg(long, value_enum)]
         dialect: Option<DialectArg>,
+        /// Keep durable state (the single-use registry) in this Redis, redis://HOST:PORT
+        /// (default: $MCPSIM_STORE, else the process's memory).
+        #[arg(long, value_name = "URL")]
+        store: Option<String>,
     },
     /// List the built-in servers, the checks, or the bundled scenarios.
     List {

@@ -99,7 +99,7 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Serve { server, port, dialect } => serve(server, port, dialect),
+        Command::Serve { server, port, dialect, store } => serve(server, port, dialect, store),
         Command::Hunt { merge: Some(HuntCommand::Merge { files }), .. } => merge(files),
         Command::Hunt { merge: None, args } => hunt(args),
         Command::Replay { server, seed, trace, timeline, dialect, scenario } => {

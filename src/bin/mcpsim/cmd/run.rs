@@ -157,7 +157,6 @@ pub(crate) fn run(
         skipped: std::collections::BTreeMap::new(),
         gate,
         live_skipped: 0,
-        live_replicas_skipped: 0,
         missed_reports: Vec::new(),
     };
     // The runs to play, in order; a skipped one is counted where it falls.
@@ -174,15 +173,6 @@ pub(crate) fn run(
                 let e = runs.skipped.entry(server.clone()).or_default();
                 e.0 += 1;
                 e.1.insert(plan.dialect.name());
-                continue;
-            }
-            // A live run plays one server process: a deployment of replicas is skipped, and said so.
-            if live.is_some() && !plan.deployment.is_single() {
-                eprintln!(
-                    "skipped: {} deploys {} replicas, and a live run plays one server process so far (docs/replicas.md)",
-                    plan.name, plan.deployment.replicas
-                );
-                runs.live_replicas_skipped += 1;
                 continue;
             }
             work.push((plan, server));
@@ -316,8 +306,6 @@ struct Runs {
     gate: Option<mcpsim::check::gate::Baseline>,
     /// Live: scenarios skipped because the process does not speak their dialect.
     live_skipped: usize,
-    /// Live: scenarios skipped because they deploy several replicas.
-    live_replicas_skipped: usize,
 }
 
 impl Runs {
@@ -534,16 +522,8 @@ impl Runs {
                 self.live_skipped
             ));
         }
-        if self.live_replicas_skipped > 0 {
-            tally.push_str(&format!(
-                "; {} scenario(s) with replicas skipped: a live run plays one server process so far",
-                self.live_replicas_skipped
-            ));
-        }
         // Nothing ran at all: the command was wrong, not the server.
-        if self.live_skipped + self.live_replicas_skipped > 0
-            && self.live_skipped + self.live_replicas_skipped == self.total
-        {
+        if self.live_skipped > 0 && self.live_skipped == self.total {
             self.code = exit::worst(self.code, 2);
         }
         if self.format == RunFormat::Text {

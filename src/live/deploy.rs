@@ -1,0 +1,316 @@
+//! The real parts of a live deployment (docs/replicas.md): HAProxy in front
+//! of the replicas, and, for a shared store, a Redis that mcpsim starts and
+//! stops for the run, reached by each replica through a TCP proxy of
+//! mcpsim's own, so that a `partition` between one replica and the store
+//! can be injected.
+//!
+//! Both are Debian's packages (`haproxy`, `redis-server`). Each runs in its
+//! own process group and is killed when the run ends, however it ends.
+
+use super::process::{describe_exit, Process};
+use crate::error::{Error, Result};
+use crate::scenario::{Deployment, Routing, StoreKind};
+use std::cell::Cell;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+
+/// How long HAProxy and Redis get to start listening.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// HAProxy's timeouts on a connection to a replica (real time). An SSE
+/// stream is a response that does not end: `timeout server` bounds the
+/// silence between two of its writes, `timeout tunnel` a connection that
+/// became a tunnel. Both are set past any scenario's silence, so that the
+/// balancer never cuts a stream a scenario keeps open; a deployer's
+/// shorter settings end long streams at that bound, which the client
+/// sees as a reset.
+pub const STREAM_TIMEOUT: &str = "1h";
+
+/// A program a live deployment needs: where it is, or an error naming the
+/// package that has it.
+fn program(name: &str, package: &str, role: &str) -> Result<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file()).ok_or_else(|| {
+        Error::io(format!(
+            "{name} is not installed: a live run of a deployment uses it as the {role} (Debian: apt-get install {package})"
+        ))
+    })
+}
+
+/// Waits until something accepts connections on `port`, or `proc` exits.
+async fn listening(port: u16, proc: &mut Process, what: &str) -> Result<()> {
+    let connect = async {
+        loop {
+            if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::select! {
+        biased;
+        status = proc.exited() => {
+            let how = status.map_or_else(|e| format!("could not be waited for: {e}"), describe_exit);
+            proc.settle().await;
+            Err(Error::io(format!("{what} {how} before it listened on port {port}\nits last output lines:\n{}", proc.tail())))
+        }
+        r = tokio::time::timeout(START_TIMEOUT, connect) => r.map_err(|_| {
+            Error::io(format!("{what} did not listen on port {port} within {START_TIMEOUT:?}\nits last output lines:\n{}", proc.tail()))
+        }),
+    }
+}
+
+/// A TCP proxy from one replica to the store that can be cut: while cut,
+/// it closes every connection it carries and every new one at once (the
+/// replica's store client sees an error and gives up, as over a partition).
+struct StoreLink {
+    port: u16,
+    cut: Rc<Cell<bool>>,
+    /// Bumped by each cut: connections of an earlier generation end.
+    generation: Rc<Cell<u64>>,
+    task: tokio::task::AbortHandle,
+}
+
+impl StoreLink {
+    async fn start(store_port: u16) -> Result<Self> {
+        let listener = TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .map_err(|e| Error::io(format!("cannot listen for a store link: {e}")))?;
+        let port = listener.local_addr().map_err(|e| Error::io(e.to_string()))?.port();
+        let (cut, generation) = (Rc::new(Cell::new(false)), Rc::new(Cell::new(0u64)));
+        let (c, g) = (cut.clone(), generation.clone());
+        let task = tokio::task::spawn_local(async move {
+            loop {
+                let Ok((down, _)) = listener.accept().await else { continue };
+                if c.get() {
+                    drop(down);
+                    continue;
+                }
+                let (g, born) = (g.clone(), g.get());
+                tokio::task::spawn_local(async move {
+                    let Ok(up) = TcpStream::connect(("127.0.0.1", store_port)).await else { return };
+                    let (mut down, mut up) = (down, up);
+                    let copy = tokio::io::copy_bidirectional(&mut down, &mut up);
+                    let cut = async {
+                        while g.get() == born {
+                            tokio::time::sleep(Duration::from_millis(5)).await;
+                        }
+                    };
+                    tokio::select! {
+                        _ = copy => {}
+                        _ = cut => {}
+                    }
+                });
+            }
+        })
+        .abort_handle();
+        Ok(StoreLink { port, cut, generation, task })
+    }
+
+    fn set_cut(&self, cut: bool) {
+        if cut {
+            self.generation.set(self.generation.get() + 1);
+        }
+        self.cut.set(cut);
+    }
+}
+
+impl Drop for StoreLink {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// What a replica is told about the deployment: its port and its store.
+pub struct ReplicaSlot {
+    /// The port it serves MCP on.
+    pub port: u16,
+    /// Its store, `redis://127.0.0.1:P` (through its link), with a shared store.
+    pub store: Option<String>,
+}
+
+/// Redis and the store links, started before the replicas.
+pub struct LiveStore {
+    redis: Option<Process>,
+    links: Vec<StoreLink>,
+}
+
+impl LiveStore {
+    /// Starts Redis (for a shared store) and one link per replica; the
+    /// replicas' slots, their ports taken from `port`.
+    pub async fn start(
+        d: &Deployment,
+        mut port: impl AsyncFnMut() -> Result<u16>,
+    ) -> Result<(LiveStore, Vec<ReplicaSlot>)> {
+        let mut store = LiveStore { redis: None, links: Vec::new() };
+        let mut redis_port = None;
+        if d.store == StoreKind::Shared {
+            let exe = program("redis-server", "redis-server", "shared store")?;
+            let p = port().await?;
+            // No persistence, loopback only: the run's store lives and dies
+            // with it. Its process title names the mcpsim run that owns it.
+            let cmd = format!(
+                "exec {} --port {p} --bind 127.0.0.1 --save '' --appendonly no --protected-mode no \
+                 --proc-title-template '{{title}} {{listen-addr}} mcpsim-store-{}'",
+                exe.display(),
+                std::process::id()
+            );
+            let mut proc = Process::spawn(&cmd, &[], false)
+                .map_err(|e| Error::io(format!("cannot start redis-server (the shared store): {e}")))?;
+            listening(p, &mut proc, "redis-server (the shared store)").await?;
+            store.redis = Some(proc);
+            redis_port = Some(p);
+        }
+        let mut slots = Vec::new();
+        for _ in 0..d.replicas {
+            let mut slot = ReplicaSlot { port: port().await?, store: None };
+            if let Some(rp) = redis_port {
+                let link = StoreLink::start(rp).await?;
+                slot.store = Some(format!("redis://127.0.0.1:{}", link.port));
+                store.links.push(link);
+            }
+            slots.push(slot);
+        }
+        Ok((store, slots))
+    }
+
+    /// Cuts (or restores) replica `replica`'s (from 1) link to the store.
+    pub fn set_cut(&self, replica: u32, cut: bool) -> std::result::Result<(), String> {
+        match self.links.get(replica as usize - 1) {
+            Some(l) => {
+                l.set_cut(cut);
+                Ok(())
+            }
+            None => Err(format!("replica {replica} has no link to a shared store")),
+        }
+    }
+
+    /// Why Redis is gone, if it exited.
+    pub fn died(&mut self) -> Option<String> {
+        let redis = self.redis.as_mut()?;
+        let status = redis.try_exited()?;
+        Some(format!(
+            "redis-server (the shared store) {} mid-run\nits last output lines:\n{}",
+            describe_exit(status),
+            redis.tail()
+        ))
+    }
+
+    /// Stops the links and hands over Redis, for the caller to stop and
+    /// reap (a `RefCell` borrow must not be held across that wait).
+    pub fn take_redis(&mut self) -> Option<Process> {
+        self.links.clear();
+        self.redis.take()
+    }
+}
+
+/// HAProxy in front of the replicas, as mcpsim writes its configuration.
+pub struct Balancer {
+    proc: Process,
+    /// Where the configuration was written (removed at the end).
+    dir: PathBuf,
+}
+
+/// HAProxy's configuration for `d` on `port`, in front of `replicas`:
+/// HTTP mode, each request balanced on its own (`option
+/// http-server-close`), the routing's `balance`, and each response tagged
+/// with the replica that served it (`X-Mcpsim-Replica`).
+pub fn haproxy_config(d: &Deployment, port: u16, replicas: &[u16]) -> String {
+    let balance = match d.routing {
+        Routing::RoundRobin => "roundrobin",
+        Routing::LeastConnections => "leastconn",
+        Routing::Source => "source",
+    };
+    let mut cfg = format!(
+        "# Written by mcpsim for one live run (docs/replicas.md).\n\
+         global\n    maxconn 4096\n\n\
+         defaults\n    mode http\n    option http-server-close\n    timeout connect 5s\n    \
+         timeout client {STREAM_TIMEOUT}\n    timeout server {STREAM_TIMEOUT}\n    timeout tunnel {STREAM_TIMEOUT}\n\n\
+         frontend mcp\n    bind 127.0.0.1:{port}\n    default_backend replicas\n\n\
+         backend replicas\n    balance {balance}\n    http-response set-header X-Mcpsim-Replica %s\n"
+    );
+    for (i, p) in replicas.iter().enumerate() {
+        cfg.push_str(&format!("    server replica-{} 127.0.0.1:{p}\n", i + 1));
+    }
+    cfg
+}
+
+impl Balancer {
+    /// Starts HAProxy on `port` in front of the replicas on `replicas`.
+    pub async fn start(d: &Deployment, port: u16, replicas: &[u16]) -> Result<Balancer> {
+        let exe = program("haproxy", "haproxy", "load balancer")?;
+        let dir = std::env::temp_dir().join(format!("mcpsim-haproxy-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("{}: {e}", dir.display())))?;
+        let cfg = dir.join("haproxy.cfg");
+        std::fs::write(&cfg, haproxy_config(d, port, replicas))
+            .map_err(|e| Error::io(format!("{}: {e}", cfg.display())))?;
+        // -db: stay in the foreground, in the process group mcpsim kills.
+        let cmd = format!("exec {} -db -f {}", exe.display(), cfg.display());
+        let mut proc = Process::spawn(&cmd, &[], false).map_err(|e| Error::io(format!("cannot start haproxy: {e}")))?;
+        if let Err(e) = listening(port, &mut proc, "haproxy (the load balancer)").await {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(e);
+        }
+        Ok(Balancer { proc, dir })
+    }
+
+    /// Why HAProxy is gone, if it exited.
+    pub fn died(&mut self) -> Option<String> {
+        let status = self.proc.try_exited()?;
+        Some(format!(
+            "haproxy (the load balancer) {} mid-run\nits last output lines:\n{}",
+            describe_exit(status),
+            self.proc.tail()
+        ))
+    }
+
+    /// Stops HAProxy and reaps it.
+    pub async fn stop(&mut self) {
+        self.proc.kill();
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.proc.exited()).await;
+    }
+}
+
+impl Drop for Balancer {
+    fn drop(&mut self) {
+        self.proc.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_haproxy_configuration_balances_each_request_as_the_routing_says() {
+        let d = Deployment { replicas: 2, routing: Routing::Source, store: StoreKind::Shared };
+        let cfg = haproxy_config(&d, 8080, &[9001, 9002]);
+        for line in [
+            "mode http",
+            "option http-server-close",
+            "timeout tunnel 1h",
+            "bind 127.0.0.1:8080",
+            "balance source",
+            "http-response set-header X-Mcpsim-Replica %s",
+            "server replica-1 127.0.0.1:9001",
+            "server replica-2 127.0.0.1:9002",
+        ] {
+            assert!(cfg.contains(line), "{line} missing:\n{cfg}");
+        }
+        let rr = Deployment { routing: Routing::RoundRobin, ..d.clone() };
+        assert!(haproxy_config(&rr, 1, &[2]).contains("balance roundrobin"));
+        let lc = Deployment { routing: Routing::LeastConnections, ..d };
+        assert!(haproxy_config(&lc, 1, &[2]).contains("balance leastconn"));
+    }
+
+    #[test]
+    fn a_missing_program_is_named_with_its_package() {
+        let e = program("mcpsim-no-such-program", "some-package", "load balancer").unwrap_err().to_string();
+        assert!(e.contains("mcpsim-no-such-program is not installed"), "{e}");
+        assert!(e.contains("apt-get install some-package"), "{e}");
+        assert_eq!(program("mcpsim-no-such-program", "p", "r").unwrap_err().exit_code(), 4);
+    }
+}
