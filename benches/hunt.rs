@@ -1,5 +1,6 @@
 //! Hunt throughput: seeds per second on 1 and 2 worker threads, for guarded
-//! and naive on each dialect (and rmcp), and where a seed's time goes
+//! and naive on each dialect (and rmcp), and on stateless-http deployed on
+//! two replicas with a shared store (`hunt --replicas 2`), and where a seed's time goes
 //! (generate, simulate, judge); then peak memory of 2,000-, 10,000- and
 //! 100,000-seed hunts of guarded (it must stay flat: a hunt keeps counts and
 //! distinct bugs, not seeds).
@@ -55,24 +56,30 @@ fn main() {
     let seeds: u64 = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(400);
     let with_memory = !std::env::args().any(|a| a == "no-memory");
     let runs = [
-        ("guarded", Dialect::LegacySse),
-        ("naive", Dialect::LegacySse),
-        ("guarded", Dialect::StreamableHttp),
-        ("naive", Dialect::StreamableHttp),
-        ("rmcp", Dialect::StreamableHttp),
-        ("guarded", Dialect::StatelessHttp),
-        ("naive", Dialect::StatelessHttp),
+        ("guarded", Dialect::LegacySse, 1),
+        ("naive", Dialect::LegacySse, 1),
+        ("guarded", Dialect::StreamableHttp, 1),
+        ("naive", Dialect::StreamableHttp, 1),
+        ("rmcp", Dialect::StreamableHttp, 1),
+        ("guarded", Dialect::StatelessHttp, 1),
+        ("naive", Dialect::StatelessHttp, 1),
+        ("guarded", Dialect::StatelessHttp, 2),
+        ("naive", Dialect::StatelessHttp, 2),
     ];
-    // guarded's 2-job seeds/s per dialect, for the stateless/streamable ratio.
-    let mut two_jobs: Vec<(Dialect, f64)> = Vec::new();
-    for (server, dialect) in runs {
-        let name = format!("{server} ({})", dialect.name());
+    // guarded's 2-job seeds/s per dialect and replicas, for the ratios.
+    let mut two_jobs: Vec<((Dialect, u32), f64)> = Vec::new();
+    for (server, dialect, replicas) in runs {
+        let name = if replicas > 1 {
+            format!("{server} ({}, {replicas} replicas)", dialect.name())
+        } else {
+            format!("{server} ({})", dialect.name())
+        };
         // Split one thread's time into its phases.
         let (mut gen, mut sim, mut judge) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
         let mut virtual_time = Duration::ZERO;
         for seed in 0..seeds / 4 {
             let t = Instant::now();
-            let plan = hunt::generate_in(seed, dialect);
+            let plan = hunt::generate_for(seed, dialect, replicas).expect("a draw the generator makes");
             gen += t.elapsed();
             let t = Instant::now();
             let run = mcpsim::run(&plan, server, None).expect("run");
@@ -91,12 +98,12 @@ fn main() {
             virtual_time.as_secs_f64() / n
         );
         for jobs in [1, 2] {
-            let opts = HuntOptions { jobs, dialect, ..HuntOptions::new(server, Limit::Seeds(seeds)) };
+            let opts = HuntOptions { jobs, dialect, replicas, ..HuntOptions::new(server, Limit::Seeds(seeds)) };
             let t = Instant::now();
             let report = hunt::hunt(&opts, |_| {}).expect("hunt");
             let wall = t.elapsed().as_secs_f64();
             if server == "guarded" && jobs == 2 {
-                two_jobs.push((dialect, report.seeds_run as f64 / wall));
+                two_jobs.push(((dialect, replicas), report.seeds_run as f64 / wall));
             }
             println!(
                 "{name}: {jobs} job(s): {} seeds in {wall:.2} s = {:.0} seeds/s ({:.0} per core), {} failing",
@@ -107,11 +114,17 @@ fn main() {
             );
         }
     }
-    let rate = |d: Dialect| two_jobs.iter().find(|(x, _)| *x == d).map(|(_, r)| *r);
-    if let (Some(stateless), Some(streamable)) = (rate(Dialect::StatelessHttp), rate(Dialect::StreamableHttp)) {
+    let rate = |d: Dialect, n: u32| two_jobs.iter().find(|(x, _)| *x == (d, n)).map(|(_, r)| *r);
+    if let (Some(stateless), Some(streamable)) = (rate(Dialect::StatelessHttp, 1), rate(Dialect::StreamableHttp, 1)) {
         println!(
             "guarded, 2 jobs: stateless-http / streamable-http seeds/s = {:.2} (issue 27 asks at least 0.80)",
             stateless / streamable
+        );
+    }
+    if let (Some(replicas), Some(single)) = (rate(Dialect::StatelessHttp, 2), rate(Dialect::StatelessHttp, 1)) {
+        println!(
+            "guarded, 2 jobs: 2 replicas / one server seeds/s (stateless-http) = {:.2} (issue 29 asks at least 0.50)",
+            replicas / single
         );
     }
     if with_memory {

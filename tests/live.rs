@@ -21,20 +21,7 @@ fn serve(server: &str) -> String {
 /// The tests wait on real time (live runs at time scale 0.1), not on the CPU:
 /// they run six at a time unless `--test-threads` says otherwise, as the
 /// live runs inside them do (`common::live`).
-/// What a live deployment needs and this machine lacks (HAProxy and Redis,
-/// Debian's packages; `.ci/run` installs both).
-fn deployment_parts_missing() -> Option<String> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let missing: Vec<&str> = ["haproxy", "redis-server"]
-        .into_iter()
-        .filter(|p| !std::env::split_paths(&path).any(|d| d.join(p).is_file()))
-        .collect();
-    (!missing.is_empty())
-        .then(|| format!("live deployments need {} (apt-get install haproxy redis-server)", missing.join(" and ")))
-}
-
 fn main() {
-    let parts = deployment_parts_missing();
     run_with_threads(
         vec![
             Case::new(
@@ -42,8 +29,7 @@ fn main() {
                 live_verdicts_equal_simulated_ones_five_times_in_a_row,
             ),
             Case::new("each_mutant_is_caught_live_by_its_own_check", each_mutant_is_caught_live_by_its_own_check),
-            Case::new("stateless_live_verdicts_equal_simulated_ones", stateless_live_verdicts_equal_simulated_ones)
-                .needs(&parts),
+            Case::new("stateless_live_verdicts_equal_simulated_ones", stateless_live_verdicts_equal_simulated_ones),
             Case::new(
                 "a_live_report_says_it_is_live_and_how_to_run_it_again",
                 a_live_report_says_it_is_live_and_how_to_run_it_again,
@@ -57,18 +43,6 @@ fn main() {
                 what_a_server_does_not_report_is_said_not_guessed,
             ),
             Case::new("the_readmes_live_commands_run_as_written", the_readmes_live_commands_run_as_written),
-            #[cfg(target_os = "linux")]
-            Case::new(
-                "a_live_deployment_runs_behind_haproxy_with_redis_and_leaves_no_process",
-                a_live_deployment_runs_behind_haproxy_with_redis_and_leaves_no_process,
-            )
-            .needs(&parts),
-            #[cfg(target_os = "linux")]
-            Case::new(
-                "haproxy_or_redis_missing_or_dying_is_named_with_exit_4_and_the_partial_trace",
-                haproxy_or_redis_missing_or_dying_is_named_with_exit_4_and_the_partial_trace,
-            )
-            .needs(&parts),
             Case::new(
                 "a_command_that_cannot_start_is_named_with_its_own_words",
                 a_command_that_cannot_start_is_named_with_its_own_words,
@@ -211,6 +185,8 @@ fn stateless_live_verdicts_equal_simulated_ones() {
         .unwrap()
         .map(|e| format!("stateless-http/{}", e.unwrap().file_name().to_string_lossy()))
         .filter(|f| f.ends_with(".toml"))
+        // Deployments play live in tests/live_deploy.rs, on their own.
+        .filter(|f| plan(f).deployment.is_single())
         // One server's own store outlives its restarts in simulation; live,
         // a lone `mcpsim serve` keeps it in its memory (a deployment with a
         // shared store has Redis), so a live restart forgets what a
@@ -228,11 +204,6 @@ fn stateless_live_verdicts_equal_simulated_ones() {
         ("stateless-http/restart-between-rounds.toml", "ephemeral-key"),
         ("stateless-http/nat-rebind.toml", "rmcp"),
         ("stateless-http/tampered-state.toml", "rmcp-unsealed"),
-        // Deployments: replicas behind HAProxy, with Redis when the store is shared.
-        ("stateless-http/once-across-replicas.toml", "local-once"),
-        ("stateless-http/retry-on-another-replica.toml", "ephemeral-key"),
-        ("stateless-http/once-during-store-partition.toml", "rmcp"),
-        ("stateless-http/once-per-replica-store.toml", "rmcp"),
     ]);
     let mut caught = 0;
     for ((file, server), runs) in live(&jobs, 1) {
@@ -760,137 +731,4 @@ fn the_readmes_live_commands_run_as_written() {
     assert!(!accepted.contains("<failure"), "accepted by the baseline: {accepted}");
     assert!(xml.contains("GATE FAILED: naive violated "), "{xml}");
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// The live processes of the `mcpsim run` with pid `run` started with
-/// `MCPSIM_TEST_MARK=mark`: those whose environment carries the mark (its
-/// server processes), its HAProxy (its configuration's path names the run)
-/// and its Redis (whose process title names the run: Redis overwrites its
-/// environment). Zombies have no command line, and the run itself does not
-/// count. Each one's pid and command line.
-#[cfg(target_os = "linux")]
-fn processes_marked(mark: &str, run: u32) -> Vec<(i32, String)> {
-    let needle = format!("MCPSIM_TEST_MARK={mark}");
-    let named = [format!("mcpsim-haproxy-{run}-"), format!("mcpsim-store-{run}")];
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| {
-            let dir = e.ok()?.path();
-            let pid: i32 = dir.file_name()?.to_str()?.parse().ok()?;
-            let env = std::fs::read(dir.join("environ")).ok()?;
-            let cmd = String::from_utf8_lossy(&std::fs::read(dir.join("cmdline")).ok()?).replace('\0', " ");
-            let ours = env.split(|b| *b == 0).any(|v| v == needle.as_bytes()) || named.iter().any(|n| cmd.contains(n));
-            (ours && !cmd.is_empty() && !cmd.contains("mcpsim run")).then_some((pid, cmd))
-        })
-        .collect()
-}
-
-/// `mcpsim run --live ...` started with `MCPSIM_TEST_MARK=mark` (every
-/// process it starts inherits it) and `path` as PATH, if given.
-#[cfg(target_os = "linux")]
-fn marked_live_run(mark: &str, path: Option<&str>, args: &[&str]) -> std::process::Child {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mcpsim"));
-    cmd.args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("MCPSIM_TEST_MARK", mark)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    if let Some(p) = path {
-        cmd.env("PATH", p);
-    }
-    cmd.spawn().unwrap()
-}
-
-/// A scenario that deploys replicas runs live as it does in simulation:
-/// two `mcpsim serve` processes behind HAProxy, a Redis for the shared store
-/// (`store = "shared"`), each replica's reports named by its replica. All
-/// of them run while the run does, and none is left after it.
-#[cfg(target_os = "linux")]
-fn a_live_deployment_runs_behind_haproxy_with_redis_and_leaves_no_process() {
-    let mark = format!("deploy-{}", std::process::id());
-    let file = "scenarios/stateless-http/once-across-replicas.toml";
-    let child = marked_live_run(&mark, None, &["run", "--live", &serve("guarded"), file, "--time-scale", "0.1"]);
-    let run = child.id();
-    std::thread::sleep(Duration::from_millis(2500));
-    let running = processes_marked(&mark, run);
-    let count = |what: &str| running.iter().filter(|(_, c)| c.contains(what) && !c.starts_with("sh ")).count();
-    assert_eq!(count("haproxy"), 1, "{running:#?}");
-    assert_eq!(count("redis-server"), 1, "{running:#?}");
-    assert_eq!(count("serve --server guarded"), 2, "{running:#?}");
-    let out = child.wait_with_output().unwrap();
-    let report = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{report}\n{}", text(&out.stderr));
-    assert!(report.contains("deployment: 2 replicas behind a balancer routing round-robin, with one shared store"));
-    assert!(report.contains("app on replica 2: accepted requestState"), "{report}");
-    assert!(report.contains("app on replica 1: refused requestState") && report.contains("already redeemed"));
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(processes_marked(&mark, run), Vec::new());
-}
-
-/// HAProxy or Redis missing is named, with its package, exit 4, before
-/// anything runs; either dying mid-run ends the run, named, exit 4, with
-/// the trace up to then; no process of the run is left in any case.
-#[cfg(target_os = "linux")]
-fn haproxy_or_redis_missing_or_dying_is_named_with_exit_4_and_the_partial_trace() {
-    let file = "scenarios/stateless-http/once-across-replicas.toml";
-    let args = |trace: &str| -> Vec<String> {
-        ["run", "--live", &serve("guarded"), file, "--time-scale", "0.1", "--trace", trace].map(String::from).to_vec()
-    };
-    // Missing: a PATH with sh (and, the first time, Redis) but no HAProxy.
-    let bin = common::tmp("live", "deploy-bin");
-    let _ = std::fs::remove_dir_all(&bin);
-    std::fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink("/bin/sh", bin.join("sh")).unwrap();
-    let redis = std::env::split_paths(&std::env::var_os("PATH").unwrap())
-        .map(|d| d.join("redis-server"))
-        .find(|p| p.is_file())
-        .expect("redis-server is installed (.ci/run installs it)");
-    std::os::unix::fs::symlink(redis, bin.join("redis-server")).unwrap();
-    for (missing, package) in [("haproxy", "haproxy"), ("redis-server", "redis-server")] {
-        if missing == "redis-server" {
-            std::fs::remove_file(bin.join("redis-server")).unwrap();
-        }
-        let mark = format!("missing-{missing}-{}", std::process::id());
-        let trace = common::tmp("live", &format!("missing-{missing}.jsonl"));
-        let a = args(trace.to_str().unwrap());
-        let a: Vec<&str> = a.iter().map(String::as_str).collect();
-        let child = marked_live_run(&mark, Some(bin.to_str().unwrap()), &a);
-        let run = child.id();
-        let out = child.wait_with_output().unwrap();
-        let err = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(4), "{err}");
-        assert!(err.contains(&format!("{missing} is not installed")), "{err}");
-        assert!(err.contains(&format!("apt-get install {package}")), "{err}");
-        std::thread::sleep(Duration::from_millis(300));
-        assert_eq!(processes_marked(&mark, run), Vec::new(), "after a missing {missing}");
-    }
-    // Dying mid-run: killed by a signal once the run is under way.
-    for (part, name) in
-        [("haproxy", "haproxy (the load balancer)"), ("redis-server", "redis-server (the shared store)")]
-    {
-        let mark = format!("dying-{part}-{}", std::process::id());
-        let trace = common::tmp("live", &format!("dying-{part}.jsonl"));
-        let _ = std::fs::remove_file(&trace);
-        let a = args(trace.to_str().unwrap());
-        let a: Vec<&str> = a.iter().map(String::as_str).collect();
-        let child = marked_live_run(&mark, None, &a);
-        let run = child.id();
-        std::thread::sleep(Duration::from_millis(2500));
-        let running = processes_marked(&mark, run);
-        let pids: Vec<i32> =
-            running.iter().filter(|(_, c)| c.contains(part) && !c.starts_with("sh ")).map(|(p, _)| *p).collect();
-        assert_eq!(pids.len(), 1, "one {part} runs: {running:#?}");
-        // SAFETY: kill(2) on a process this test's run started.
-        unsafe {
-            libc::kill(pids[0], libc::SIGKILL);
-        }
-        let out = child.wait_with_output().unwrap();
-        let err = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(4), "{err}");
-        assert!(err.contains(&format!("{name} was killed by signal 9 mid-run")), "{err}");
-        let kept = std::fs::read_to_string(&trace).unwrap();
-        assert!(kept.contains("deployment-started") && kept.contains("run-cut"), "the partial trace is kept: {kept}");
-        std::thread::sleep(Duration::from_millis(300));
-        assert_eq!(processes_marked(&mark, run), Vec::new(), "after {part} died");
-    }
 }

@@ -263,3 +263,65 @@ fn the_partition_step_round_trips_and_its_mistakes_are_located() {
     let e = err(shared, "replica = 1\nclient = \"alice\"\n");
     assert!(e.contains("`client` does not apply to step `partition`"), "{e}");
 }
+
+fn replica_hunt(server: &str, seeds: u64) -> mcpsim::hunt::HuntOptions {
+    mcpsim::hunt::HuntOptions {
+        jobs: 2,
+        shrink_budget: 0,
+        dialect: mcpsim::scenario::Dialect::StatelessHttp,
+        replicas: 2,
+        ..mcpsim::hunt::HuntOptions::new(server, mcpsim::hunt::Limit::Seeds(seeds))
+    }
+}
+
+/// A replica hunt draws deployments in which a correct server keeps its
+/// promises (a shared store), with partitions from the store among the
+/// faults: guarded is clean on them, and they are deterministic.
+#[test]
+fn guarded_is_clean_on_replica_hunt_seeds_and_they_are_deterministic() {
+    let plan = mcpsim::hunt::generate_for(7, mcpsim::scenario::Dialect::StatelessHttp, 3).unwrap();
+    assert_eq!(plan.deployment.replicas, 3);
+    assert_eq!(plan.deployment.store, StoreKind::Shared);
+    plan.validate().unwrap();
+    // The same seed's traffic and faults, deployed.
+    let single = mcpsim::hunt::generate_in(7, mcpsim::scenario::Dialect::StatelessHttp);
+    let kinds = |p: &Plan| p.steps.iter().filter(|s| s.action.name() != "partition").count();
+    assert_eq!(kinds(&plan), kinds(&single));
+    let partitions: usize = (0..200u64)
+        .map(|s| mcpsim::hunt::generate_for(s, mcpsim::scenario::Dialect::StatelessHttp, 2).unwrap())
+        .map(|p| p.steps.iter().filter(|s| s.action.name() == "partition").count())
+        .sum();
+    assert!(partitions > 100, "partitions are drawn: {partitions} in 200 seeds");
+    let e = mcpsim::hunt::generate_for(7, mcpsim::scenario::Dialect::StreamableHttp, 2).unwrap_err().to_string();
+    assert!(e.contains("stateless-http\" only so far"), "{e}");
+
+    let opts = mcpsim::hunt::HuntOptions { check_determinism: true, ..replica_hunt("guarded", 400) };
+    let report = mcpsim::hunt::hunt(&opts, |_| {}).unwrap();
+    assert_eq!(report.seeds_run, 400);
+    assert!(report.bugs.is_empty(), "{:#?}", report.bugs);
+    assert_eq!(report.nondeterministic_seeds(), 0);
+    assert!(
+        opts.replay_command(5).ends_with("--dialect stateless-http --replicas 2 --seed 5"),
+        "{}",
+        opts.replay_command(5)
+    );
+}
+
+/// `local-once` keeps its single-use registry in each replica's memory: a
+/// replica hunt catches it by its own check, with one signature.
+#[test]
+fn a_replica_hunt_catches_local_once_by_its_own_check() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("replicas-local-once");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let opts = mcpsim::hunt::HuntOptions { out: Some(dir), shrink_budget: 150, ..replica_hunt("local-once", 2000) };
+    let report = mcpsim::hunt::hunt(&opts, |_| {}).unwrap();
+    let rows: Vec<&str> = report.bugs.iter().map(|b| b.signature.as_str()).collect();
+    assert_eq!(rows, ["exactly-once | redeemed-twice"], "{} failing seeds", report.failing_seeds);
+    assert!(report.bugs[0].checks.iter().any(|c| c == "exactly-once"), "{:?}", report.bugs[0].checks);
+    // Its reproducer, shrunk, keeps the deployment that makes it fail.
+    let file = report.bugs[0].file.as_ref().expect("shrunk to a file");
+    let text = std::fs::read_to_string(file).unwrap();
+    assert!(text.contains("[deployment]\nreplicas = 2\n"), "{text}");
+    assert!(text.contains("--replicas 2 --seed"), "{text}");
+}

@@ -8,7 +8,7 @@
 //! signature wins (fewer steps, then the lower seed).
 
 use super::signature::{bucket, short_id, signature};
-use super::{generate_in, shrink, HuntOptions, SeedOutcome};
+use super::{shrink, HuntOptions, SeedOutcome};
 use crate::check;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -165,7 +165,7 @@ impl<'a> Table<'a> {
         let repro = self.opts.replay_command(o.seed);
         let shrinkable = self.shrinks() && f.check != "protocol" && f.check != "nondeterminism";
         let (sig, checks, shrunk) = if shrinkable {
-            let plan = generate_in(o.seed, self.opts.dialect);
+            let plan = super::draw(o.seed, self.opts.dialect, self.opts.replicas);
             let shrunk = match &self.opts.live {
                 // Live: every candidate is a real run of the process (`--shrink-runs` bounds them).
                 Some(live) => {

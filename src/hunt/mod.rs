@@ -41,6 +41,43 @@ pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
     }
 }
 
+/// Draws the plan of one seed in `dialect` on `replicas` replicas (1: one
+/// server, [`generate_in`]). Deployments are drawn in stateless-http only
+/// so far ([`stateless::generate_deployed`]).
+pub fn generate_for(seed: u64, dialect: Dialect, replicas: u32) -> Result<Plan> {
+    if !(1..=crate::scenario::MAX_REPLICAS).contains(&replicas) {
+        return Err(crate::Error::usage(format!(
+            "--replicas must be between 1 and {}, not {replicas}",
+            crate::scenario::MAX_REPLICAS
+        )));
+    }
+    if replicas > 1 && dialect.has_sessions() {
+        return Err(crate::Error::usage(format!(
+            "--replicas: hunts deploy replicas in dialect \"stateless-http\" only so far, not {:?} (docs/replicas.md)",
+            dialect.name()
+        )));
+    }
+    Ok(draw(seed, dialect, replicas))
+}
+
+/// [`generate_for`] of a combination it accepts.
+fn draw(seed: u64, dialect: Dialect, replicas: u32) -> Plan {
+    if replicas > 1 {
+        stateless::generate_deployed(seed, replicas)
+    } else {
+        generate_in(seed, dialect)
+    }
+}
+
+/// ` --replicas N` when `replicas` is more than one (for repro commands).
+fn replicas_flag(replicas: u32) -> String {
+    if replicas > 1 {
+        format!(" --replicas {replicas}")
+    } else {
+        String::new()
+    }
+}
+
 use crate::scenario::{Dialect, Plan};
 use crate::seed::Seed;
 use crate::server::ServerPlug;
@@ -118,7 +155,7 @@ pub fn run_seed(server: &str, seed: u64, check_determinism: bool) -> Result<Seed
 
 /// Generates, runs and judges one seed in `dialect`.
 pub fn run_seed_in(server: &str, seed: u64, check_determinism: bool, dialect: Dialect) -> Result<SeedOutcome> {
-    run_seed_with(Under { server, plug: None, live: None }, seed, check_determinism, dialect)
+    run_seed_with(Under { server, plug: None, live: None }, seed, check_determinism, (dialect, 1))
 }
 
 /// The server a seed runs against: built in by name, a plug-in, or a live process.
@@ -143,8 +180,14 @@ impl std::fmt::Debug for PlugFactory {
     }
 }
 
-fn run_seed_with(under: Under, seed: u64, check_determinism: bool, dialect: Dialect) -> Result<SeedOutcome> {
-    let plan = generate_in(seed, dialect);
+/// Runs seed `seed` of the draw `(dialect, replicas)` under `under`.
+fn run_seed_with(
+    under: Under,
+    seed: u64,
+    check_determinism: bool,
+    (dialect, replicas): (Dialect, u32),
+) -> Result<SeedOutcome> {
+    let plan = draw(seed, dialect, replicas);
     let run_once = || match (under.live, under.plug) {
         (Some(l), _) => crate::live::run(&plan, l),
         (None, Some(f)) => crate::world::run_with(&plan, (f.0)(&plan, plan.seed), plan.seed),
@@ -241,7 +284,7 @@ pub fn confirm_live(opts: &HuntOptions, report: &mut HuntReport) -> Result<()> {
             }
             None => {
                 let under = Under { server: &opts.server, plug: None, live: Some(live) };
-                let o = run_seed_with(under, bug.first_seed, false, opts.dialect)?;
+                let o = run_seed_with(under, bug.first_seed, false, (opts.dialect, opts.replicas))?;
                 Ok(o.failures.iter().any(|f| bug.signature.strip_prefix("unshrunk | ") == Some(f.kind().as_str())))
             }
         }
@@ -304,6 +347,8 @@ pub struct HuntOptions {
     pub max_bugs: Option<usize>,
     /// The dialect of the generated plans.
     pub dialect: Dialect,
+    /// How many replicas each generated plan deploys (1: one server).
+    pub replicas: u32,
     /// The wall-clock bound on one seed ([`crate::watchdog`]): a seed that
     /// outlives it is a harness failure, and the hunt goes on.
     pub watchdog: Duration,
@@ -336,6 +381,7 @@ impl HuntOptions {
             shrink_budget: 300,
             max_bugs: None,
             dialect: default_dialect(server),
+            replicas: 1,
             watchdog: crate::watchdog::DEFAULT,
             plug: None,
             live: None,
@@ -352,14 +398,20 @@ impl HuntOptions {
     pub fn replay_command(&self, seed: u64) -> String {
         if let Some(l) = &self.live {
             return format!(
-                "mcpsim hunt --live {}{} --dialect {} --seed {seed} --seeds 1 --no-shrink --time-scale {}",
+                "mcpsim hunt --live {}{} --dialect {}{} --seed {seed} --seeds 1 --no-shrink --time-scale {}",
                 crate::trace::run::shell_quote(&l.command),
                 l.config.flags(),
                 self.dialect.name(),
+                replicas_flag(self.replicas),
                 l.time_scale
             );
         }
-        format!("mcpsim replay --server {}{} --seed {seed}", self.server, dialect_flag(&self.server, self.dialect))
+        format!(
+            "mcpsim replay --server {}{}{} --seed {seed}",
+            self.server,
+            dialect_flag(&self.server, self.dialect),
+            replicas_flag(self.replicas)
+        )
     }
 
     /// The command that repeats this hunt.
@@ -375,19 +427,21 @@ impl HuntOptions {
                 None => "--no-shrink".into(),
             };
             return format!(
-                "mcpsim hunt --live {}{} --dialect {} --seed {} {limit} --jobs {} --shard {k}/{n} {shrink} --time-scale {}",
+                "mcpsim hunt --live {}{} --dialect {}{} --seed {} {limit} --jobs {} --shard {k}/{n} {shrink} --time-scale {}",
                 crate::trace::run::shell_quote(&l.command),
                 l.config.flags(),
                 self.dialect.name(),
+                replicas_flag(self.replicas),
                 self.base_seed,
                 self.jobs,
                 l.time_scale
             );
         }
         format!(
-            "mcpsim hunt --server {}{} --seed {} {limit} --jobs {} --shard {k}/{n}",
+            "mcpsim hunt --server {}{}{} --seed {} {limit} --jobs {} --shard {k}/{n}",
             self.server,
             dialect_flag(&self.server, self.dialect),
+            replicas_flag(self.replicas),
             self.base_seed,
             self.jobs
         )
@@ -466,6 +520,8 @@ pub fn hunt(opts: &HuntOptions, on: impl FnMut(Progress)) -> Result<HuntReport> 
     if n == 0 || k == 0 || k > n {
         return Err(Error::usage(format!("--shard {k}/{n}: expected K/N with 1 <= K <= N")));
     }
+    // A draw the generator cannot make is refused before any seed runs.
+    generate_for(opts.base_seed, opts.dialect, opts.replicas)?;
     if let Some(out) = &opts.out {
         std::fs::create_dir_all(out).map_err(|e| Error::io(format!("{}: cannot create: {e}", out.display())))?;
     }
@@ -601,12 +657,13 @@ fn run_guarded(
     runner: &mut crate::watchdog::Runner<Result<SeedOutcome>>,
     seed: u64,
 ) -> Result<Seeded> {
-    let (server, check_determinism, dialect) = (opts.server.clone(), opts.check_determinism, opts.dialect);
+    let (server, check_determinism, draw) =
+        (opts.server.clone(), opts.check_determinism, (opts.dialect, opts.replicas));
     let plug = opts.plug.clone();
     let live = opts.live.clone();
     let guarded = runner.run(opts.watchdog, move || {
         let under = Under { server: &server, plug: plug.as_ref(), live: live.as_ref() };
-        run_seed_with(under, seed, check_determinism, dialect)
+        run_seed_with(under, seed, check_determinism, draw)
     });
     match guarded {
         Ok(Ok(o)) if o.harness.is_none() => Ok(Seeded::Judged(Box::new(o))),

@@ -270,6 +270,36 @@ pub fn generate(seed: u64) -> Plan {
     d.into_plan(seed, faults)
 }
 
+/// The stateless plan of one seed deployed on `replicas` replicas behind a
+/// balancer that share a store: the only deployments a hunt draws, because
+/// in them a correct server can keep every promise (with a store each, no
+/// server keeps a one-time state one-time across replicas: the bundled
+/// `stateless-once-per-replica-store` shows that, as inherent). The plan is
+/// [`generate`]'s, with a routing and up to two partitions between a
+/// replica and the store drawn from the seed's own stream
+/// (`hunt.stateless.deploy`), so that one seed's traffic and faults are
+/// the same with and without replicas.
+pub fn generate_deployed(seed: u64, replicas: u32) -> Plan {
+    use crate::scenario::{Deployment, Routing, StoreKind};
+    let mut plan = generate(seed);
+    let mut rng = Seed(seed).stream("hunt.stateless.deploy");
+    let routing =
+        *[Routing::RoundRobin, Routing::LeastConnections, Routing::Source].choose(&mut rng).expect("non-empty");
+    plan.deployment = Deployment { replicas, routing, store: StoreKind::Shared };
+    let cuts = rng.random_range(0..=2);
+    for _ in 0..cuts {
+        let at = ms(rng.random_range(500..FAULTS_END.as_millis() as u64));
+        let replica = rng.random_range(1..=replicas);
+        let lasts = Some(ms(rng.random_range(1_000..6_000)));
+        plan.steps.push(Step { at, after: None, id: None, action: Action::Partition { replica, lasts } });
+    }
+    // Stable: the generated steps keep their order among equal times.
+    plan.steps.sort_by_key(|s| s.at);
+    plan.description
+        .push_str(&format!("; {replicas} replicas routing {}, one shared store, {cuts} partition(s)", routing.name()));
+    plan
+}
+
 /// The situations a stateless hunt measures, in the order the summary prints them.
 pub const SITUATIONS: [&str; 10] = [
     HALF_OPEN_MID_RUN,

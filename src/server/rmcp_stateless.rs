@@ -112,14 +112,25 @@ struct Payload {
 struct Redeem {
     nonce: String,
     reply: tokio::sync::oneshot::Sender<Result<bool, String>>,
+    /// What reports the redemption if the handler is gone by its answer
+    /// (its client closed the request): a state the store recorded as
+    /// redeemed is never spent unseen.
+    orphan: Report,
 }
 
 /// Runs the single-use registry's commands on the store, from rmcp's
 /// (`Send`) handlers to the (local) store.
-async fn registry(mut rx: mpsc::UnboundedReceiver<Redeem>, store: Rc<dyn crate::store::Store>) {
+async fn registry(
+    mut rx: mpsc::UnboundedReceiver<Redeem>,
+    store: Rc<dyn crate::store::Store>,
+    report: mpsc::UnboundedSender<Report>,
+) {
     while let Some(r) = rx.recv().await {
         let first = store.set_nx(&format!("mcpsim:once:{}", r.nonce), "redeemed", None).await;
-        let _ = r.reply.send(first.map_err(|e| e.to_string()));
+        let recorded = first == Ok(true);
+        if r.reply.send(first.map_err(|e| e.to_string())).is_err() && recorded {
+            let _ = report.send(r.orphan);
+        }
     }
 }
 
@@ -165,7 +176,7 @@ impl App {
         st: &str,
         tool: &ToolSpec,
         digest: &str,
-        principal: &str,
+        (call, id, principal): (&str, &RpcId, &str),
         ad: &str,
     ) -> Result<Payload, String> {
         let p: Payload = match &self.codec {
@@ -184,7 +195,14 @@ impl App {
         if tool.once {
             let (reply, first) = tokio::sync::oneshot::channel();
             let gone = || "the single-use registry stopped".to_string();
-            self.redeem.send(Redeem { nonce: p.n.clone(), reply }).map_err(|_| gone())?;
+            let orphan = Report::Checked {
+                call: call.to_string(),
+                id: id.clone(),
+                principal: principal.to_string(),
+                state: st.to_string(),
+                verdict: StateVerdict::Accepted,
+            };
+            self.redeem.send(Redeem { nonce: p.n.clone(), reply, orphan }).map_err(|_| gone())?;
             match first.await.map_err(|_| gone())? {
                 Ok(true) => {}
                 Ok(false) => return Err("this one-time state was already redeemed".into()),
@@ -275,7 +293,7 @@ impl ServerHandler for App {
                     };
                     return Ok(result.into());
                 }
-                Some(st) => match self.open(st, &tool, &digest, &principal, &ad).await {
+                Some(st) => match self.open(st, &tool, &digest, (&call, &id, &principal), &ad).await {
                     Ok(p) => {
                         let verdict = StateVerdict::Accepted;
                         self.send(Report::Checked {
@@ -405,6 +423,7 @@ impl ServerPlug for RmcpStateless {
             Arc::new(RequestStateCodec::try_new(key.to_vec()).expect("a 32-byte key is long enough for rmcp"))
         });
         let (tx, rx) = mpsc::unbounded_channel();
+        let report = tx.clone();
         let (redeem, redeems) = mpsc::unbounded_channel();
         let app = App {
             tools: self.tools.clone().into(),
@@ -427,7 +446,7 @@ impl ServerPlug for RmcpStateless {
             StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(NeverSessionManager::default()), config);
         Box::pin(async move {
             tokio::task::spawn_local(pump(rx, hook.report.clone()));
-            tokio::task::spawn_local(registry(redeems, hook.store.clone()));
+            tokio::task::spawn_local(registry(redeems, hook.store.clone(), report.clone()));
             tokio::task::spawn_local(commands(hook, app));
             loop {
                 let Ok((stream, _)) = listener.accept().await else { continue };

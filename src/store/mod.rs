@@ -244,6 +244,12 @@ pub type Connector = Rc<dyn Fn() -> Pin<Box<dyn Future<Output = std::io::Result<
 struct Open {
     stream: Box<dyn crate::net::Connection>,
     buf: Vec<u8>,
+    /// A command was sent and its reply not read yet: set while an exchange
+    /// runs. Found set by the next exchange, it means the last one was
+    /// cancelled halfway (its caller's future dropped: a request handler
+    /// whose client went away), and its reply may still come: the
+    /// connection cannot tell which reply is whose, and is dropped.
+    busy: bool,
 }
 
 /// A RESP client: the simulated store host or a real Redis, one connection
@@ -288,11 +294,15 @@ impl RespStore {
 
     async fn exchange(&self, args: &[Vec<u8>]) -> Result<Frame, String> {
         let mut slot = self.conn.lock().await;
+        if slot.as_ref().is_some_and(|o| o.busy) {
+            *slot = None;
+        }
         if slot.is_none() {
             let stream = (self.connect)().await.map_err(|e| format!("cannot connect: {e}"))?;
-            *slot = Some(Open { stream, buf: Vec::new() });
+            *slot = Some(Open { stream, buf: Vec::new(), busy: false });
         }
         let open = slot.as_mut().expect("just opened");
+        open.busy = true;
         let result = async {
             let mut out = Vec::new();
             Frame::command(args).encode(&mut out);
@@ -300,6 +310,7 @@ impl RespStore {
             loop {
                 if let Some((frame, used)) = resp::parse(&open.buf).map_err(|e| e.to_string())? {
                     open.buf.drain(..used);
+                    open.busy = false;
                     return Ok(frame);
                 }
                 let mut chunk = [0u8; 4096];
@@ -321,7 +332,8 @@ impl RespStore {
 impl Store for RespStore {
     fn call(&self, args: Vec<Vec<u8>>) -> Reply<'_> {
         Box::pin(async move {
-            match crate::clock::timeout(self.timeout, self.exchange(&args)).await {
+            let r = crate::clock::timeout(self.timeout, self.exchange(&args)).await;
+            match r {
                 Ok(Ok(Frame::Error(e))) => Err(StoreError::Refused(e)),
                 Ok(Ok(f)) => Ok(f),
                 Ok(Err(why)) => Err(StoreError::Unreachable(why)),
@@ -378,6 +390,19 @@ mod tests {
             // The data outlived the partition; the command lost to it never arrived.
             assert_eq!(store.incr("epoch").await, Ok(2));
             assert_eq!(store.set_nx("once:n2", "redeemed", None).await, Ok(true));
+            // A command cancelled once sent (its caller went away: a request
+            // handler whose client closed) must not hand its reply to the next
+            // command. A hunt found that: the stale OK let a replica redeem a
+            // one-time state the store had never recorded for it.
+            let sent = store.clone();
+            let cancelled = tokio::task::spawn_local(async move { sent.set_nx("once:n3", "redeemed", None).await });
+            for _ in 0..3 {
+                tokio::task::yield_now().await;
+            }
+            cancelled.abort();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            assert_eq!(store.get("once:n3").await, Ok(Some(b"redeemed".to_vec())));
+            assert_eq!(store.incr("epoch").await, Ok(3));
             Ok(())
         });
         sim.run().unwrap();

@@ -146,6 +146,9 @@ pub(crate) enum Command {
         /// The dialect the hunt used (default: the server's).
         #[arg(long, value_enum)]
         dialect: Option<DialectArg>,
+        /// The replicas the hunt deployed (its --replicas).
+        #[arg(long, value_name = "N", default_value_t = 1)]
+        replicas: u32,
         /// Write the seed's generated plan to FILE as a scenario, unshrunk
         /// (`mcpsim run FILE` then runs it; add an [expect] to keep it).
         #[arg(long, value_name = "FILE")]
@@ -326,6 +329,11 @@ pub(crate) struct HuntArgs {
     /// for the reference engine, streamable-http for rmcp and for --live).
     #[arg(long, value_enum)]
     pub(crate) dialect: Option<DialectArg>,
+    /// Deploy every generated plan on N replicas (2 to 8) behind a balancer, with one shared
+    /// store and partitions between a replica and the store among the faults (stateless-http;
+    /// docs/replicas.md). Default: one server.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub(crate) replicas: u32,
     /// Hunt a real server process: each generated plan is played live against COMMAND (as
     /// `run --live` does; docs/live-protocol.md), one process per plan. Each new finding is
     /// shrunk live (every candidate a real run; --shrink-runs, default 20) unless --no-shrink;

@@ -102,9 +102,9 @@ fn main() -> ExitCode {
         Command::Serve { server, port, dialect, store } => serve(server, port, dialect, store),
         Command::Hunt { merge: Some(HuntCommand::Merge { files }), .. } => merge(files),
         Command::Hunt { merge: None, args } => hunt(args),
-        Command::Replay { server, seed, trace, timeline, dialect, scenario } => {
+        Command::Replay { server, seed, trace, timeline, dialect, replicas, scenario } => {
             let dialect = DialectArg::resolve(dialect, &server);
-            replay(server, seed, dialect, trace, timeline, scenario)
+            replay(server, seed, (dialect, replicas), trace, timeline, scenario)
         }
         Command::List { what } => list(what),
         Command::Explain { check } => explain(&check),

@@ -112,6 +112,8 @@ pub(crate) struct Index {
     pub store_timeout: SimTime,
     /// Each replica's cuts from the store: (replica, from, until; `None`: to the end).
     pub store_cuts: Vec<(u32, SimTime, Option<SimTime>)>,
+    /// When the server restarted (`restart-server` steps).
+    pub restarts: Vec<SimTime>,
     pub checked: Vec<Checked>,
     pub abandoned: Vec<(String, String, String, SimTime, u64)>,
     pub crashed: BTreeMap<String, Vec<SimTime>>,
@@ -223,6 +225,7 @@ impl Index {
                     ix.store_timeout = SimTime(store_timeout_us.unwrap_or(0));
                 }
                 What::StorePartitioned { replica } => ix.store_cuts.push((*replica, t, None)),
+                What::Step { action: crate::vocab::StepKind::RestartServer, .. } => ix.restarts.push(t),
                 What::StoreHealed { replica } => {
                     if let Some(c) = ix.store_cuts.iter_mut().rev().find(|c| c.0 == *replica && c.2.is_none()) {
                         c.2 = Some(t);

@@ -418,6 +418,21 @@ fn liveness(ix: &Index) -> Status {
                     (format!("its last request, valid, got JSON-RPC error {code} ({message})"), *t, *seq)
                 }
                 Validity::Invalid => continue,
+                Validity::SpentUnseen => {
+                    out.push(v(
+                        CheckId::Liveness,
+                        F::CallNeverCompleted {
+                            client: client.to_string(),
+                            call: call.to_string(),
+                            attempts: attempts.len(),
+                            last: format!("its one-time state was refused (error {code}: {message}) after an earlier request presenting it went unanswered across a server restart or a cut from the store, which may have recorded its redemption; inherent: a state spent by a request the server never finished cannot be spent again"),
+                        },
+                        *t,
+                        vec![attempts[0].seq, *seq],
+                        true,
+                    ));
+                    continue;
+                }
                 Validity::StoreCut(replica) => {
                     out.push(v(
                         CheckId::Liveness,
@@ -597,6 +612,13 @@ enum Validity {
     /// not reach the shared store (a partition): refusing is the only answer
     /// that keeps the state one-time (inherent to the partition).
     StoreCut(u32),
+    /// Its one-time state may have been redeemed where the trace cannot see
+    /// it: an earlier request presenting it was in flight, unanswered, when
+    /// the server restarted, or was refused while its replica was cut from
+    /// the store. The store may hold that redemption (recorded before the
+    /// process died, or whose answer the cut lost): a refusal is right, and
+    /// the call cannot complete (inherent).
+    SpentUnseen,
 }
 
 /// Whether attempt `s` was valid as sent: no state, or its own state as the
@@ -634,10 +656,29 @@ fn validity(ix: &Index, s: &index::Sent) -> Validity {
             })
             .then_some(replica)
     });
-    match cut {
-        Some(replica) if m.once => Validity::StoreCut(replica),
-        _ => Validity::Valid,
+    if let (Some(replica), true) = (cut, m.once) {
+        return Validity::StoreCut(replica);
     }
+    let before = checked_at.unwrap_or(SimTime(u64::MAX));
+    let unseen = ix.sent.iter().filter(|o| o.seq != s.seq && o.t < before).any(|o| {
+        let Some(q) = o.state.as_ref().filter(|q| q.fp == p.fp) else { return false };
+        let theirs: Vec<&index::Checked> =
+            ix.checked.iter().filter(|c| c.3 == q.fp && c.1 == o.id && c.2 == o.principal).collect();
+        let ended = o.end.as_ref().map_or(SimTime(u64::MAX), |e| e.1);
+        let across_restart = theirs.is_empty() && ix.restarts.iter().any(|r| o.t < *r && *r <= ended);
+        let refused_cut = theirs.iter().any(|c| {
+            c.7.is_some_and(|replica| {
+                ix.store_cuts.iter().any(|&(r, from, until)| {
+                    r == replica && from <= c.5 && until.is_none_or(|u| c.5 .0 <= u.0 + ix.store_timeout.0)
+                })
+            })
+        });
+        across_restart || refused_cut
+    });
+    if m.once && unseen {
+        return Validity::SpentUnseen;
+    }
+    Validity::Valid
 }
 
 /// `protocol`: the server spoke MCP 2026-07-28 as a client can read it.

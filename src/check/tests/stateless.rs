@@ -473,6 +473,49 @@ fn liveness_fires_on_a_valid_state_refused_and_not_on_an_expired_one() {
     assert!(passed(&retry(90_000), CheckId::Liveness));
 }
 
+/// A one-time state presented by a request that went unanswered across a
+/// server restart may have been redeemed before the process died (the store
+/// outlives it): the later refusal of the client's retry is inherent. The
+/// same refusal with no restart is the server's doing.
+#[test]
+fn a_one_time_state_spent_by_a_request_lost_to_a_restart_is_an_inherent_refusal() {
+    let trace = |restart: bool| {
+        let b = Sb::new(200)
+            .client("alice")
+            .tool("t", true, false)
+            .at(1_000)
+            .send("alice", 1, "c1", 1, Attempt::First, None)
+            .minted("c1", 1, "alice", "fp1", 60, true)
+            .end("alice", 1, "c1", 1, CallEnd::InputRequired { state: Some("fp1".into()) })
+            .at(2_000)
+            .send("alice", 2, "c1", 2, Attempt::Retry, state("fp1", StateHow::AsReceived))
+            .at(2_100);
+        let b = if restart {
+            b.push(What::Step {
+                index: 0,
+                action: crate::vocab::StepKind::RestartServer,
+                detail: "the server restarts".into(),
+                expect: None,
+            })
+        } else {
+            b
+        };
+        b.at(2_500)
+            .end("alice", 2, "c1", 2, CallEnd::Lost { why: "connection closed".into() })
+            .at(3_000)
+            .send("alice", 3, "c1", 3, Attempt::Reissue, state("fp1", StateHow::AsReceived))
+            .checked("c1", 3, "alice", "fp1", StateVerdict::Refused { why: "already redeemed".into() })
+            .end("alice", 3, "c1", 3, CallEnd::Error { code: -32602, message: "already redeemed".into() })
+            .trace()
+    };
+    let with = trace(true);
+    assert!(inherent_only(&with, CheckId::Liveness));
+    assert!(headlines(&with, CheckId::Liveness)[0].contains("went unanswered across a server restart"));
+    let without = trace(false);
+    assert!(!inherent_only(&without, CheckId::Liveness));
+    assert!(headlines(&without, CheckId::Liveness)[0].contains("its last request, valid, got JSON-RPC error -32602"));
+}
+
 #[test]
 fn protocol_fires_on_a_server_error_and_an_unreadable_result() {
     let t = |end| {

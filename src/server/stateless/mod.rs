@@ -374,7 +374,7 @@ async fn call(shared: &Rc<Shared>, id: RpcId, principal: &str, params: &Value) -
                 return json(StatusCode::OK, &mrtr::input_required(id, "confirm", method, &ask, &st));
             }
             Some(Value::String(st)) => {
-                let verdict = check_state(shared, &tool, &digest, principal, st).await;
+                let verdict = check_state(shared, &tool, &digest, (&call, &id, principal), st).await;
                 match verdict {
                     Ok(p) => {
                         report.state_checked(&call, &id, principal, st, StateVerdict::Accepted);
@@ -511,13 +511,15 @@ fn listen(shared: &Rc<Shared>, id: RpcId, principal: &str) -> Response<Body> {
 }
 
 /// Opens and checks a presented state under the policy: the payload, or why it is refused.
+/// `who`: the call, request id and principal of the request that presents it.
 async fn check_state(
     shared: &Shared,
     tool: &ToolSpec,
     digest: &str,
-    principal: &str,
+    who: (&str, &RpcId, &str),
     st: &str,
 ) -> Result<Payload, String> {
+    let (call, id, principal) = who;
     let p = shared.codec.open(st)?;
     let pol = &shared.policy;
     if pol.bind_request && (p.t != tool.name || p.a != digest) {
@@ -533,10 +535,26 @@ async fn check_state(
         let first = if pol.registry_in_store {
             // Kept while the state could still be presented.
             let ttl = pol.expiry.then(|| std::time::Duration::from_micros(p.e.saturating_sub(now_us()) + 1_000_000));
-            match shared.app.store.set_nx(&format!("mcpsim:once:{}", p.n), "redeemed", ttl).await {
-                Ok(first) => first,
+            // The redemption runs to its end in a task of its own: if the
+            // request goes away while the store answers (its client closed
+            // it), a redemption the store recorded is still reported, so
+            // that no state is spent unseen.
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let (store, key) = (shared.app.store.clone(), format!("mcpsim:once:{}", p.n));
+            let (report, who) = (shared.app.report.clone(), (call.to_string(), id.clone(), principal.to_string()));
+            let state = st.to_string();
+            tokio::task::spawn_local(async move {
+                let r = store.set_nx(&key, "redeemed", ttl).await;
+                let recorded = r == Ok(true);
+                if tx.send(r).is_err() && recorded {
+                    report.state_checked(&who.0, &who.1, &who.2, &state, StateVerdict::Accepted);
+                }
+            });
+            match rx.await {
+                Ok(Ok(first)) => first,
                 // Fail closed: better a refused call than a second redemption.
-                Err(e) => return Err(format!("the single-use registry could not be consulted ({e})")),
+                Ok(Err(e)) => return Err(format!("the single-use registry could not be consulted ({e})")),
+                Err(_) => return Err("the single-use registry stopped".into()),
             }
         } else {
             shared.redeemed_here.borrow_mut().insert(p.n.clone())

@@ -94,10 +94,13 @@ fn options(a: &HuntArgs) -> Result<HuntOptions, Error> {
         // Live, every candidate is a real run of a few seconds: a small budget.
         shrink_budget: a.shrink_runs.map_or(if live.is_some() { 20 } else { 300 }, |n| n as usize),
         max_bugs: if a.stop_on_first { Some(1) } else { a.max_findings.map(|n| n as usize) },
-        dialect: match (a.dialect, &live) {
-            (None, Some(_)) => mcpsim::scenario::Dialect::StreamableHttp,
-            (d, _) => DialectArg::resolve(d, &server),
+        dialect: match (a.dialect, &live, a.replicas) {
+            (None, Some(_), 1) => mcpsim::scenario::Dialect::StreamableHttp,
+            // Replicas are drawn in stateless-http only so far.
+            (None, _, n) if n > 1 => mcpsim::scenario::Dialect::StatelessHttp,
+            (d, _, _) => DialectArg::resolve(d, &server),
         },
+        replicas: a.replicas,
         watchdog: a.watchdog,
         plug: None,
         live,
@@ -277,7 +280,7 @@ pub(crate) fn merge(files: Vec<PathBuf>) -> Result<u8, Error> {
 pub(crate) fn replay(
     server: String,
     seed: u64,
-    dialect: mcpsim::scenario::Dialect,
+    (dialect, replicas): (mcpsim::scenario::Dialect, u32),
     trace: Option<PathBuf>,
     timeline: Option<PathBuf>,
     scenario: Option<PathBuf>,
@@ -288,12 +291,15 @@ pub(crate) fn replay(
             mcpsim::server::known_servers().join(", ")
         )));
     }
-    let plan = mcpsim::hunt::generate_in(seed, dialect);
+    let plan = mcpsim::hunt::generate_for(seed, dialect, replicas)?;
     let run = mcpsim::run(&plan, &server, None)?;
     let verdicts = mcpsim::check::judge(&run.trace);
     let mut text = mcpsim::report::text(&run, &verdicts, None);
     // A generated plan has no file: its repro is the replay itself.
-    let flag = mcpsim::hunt::dialect_flag(&server, dialect);
+    let mut flag = mcpsim::hunt::dialect_flag(&server, dialect);
+    if replicas > 1 {
+        flag.push_str(&format!(" --replicas {replicas}"));
+    }
     text = text.replace(&run.repro(), &format!("mcpsim replay --server {server}{flag} --seed {seed}"));
     if let Some(t) = &timeline {
         write_trace(t, &mcpsim::report::timeline_html(&run, &verdicts))?;
