@@ -129,8 +129,12 @@ fn the_deployment_table_round_trips_and_its_mistakes_are_located() {
     );
     let stateful = "[scenario]\nname = \"d\"\ndialect = \"streamable-http\"\nduration = \"10s\"\n";
     let e = err("[deployment]\nreplicas = 2\n", stateful);
-    assert!(e.contains("replicas > 1 is simulated in dialect \"stateless-http\" only so far"), "{e}");
-    assert!(e.contains("session routing and a shared store"), "{e}");
+    assert!(e.starts_with("d.toml:6:1:"), "located at the table: {e}");
+    assert!(e.contains("is simulated with routing = \"session\" only so far"), "{e}");
+    let e = err("[deployment]\nreplicas = 2\nrouting = \"session\"\nstore = \"shared\"\n", stateful);
+    assert!(e.starts_with("d.toml:8:1:") && e.contains("store = \"shared\""), "{e}");
+    let e = err("[deployment]\nrouting = \"session\"\n", base);
+    assert!(e.contains("stateless-http has no sessions"), "{e}");
     // A plan built in code is held to the same rule.
     let mut p = bundled("streamable-http/nat-rebind.toml");
     p.deployment.replicas = 2;
@@ -324,4 +328,51 @@ fn a_replica_hunt_catches_local_once_by_its_own_check() {
     let text = std::fs::read_to_string(file).unwrap();
     assert!(text.contains("[deployment]\nreplicas = 2\n"), "{text}");
     assert!(text.contains("--replicas 2 --seed"), "{text}");
+}
+
+/// Sticky sessions (`routing = "session"`) keep each session on the replica
+/// whose response created it, as an HAProxy stick table does: the stateful
+/// scenarios give on two replicas the verdicts they give on one server, for
+/// every server that speaks them, and two clients' sessions land on two
+/// replicas, each session's requests (and the application's commands for
+/// it) on its own.
+#[test]
+fn sticky_sessions_give_each_stateful_server_its_single_server_verdicts() {
+    for file in [
+        "nat-rebind.toml",
+        "streamable-http/nat-rebind.toml",
+        "streamable-http/two-sessions.toml",
+        "streamable-http/second-client-leak.toml",
+    ] {
+        let single = bundled(file);
+        let mut sticky = single.clone();
+        sticky.deployment = Deployment { replicas: 2, routing: Routing::Session, store: StoreKind::PerReplica };
+        for server in mcpsim::server::known_servers() {
+            if !mcpsim::server::speaks(server, single.dialect) {
+                continue;
+            }
+            let one = mcpsim::run(&single, server, None).unwrap();
+            let two = mcpsim::run(&sticky, server, None).unwrap();
+            assert_eq!(violated(&two), violated(&one), "{server} on {file}");
+            assert!(!routed(&two).is_empty(), "{server} on {file}: the balancer routed");
+        }
+        if file.ends_with("two-sessions.toml") {
+            let run = mcpsim::run(&sticky, "guarded", None).unwrap();
+            let used: std::collections::BTreeSet<u32> = routed(&run).into_iter().map(|(_, r)| r).collect();
+            assert_eq!(used.len(), 2, "two sessions, two replicas: {:?}", routed(&run));
+        }
+    }
+    // Any other routing, or a shared store, is refused where it is written.
+    let mut p = bundled("streamable-http/nat-rebind.toml");
+    p.deployment = Deployment { replicas: 2, routing: Routing::RoundRobin, store: StoreKind::PerReplica };
+    let e = mcpsim::run(&p, "guarded", None).unwrap_err().to_string();
+    assert!(e.contains("simulated with routing = \"session\" only so far"), "{e}");
+    p.deployment.routing = Routing::Session;
+    p.deployment.store = StoreKind::Shared;
+    let e = mcpsim::run(&p, "guarded", None).unwrap_err().to_string();
+    assert!(e.contains("store = \"shared\" holds stateless-http's single-use records so far"), "{e}");
+    let mut s = bundled("stateless-http/retry-on-another-replica.toml");
+    s.deployment.routing = Routing::Session;
+    let e = mcpsim::run(&s, "guarded", None).unwrap_err().to_string();
+    assert!(e.contains("stateless-http has no sessions"), "{e}");
 }

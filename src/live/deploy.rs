@@ -219,9 +219,16 @@ pub struct Balancer {
 /// with the replica that served it (`X-Mcpsim-Replica`).
 pub fn haproxy_config(d: &Deployment, port: u16, replicas: &[u16]) -> String {
     let balance = match d.routing {
-        Routing::RoundRobin => "roundrobin",
+        Routing::RoundRobin | Routing::Session => "roundrobin",
         Routing::LeastConnections => "leastconn",
         Routing::Source => "source",
+    };
+    // Sticky sessions: learned from the response that names a session, matched on the request.
+    let stick = if d.routing == Routing::Session {
+        "    stick-table type string len 128 size 100k expire 1h\n    \
+         stick on req.hdr(mcp-session-id)\n    stick store-response res.hdr(mcp-session-id)\n"
+    } else {
+        ""
     };
     let mut cfg = format!(
         "# Written by mcpsim for one live run (docs/replicas.md).\n\
@@ -229,7 +236,7 @@ pub fn haproxy_config(d: &Deployment, port: u16, replicas: &[u16]) -> String {
          defaults\n    mode http\n    option http-server-close\n    timeout connect 5s\n    \
          timeout client {STREAM_TIMEOUT}\n    timeout server {STREAM_TIMEOUT}\n    timeout tunnel {STREAM_TIMEOUT}\n\n\
          frontend mcp\n    bind 127.0.0.1:{port}\n    default_backend replicas\n\n\
-         backend replicas\n    balance {balance}\n    http-response set-header X-Mcpsim-Replica %s\n"
+         backend replicas\n    balance {balance}\n{stick}    http-response set-header X-Mcpsim-Replica %s\n"
     );
     for (i, p) in replicas.iter().enumerate() {
         cfg.push_str(&format!("    server replica-{} 127.0.0.1:{p}\n", i + 1));
@@ -302,8 +309,11 @@ mod tests {
         }
         let rr = Deployment { routing: Routing::RoundRobin, ..d.clone() };
         assert!(haproxy_config(&rr, 1, &[2]).contains("balance roundrobin"));
-        let lc = Deployment { routing: Routing::LeastConnections, ..d };
+        let lc = Deployment { routing: Routing::LeastConnections, ..d.clone() };
         assert!(haproxy_config(&lc, 1, &[2]).contains("balance leastconn"));
+        let sticky = haproxy_config(&Deployment { routing: Routing::Session, ..d }, 1, &[2]);
+        assert!(sticky.contains("stick on req.hdr(mcp-session-id)"), "{sticky}");
+        assert!(sticky.contains("stick store-response res.hdr(mcp-session-id)"), "{sticky}");
     }
 
     #[test]

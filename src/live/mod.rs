@@ -145,6 +145,14 @@ pub fn run(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
         return Err(Error::usage(format!("--time-scale must be a positive number, not {}", opts.time_scale)));
     }
     plan.validate().map_err(|p| Error::usage(format!("plan {:?}: {}", plan.name, p.message)))?;
+    if !plan.deployment.is_single() && plan.dialect.has_sessions() {
+        return Err(Error::usage(format!(
+            "scenario {:?} deploys {} replicas in {:?}: live deployments play stateless-http only so far (sticky sessions live, with mcpsim routing each session's commands to its replica, are the next step of docs/replicas.md); run it in simulation",
+            plan.name,
+            plan.deployment.replicas,
+            plan.dialect.name()
+        )));
+    }
     if !plan.deployment.is_single() && opts.port.is_some() {
         return Err(Error::usage(format!(
             "scenario {:?} deploys {} replicas: --live-port fixes one server's port, and a deployment starts one per replica behind HAProxy",
@@ -391,6 +399,11 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
         rec.record(What::ServerStopped { why: first.clone() });
         rec.record(What::RunCut { why: first });
     }
+    // The clients stop and the trace is taken before any process is killed:
+    // a client must not see the server go away at the end of the run (and
+    // the waits below let its tasks run).
+    world.sim.stop_all();
+    let trace = rec.take();
     // Every process the run started is stopped, and reaped.
     for r in replicas.iter_mut() {
         r.process.kill();
@@ -406,8 +419,6 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
             let _ = tokio::time::timeout(Duration::from_secs(2), redis.exited()).await;
         }
     }
-    world.sim.stop_all();
-    let trace = rec.take();
     let notes = unreported(plan, &trace);
     Ok(Run {
         scenario: plan.name.clone(),

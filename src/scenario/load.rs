@@ -239,21 +239,14 @@ impl Loader<'_> {
 
     /// `[deployment]`: a count of replicas the world can build, in a dialect it can build them for.
     fn deployment(&self, d: &Deployment) -> Result<()> {
-        if !(1..=MAX_REPLICAS).contains(&d.replicas) {
-            return Err(
-                self.err_at_key("replicas", format!("[deployment] replicas must be between 1 and {MAX_REPLICAS}"))
-            );
+        match d.problem(self.dialect) {
+            // A key left at its default is not in the file: point at `replicas`.
+            Some((key, why)) => {
+                let key = if find_key(self.text, key).is_some() { key } else { "replicas" };
+                Err(self.err_at_key(key, why))
+            }
+            None => Ok(()),
         }
-        if d.replicas > 1 && self.dialect != Dialect::StatelessHttp {
-            return Err(self.err_at_key(
-                "replicas",
-                format!(
-                    "[deployment] replicas > 1 is simulated in dialect \"stateless-http\" only so far; a {:?} deployment also needs session routing and a shared store (docs/replicas.md)",
-                    self.dialect.name()
-                ),
-            ));
-        }
-        Ok(())
     }
 
     fn clients(&mut self, raw: Vec<RawClient>, server: &ServerConfig) -> Result<Vec<ClientSpec>> {

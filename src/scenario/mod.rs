@@ -253,6 +253,43 @@ impl Deployment {
     pub fn is_single(&self) -> bool {
         self.replicas <= 1
     }
+
+    /// What the world cannot build of this deployment in `dialect`: the key
+    /// of `[deployment]` at fault, and why. One rule for files and for
+    /// plans built in code.
+    pub fn problem(&self, dialect: Dialect) -> Option<(&'static str, String)> {
+        if !(1..=MAX_REPLICAS).contains(&self.replicas) {
+            return Some(("replicas", format!("[deployment] replicas must be between 1 and {MAX_REPLICAS}")));
+        }
+        if !dialect.has_sessions() && self.routing == Routing::Session {
+            return Some((
+                "routing",
+                "[deployment] routing = \"session\" sticks on a session id, and stateless-http has no sessions".into(),
+            ));
+        }
+        if self.is_single() || !dialect.has_sessions() {
+            return None;
+        }
+        if self.routing != Routing::Session {
+            return Some((
+                "routing",
+                format!(
+                    "[deployment] a {:?} deployment of replicas is simulated with routing = \"session\" only so far: another routing sends a session's requests to replicas that never saw it (docs/replicas.md)",
+                    dialect.name()
+                ),
+            ));
+        }
+        if self.store == StoreKind::Shared {
+            return Some((
+                "store",
+                format!(
+                    "[deployment] store = \"shared\" holds stateless-http's single-use records so far; a {:?} session stays on the replica that created it (docs/replicas.md)",
+                    dialect.name()
+                ),
+            ));
+        }
+        None
+    }
 }
 
 /// How the balancer routes, as HAProxy's `balance` does. Each request is
@@ -269,6 +306,11 @@ pub enum Routing {
     /// A hash of the client's address picks the replica: the same address
     /// always lands on the same replica (`balance source`).
     Source,
+    /// Sticky sessions: a request that names a session (`Mcp-Session-Id`,
+    /// or legacy-sse's `sessionId` query parameter) goes to the replica
+    /// whose response created it, as an HAProxy stick table learns it from
+    /// the response; any other request round-robin. Stateful dialects.
+    Session,
 }
 
 impl Routing {
@@ -278,6 +320,7 @@ impl Routing {
             Routing::RoundRobin => "round-robin",
             Routing::LeastConnections => "least-connections",
             Routing::Source => "source",
+            Routing::Session => "session",
         }
     }
 }

@@ -3,7 +3,7 @@
 //! shrinker (for every candidate it tries). A plan that passes runs; a plan
 //! the shrinker writes therefore loads back.
 
-use super::{Action, Dialect, LastEventId, Plan, Trigger};
+use super::{Action, LastEventId, Plan, Trigger};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -23,14 +23,8 @@ impl Plan {
     pub fn validate(&self) -> Result<(), PlanProblem> {
         let whole = |message: String| PlanProblem { step: None, message };
         let d = &self.deployment;
-        if !(1..=super::MAX_REPLICAS).contains(&d.replicas) {
-            return Err(whole(format!("[deployment] replicas must be between 1 and {}", super::MAX_REPLICAS)));
-        }
-        if d.replicas > 1 && self.dialect != Dialect::StatelessHttp {
-            return Err(whole(format!(
-                "[deployment] replicas > 1 is simulated in dialect \"stateless-http\" only so far, not {:?}",
-                self.dialect.name()
-            )));
+        if let Some((_, why)) = d.problem(self.dialect) {
+            return Err(whole(why));
         }
         let mut names = BTreeSet::new();
         for c in &self.clients {

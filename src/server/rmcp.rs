@@ -65,12 +65,14 @@ const RETRY: Duration = Duration::from_secs(1);
 pub struct Rmcp {
     cfg: ServerConfig,
     seed: Seed,
+    /// How many processes it has served as (one per replica).
+    serves: std::cell::Cell<u32>,
 }
 
 impl Rmcp {
     /// rmcp configured by `cfg`; its session ids are drawn from `seed`.
     pub fn new(cfg: ServerConfig, seed: Seed) -> Self {
-        Self { cfg, seed }
+        Self { cfg, seed, serves: std::cell::Cell::new(0) }
     }
 }
 
@@ -431,7 +433,9 @@ impl ServerPlug for Rmcp {
         sessions.channel_capacity = STREAM_CAPACITY;
         let mut inner = LocalSessionManager::default();
         inner.session_config = sessions;
-        let manager = Arc::new(SeededSessions { inner, rng: Mutex::new(self.seed.stream("server.tokens")) });
+        self.serves.set(self.serves.get() + 1);
+        let rng = super::engine::token_stream(self.seed, self.serves.get());
+        let manager = Arc::new(SeededSessions { inner, rng: Mutex::new(rng) });
         let peers: Peers = Arc::default();
         let (tx, rx) = mpsc::unbounded_channel();
         let handler = App { peers: peers.clone(), report: tx.clone(), timeout: self.cfg.request_timeout.0 };

@@ -37,21 +37,30 @@ pub(crate) struct Picker {
     next: Cell<u32>,
     /// Least-connections: open connections per replica.
     open: RefCell<Vec<u32>>,
+    /// Session routing: the replica each session id was created on.
+    sticky: RefCell<std::collections::BTreeMap<String, u32>>,
 }
 
 impl Picker {
     pub(crate) fn new(replicas: u32, routing: Routing) -> Self {
-        Self { replicas, routing, next: Cell::new(1), open: RefCell::new(vec![0; replicas as usize]) }
+        Self {
+            replicas,
+            routing,
+            next: Cell::new(1),
+            open: RefCell::new(vec![0; replicas as usize]),
+            sticky: RefCell::default(),
+        }
     }
 
-    /// The replica (from 1) a new connection from `client_addr` goes to.
-    pub(crate) fn pick(&self, client_addr: IpAddr) -> u32 {
+    /// The replica (from 1) a new connection from `client_addr` goes to,
+    /// whose request names `session` (if it names one).
+    pub(crate) fn pick(&self, client_addr: IpAddr, session: Option<&str>) -> u32 {
         match self.routing {
-            Routing::RoundRobin => {
-                let n = self.next.get();
-                self.next.set(n % self.replicas + 1);
-                n
-            }
+            Routing::Session => match session.and_then(|s| self.stuck(s)) {
+                Some(r) => r,
+                None => self.round_robin(),
+            },
+            Routing::RoundRobin => self.round_robin(),
             Routing::LeastConnections => {
                 let open = self.open.borrow();
                 // The fewest open connections; ties go to the lowest number.
@@ -59,6 +68,24 @@ impl Picker {
             }
             Routing::Source => (address_hash(client_addr) % u64::from(self.replicas)) as u32 + 1,
         }
+    }
+
+    fn round_robin(&self) -> u32 {
+        let n = self.next.get();
+        self.next.set(n % self.replicas + 1);
+        n
+    }
+
+    /// The replica session `id` sticks to, once a response created it there.
+    pub(crate) fn stuck(&self, id: &str) -> Option<u32> {
+        self.sticky.borrow().get(id).copied()
+    }
+
+    /// A response from `replica` named session `id`: it sticks there (the
+    /// first replica to name it keeps it, as `stick store-response` does for
+    /// an entry it holds).
+    fn learned(&self, id: &str, replica: u32) {
+        self.sticky.borrow_mut().entry(id.to_string()).or_insert(replica);
     }
 
     fn opened(&self, replica: u32) {
@@ -94,6 +121,11 @@ impl Balancer {
         Rc::new(Self { picker: Picker::new(replicas, routing), rec })
     }
 
+    /// The replica session `id` sticks to (session routing), once created.
+    pub(crate) fn stuck(&self, id: &str) -> Option<u32> {
+        self.picker.stuck(id)
+    }
+
     /// Proxies until the host stops. Fails only when it cannot listen.
     pub(crate) async fn run(self: Rc<Self>) -> io::Result<()> {
         let listener = turmoil::net::TcpListener::bind(("0.0.0.0", PORT)).await?;
@@ -104,8 +136,15 @@ impl Balancer {
         }
     }
 
-    async fn proxy(self: Rc<Self>, down: turmoil::net::TcpStream, ip: IpAddr, port: u16) {
-        let replica = self.picker.pick(ip);
+    async fn proxy(self: Rc<Self>, mut down: turmoil::net::TcpStream, ip: IpAddr, port: u16) {
+        // Session routing reads the request head first, for the session it names.
+        let mut head = Vec::new();
+        if self.picker.routing == Routing::Session {
+            let Some(h) = read_head(&mut down).await else { return };
+            head = h;
+        }
+        let session = request_session(&head);
+        let replica = self.picker.pick(ip, session.as_deref());
         // The NAT's host is `nat-<client>`: name the client, as the NAT's own events do.
         let host = turmoil::reverse_lookup(ip).unwrap_or_else(|| ip.to_string());
         let client = host.strip_prefix("nat-").unwrap_or(&host).to_string();
@@ -121,9 +160,18 @@ impl Balancer {
         let Ok(Ok(up)) = crate::clock::timeout(CONNECT_TIMEOUT, connect).await else { return };
         self.picker.opened(replica);
         let (down_r, down_w) = down.into_split();
-        let (up_r, up_w) = up.into_split();
-        let to_replica = pump(down_r, up_w);
-        let to_client = pump(up_r, down_w);
+        let (up_r, mut up_w) = up.into_split();
+        if !head.is_empty() && up_w.write_all(&head).await.is_err() {
+            self.picker.closed(replica);
+            return;
+        }
+        let to_replica = pump(down_r, up_w, None);
+        // Session routing learns the sessions the replica's response names.
+        let learn = (self.picker.routing == Routing::Session).then(|| {
+            let me = self.clone();
+            Learner::new(Box::new(move |id: &str| me.picker.learned(id, replica)))
+        });
+        let to_client = pump(up_r, down_w, learn);
         tokio::pin!(to_replica, to_client);
         let (mut a, mut b) = (false, false);
         while !(a && b) {
@@ -141,8 +189,13 @@ impl Balancer {
     }
 }
 
-/// Copies `from` into `to` until an orderly end, which it passes on.
-async fn pump(mut from: impl AsyncRead + Unpin, mut to: impl AsyncWrite + Unpin) -> io::Result<()> {
+/// Copies `from` into `to` until an orderly end, which it passes on;
+/// `learn` reads the session ids of the responses it copies.
+async fn pump(
+    mut from: impl AsyncRead + Unpin,
+    mut to: impl AsyncWrite + Unpin,
+    mut learn: Option<Learner>,
+) -> io::Result<()> {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         let n = from.read(&mut buf).await?;
@@ -150,7 +203,98 @@ async fn pump(mut from: impl AsyncRead + Unpin, mut to: impl AsyncWrite + Unpin)
             let _ = to.shutdown().await;
             return Ok(());
         }
+        if let Some(l) = learn.as_mut() {
+            if l.feed(&buf[..n]) {
+                learn = None;
+            }
+        }
         to.write_all(&buf[..n]).await?;
+    }
+}
+
+/// How much of a request's head the balancer reads before it gives up on
+/// finding its end (the request then goes on unread, round-robin).
+const MAX_HEAD: usize = 16 * 1024;
+
+/// Reads a request head (to its blank line, or [`MAX_HEAD`] bytes); `None`
+/// if the client closed before sending anything.
+async fn read_head(down: &mut turmoil::net::TcpStream) -> Option<Vec<u8>> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_HEAD {
+        match down.read(&mut buf).await {
+            Ok(0) | Err(_) => return (!head.is_empty()).then_some(head),
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    Some(head)
+}
+
+/// The session a request head names: its `Mcp-Session-Id` header, or the
+/// `sessionId` query parameter of its target (legacy-sse).
+fn request_session(head: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(head);
+    let mut lines = text.split("\r\n");
+    let target = lines.next()?.split(' ').nth(1)?;
+    if let Some(t) = crate::wire::legacy::session_token(target).filter(|t| !t.is_empty()) {
+        return Some(t.to_string());
+    }
+    header(lines.take_while(|l| !l.is_empty()), "mcp-session-id")
+}
+
+/// The value of header `name` among `lines`.
+fn header<'a>(lines: impl Iterator<Item = &'a str>, name: &str) -> Option<String> {
+    lines
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.trim().to_string())
+}
+
+/// Reads the session a response names, as HAProxy's `stick store-response`
+/// does: its `Mcp-Session-Id` header, or, in legacy-sse, the `sessionId`
+/// of the `endpoint` event its stream opens with. Reads the head and at
+/// most [`MAX_HEAD`] bytes of body.
+struct Learner {
+    sniffer: crate::wire::http1::ResponseSniffer,
+    head: Vec<u8>,
+    body: Vec<u8>,
+    learned: Box<dyn Fn(&str)>,
+}
+
+impl Learner {
+    fn new(learned: Box<dyn Fn(&str)>) -> Self {
+        Learner { sniffer: crate::wire::http1::ResponseSniffer::new(), head: Vec::new(), body: Vec::new(), learned }
+    }
+
+    /// Feeds response bytes; true once there is nothing more to learn.
+    fn feed(&mut self, bytes: &[u8]) -> bool {
+        if !self.head.windows(4).any(|w| w == b"\r\n\r\n") {
+            self.head.extend_from_slice(bytes);
+            if let Some(end) = self.head.windows(4).position(|w| w == b"\r\n\r\n") {
+                let text = String::from_utf8_lossy(&self.head[..end]).to_string();
+                if let Some(id) = header(text.split("\r\n").skip(1), "mcp-session-id") {
+                    (self.learned)(&id);
+                    return true;
+                }
+            }
+        }
+        for s in self.sniffer.feed(bytes) {
+            if let crate::wire::http1::Sniffed::Body(b) = s {
+                self.body.extend_from_slice(&b);
+            }
+        }
+        let text = String::from_utf8_lossy(&self.body);
+        if let Some(at) = text.find("sessionId=") {
+            let id: String = text[at + "sessionId=".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '~'))
+                .collect();
+            if !id.is_empty() && text[at..].contains('\n') {
+                (self.learned)(&id);
+                return true;
+            }
+        }
+        self.head.len() + self.body.len() > MAX_HEAD
     }
 }
 
@@ -162,7 +306,7 @@ mod tests {
     fn round_robin_takes_each_replica_in_turn() {
         let p = Picker::new(3, Routing::RoundRobin);
         let ip: IpAddr = [192, 168, 0, 1].into();
-        let picks: Vec<u32> = (0..7).map(|_| p.pick(ip)).collect();
+        let picks: Vec<u32> = (0..7).map(|_| p.pick(ip, None)).collect();
         assert_eq!(picks, [1, 2, 3, 1, 2, 3, 1]);
     }
 
@@ -170,27 +314,60 @@ mod tests {
     fn least_connections_takes_the_least_busy_replica_and_the_lowest_on_a_tie() {
         let p = Picker::new(3, Routing::LeastConnections);
         let ip: IpAddr = [192, 168, 0, 1].into();
-        assert_eq!(p.pick(ip), 1);
+        assert_eq!(p.pick(ip, None), 1);
         p.opened(1);
-        assert_eq!(p.pick(ip), 2);
+        assert_eq!(p.pick(ip, None), 2);
         p.opened(2);
         p.opened(2);
-        assert_eq!(p.pick(ip), 3);
+        assert_eq!(p.pick(ip, None), 3);
         p.opened(3);
         // 1, 2, 1 open: replica 1 and 3 tie, the lowest wins.
-        assert_eq!(p.pick(ip), 1);
+        assert_eq!(p.pick(ip, None), 1);
         p.closed(2);
         p.closed(2);
-        assert_eq!(p.pick(ip), 2);
+        assert_eq!(p.pick(ip, None), 2);
     }
 
     #[test]
     fn source_routing_sticks_one_address_to_one_replica_and_spreads_addresses() {
         let p = Picker::new(3, Routing::Source);
         let a: IpAddr = [192, 168, 0, 1].into();
-        let first = p.pick(a);
-        assert!((0..10).all(|_| p.pick(a) == first));
-        let spread: std::collections::BTreeSet<u32> = (1..=32u8).map(|i| p.pick([192, 168, 0, i].into())).collect();
+        let first = p.pick(a, None);
+        assert!((0..10).all(|_| p.pick(a, None) == first));
+        let spread: std::collections::BTreeSet<u32> =
+            (1..=32u8).map(|i| p.pick([192, 168, 0, i].into(), None)).collect();
         assert_eq!(spread.len(), 3, "32 addresses reach every replica: {spread:?}");
+    }
+
+    #[test]
+    fn session_routing_sticks_a_session_to_the_replica_whose_response_created_it() {
+        let p = Picker::new(3, Routing::Session);
+        let ip: IpAddr = [192, 168, 0, 1].into();
+        // Unknown sessions and requests without one go round-robin.
+        assert_eq!([p.pick(ip, None), p.pick(ip, Some("s1")), p.pick(ip, None)], [1, 2, 3]);
+        p.learned("s1", 2);
+        p.learned("s1", 3);
+        assert!((0..5).all(|_| p.pick(ip, Some("s1")) == 2), "the first replica to name it keeps it");
+        assert_eq!(p.pick(ip, Some("s2")), 1);
+    }
+
+    #[test]
+    fn the_session_a_request_names_and_a_response_creates_is_read_as_haproxy_reads_it() {
+        let post = b"POST /mcp HTTP/1.1\r\nhost: server\r\nMcp-Session-Id: abc-1\r\n\r\n{}";
+        assert_eq!(request_session(post).as_deref(), Some("abc-1"));
+        let legacy = b"POST /mcp/messages?sessionId=tok9 HTTP/1.1\r\nhost: server\r\n\r\n";
+        assert_eq!(request_session(legacy).as_deref(), Some("tok9"));
+        assert_eq!(request_session(b"GET /mcp/sse HTTP/1.1\r\n\r\n"), None);
+        let got = Rc::new(RefCell::new(Vec::<String>::new()));
+        let g = got.clone();
+        let mut l = Learner::new(Box::new(move |id| g.borrow_mut().push(id.to_string())));
+        assert!(!l.feed(b"HTTP/1.1 200 OK\r\nmcp-session"));
+        assert!(l.feed(b"-id: s-42\r\ncontent-type: text/event-stream\r\n\r\n"));
+        let g = got.clone();
+        let mut l = Learner::new(Box::new(move |id| g.borrow_mut().push(id.to_string())));
+        let body = "event: endpoint\ndata: /mcp/messages?sessionId=t0k\n\n";
+        let chunked = format!("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n", body.len());
+        assert!(l.feed(chunked.as_bytes()));
+        assert_eq!(*got.borrow(), ["s-42", "t0k"]);
     }
 }

@@ -200,6 +200,8 @@ pub(crate) struct World<H> {
     replica_apps: Vec<AppHook>,
     /// Partitions from the store still to heal: when, and which replica.
     heals: Vec<(Duration, u32)>,
+    /// The balancer of a deployment: which replica holds each session.
+    balancer: Option<Rc<balancer::Balancer>>,
 }
 
 /// Records a run's header: what runs against what, and each client.
@@ -262,6 +264,7 @@ impl<H: Hosts> World<H> {
             server_hosts: vec!["server".to_string()],
             replica_apps: Vec::new(),
             heals: Vec::new(),
+            balancer: None,
         }
     }
 }
@@ -293,6 +296,7 @@ impl<'a> World<turmoil::Sim<'a>> {
 
         record_header(&rec, plan, plug.name(), seed);
         let replicas = plan.deployment.replicas.max(1);
+        let mut deployed = None;
         let server_hosts: Vec<String> = if replicas == 1 {
             vec!["server".to_string()]
         } else {
@@ -303,9 +307,10 @@ impl<'a> World<turmoil::Sim<'a>> {
                 store_timeout_us: (plan.deployment.store == crate::scenario::StoreKind::Shared)
                     .then_some(STORE_TIMEOUT.as_micros() as u64),
             });
-            let balancer = balancer::Balancer::new(replicas, plan.deployment.routing, rec.clone());
+            let b = balancer::Balancer::new(replicas, plan.deployment.routing, rec.clone());
+            deployed = Some(b.clone());
             sim.host("server", move || {
-                let balancer = balancer.clone();
+                let balancer = b.clone();
                 async move { Ok(balancer.run().await?) }
             });
             (1..=replicas).map(balancer::replica_host).collect()
@@ -393,6 +398,7 @@ impl<'a> World<turmoil::Sim<'a>> {
         let mut world = World::assemble(sim, rec, app, clients, nats);
         world.server_hosts = server_hosts;
         world.replica_apps = replica_apps;
+        world.balancer = deployed;
         world
     }
 }
@@ -403,6 +409,15 @@ impl<H: Hosts> World<H> {
     pub(crate) fn set_replicas(&mut self, others: Vec<AppHook>) {
         self.server_hosts = (1..=others.len() as u32 + 1).map(balancer::replica_host).collect();
         self.replica_apps = others;
+    }
+
+    /// The application of the replica that holds session `token`: the one
+    /// whose response created it (session routing), else the first.
+    fn app_of(&self, token: &str) -> &AppHook {
+        match self.balancer.as_ref().and_then(|b| b.stuck(token)) {
+            Some(r) if r >= 2 => self.replica_apps.get(r as usize - 2).unwrap_or(&self.app),
+            _ => &self.app,
+        }
     }
 
     /// The session token `client` holds now.
@@ -437,7 +452,7 @@ impl<H: Hosts> World<H> {
                 client_cmd(self, client, ClientCmd::Connect);
             }
             Action::ServerRequest { client, method, label, reissuable } => match self.token_of(client) {
-                Some(token) => self.app.commands.push_at(
+                Some(token) => self.app_of(&token).commands.push_at(
                     at,
                     AppCommand::ServerRequest {
                         client: client.clone(),
@@ -454,9 +469,10 @@ impl<H: Hosts> World<H> {
             }
             Action::EndSession { client } => client_cmd(self, client, ClientCmd::EndSession),
             Action::Notify { client, count } => match self.token_of(client) {
-                Some(token) => {
-                    self.app.commands.push_at(at, AppCommand::Notify { client: client.clone(), token, count: *count })
-                }
+                Some(token) => self
+                    .app_of(&token)
+                    .commands
+                    .push_at(at, AppCommand::Notify { client: client.clone(), token, count: *count }),
                 None => self.app.report.error(client, format!("cannot notify: {client} holds no session")),
             },
             Action::Answer { client, label } => client_cmd(self, client, ClientCmd::Answer(rec.ids_for_label(label))),

@@ -50,13 +50,27 @@ pub struct Engine {
     dialect: Dialect,
     policy: Rc<dyn ResumptionPolicy>,
     seed: Seed,
+    /// How many processes it has served as (a deployment serves once per
+    /// replica): each draws its own session tokens.
+    serves: Cell<u32>,
 }
 
 impl Engine {
     /// The engine configured by `cfg`, speaking `dialect`, deciding resumptions
     /// with `policy`; its session tokens are drawn from `seed`.
     pub fn new(cfg: ServerConfig, dialect: Dialect, policy: Rc<dyn ResumptionPolicy>, seed: Seed) -> Self {
-        Self { cfg, dialect, policy, seed }
+        Self { cfg, dialect, policy, seed, serves: Cell::new(0) }
+    }
+}
+
+/// The seed stream of the session tokens of a plug's `n`th process: the
+/// first keeps the stream a single server always used; the others (more
+/// replicas, or restarts) draw their own, as separate processes do.
+pub(crate) fn token_stream(seed: Seed, n: u32) -> ChaCha8Rng {
+    if n <= 1 {
+        seed.stream("server.tokens")
+    } else {
+        seed.stream(&format!("server.tokens.{n}"))
     }
 }
 
@@ -72,7 +86,10 @@ impl ServerPlug for Engine {
             policy: self.policy.clone(),
             report: app.report.clone(),
             state: RefCell::new(State::default()),
-            rng: RefCell::new(self.seed.stream("server.tokens")),
+            rng: RefCell::new({
+                self.serves.set(self.serves.get() + 1);
+                token_stream(self.seed, self.serves.get())
+            }),
         });
         Box::pin(async move {
             tokio::task::spawn_local(app_loop(shared.clone(), app));
