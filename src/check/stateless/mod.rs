@@ -418,44 +418,22 @@ fn liveness(ix: &Index) -> Status {
                     (format!("its last request, valid, got JSON-RPC error {code} ({message})"), *t, *seq)
                 }
                 Validity::Invalid => continue,
-                Validity::SpentUnseen => {
+                // A refusal that was right: the call cannot complete, and it is
+                // inherent, for the reason its validity gives.
+                inherent @ (Validity::SpentUnseen | Validity::StoreCut(_) | Validity::Spent) => {
+                    let why = match inherent {
+                        Validity::SpentUnseen => format!("its one-time state was refused (error {code}: {message}) after an earlier request presenting it went unanswered across a server restart or a cut from the store, which may have recorded its redemption; inherent: a state spent by a request the server never finished cannot be spent again"),
+                        Validity::StoreCut(replica) => format!("its one-time state reached replica {replica} while a partition cut it from the store, and was refused (error {code}: {message}); inherent: without the store no replica can tell a first redemption from a second"),
+                        // Spent.
+                        _ => format!("its one-time state had been redeemed by another request of the client, so this one was refused (error {code}); inherent: nothing tells a re-issue from a second redemption"),
+                    };
                     out.push(v(
                         CheckId::Liveness,
                         F::CallNeverCompleted {
                             client: client.to_string(),
                             call: call.to_string(),
                             attempts: attempts.len(),
-                            last: format!("its one-time state was refused (error {code}: {message}) after an earlier request presenting it went unanswered across a server restart or a cut from the store, which may have recorded its redemption; inherent: a state spent by a request the server never finished cannot be spent again"),
-                        },
-                        *t,
-                        vec![attempts[0].seq, *seq],
-                        true,
-                    ));
-                    continue;
-                }
-                Validity::StoreCut(replica) => {
-                    out.push(v(
-                        CheckId::Liveness,
-                        F::CallNeverCompleted {
-                            client: client.to_string(),
-                            call: call.to_string(),
-                            attempts: attempts.len(),
-                            last: format!("its one-time state reached replica {replica} while a partition cut it from the store, and was refused (error {code}: {message}); inherent: without the store no replica can tell a first redemption from a second"),
-                        },
-                        *t,
-                        vec![attempts[0].seq, *seq],
-                        true,
-                    ));
-                    continue;
-                }
-                Validity::Spent => {
-                    out.push(v(
-                        CheckId::Liveness,
-                        F::CallNeverCompleted {
-                            client: client.to_string(),
-                            call: call.to_string(),
-                            attempts: attempts.len(),
-                            last: format!("its one-time state had been redeemed by another request of the client, so this one was refused (error {code}); inherent: nothing tells a re-issue from a second redemption"),
+                            last: why,
                         },
                         *t,
                         vec![attempts[0].seq, *seq],
