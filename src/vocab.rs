@@ -193,6 +193,8 @@ named_enum! {
         ChangeTools = "change-tools",
         /// A deployment with a shared store: the link between a replica and the store drops every message.
         Partition = "partition",
+        /// A deployment: one replica's process restarts (its memory and per-process keys are gone).
+        RestartReplica = "restart-replica",
     }
 }
 
@@ -274,6 +276,7 @@ impl StepKind {
                 | StepKind::ReplayRequestState
                 | StepKind::RestartServer
                 | StepKind::Partition
+                | StepKind::RestartReplica
         )
     }
 }
@@ -378,7 +381,8 @@ mod tests {
                 "tamper-request-state",
                 "replay-request-state",
                 "restart-server",
-                "partition"
+                "partition",
+                "restart-replica"
             ]
         );
     }

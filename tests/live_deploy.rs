@@ -71,6 +71,7 @@ fn deployments_give_live_the_verdicts_they_give_simulated() {
     for (f, s) in [
         ("stateless-http/once-across-replicas.toml", "local-once"),
         ("stateless-http/retry-on-another-replica.toml", "ephemeral-key"),
+        ("stateless-http/restart-one-replica.toml", "ephemeral-key"),
         ("stateless-http/once-during-store-partition.toml", "rmcp"),
         ("stateless-http/once-per-replica-store.toml", "rmcp"),
     ] {

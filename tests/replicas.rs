@@ -376,3 +376,37 @@ fn sticky_sessions_give_each_stateful_server_its_single_server_verdicts() {
     let e = mcpsim::run(&s, "guarded", None).unwrap_err().to_string();
     assert!(e.contains("stateless-http has no sessions"), "{e}");
 }
+
+/// `restart-replica` restarts one replica's process: only that replica
+/// draws a new per-process key, and the step is written back as read and
+/// refused where it cannot apply.
+#[test]
+fn restart_replica_restarts_one_replica_and_its_mistakes_are_located() {
+    let plan = bundled("stateless-http/restart-one-replica.toml");
+    assert_eq!(violated(&mcpsim::run(&plan, "guarded", None).unwrap()), Vec::<String>::new());
+    assert_eq!(violated(&mcpsim::run(&plan, "ephemeral-key", None).unwrap()), ["liveness"]);
+    // Without the restart, a per-process key still fails across replicas; with
+    // the retry routed back to the minting replica, only the restart could.
+    let mut same = plan.clone();
+    same.deployment.routing = Routing::Source;
+    same.steps.retain(|s| s.action.name() != "restart-replica");
+    assert!(violated(&mcpsim::run(&same, "ephemeral-key", None).unwrap()).is_empty());
+    let text = plan.to_toml(&[]);
+    assert!(text.contains("do = \"restart-replica\"\nreplica = 2\n"), "{text}");
+    let mut again = Plan::from_toml_str(&text, "again.toml").unwrap();
+    again.source = plan.source.clone();
+    assert_eq!(again, plan);
+    let head = "[scenario]\nname = \"r\"\ndialect = \"stateless-http\"\nduration = \"10s\"\n";
+    let err = |deployment: &str, step: &str| {
+        Plan::from_toml_str(
+            &format!("{head}{deployment}[[step]]\nat = \"1s\"\ndo = \"restart-replica\"\n{step}"),
+            "r.toml",
+        )
+        .unwrap_err()
+        .to_string()
+    };
+    let two = "[deployment]\nreplicas = 2\n";
+    assert!(err(two, "").contains("step `restart-replica` needs `replica` (from 1)"));
+    assert!(err(two, "replica = 3\n").contains("names replica 3, but the deployment has replicas 1 to 2"));
+    assert!(err("", "replica = 1\n").contains("it needs [deployment] replicas > 1"));
+}

@@ -39,7 +39,7 @@ use crate::world::nat::{Nat, NatCmd};
 use crate::world::{record_header, start_client, Hosts, Schedule, World};
 use control::{FromServer, ToServer, PROTOCOL};
 use process::{describe_exit, Process};
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
@@ -277,8 +277,9 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
         r.app = AppHook::new(Inbox::new(), report);
         r.tasks = Some(control.spawn(&r.app, writer, lines, (i, 1), &execs));
     }
-    let restart: Rc<Cell<bool>> = Rc::default();
-    let mut life = 1u32;
+    // The replicas (by index) the step loop must restart, and each one's life.
+    let restart: Rc<RefCell<std::collections::BTreeSet<usize>>> = Rc::default();
+    let mut lives = vec![1u32; replicas.len()];
 
     let mut world = build(plan, port, &rec, replicas[0].app.clone(), restart.clone(), store.clone()).await?;
     if deployed {
@@ -324,11 +325,13 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
             }
             world.apply(&plan.steps[index], index, at);
         }
-        if restart.take() {
-            // restart-server: each process is killed and started again, with
-            // nothing of its memory; each must say `ready` again.
-            life += 1;
-            for r in replicas.iter_mut() {
+        let which: Vec<usize> = std::mem::take(&mut *restart.borrow_mut()).into_iter().collect();
+        if !which.is_empty() {
+            // restart-server (every process) or restart-replica (one): each is
+            // killed and started again, with nothing of its memory; each must
+            // say `ready` again.
+            for &i in &which {
+                let r = &mut replicas[i];
                 if let Some(t) = r.tasks.take() {
                     t.abort();
                 }
@@ -336,7 +339,10 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
                 let _ = r.process.exited().await;
                 r.process.settle().await;
             }
-            for (i, r) in replicas.iter_mut().enumerate() {
+            for &i in &which {
+                let r = &mut replicas[i];
+                lives[i] += 1;
+                let life = lives[i];
                 let mut env = r.env.clone();
                 env.push(("MCPSIM_LIFE", life.to_string()));
                 r.process = match Process::spawn(&opts.command, &env, opts.echo) {
@@ -351,7 +357,7 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
                         r.tasks = Some(control.spawn(&r.app, writer, lines, (i, life), &execs))
                     }
                     Err(e) => {
-                        aborted = Some(format!("{} did not come back after restart-server: {e}", whose(i)));
+                        aborted = Some(format!("{} did not come back after its restart: {e}", whose(i)));
                         break 'run;
                     }
                 }
@@ -744,8 +750,9 @@ async fn read_reports(
 struct LiveHosts {
     starts: BTreeMap<String, Box<dyn Fn() -> tokio::task::AbortHandle>>,
     running: BTreeMap<String, tokio::task::AbortHandle>,
-    /// Set by `restart-server`; the step loop restarts the process.
-    restart: Rc<Cell<bool>>,
+    /// The server processes (by replica index) the step loop must restart:
+    /// every one for `restart-server`, one for `restart-replica`.
+    restart: Rc<RefCell<std::collections::BTreeSet<usize>>>,
     /// A deployment's store links (`partition` cuts them).
     store: Option<Rc<RefCell<deploy::LiveStore>>>,
 }
@@ -763,12 +770,16 @@ impl Hosts for LiveHosts {
         }
     }
     fn restart_server(&mut self) -> Result<(), String> {
-        self.restart.set(true);
+        self.restart.borrow_mut().insert(0);
         Ok(())
     }
-    fn restart_host(&mut self, _host: &str) -> Result<(), String> {
-        // Every replica restarts together, as in simulation.
-        self.restart.set(true);
+    fn restart_host(&mut self, host: &str) -> Result<(), String> {
+        let i = host
+            .strip_prefix("replica-")
+            .and_then(|n| n.parse::<usize>().ok())
+            .and_then(|n| n.checked_sub(1))
+            .ok_or(format!("no server host {host}"))?;
+        self.restart.borrow_mut().insert(i);
         Ok(())
     }
     fn store_link(&mut self, host: &str, cut: bool) -> Result<(), String> {
@@ -794,7 +805,7 @@ async fn build(
     port: u16,
     rec: &Recorder,
     app: AppHook,
-    restart: Rc<Cell<bool>>,
+    restart: Rc<RefCell<std::collections::BTreeSet<usize>>>,
     store: Option<Rc<RefCell<deploy::LiveStore>>>,
 ) -> Result<World<LiveHosts>> {
     let mut clients = BTreeMap::new();

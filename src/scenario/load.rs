@@ -489,6 +489,10 @@ impl Loader<'_> {
                 Action::TamperRequestState { client: client(self)?, label, how }
             }
             "restart-server" => Action::RestartServer,
+            "restart-replica" => match &s.replica {
+                Some(r) => Action::RestartReplica { replica: *r.get_ref() },
+                None => return Err(self.err(s.action.span(), "step `restart-replica` needs `replica` (from 1)".into())),
+            },
             "partition" => match &s.replica {
                 Some(r) => Action::Partition { replica: *r.get_ref(), lasts: s.lasts.as_ref().map(|d| d.get_ref().0) },
                 None => return Err(self.err(s.action.span(), "step `partition` needs `replica` (from 1)".into())),
@@ -643,6 +647,7 @@ impl Loader<'_> {
             Action::Listen { .. } => &["client"],
             Action::SeverCall { .. } | Action::ResetCall { .. } => &["client", "label"],
             Action::Partition { .. } => &["replica", "for"],
+            Action::RestartReplica { .. } => &["replica"],
         };
         let present = [
             ("client", s.client.as_ref().map(|x| x.span())),

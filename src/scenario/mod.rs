@@ -106,6 +106,7 @@ impl Dialect {
                 Listen,
                 ChangeTools,
                 Partition,
+                RestartReplica,
                 Rebind,
                 Sever,
                 Reset,
@@ -614,6 +615,13 @@ pub enum Action {
         #[serde(rename = "for", skip_serializing_if = "Option::is_none")]
         lasts: Option<Duration>,
     },
+    /// A deployment: replica `replica`'s process restarts; what it kept in
+    /// memory and its per-process keys are gone (its store stays). Done by
+    /// the step loop, between ticks.
+    RestartReplica {
+        /// The replica, from 1.
+        replica: u32,
+    },
 }
 
 impl Action {
@@ -648,6 +656,7 @@ impl Action {
             Action::ChangeTools => StepKind::ChangeTools,
             Action::ResetCall { .. } => StepKind::Reset,
             Action::Partition { .. } => StepKind::Partition,
+            Action::RestartReplica { .. } => StepKind::RestartReplica,
         }
     }
 
@@ -672,7 +681,11 @@ impl Action {
             | Action::Listen { client }
             | Action::SeverCall { client, .. }
             | Action::ResetCall { client, .. } => vec![client],
-            Action::Wait | Action::RestartServer | Action::ChangeTools | Action::Partition { .. } => vec![],
+            Action::Wait
+            | Action::RestartServer
+            | Action::ChangeTools
+            | Action::Partition { .. }
+            | Action::RestartReplica { .. } => vec![],
         }
     }
 
@@ -734,6 +747,9 @@ impl Action {
             Action::ChangeTools => "the server's tool list changes".into(),
             Action::SeverCall { client, label } => format!("the stream of {client}'s call {label} is half-opened"),
             Action::ResetCall { client, label } => format!("the stream of {client}'s call {label} is reset"),
+            Action::RestartReplica { replica } => {
+                format!("replica {replica} restarts: its memory and per-process keys are gone")
+            }
             Action::Partition { replica, lasts } => format!(
                 "replica {replica} loses its link to the store{}",
                 lasts.map(|d| format!(" for {}", format_duration(d))).unwrap_or_else(|| " to the end".into())

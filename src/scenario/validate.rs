@@ -52,6 +52,19 @@ impl Plan {
                     super::load::dialects_with(s.action.kind())
                 )));
             }
+            if let Action::RestartReplica { replica } = &s.action {
+                if d.is_single() {
+                    return Err(
+                        at("`restart-replica` restarts one replica: it needs [deployment] replicas > 1".into()),
+                    );
+                }
+                if !(1..=d.replicas).contains(replica) {
+                    return Err(at(format!(
+                        "names replica {replica}, but the deployment has replicas 1 to {}",
+                        d.replicas
+                    )));
+                }
+            }
             if let Action::Partition { replica, lasts } = &s.action {
                 if d.store != super::StoreKind::Shared || d.is_single() {
                     return Err(at(

@@ -181,6 +181,9 @@ fn write_step(out: &mut String, step: &Step) {
             let _ = writeln!(out, "from = {}\nto = {}\ncredential = {credential}", q(from), q(to));
         }
         Action::Wait | Action::RestartServer | Action::ChangeTools => {}
+        Action::RestartReplica { replica } => {
+            let _ = writeln!(out, "replica = {replica}");
+        }
         Action::Partition { replica, lasts } => {
             let _ = writeln!(out, "replica = {replica}");
             if let Some(l) = lasts {

@@ -578,6 +578,11 @@ impl<H: Hosts> World<H> {
                     self.app.report.error("server", format!("cannot restart the server: {why}"));
                 }
             }
+            Action::RestartReplica { replica } => {
+                if let Err(why) = self.sim.restart_host(&balancer::replica_host(*replica)) {
+                    self.app.report.error("server", format!("cannot restart replica {replica}: {why}"));
+                }
+            }
             Action::Partition { replica, lasts } => {
                 let host = balancer::replica_host(*replica);
                 match self.sim.store_link(&host, true) {
@@ -699,8 +704,14 @@ impl Schedule {
                 }
                 (Some(_), Action::CrashClient { .. }) => Some(now),
                 // A server restart too is done by the step loop, between ticks.
-                (Some(due), Action::RestartServer | Action::Partition { .. }) if due > now => None,
-                (Some(_), Action::RestartServer | Action::Partition { .. }) => Some(now),
+                (Some(due), Action::RestartServer | Action::Partition { .. } | Action::RestartReplica { .. })
+                    if due > now =>
+                {
+                    None
+                }
+                (Some(_), Action::RestartServer | Action::Partition { .. } | Action::RestartReplica { .. }) => {
+                    Some(now)
+                }
                 (due, _) => due,
             };
             if let Some(due) = due {

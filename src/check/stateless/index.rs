@@ -225,7 +225,10 @@ impl Index {
                     ix.store_timeout = SimTime(store_timeout_us.unwrap_or(0));
                 }
                 What::StorePartitioned { replica } => ix.store_cuts.push((*replica, t, None)),
-                What::Step { action: crate::vocab::StepKind::RestartServer, .. } => ix.restarts.push(t),
+                What::Step {
+                    action: crate::vocab::StepKind::RestartServer | crate::vocab::StepKind::RestartReplica,
+                    ..
+                } => ix.restarts.push(t),
                 What::StoreHealed { replica } => {
                     if let Some(c) = ix.store_cuts.iter_mut().rev().find(|c| c.0 == *replica && c.2.is_none()) {
                         c.2 = Some(t);
