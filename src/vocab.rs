@@ -195,6 +195,10 @@ named_enum! {
         Partition = "partition",
         /// A deployment: one replica's process restarts (its memory and per-process keys are gone).
         RestartReplica = "restart-replica",
+        /// A deployment: one replica crashes and stays down (the balancer takes it out of rotation).
+        CrashReplica = "crash-replica",
+        /// A deployment: one replica gets no new connections; its open streams stay.
+        Drain = "drain",
     }
 }
 
@@ -277,6 +281,8 @@ impl StepKind {
                 | StepKind::RestartServer
                 | StepKind::Partition
                 | StepKind::RestartReplica
+                | StepKind::CrashReplica
+                | StepKind::Drain
         )
     }
 }
@@ -382,7 +388,9 @@ mod tests {
                 "replay-request-state",
                 "restart-server",
                 "partition",
-                "restart-replica"
+                "restart-replica",
+                "crash-replica",
+                "drain"
             ]
         );
     }

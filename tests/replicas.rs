@@ -43,7 +43,11 @@ fn a_retry_on_another_replica_catches_a_per_process_key_and_passes_a_configured_
     let verdicts = check::judge(&run.trace);
     let report = mcpsim::report::text(&run, &verdicts, None);
     assert!(report.contains("deployment: 2 replicas behind a balancer routing round-robin"), "{report}");
-    assert!(report.contains("balancer: alice's connection from port 49153 → replica 2 (round-robin)"), "{report}");
+    // The NAT states its public address in a PROXY line; the balancer reports it.
+    assert!(
+        report.contains("balancer: alice's connection from 100.118.228.32:49153 → replica 2 (round-robin)"),
+        "{report}"
+    );
     let liveness = verdicts.iter().find(|v| v.check == CheckId::Liveness).unwrap();
     let words = format!("{:?}", liveness.violations());
     assert!(words.contains("not minted by this process"), "{words}");
@@ -130,7 +134,7 @@ fn the_deployment_table_round_trips_and_its_mistakes_are_located() {
     let stateful = "[scenario]\nname = \"d\"\ndialect = \"streamable-http\"\nduration = \"10s\"\n";
     let e = err("[deployment]\nreplicas = 2\n", stateful);
     assert!(e.starts_with("d.toml:6:1:"), "located at the table: {e}");
-    assert!(e.contains("is simulated with routing = \"session\" only so far"), "{e}");
+    assert!(e.contains("is simulated with routing = \"session\" or \"source\" only so far"), "{e}");
     let e = err("[deployment]\nreplicas = 2\nrouting = \"session\"\nstore = \"shared\"\n", stateful);
     assert!(e.starts_with("d.toml:8:1:") && e.contains("store = \"shared\""), "{e}");
     let e = err("[deployment]\nrouting = \"session\"\n", base);
@@ -366,7 +370,7 @@ fn sticky_sessions_give_each_stateful_server_its_single_server_verdicts() {
     let mut p = bundled("streamable-http/nat-rebind.toml");
     p.deployment = Deployment { replicas: 2, routing: Routing::RoundRobin, store: StoreKind::PerReplica };
     let e = mcpsim::run(&p, "guarded", None).unwrap_err().to_string();
-    assert!(e.contains("simulated with routing = \"session\" only so far"), "{e}");
+    assert!(e.contains("simulated with routing = \"session\" or \"source\" only so far"), "{e}");
     p.deployment.routing = Routing::Session;
     p.deployment.store = StoreKind::Shared;
     let e = mcpsim::run(&p, "guarded", None).unwrap_err().to_string();
@@ -409,4 +413,170 @@ fn restart_replica_restarts_one_replica_and_its_mistakes_are_located() {
     assert!(err(two, "").contains("step `restart-replica` needs `replica` (from 1)"));
     assert!(err(two, "replica = 3\n").contains("names replica 3, but the deployment has replicas 1 to 2"));
     assert!(err("", "replica = 1\n").contains("it needs [deployment] replicas > 1"));
+}
+
+/// The trace events of `run` that `pick` selects, with their times (µs).
+fn events<T>(run: &mcpsim::Run, pick: impl Fn(&What) -> Option<T>) -> Vec<(u64, T)> {
+    run.trace.events.iter().filter_map(|e| pick(&e.what).map(|x| (e.t_us.0, x))).collect()
+}
+
+/// `crash-replica` stops a replica for good: the balancer keeps sending it
+/// connections until its health check notices (2 s), which fail, then
+/// sends the session elsewhere (HAProxy's `option redispatch`). With a
+/// store per replica the session is gone there: liveness reports it,
+/// inherent, with the reason, for every server.
+#[test]
+fn a_replica_crash_sends_its_sessions_elsewhere_after_the_health_check() {
+    let plan = bundled("replicas/crash-session-affinity.toml");
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
+    let crashed = events(&run, |w| match w {
+        What::ReplicaCrashed { replica, out_after_us } => Some((*replica, *out_after_us)),
+        _ => None,
+    });
+    assert_eq!(crashed, [(10_000_000, (1, 2_000_000))]);
+    let routes = events(&run, |w| match w {
+        What::Routed { client, replica, .. } => Some((client.clone(), *replica)),
+        _ => None,
+    });
+    // Before the crash, and until the health check noticed, replica 1; after, replica 2.
+    assert!(routes.iter().all(|(t, (_, r))| (*t < 12_000_000) == (*r == 1)), "{routes:?}");
+    assert!(routes.iter().any(|(t, (_, r))| *t > 10_000_000 && *t < 12_000_000 && *r == 1), "{routes:?}");
+    // The crashed host is the step's doing, not a misbehaving server.
+    assert!(events(&run, |w| matches!(w, What::ServerStopped { .. }).then_some(())).is_empty());
+    let verdicts = check::judge(&run.trace);
+    let liveness = verdicts.iter().find(|v| v.check == CheckId::Liveness).unwrap();
+    let v = liveness.violations();
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert!(v[0].inherent);
+    let words = mcpsim::report::text(&run, &verdicts, None);
+    assert!(
+        words.contains("was sent to replica 2, which never saw its session (created on replica 1)")
+            && words.contains("no server keeps a session that the balancer sends to a replica which never saw it"),
+        "{words}"
+    );
+    // A restart brings it back into rotation.
+    let mut back = plan.clone();
+    back.steps.push(mcpsim::scenario::Step { at: std::time::Duration::from_secs(30), ..plan.steps[3].clone() });
+    back.steps[4].action = mcpsim::scenario::Action::RestartReplica { replica: 1 };
+    back.steps.push(mcpsim::scenario::Step { at: std::time::Duration::from_secs(40), ..plan.steps[0].clone() });
+    back.clients.push(mcpsim::scenario::ClientSpec { name: "bob".into(), ..plan.clients[0].clone() });
+    if let mcpsim::scenario::Action::Connect { client } = &mut back.steps[5].action {
+        *client = "bob".into();
+    }
+    let run = mcpsim::run(&back, "guarded", None).unwrap();
+    let late: Vec<u32> = events(&run, |w| match w {
+        What::Routed { client, replica, .. } if client == "bob" => Some(*replica),
+        _ => None,
+    })
+    .into_iter()
+    .map(|(_, r)| r)
+    .collect();
+    assert!(late.contains(&1), "bob's session may land on the restarted replica 1: {late:?}");
+}
+
+/// A rebind gives the NAT a new public address, which it states in a PROXY
+/// line: under source affinity the session moves to a replica that never
+/// saw it. The finding is inherent with a store per replica, and absent
+/// when the session sticks (session routing), on the same seed.
+#[test]
+fn a_rebind_moves_the_address_and_source_affinity_moves_the_session() {
+    let plan = bundled("replicas/rebind-source-affinity.toml");
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
+    let sources = events(&run, |w| match w {
+        What::Routed { source: Some(a), replica, .. } => Some((a.clone(), *replica)),
+        _ => None,
+    });
+    let (before, after): (Vec<_>, Vec<_>) = sources.iter().partition(|(t, _)| *t < 12_000_000);
+    let addr = |v: &[&(u64, (String, u32))]| {
+        v.iter().map(|(_, (a, r))| (a.clone(), *r)).collect::<std::collections::BTreeSet<_>>()
+    };
+    let (b, a) = (addr(&before), addr(&after));
+    assert_eq!(b.len(), 1, "one address, one replica before the rebind: {b:?}");
+    assert_eq!(a.len(), 1, "one new address after it: {a:?}");
+    assert!(b.iter().next().unwrap().0 != a.iter().next().unwrap().0, "{b:?} {a:?}");
+    assert!(b.iter().next().unwrap().1 != a.iter().next().unwrap().1, "seed 1 moves her: {b:?} {a:?}");
+    let verdicts = check::judge(&run.trace);
+    let liveness = verdicts.iter().find(|v| v.check == CheckId::Liveness).unwrap();
+    assert!(liveness.violations().iter().all(|v| v.inherent) && !liveness.violations().is_empty());
+    // Sticky sessions keep her on her replica through the rebind: nothing to report.
+    let mut sticky = plan.clone();
+    sticky.deployment.routing = Routing::Session;
+    for server in ["guarded", "naive"] {
+        let run = mcpsim::run(&sticky, server, None).unwrap();
+        assert_eq!(routed(&run).iter().map(|(_, r)| *r).collect::<std::collections::BTreeSet<_>>().len(), 1);
+        let verdicts = check::judge(&run.trace);
+        let liveness = verdicts.iter().find(|v| v.check == CheckId::Liveness).unwrap();
+        assert!(
+            !format!("{:?}", liveness.violations()).contains("SessionElsewhere"),
+            "{server}: {:?}",
+            liveness.violations()
+        );
+    }
+    // One server: no PROXY line, no address in the trace.
+    let mut single = plan.clone();
+    single.deployment = Deployment::default();
+    let run = mcpsim::run(&single, "guarded", None).unwrap();
+    assert!(routed(&run).is_empty());
+}
+
+/// `drain` sends a replica no new connection, but its open streams and the
+/// sessions that stick to it stay (HAProxy's drain state): the stateful
+/// servers give the verdicts of the seed's rebind on one server.
+#[test]
+fn a_drained_replica_keeps_its_sessions_and_takes_no_new_one() {
+    let plan = bundled("replicas/drain-long-stream.toml");
+    let single = bundled("streamable-http/nat-rebind.toml");
+    for server in ["guarded", "naive", "rmcp"] {
+        let run = mcpsim::run(&plan, server, None).unwrap();
+        assert_eq!(violated(&run), violated(&mcpsim::run(&single, server, None).unwrap()), "{server}");
+        if server == "rmcp" {
+            continue; // its refusals make alice start a new session, which replica 1 no longer takes
+        }
+        let routes = routed(&run);
+        assert!(routes.iter().all(|(c, r)| (c == "alice") == (*r == 1)), "{server}: {routes:?}");
+        assert!(routes.iter().any(|(c, _)| c == "bob"), "{server}: {routes:?}");
+    }
+    // Without the drain, bob's session would have gone to replica 2 anyway
+    // (round-robin for new sessions): drain both, and nothing new is taken.
+    let mut both = plan.clone();
+    let drain = both.steps.iter().position(|s| s.action.name() == "drain").unwrap();
+    let mut second = both.steps[drain].clone();
+    second.action = mcpsim::scenario::Action::Drain { replica: 2 };
+    both.steps.insert(drain + 1, second);
+    let run = mcpsim::run(&both, "guarded", None).unwrap();
+    assert!(!routed(&run).iter().any(|(c, _)| c == "bob"), "no replica takes bob: {:?}", routed(&run));
+}
+
+/// `crash-replica` and `drain` are read, written back and located like
+/// `restart-replica`; live, they are refused with the reason.
+#[test]
+fn crash_and_drain_steps_round_trip_and_are_refused_live() {
+    for file in ["replicas/crash-session-affinity.toml", "replicas/drain-long-stream.toml"] {
+        let plan = bundled(file);
+        let text = plan.to_toml(&[]);
+        let mut again = Plan::from_toml_str(&text, "again.toml").unwrap();
+        again.source = plan.source.clone();
+        assert_eq!(again, plan, "{file}");
+        // Live refuses the stateful deployment first; a stateless one, the step.
+        let e = mcpsim::live::run(&plan, &mcpsim::live::LiveOptions::new("true")).unwrap_err().to_string();
+        assert!(e.contains("run it in simulation"), "{e}");
+        let mut stateless = bundled("stateless-http/retry-on-another-replica.toml");
+        let fault = plan.steps.iter().find(|s| matches!(s.action.name(), "drain" | "crash-replica")).unwrap();
+        stateless.steps.push(mcpsim::scenario::Step { action: fault.action.clone(), ..stateless.steps[0].clone() });
+        let e = mcpsim::live::run(&stateless, &mcpsim::live::LiveOptions::new("true")).unwrap_err().to_string();
+        assert!(e.contains("is simulated only so far") && e.contains("run it in simulation"), "{e}");
+    }
+    let head = "[scenario]\nname = \"r\"\ndialect = \"legacy-sse\"\nduration = \"10s\"\n";
+    for step in ["crash-replica", "drain"] {
+        let err = |deployment: &str, more: &str| {
+            Plan::from_toml_str(&format!("{head}{deployment}[[step]]\nat = \"1s\"\ndo = \"{step}\"\n{more}"), "r.toml")
+                .unwrap_err()
+                .to_string()
+        };
+        let two = "[deployment]\nreplicas = 2\nrouting = \"session\"\n";
+        assert!(err(two, "").contains(&format!("step `{step}` needs `replica` (from 1)")));
+        assert!(err(two, "replica = 3\n").contains("names replica 3, but the deployment has replicas 1 to 2"));
+        assert!(err("", "replica = 1\n")
+            .contains(&format!("`{step}` acts on one replica: it needs [deployment] replicas > 1")));
+    }
 }

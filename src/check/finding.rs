@@ -257,6 +257,10 @@ pub enum Finding {
     Unresolved { label: String, method: String, issued: SimTime, bound: SimTime, rivalry: Rivalry },
     /// A client with no live uplink at the end.
     NoLiveUplink { client: String, end: SimTime, conn: ConnId, problem: UplinkProblem, shared_credential: bool },
+    /// A deployment whose replicas keep a store each: the balancer sent a
+    /// request of a session to a replica that never saw it, which refused
+    /// it. Inherent: no server keeps such a session.
+    SessionElsewhere { client: String, conn: ConnId, status: u16, at: SimTime, replica: u32, home: u32 },
     /// Notifications that never reached a client whose uplink was live.
     NotificationsLost {
         client: String,

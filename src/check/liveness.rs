@@ -33,7 +33,40 @@ pub fn judge(o: &Observed) -> Status {
     let mut out = unresolved_requests(o);
     out.extend(lost_notifications(o));
     out.extend(no_live_uplink(o));
+    out.extend(sessions_elsewhere(o));
     status(out)
+}
+
+/// In a deployment whose replicas keep a store each: a session's requests
+/// the balancer sent to a replica that never saw the session, refused
+/// there (one finding per client and session: the first). Inherent: the
+/// deployment cannot keep its promise, whatever the server does.
+fn sessions_elsewhere(o: &Observed) -> Vec<Violation> {
+    if !o.store_per_replica {
+        return Vec::new();
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for c in o.conns.values() {
+        let (Some(token), Some((status, _, at, resp_seq))) = (c.presented_token.as_deref(), c.response) else {
+            continue;
+        };
+        if !(400..500).contains(&status) {
+            continue;
+        }
+        let (Some((replica, routed_seq)), Some(home)) = (o.replica_of(c), o.home_of(token)) else { continue };
+        if replica == home || !seen.insert((c.client.clone(), token.to_string())) {
+            continue;
+        }
+        out.push(Violation {
+            check: ID,
+            finding: Finding::SessionElsewhere { client: c.client.clone(), conn: c.conn, status, at, replica, home },
+            t: at,
+            evidence: c.request_seq.into_iter().chain([routed_seq, resp_seq]).collect(),
+            inherent: true,
+        });
+    }
+    out
 }
 
 /// Server requests whose owner could have answered them (a usable uplink

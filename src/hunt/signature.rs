@@ -115,6 +115,7 @@ pub fn defect(f: &crate::check::Finding) -> &'static str {
         F::ReachedTwice { .. } => "reached-twice",
         F::Leak { .. } | F::ForeignDelete { .. } | F::ForeignAnswer { .. } => "foreign-principal",
         F::TimedOut { .. } | F::Unresolved { .. } | F::NoLiveUplink { .. } | F::NotificationsLost { .. } => "stuck",
+        F::SessionElsewhere { .. } => "session-elsewhere",
         F::SilentRefusal { .. } => "silent-refusal",
         F::TokenStillWorked { .. } | F::OwnerSessionKilled { .. } => "token-lifetime",
         F::NeverRenewed { .. } => "never-renewed",

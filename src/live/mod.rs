@@ -31,7 +31,7 @@ pub use serve::{serve, ServeOptions};
 use crate::clock;
 use crate::error::{Error, Result};
 use crate::inbox::Inbox;
-use crate::scenario::{Dialect, Plan};
+use crate::scenario::{Action, Dialect, Plan};
 use crate::server::{AppHook, AppReporter};
 use crate::trace::LateStep;
 use crate::trace::{LiveInfo, Recorder, Run, SimTime, What};
@@ -151,6 +151,18 @@ pub fn run(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
             plan.name,
             plan.deployment.replicas,
             plan.dialect.name()
+        )));
+    }
+    if let Some((i, step)) = plan
+        .steps
+        .iter()
+        .enumerate()
+        .find(|(_, s)| matches!(s.action, Action::CrashReplica { .. } | Action::Drain { .. }))
+    {
+        return Err(Error::usage(format!(
+            "scenario {:?}: step {i} (`{}`) is simulated only so far: live, it needs HAProxy's health checks and runtime API (docs/replicas.md); run it in simulation",
+            plan.name,
+            step.action.name()
         )));
     }
     if !plan.deployment.is_single() && opts.port.is_some() {

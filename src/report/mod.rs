@@ -434,8 +434,16 @@ pub fn describe(what: &What) -> String {
         }
         What::StorePartitioned { replica } => format!("replica {replica} is cut from the store"),
         What::StoreHealed { replica } => format!("replica {replica}'s link to the store is back"),
-        What::Routed { client, up_port, replica, routing } => {
-            format!("balancer: {client}'s connection from port {up_port} → replica {replica} ({routing})")
+        What::ReplicaCrashed { replica, out_after_us } => format!(
+            "replica {replica} crashed; the balancer's health check takes it out of rotation {} later",
+            crate::scenario::format_duration(std::time::Duration::from_micros(*out_after_us))
+        ),
+        What::ReplicaDrained { replica } => {
+            format!("replica {replica} is drained: the balancer sends it no new connection")
+        }
+        What::Routed { client, up_port, replica, routing, source } => {
+            let from = source.as_ref().map_or_else(|| format!("port {up_port}"), |a| format!("{a}:{up_port}"));
+            format!("balancer: {client}'s connection from {from} → replica {replica} ({routing})")
         }
         What::MappingOpened { client, mapping, down_port, up_port } => {
             format!("nat-{client}: mapping {mapping} opened ({down_port} → server from port {up_port})")

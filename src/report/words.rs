@@ -324,6 +324,10 @@ impl fmt::Display for Finding {
                 let note = if *shared_credential { " (it shares a stolen credential with another client)" } else { "" };
                 write!(f, "{client} has no live uplink at the end ({end}): its latest uplink, conn {conn}, {problem}{note}")
             }
+            Finding::SessionElsewhere { client, conn, status, at, replica, home } => write!(
+                f,
+                "{client}'s request on conn {conn} was sent to replica {replica}, which never saw its session (created on replica {home}), and refused it at {at} (HTTP {status}): with a store per replica, no server keeps a session that the balancer sends to a replica which never saw it"
+            ),
             Finding::NotificationsLost { client, at, lost, emitted, first, conn, live } => {
                 let on = conn.map_or(String::new(), |c| format!(" (conn {c})"));
                 let what = if *lost == 1 { format!("event {first}") } else { format!("events {first} on") };

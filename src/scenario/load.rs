@@ -493,6 +493,14 @@ impl Loader<'_> {
                 Some(r) => Action::RestartReplica { replica: *r.get_ref() },
                 None => return Err(self.err(s.action.span(), "step `restart-replica` needs `replica` (from 1)".into())),
             },
+            "crash-replica" => match &s.replica {
+                Some(r) => Action::CrashReplica { replica: *r.get_ref() },
+                None => return Err(self.err(s.action.span(), "step `crash-replica` needs `replica` (from 1)".into())),
+            },
+            "drain" => match &s.replica {
+                Some(r) => Action::Drain { replica: *r.get_ref() },
+                None => return Err(self.err(s.action.span(), "step `drain` needs `replica` (from 1)".into())),
+            },
             "partition" => match &s.replica {
                 Some(r) => Action::Partition { replica: *r.get_ref(), lasts: s.lasts.as_ref().map(|d| d.get_ref().0) },
                 None => return Err(self.err(s.action.span(), "step `partition` needs `replica` (from 1)".into())),
@@ -647,7 +655,7 @@ impl Loader<'_> {
             Action::Listen { .. } => &["client"],
             Action::SeverCall { .. } | Action::ResetCall { .. } => &["client", "label"],
             Action::Partition { .. } => &["replica", "for"],
-            Action::RestartReplica { .. } => &["replica"],
+            Action::RestartReplica { .. } | Action::CrashReplica { .. } | Action::Drain { .. } => &["replica"],
         };
         let present = [
             ("client", s.client.as_ref().map(|x| x.span())),

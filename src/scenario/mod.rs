@@ -79,9 +79,22 @@ impl Dialect {
     pub fn step_kinds(self) -> &'static [StepKind] {
         use StepKind::*;
         match self {
-            Dialect::LegacySse => {
-                &[Connect, ServerRequest, Notify, Answer, Rebind, Sever, Reset, Resume, StealToken, CrashClient, Wait]
-            }
+            Dialect::LegacySse => &[
+                Connect,
+                ServerRequest,
+                Notify,
+                Answer,
+                Rebind,
+                Sever,
+                Reset,
+                Resume,
+                StealToken,
+                CrashClient,
+                RestartReplica,
+                CrashReplica,
+                Drain,
+                Wait,
+            ],
             Dialect::StreamableHttp => &[
                 Connect,
                 ServerRequest,
@@ -95,6 +108,9 @@ impl Dialect {
                 Resume,
                 StealToken,
                 CrashClient,
+                RestartReplica,
+                CrashReplica,
+                Drain,
                 Wait,
             ],
             Dialect::StatelessHttp => &[
@@ -107,6 +123,8 @@ impl Dialect {
                 ChangeTools,
                 Partition,
                 RestartReplica,
+                CrashReplica,
+                Drain,
                 Rebind,
                 Sever,
                 Reset,
@@ -271,12 +289,13 @@ impl Deployment {
         if self.is_single() || !dialect.has_sessions() {
             return None;
         }
-        if self.routing != Routing::Session {
+        if !matches!(self.routing, Routing::Session | Routing::Source) {
             return Some((
                 "routing",
                 format!(
-                    "[deployment] a {:?} deployment of replicas is simulated with routing = \"session\" only so far: another routing sends a session's requests to replicas that never saw it (docs/replicas.md)",
-                    dialect.name()
+                    "[deployment] a {:?} deployment of replicas is simulated with routing = \"session\" or \"source\" only so far: {:?} sends each request of one session to another replica (docs/replicas.md)",
+                    dialect.name(),
+                    self.routing.name()
                 ),
             ));
         }
@@ -622,9 +641,36 @@ pub enum Action {
         /// The replica, from 1.
         replica: u32,
     },
+    /// A deployment: replica `replica`'s host crashes and stays down; the
+    /// balancer takes it out of rotation once its health check notices
+    /// (`restart-replica` brings it back). Done by the step loop.
+    CrashReplica {
+        /// The replica, from 1.
+        replica: u32,
+    },
+    /// A deployment: replica `replica` is drained: the balancer sends it no
+    /// new connection (sessions that stick to it still go there, as HAProxy's
+    /// drain state does); its open streams stay. Done by the step loop.
+    Drain {
+        /// The replica, from 1.
+        replica: u32,
+    },
 }
 
 impl Action {
+    /// Whether the step loop carries it out itself, between ticks (a
+    /// server-side fault), rather than an actor at its due time.
+    pub fn by_step_loop(&self) -> bool {
+        matches!(
+            self,
+            Action::RestartServer
+                | Action::Partition { .. }
+                | Action::RestartReplica { .. }
+                | Action::CrashReplica { .. }
+                | Action::Drain { .. }
+        )
+    }
+
     /// Its `do` name in scenario files.
     pub fn name(&self) -> &'static str {
         self.kind().as_str()
@@ -657,6 +703,8 @@ impl Action {
             Action::ResetCall { .. } => StepKind::Reset,
             Action::Partition { .. } => StepKind::Partition,
             Action::RestartReplica { .. } => StepKind::RestartReplica,
+            Action::CrashReplica { .. } => StepKind::CrashReplica,
+            Action::Drain { .. } => StepKind::Drain,
         }
     }
 
@@ -685,7 +733,9 @@ impl Action {
             | Action::RestartServer
             | Action::ChangeTools
             | Action::Partition { .. }
-            | Action::RestartReplica { .. } => vec![],
+            | Action::RestartReplica { .. }
+            | Action::CrashReplica { .. }
+            | Action::Drain { .. } => vec![],
         }
     }
 
@@ -749,6 +799,10 @@ impl Action {
             Action::ResetCall { client, label } => format!("the stream of {client}'s call {label} is reset"),
             Action::RestartReplica { replica } => {
                 format!("replica {replica} restarts: its memory and per-process keys are gone")
+            }
+            Action::CrashReplica { replica } => format!("replica {replica} crashes and stays down"),
+            Action::Drain { replica } => {
+                format!("replica {replica} is drained: no new connections; its open streams stay")
             }
             Action::Partition { replica, lasts } => format!(
                 "replica {replica} loses its link to the store{}",

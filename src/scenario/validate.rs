@@ -52,11 +52,14 @@ impl Plan {
                     super::load::dialects_with(s.action.kind())
                 )));
             }
-            if let Action::RestartReplica { replica } = &s.action {
+            if let Action::RestartReplica { replica } | Action::CrashReplica { replica } | Action::Drain { replica } =
+                &s.action
+            {
                 if d.is_single() {
-                    return Err(
-                        at("`restart-replica` restarts one replica: it needs [deployment] replicas > 1".into()),
-                    );
+                    return Err(at(format!(
+                        "`{}` acts on one replica: it needs [deployment] replicas > 1",
+                        s.action.name()
+                    )));
                 }
                 if !(1..=d.replicas).contains(replica) {
                     return Err(at(format!(

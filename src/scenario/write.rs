@@ -181,7 +181,7 @@ fn write_step(out: &mut String, step: &Step) {
             let _ = writeln!(out, "from = {}\nto = {}\ncredential = {credential}", q(from), q(to));
         }
         Action::Wait | Action::RestartServer | Action::ChangeTools => {}
-        Action::RestartReplica { replica } => {
+        Action::RestartReplica { replica } | Action::CrashReplica { replica } | Action::Drain { replica } => {
             let _ = writeln!(out, "replica = {replica}");
         }
         Action::Partition { replica, lasts } => {
@@ -254,7 +254,8 @@ mod to_toml_tests {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
         let twins = std::fs::read_dir(dir.join("streamable-http")).unwrap();
         let stateless = std::fs::read_dir(dir.join("stateless-http")).unwrap();
-        for entry in std::fs::read_dir(&dir).unwrap().chain(twins).chain(stateless) {
+        let replicas = std::fs::read_dir(dir.join("replicas")).unwrap();
+        for entry in std::fs::read_dir(&dir).unwrap().chain(twins).chain(stateless).chain(replicas) {
             let path = entry.unwrap().path();
             if path.extension().is_none_or(|x| x != "toml") {
                 continue;

@@ -372,6 +372,19 @@ pub enum What {
         /// The replica, from 1.
         replica: u32,
     },
+    /// A `crash-replica` step stopped a replica's host; the balancer takes
+    /// it out of rotation `out_after_us` later (its health check).
+    ReplicaCrashed {
+        /// The replica, from 1.
+        replica: u32,
+        /// How long the balancer's health check takes to notice (µs).
+        out_after_us: u64,
+    },
+    /// A `drain` step: the balancer sends the replica no new connection.
+    ReplicaDrained {
+        /// The replica, from 1.
+        replica: u32,
+    },
     /// The balancer sent a client's connection to a replica.
     Routed {
         /// The client whose NAT opened the connection.
@@ -382,6 +395,9 @@ pub enum What {
         replica: u32,
         /// The routing rule that picked it.
         routing: String,
+        /// The client's public address, as the NAT's PROXY line stated it.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        source: Option<String>,
     },
     // ---- observed by the NAT ----
     /// The NAT opened a mapping for a new client connection.

@@ -24,6 +24,11 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 const PORT: u16 = crate::client::PORT;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long the balancer's health check takes to notice a crashed replica
+/// and take it out of rotation: HAProxy's `check inter 1s fall 2`, as live
+/// mode writes it. Until then, connections sent to it fail.
+pub(crate) const HEALTH_CHECK: Duration = Duration::from_secs(2);
+
 /// The name of replica `n` (from 1) as a host.
 pub(crate) fn replica_host(n: u32) -> String {
     format!("replica-{n}")
@@ -37,8 +42,16 @@ pub(crate) struct Picker {
     next: Cell<u32>,
     /// Least-connections: open connections per replica.
     open: RefCell<Vec<u32>>,
-    /// Session routing: the replica each session id was created on.
+    /// Session routing: the replica each session id sticks to (where it was
+    /// created, until a crash sends it elsewhere).
     sticky: RefCell<std::collections::BTreeMap<String, u32>>,
+    /// Any routing in a dialect with sessions: the replica whose response
+    /// created each session (where its application runs).
+    homes: RefCell<std::collections::BTreeMap<String, u32>>,
+    /// Per replica: when its health check takes it out of rotation (it crashed).
+    out_at: RefCell<Vec<Option<Duration>>>,
+    /// Per replica: drained (no new connection; sessions stuck to it still go).
+    drained: RefCell<Vec<bool>>,
 }
 
 impl Picker {
@@ -49,31 +62,79 @@ impl Picker {
             next: Cell::new(1),
             open: RefCell::new(vec![0; replicas as usize]),
             sticky: RefCell::default(),
+            homes: RefCell::default(),
+            out_at: RefCell::new(vec![None; replicas as usize]),
+            drained: RefCell::new(vec![false; replicas as usize]),
         }
     }
 
-    /// The replica (from 1) a new connection from `client_addr` goes to,
-    /// whose request names `session` (if it names one).
-    pub(crate) fn pick(&self, client_addr: IpAddr, session: Option<&str>) -> u32 {
+    /// The replica (from 1) a new connection from `client_addr` goes to at
+    /// `now`, whose request names `session` (if it names one); `None` when
+    /// no replica takes new connections (HAProxy answers 503).
+    pub(crate) fn pick(&self, client_addr: IpAddr, session: Option<&str>, now: Duration) -> Option<u32> {
         match self.routing {
             Routing::Session => match session.and_then(|s| self.stuck(s)) {
-                Some(r) => r,
-                None => self.round_robin(),
+                // A drained replica keeps its sessions; one out of rotation
+                // loses them to another (HAProxy's `option redispatch`),
+                // where they stick from then on.
+                Some(r) if self.in_rotation(r, now) => Some(r),
+                Some(_) => {
+                    let r = self.round_robin(now)?;
+                    if let Some(s) = session {
+                        self.sticky.borrow_mut().insert(s.to_string(), r);
+                    }
+                    Some(r)
+                }
+                None => self.round_robin(now),
             },
-            Routing::RoundRobin => self.round_robin(),
+            Routing::RoundRobin => self.round_robin(now),
             Routing::LeastConnections => {
                 let open = self.open.borrow();
                 // The fewest open connections; ties go to the lowest number.
-                (1..=self.replicas).min_by_key(|&r| (open[r as usize - 1], r)).unwrap_or(1)
+                self.takers(now).into_iter().min_by_key(|&r| (open[r as usize - 1], r))
             }
-            Routing::Source => (address_hash(client_addr) % u64::from(self.replicas)) as u32 + 1,
+            // A hash of the address over the replicas that take connections
+            // (HAProxy's map-based hash: the map is over the servers up).
+            Routing::Source => {
+                let takers = self.takers(now);
+                (!takers.is_empty()).then(|| takers[(address_hash(client_addr) % takers.len() as u64) as usize])
+            }
         }
     }
 
-    fn round_robin(&self) -> u32 {
+    /// Whether replica `r` is in rotation at `now`: not out after a crash
+    /// its health check noticed.
+    fn in_rotation(&self, r: u32, now: Duration) -> bool {
+        self.out_at.borrow()[r as usize - 1].is_none_or(|t| now < t)
+    }
+
+    /// The replicas that take new connections at `now`, in order.
+    fn takers(&self, now: Duration) -> Vec<u32> {
+        let drained = self.drained.borrow();
+        (1..=self.replicas).filter(|&r| self.in_rotation(r, now) && !drained[r as usize - 1]).collect()
+    }
+
+    fn round_robin(&self, now: Duration) -> Option<u32> {
+        let takers = self.takers(now);
         let n = self.next.get();
-        self.next.set(n % self.replicas + 1);
-        n
+        let r = takers.iter().copied().find(|&r| r >= n).or_else(|| takers.first().copied())?;
+        self.next.set(r % self.replicas + 1);
+        Some(r)
+    }
+
+    /// Replica `r` crashed: its health check takes it out of rotation at `out_at`.
+    pub(crate) fn crashed(&self, r: u32, out_at: Duration) {
+        self.out_at.borrow_mut()[r as usize - 1] = Some(out_at);
+    }
+
+    /// Replica `r` runs again (a restart): back in rotation.
+    pub(crate) fn restarted(&self, r: u32) {
+        self.out_at.borrow_mut()[r as usize - 1] = None;
+    }
+
+    /// Replica `r` is drained: no new connection goes to it.
+    pub(crate) fn drain(&self, r: u32) {
+        self.drained.borrow_mut()[r as usize - 1] = true;
     }
 
     /// The replica session `id` sticks to, once a response created it there.
@@ -85,7 +146,15 @@ impl Picker {
     /// first replica to name it keeps it, as `stick store-response` does for
     /// an entry it holds).
     fn learned(&self, id: &str, replica: u32) {
-        self.sticky.borrow_mut().entry(id.to_string()).or_insert(replica);
+        self.homes.borrow_mut().entry(id.to_string()).or_insert(replica);
+        if self.routing == Routing::Session {
+            self.sticky.borrow_mut().entry(id.to_string()).or_insert(replica);
+        }
+    }
+
+    /// The replica whose response created session `id`, once one did.
+    pub(crate) fn home(&self, id: &str) -> Option<u32> {
+        self.homes.borrow().get(id).copied()
     }
 
     fn opened(&self, replica: u32) {
@@ -114,16 +183,24 @@ fn address_hash(addr: IpAddr) -> u64 {
 pub(crate) struct Balancer {
     picker: Picker,
     rec: Recorder,
+    /// Whether responses name sessions (a stateful dialect): the balancer
+    /// reads them, for session routing and for where each session lives.
+    sessions: bool,
 }
 
 impl Balancer {
-    pub(crate) fn new(replicas: u32, routing: Routing, rec: Recorder) -> Rc<Self> {
-        Rc::new(Self { picker: Picker::new(replicas, routing), rec })
+    pub(crate) fn new(replicas: u32, routing: Routing, sessions: bool, rec: Recorder) -> Rc<Self> {
+        Rc::new(Self { picker: Picker::new(replicas, routing), rec, sessions })
     }
 
-    /// The replica session `id` sticks to (session routing), once created.
-    pub(crate) fn stuck(&self, id: &str) -> Option<u32> {
-        self.picker.stuck(id)
+    /// The replica whose response created session `id`, once one did.
+    pub(crate) fn home(&self, id: &str) -> Option<u32> {
+        self.picker.home(id)
+    }
+
+    /// The balancer's routing rule, which a crash or a drain reach.
+    pub(crate) fn picker(&self) -> &Picker {
+        &self.picker
     }
 
     /// Proxies until the host stops. Fails only when it cannot listen.
@@ -137,14 +214,17 @@ impl Balancer {
     }
 
     async fn proxy(self: Rc<Self>, mut down: turmoil::net::TcpStream, ip: IpAddr, port: u16) {
-        // Session routing reads the request head first, for the session it names.
-        let mut head = Vec::new();
-        if self.picker.routing == Routing::Session {
-            let Some(h) = read_head(&mut down).await else { return };
-            head = h;
-        }
+        // The NAT states the client's public address in a PROXY line, then
+        // the request head follows: session routing reads it for the session
+        // it names.
+        let Some(mut head) = read_head(&mut down).await else { return };
+        let source = proxy_source(&mut head);
         let session = request_session(&head);
-        let replica = self.picker.pick(ip, session.as_deref());
+        let addr = source.unwrap_or(ip);
+        // No replica takes it: the client's side closes (HAProxy answers 503).
+        let Some(replica) = self.picker.pick(addr, session.as_deref(), crate::clock::now().unwrap_or_default()) else {
+            return;
+        };
         // The NAT's host is `nat-<client>`: name the client, as the NAT's own events do.
         let host = turmoil::reverse_lookup(ip).unwrap_or_else(|| ip.to_string());
         let client = host.strip_prefix("nat-").unwrap_or(&host).to_string();
@@ -153,6 +233,7 @@ impl Balancer {
             up_port: port,
             replica,
             routing: self.picker.routing.name().to_string(),
+            source: source.map(|a| a.to_string()),
         });
         let host = replica_host(replica);
         let connect = turmoil::net::TcpStream::connect((host.as_str(), PORT));
@@ -167,7 +248,7 @@ impl Balancer {
         }
         let to_replica = pump(down_r, up_w, None);
         // Session routing learns the sessions the replica's response names.
-        let learn = (self.picker.routing == Routing::Session).then(|| {
+        let learn = self.sessions.then(|| {
             let me = self.clone();
             Learner::new(Box::new(move |id: &str| me.picker.learned(id, replica)))
         });
@@ -228,6 +309,19 @@ async fn read_head(down: &mut turmoil::net::TcpStream) -> Option<Vec<u8>> {
         }
     }
     Some(head)
+}
+
+/// Strips the PROXY protocol v1 line that starts `head`, if any, and
+/// returns the client address it states (`PROXY TCP4 <src> <dst> <sport>
+/// <dport>`), as HAProxy's `accept-proxy` does.
+fn proxy_source(head: &mut Vec<u8>) -> Option<IpAddr> {
+    if !head.starts_with(b"PROXY ") {
+        return None;
+    }
+    let end = head.windows(2).position(|w| w == b"\r\n")?;
+    let line = String::from_utf8_lossy(&head[..end]).to_string();
+    head.drain(..end + 2);
+    line.split(' ').nth(2)?.parse().ok()
 }
 
 /// The session a request head names: its `Mcp-Session-Id` header, or the
@@ -306,7 +400,7 @@ mod tests {
     fn round_robin_takes_each_replica_in_turn() {
         let p = Picker::new(3, Routing::RoundRobin);
         let ip: IpAddr = [192, 168, 0, 1].into();
-        let picks: Vec<u32> = (0..7).map(|_| p.pick(ip, None)).collect();
+        let picks: Vec<u32> = (0..7).map(|_| p.pick(ip, None, Duration::ZERO).unwrap()).collect();
         assert_eq!(picks, [1, 2, 3, 1, 2, 3, 1]);
     }
 
@@ -314,28 +408,28 @@ mod tests {
     fn least_connections_takes_the_least_busy_replica_and_the_lowest_on_a_tie() {
         let p = Picker::new(3, Routing::LeastConnections);
         let ip: IpAddr = [192, 168, 0, 1].into();
-        assert_eq!(p.pick(ip, None), 1);
+        assert_eq!(p.pick(ip, None, Duration::ZERO).unwrap(), 1);
         p.opened(1);
-        assert_eq!(p.pick(ip, None), 2);
+        assert_eq!(p.pick(ip, None, Duration::ZERO).unwrap(), 2);
         p.opened(2);
         p.opened(2);
-        assert_eq!(p.pick(ip, None), 3);
+        assert_eq!(p.pick(ip, None, Duration::ZERO).unwrap(), 3);
         p.opened(3);
         // 1, 2, 1 open: replica 1 and 3 tie, the lowest wins.
-        assert_eq!(p.pick(ip, None), 1);
+        assert_eq!(p.pick(ip, None, Duration::ZERO).unwrap(), 1);
         p.closed(2);
         p.closed(2);
-        assert_eq!(p.pick(ip, None), 2);
+        assert_eq!(p.pick(ip, None, Duration::ZERO).unwrap(), 2);
     }
 
     #[test]
     fn source_routing_sticks_one_address_to_one_replica_and_spreads_addresses() {
         let p = Picker::new(3, Routing::Source);
         let a: IpAddr = [192, 168, 0, 1].into();
-        let first = p.pick(a, None);
-        assert!((0..10).all(|_| p.pick(a, None) == first));
+        let first = p.pick(a, None, Duration::ZERO).unwrap();
+        assert!((0..10).all(|_| p.pick(a, None, Duration::ZERO).unwrap() == first));
         let spread: std::collections::BTreeSet<u32> =
-            (1..=32u8).map(|i| p.pick([192, 168, 0, i].into(), None)).collect();
+            (1..=32u8).map(|i| p.pick([192, 168, 0, i].into(), None, Duration::ZERO).unwrap()).collect();
         assert_eq!(spread.len(), 3, "32 addresses reach every replica: {spread:?}");
     }
 
@@ -344,11 +438,21 @@ mod tests {
         let p = Picker::new(3, Routing::Session);
         let ip: IpAddr = [192, 168, 0, 1].into();
         // Unknown sessions and requests without one go round-robin.
-        assert_eq!([p.pick(ip, None), p.pick(ip, Some("s1")), p.pick(ip, None)], [1, 2, 3]);
+        assert_eq!(
+            [
+                p.pick(ip, None, Duration::ZERO).unwrap(),
+                p.pick(ip, Some("s1"), Duration::ZERO).unwrap(),
+                p.pick(ip, None, Duration::ZERO).unwrap()
+            ],
+            [1, 2, 3]
+        );
         p.learned("s1", 2);
         p.learned("s1", 3);
-        assert!((0..5).all(|_| p.pick(ip, Some("s1")) == 2), "the first replica to name it keeps it");
-        assert_eq!(p.pick(ip, Some("s2")), 1);
+        assert!(
+            (0..5).all(|_| p.pick(ip, Some("s1"), Duration::ZERO).unwrap() == 2),
+            "the first replica to name it keeps it"
+        );
+        assert_eq!(p.pick(ip, Some("s2"), Duration::ZERO).unwrap(), 1);
     }
 
     #[test]

@@ -86,7 +86,7 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
         }
         world.rec.set_loop_now(now);
         for (host, stopped) in server_stopped.iter_mut() {
-            if !*stopped && !world.sim.is_host_running(host.as_str()) {
+            if !*stopped && !world.down_hosts.contains(host) && !world.sim.is_host_running(host.as_str()) {
                 // A misbehaving plug-in must not take the harness down: record it,
                 // and let the clients observe a dead server until the end.
                 *stopped = true;
@@ -146,6 +146,11 @@ pub(crate) trait Hosts {
     fn restart_host(&mut self, host: &str) -> Result<(), String> {
         Err(format!("cannot restart {host} here"))
     }
+    /// Crashes the process on host `host` (a replica of a deployment), which
+    /// stays down until it is restarted; an error says why it cannot.
+    fn crash_host(&mut self, host: &str) -> Result<(), String> {
+        Err(format!("cannot crash {host} here"))
+    }
     /// Cuts (`cut`) or restores the link between host `host` and the shared
     /// store; an error says why it cannot.
     fn store_link(&mut self, host: &str, cut: bool) -> Result<(), String> {
@@ -168,6 +173,10 @@ impl Hosts for turmoil::Sim<'_> {
     }
     fn restart_host(&mut self, host: &str) -> Result<(), String> {
         self.bounce(host);
+        Ok(())
+    }
+    fn crash_host(&mut self, host: &str) -> Result<(), String> {
+        turmoil::Sim::crash(self, host);
         Ok(())
     }
     fn store_link(&mut self, host: &str, cut: bool) -> Result<(), String> {
@@ -202,6 +211,9 @@ pub(crate) struct World<H> {
     heals: Vec<(Duration, u32)>,
     /// The balancer of a deployment: which replica holds each session.
     balancer: Option<Rc<balancer::Balancer>>,
+    /// The server hosts a `crash-replica` stopped (until restarted): their
+    /// stop is the step's, not a misbehaving server's.
+    pub(crate) down_hosts: std::collections::BTreeSet<String>,
 }
 
 /// Records a run's header: what runs against what, and each client.
@@ -265,6 +277,7 @@ impl<H: Hosts> World<H> {
             replica_apps: Vec::new(),
             heals: Vec::new(),
             balancer: None,
+            down_hosts: Default::default(),
         }
     }
 }
@@ -307,7 +320,8 @@ impl<'a> World<turmoil::Sim<'a>> {
                 store_timeout_us: (plan.deployment.store == crate::scenario::StoreKind::Shared)
                     .then_some(STORE_TIMEOUT.as_micros() as u64),
             });
-            let b = balancer::Balancer::new(replicas, plan.deployment.routing, rec.clone());
+            let b =
+                balancer::Balancer::new(replicas, plan.deployment.routing, plan.dialect.has_sessions(), rec.clone());
             deployed = Some(b.clone());
             sim.host("server", move || {
                 let balancer = b.clone();
@@ -364,14 +378,26 @@ impl<'a> World<turmoil::Sim<'a>> {
             {
                 let (client, rec, inbox, lifetime) =
                     (spec.name.clone(), rec.clone(), nat_inbox.clone(), plan.network.half_open_lifetime);
+                let behind_balancer = replicas > 1;
                 sim.host(nat_name.as_str(), move || {
-                    let nat = Nat::new(
-                        SimNet { server: "server".into() },
-                        client.clone(),
-                        lifetime,
-                        rec.clone(),
-                        inbox.clone(),
-                    );
+                    let nat = if behind_balancer {
+                        Nat::with_public_address(
+                            SimNet { server: "server".into() },
+                            client.clone(),
+                            lifetime,
+                            rec.clone(),
+                            inbox.clone(),
+                            seed.stream(&format!("nat.{client}.address")),
+                        )
+                    } else {
+                        Nat::new(
+                            SimNet { server: "server".into() },
+                            client.clone(),
+                            lifetime,
+                            rec.clone(),
+                            inbox.clone(),
+                        )
+                    };
                     async move { Ok(nat.run().await?) }
                 });
             }
@@ -412,9 +438,9 @@ impl<H: Hosts> World<H> {
     }
 
     /// The application of the replica that holds session `token`: the one
-    /// whose response created it (session routing), else the first.
+    /// whose response created it, else the first.
     fn app_of(&self, token: &str) -> &AppHook {
-        match self.balancer.as_ref().and_then(|b| b.stuck(token)) {
+        match self.balancer.as_ref().and_then(|b| b.home(token)) {
             Some(r) if r >= 2 => self.replica_apps.get(r as usize - 2).unwrap_or(&self.app),
             _ => &self.app,
         }
@@ -579,8 +605,45 @@ impl<H: Hosts> World<H> {
                 }
             }
             Action::RestartReplica { replica } => {
-                if let Err(why) = self.sim.restart_host(&balancer::replica_host(*replica)) {
-                    self.app.report.error("server", format!("cannot restart replica {replica}: {why}"));
+                let host = balancer::replica_host(*replica);
+                match self.sim.restart_host(&host) {
+                    Ok(()) => {
+                        self.down_hosts.remove(&host);
+                        if let Some(b) = &self.balancer {
+                            b.picker().restarted(*replica);
+                        }
+                    }
+                    Err(why) => self.app.report.error("server", format!("cannot restart replica {replica}: {why}")),
+                }
+            }
+            Action::CrashReplica { replica } => {
+                let host = balancer::replica_host(*replica);
+                if self.down_hosts.contains(&host) {
+                    return;
+                }
+                match self.sim.crash_host(&host) {
+                    Ok(()) => {
+                        self.down_hosts.insert(host);
+                        if let Some(b) = &self.balancer {
+                            b.picker().crashed(*replica, at + balancer::HEALTH_CHECK);
+                        }
+                        rec.record_at(
+                            SimTime::from_duration(at),
+                            What::ReplicaCrashed {
+                                replica: *replica,
+                                out_after_us: balancer::HEALTH_CHECK.as_micros() as u64,
+                            },
+                        );
+                    }
+                    Err(why) => self.app.report.error("server", format!("cannot crash replica {replica}: {why}")),
+                }
+            }
+            Action::Drain { replica } => {
+                if let Some(b) = &self.balancer {
+                    b.picker().drain(*replica);
+                    rec.record_at(SimTime::from_duration(at), What::ReplicaDrained { replica: *replica });
+                } else {
+                    self.app.report.error("server", format!("cannot drain replica {replica}: no balancer here"));
                 }
             }
             Action::Partition { replica, lasts } => {
@@ -708,14 +771,8 @@ impl Schedule {
                 }
                 (Some(_), Action::CrashClient { .. }) => Some(now),
                 // A server restart too is done by the step loop, between ticks.
-                (Some(due), Action::RestartServer | Action::Partition { .. } | Action::RestartReplica { .. })
-                    if due > now =>
-                {
-                    None
-                }
-                (Some(_), Action::RestartServer | Action::Partition { .. } | Action::RestartReplica { .. }) => {
-                    Some(now)
-                }
+                (Some(due), a) if due > now && a.by_step_loop() => None,
+                (Some(_), a) if a.by_step_loop() => Some(now),
                 (due, _) => due,
             };
             if let Some(due) = due {

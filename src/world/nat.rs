@@ -122,6 +122,18 @@ pub struct Nat<N: NatNet> {
     inbox: Inbox<NatCmd>,
     mappings: RefCell<BTreeMap<MappingId, Rc<Mapping>>>,
     next: Cell<u32>,
+    /// Behind a deployment's balancer: the NAT's public address, which it
+    /// states in a PROXY protocol line at the start of each upstream
+    /// connection, and the stream a rebind draws a new one from.
+    public: Option<RefCell<(std::net::Ipv4Addr, rand_chacha::ChaCha8Rng)>>,
+}
+
+/// A public address drawn from `rng`: one in the carrier-grade NAT range
+/// (100.64.0.0/10), where a rebind's new address comes from.
+fn draw_address(rng: &mut rand_chacha::ChaCha8Rng) -> std::net::Ipv4Addr {
+    use rand::RngCore;
+    let b = rng.next_u32().to_be_bytes();
+    std::net::Ipv4Addr::new(100, 64 | (b[0] & 0x3f), b[1], b[2].max(1))
 }
 
 const PORT: u16 = 80;
@@ -129,7 +141,34 @@ const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl<N: NatNet> Nat<N> {
     pub fn new(net: N, client: String, half_open_lifetime: Duration, rec: Recorder, inbox: Inbox<NatCmd>) -> Rc<Self> {
-        Rc::new(Nat { net, client, half_open_lifetime, rec, inbox, mappings: RefCell::default(), next: Cell::new(0) })
+        Rc::new(Nat {
+            net,
+            client,
+            half_open_lifetime,
+            rec,
+            inbox,
+            mappings: RefCell::default(),
+            next: Cell::new(0),
+            public: None,
+        })
+    }
+
+    /// A NAT in front of a deployment's balancer: it draws its public address
+    /// from `rng`, states it in a PROXY protocol v1 line on each upstream
+    /// connection (what HAProxy's `accept-proxy` reads), and draws a new one
+    /// at each rebind, as a carrier NAT that rebinds does.
+    pub fn with_public_address(
+        net: N,
+        client: String,
+        half_open_lifetime: Duration,
+        rec: Recorder,
+        inbox: Inbox<NatCmd>,
+        mut rng: rand_chacha::ChaCha8Rng,
+    ) -> Rc<Self> {
+        let addr = draw_address(&mut rng);
+        let mut nat = Rc::into_inner(Self::new(net, client, half_open_lifetime, rec, inbox)).expect("just built");
+        nat.public = Some(RefCell::new((addr, rng)));
+        Rc::new(nat)
     }
 
     /// Proxies until the host stops. Fails only when it cannot listen.
@@ -171,7 +210,13 @@ impl<N: NatNet> Nat<N> {
         self.mappings.borrow_mut().insert(id, m.clone());
         self.rec.record(What::MappingOpened { client: self.client.clone(), mapping: id, down_port, up_port });
         let (down_r, down_w) = N::split(down);
-        let (up_r, up_w) = N::split(up);
+        let (up_r, mut up_w) = N::split(up);
+        if let Some(public) = &self.public {
+            let line = format!("PROXY TCP4 {} 0.0.0.0 {up_port} {PORT}\r\n", public.borrow().0);
+            if up_w.write_all(line.as_bytes()).await.is_err() {
+                return;
+            }
+        }
         tokio::task::spawn_local(self.clone().pump(m.clone(), down_r, up_w, false));
         tokio::task::spawn_local(self.clone().pump(m, up_r, down_w, true));
     }
@@ -261,6 +306,10 @@ impl<N: NatNet> Nat<N> {
             NatCmd::Rebind => {
                 for m in &live {
                     self.drop_mapping(m, "rebind");
+                }
+                if let Some(public) = &self.public {
+                    let (addr, rng) = &mut *public.borrow_mut();
+                    *addr = draw_address(rng);
                 }
             }
             NatCmd::Sever => {

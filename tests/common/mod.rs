@@ -34,7 +34,7 @@ pub fn tmp(area: &str, name: &str) -> PathBuf {
 /// not the regressions), by paths relative to the package root, sorted.
 pub fn bundled_scenarios() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut paths: Vec<PathBuf> = ["scenarios", "scenarios/streamable-http"]
+    let mut paths: Vec<PathBuf> = ["scenarios", "scenarios/streamable-http", "scenarios/replicas"]
         .iter()
         .flat_map(|d| std::fs::read_dir(root.join(d)).unwrap().map(move |e| Path::new(d).join(e.unwrap().file_name())))
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))

@@ -147,13 +147,26 @@ impl<'a> Observed<'a> {
                     o.crashes.push((client.clone(), t));
                     o.crashed.insert(client.clone(), t);
                 }
-                What::MappingOpened { client, mapping, down_port, .. } => {
+                What::DeploymentStarted { replicas, store, .. } => {
+                    o.store_per_replica = *replicas > 1 && store != "shared";
+                }
+                What::Routed { client, up_port, replica, .. } => {
+                    // The latest mapping of that client from that port (the NAT's ports are not reused).
+                    if let Some(m) =
+                        o.mappings.values_mut().rev().find(|m| &m.client == client && m.up_port == *up_port)
+                    {
+                        m.routed = Some((*replica, seq));
+                    }
+                }
+                What::MappingOpened { client, mapping, down_port, up_port } => {
                     o.mappings.insert(
                         (client.clone(), *mapping),
                         Mapping {
                             client: client.clone(),
                             mapping: *mapping,
                             down_port: *down_port,
+                            up_port: *up_port,
+                            routed: None,
                             dropped: None,
                             reset: None,
                             dropped_writes: Vec::new(),

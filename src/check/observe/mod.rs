@@ -167,6 +167,10 @@ pub struct Mapping {
     pub mapping: MappingId,
     /// The client's port: a [`Conn`]'s `port`.
     pub down_port: u16,
+    /// The NAT's source port towards the server (or the balancer).
+    pub up_port: u16,
+    /// In a deployment: `(replica, seq)` of the balancer sending it to a replica.
+    pub routed: Option<(u32, u64)>,
     /// `(time, seq, fault)` when it was dropped silently.
     pub dropped: Option<(SimTime, u64, String)>,
     /// `(time, seq)` when the NAT reset it.
@@ -313,4 +317,7 @@ pub struct Observed<'a> {
     pub crashes: Vec<(String, SimTime)>,
     /// `(time, from, to, with credential)` of every token theft.
     pub thefts: Vec<(SimTime, String, String, bool)>,
+    /// A deployment of replicas that each keep their own store: a session
+    /// lives only on the replica that created it.
+    pub store_per_replica: bool,
 }

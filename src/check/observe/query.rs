@@ -229,6 +229,18 @@ impl Observed<'_> {
         self.mappings.values().find(|m| m.client == c.client && m.down_port == c.port)
     }
 
+    /// In a deployment: `(replica, seq)` of the balancer sending connection `c` to a replica.
+    pub fn replica_of(&self, c: &Conn) -> Option<(u32, u64)> {
+        self.mapping_of(c)?.routed
+    }
+
+    /// In a deployment: the replica whose response handed out session
+    /// `token` (where it was created).
+    pub fn home_of(&self, token: &str) -> Option<u32> {
+        let c = self.conns.values().find(|c| c.learned_token.as_deref() == Some(token))?;
+        Some(self.replica_of(c)?.0)
+    }
+
     /// The stream that first carried one of request `r`'s ids (delivered or
     /// written into a dropped mapping), if any did.
     pub fn stream_of_request(&self, r: &Request) -> Option<&StreamKey> {
