@@ -53,6 +53,10 @@ pub type Reply<'a> = Pin<Box<dyn Future<Output = Result<Frame, StoreError>> + 'a
 pub trait Store {
     /// Runs one command (`["SET", "k", "v", "NX"]`); its reply.
     fn call(&self, args: Vec<Vec<u8>>) -> Reply<'_>;
+    /// Another client of the same store, with a connection of its own (so
+    /// that a background task's commands never queue in front of a
+    /// request's); the store itself when it has no connections.
+    fn another(self: Rc<Self>) -> Rc<dyn Store>;
 }
 
 impl dyn Store {
@@ -75,6 +79,47 @@ impl dyn Store {
             Frame::Bulk(b) => Ok(b),
             other => Err(unexpected(other)),
         }
+    }
+
+    /// `SET key value [PX ttl]`.
+    pub async fn set(&self, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<(), StoreError> {
+        let mut args = vec![b"SET".to_vec(), key.into(), value.to_vec()];
+        if let Some(ttl) = ttl {
+            args.extend([b"PX".to_vec(), ttl.as_millis().max(1).to_string().into_bytes()]);
+        }
+        match self.call(args).await? {
+            Frame::Simple(s) if s == "OK" => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// `DEL key`.
+    pub async fn del(&self, key: &str) -> Result<(), StoreError> {
+        match self.call(vec![b"DEL".to_vec(), key.into()]).await? {
+            Frame::Int(_) => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// `RPUSH key value`.
+    pub async fn rpush(&self, key: &str, value: &[u8]) -> Result<(), StoreError> {
+        match self.call(vec![b"RPUSH".to_vec(), key.into(), value.to_vec()]).await? {
+            Frame::Int(_) => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// `LPOP key`: the list's first item, if any.
+    pub async fn lpop(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        match self.call(vec![b"LPOP".to_vec(), key.into()]).await? {
+            Frame::Bulk(b) => Ok(b),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// `GET key` read as an integer (0 when absent).
+    pub async fn get_int(&self, key: &str) -> Result<i64, StoreError> {
+        Ok(self.get(key).await?.and_then(|v| int_arg(&v)).unwrap_or(0))
     }
 
     /// `INCR key`: the new value.
@@ -117,7 +162,7 @@ enum Value {
 
 /// The store's data and the commands on it: the subset of Redis the engine
 /// uses (`PING`, `GET`, `SET` with `NX`/`XX`/`PX`/`EX`, `DEL`, `EXISTS`,
-/// `INCR`, `RPUSH`, `LRANGE`), with Redis's replies.
+/// `INCR`, `RPUSH`, `LPOP`, `LRANGE`), with Redis's replies.
 #[derive(Default, Debug)]
 pub struct Db {
     /// Each key's value and its expiry (µs of scenario time).
@@ -198,6 +243,15 @@ impl Db {
                 l.extend(args[1..].iter().cloned());
                 Frame::Int(l.len() as i64)
             }
+            "LPOP" if arity(1, Some(1)) => {
+                let Some((v, _)) = self.keys.get_mut(&args[0]) else { return Frame::Bulk(None) };
+                let Value::List(l) = v else { return err(WRONGTYPE) };
+                let first = (!l.is_empty()).then(|| l.remove(0));
+                if l.is_empty() {
+                    self.keys.remove(&args[0]);
+                }
+                Frame::Bulk(first)
+            }
             "LRANGE" if arity(3, Some(3)) => {
                 let (Some(start), Some(stop)) = (int_arg(&args[1]), int_arg(&args[2])) else {
                     return err("ERR value is not an integer or out of range");
@@ -213,7 +267,7 @@ impl Db {
                 let items = if a > b { Vec::new() } else { l[a as usize..=b as usize].to_vec() };
                 Frame::Array(Some(items.into_iter().map(|i| Frame::Bulk(Some(i))).collect()))
             }
-            "GET" | "SET" | "DEL" | "EXISTS" | "INCR" | "RPUSH" | "LRANGE" => wrong(),
+            "GET" | "SET" | "DEL" | "EXISTS" | "INCR" | "RPUSH" | "LPOP" | "LRANGE" => wrong(),
             _ => err(format!("ERR unknown command '{}'", name.to_ascii_lowercase())),
         }
     }
@@ -235,36 +289,111 @@ impl Store for MemoryStore {
         let reply = self.db.borrow_mut().apply(now_us(), &args);
         Box::pin(std::future::ready(Ok(reply)))
     }
+    fn another(self: Rc<Self>) -> Rc<dyn Store> {
+        self
+    }
 }
 
 /// Opens a new connection to the store.
 pub type Connector = Rc<dyn Fn() -> Pin<Box<dyn Future<Output = std::io::Result<Box<dyn crate::net::Connection>>>>>>;
 
-/// One open connection and the bytes read past the last reply.
-struct Open {
-    stream: Box<dyn crate::net::Connection>,
-    buf: Vec<u8>,
-    /// A command was sent and its reply not read yet: set while an exchange
-    /// runs. Found set by the next exchange, it means the last one was
-    /// cancelled halfway (its caller's future dropped: a request handler
-    /// whose client went away), and its reply may still come: the
-    /// connection cannot tell which reply is whose, and is dropped.
-    busy: bool,
+/// A command on its way, and where its reply goes.
+type Pending = (Vec<u8>, tokio::sync::oneshot::Sender<Result<Frame, String>>);
+
+/// One open connection: a task that writes each command as it comes and
+/// hands each reply, in order, to the command that waits for it (Redis
+/// answers in the order it was asked). Commands are pipelined: one
+/// caller's command never waits for another's reply. A caller that goes
+/// away (its request was cancelled) leaves its reply to be read and
+/// dropped, so no reply is ever handed to the wrong command.
+struct Pipe {
+    commands: tokio::sync::mpsc::UnboundedSender<Pending>,
+    /// Told when the client gives the connection up (a reply that never
+    /// came): every command still waiting on it fails at once, since their
+    /// replies would come after the missing one.
+    kill: Rc<tokio::sync::Notify>,
 }
 
-/// A RESP client: the simulated store host or a real Redis, one connection
-/// at a time (opened when needed, dropped on any failure). Each command is
-/// bounded by `timeout` (scenario time), after which it is unreachable.
+impl Pipe {
+    fn open(stream: Box<dyn crate::net::Connection>) -> Rc<Pipe> {
+        let (commands, rx) = tokio::sync::mpsc::unbounded_channel();
+        let kill = Rc::new(tokio::sync::Notify::new());
+        tokio::task::spawn_local(Pipe::run(stream, rx, kill.clone()));
+        Rc::new(Pipe { commands, kill })
+    }
+
+    /// Writes commands and reads replies until the connection fails or the
+    /// client drops the pipe; then every command still waiting fails.
+    async fn run(
+        mut stream: Box<dyn crate::net::Connection>,
+        mut rx: tokio::sync::mpsc::UnboundedReceiver<Pending>,
+        kill: Rc<tokio::sync::Notify>,
+    ) {
+        let mut waiting: std::collections::VecDeque<tokio::sync::oneshot::Sender<Result<Frame, String>>> =
+            std::collections::VecDeque::new();
+        let mut buf = Vec::new();
+        let mut chunk = vec![0u8; 4096];
+        let why = loop {
+            tokio::select! {
+                biased;
+                _ = kill.notified() => break "the connection to the store was given up: a command before this one got no reply".to_string(),
+                cmd = rx.recv() => match cmd {
+                    Some((bytes, reply)) => {
+                        if let Err(e) = stream.write_all(&bytes).await {
+                            let _ = reply.send(Err(format!("write: {e}")));
+                            break format!("write: {e}");
+                        }
+                        waiting.push_back(reply);
+                    }
+                    None => return,
+                },
+                n = stream.read(&mut chunk) => {
+                    let n = match n {
+                        Ok(0) => break "the store closed the connection".to_string(),
+                        Ok(n) => n,
+                        Err(e) => break format!("read: {e}"),
+                    };
+                    buf.extend_from_slice(&chunk[..n]);
+                    loop {
+                        match resp::parse(&buf) {
+                            Ok(Some((frame, used))) => {
+                                buf.drain(..used);
+                                match waiting.pop_front() {
+                                    Some(reply) => {
+                                        let _ = reply.send(Ok(frame));
+                                    }
+                                    None => return, // a reply nobody asked for: the connection is lost
+                                }
+                            }
+                            Ok(None) => break,
+                            Err(e) => return waiting.drain(..).for_each(|w| drop(w.send(Err(e.to_string())))),
+                        }
+                    }
+                }
+            }
+        };
+        for w in waiting {
+            let _ = w.send(Err(why.clone()));
+        }
+    }
+}
+
+/// A RESP client: the simulated store host or a real Redis, one pipelined
+/// connection at a time (opened when needed, dropped on any failure). Each
+/// command is bounded by `timeout` (scenario time), after which it is
+/// unreachable.
 pub struct RespStore {
     connect: Connector,
     timeout: Duration,
-    conn: tokio::sync::Mutex<Option<Open>>,
+    pipe: RefCell<Option<Rc<Pipe>>>,
+    /// Held while a connection is being opened (one at a time).
+    opening: tokio::sync::Mutex<()>,
 }
 
 impl RespStore {
     /// A client that opens its connections with `connect`.
     pub fn new(connect: Connector, timeout: Duration) -> Self {
-        Self { connect, timeout, conn: tokio::sync::Mutex::new(None) }
+        Self { connect, timeout, pipe: RefCell::new(None), opening: tokio::sync::Mutex::new(()) }
     }
 
     /// A client of the simulated store host `host`.
@@ -292,60 +421,70 @@ impl RespStore {
         Self::new(connect, timeout)
     }
 
-    async fn exchange(&self, args: &[Vec<u8>]) -> Result<Frame, String> {
-        let mut slot = self.conn.lock().await;
-        if slot.as_ref().is_some_and(|o| o.busy) {
+    /// The open connection, opening one when there is none.
+    async fn pipe(&self) -> Result<Rc<Pipe>, String> {
+        if let Some(p) = self.pipe.borrow().as_ref().filter(|p| !p.commands.is_closed()) {
+            return Ok(p.clone());
+        }
+        let _opening = self.opening.lock().await;
+        if let Some(p) = self.pipe.borrow().as_ref().filter(|p| !p.commands.is_closed()) {
+            return Ok(p.clone());
+        }
+        let stream = (self.connect)().await.map_err(|e| format!("cannot connect: {e}"))?;
+        let p = Pipe::open(stream);
+        *self.pipe.borrow_mut() = Some(p.clone());
+        Ok(p)
+    }
+
+    /// Drops connection `p` if it is still the open one.
+    fn drop_pipe(&self, p: &Rc<Pipe>) {
+        p.kill.notify_one();
+        let mut slot = self.pipe.borrow_mut();
+        if slot.as_ref().is_some_and(|q| Rc::ptr_eq(q, p)) {
             *slot = None;
         }
-        if slot.is_none() {
-            let stream = (self.connect)().await.map_err(|e| format!("cannot connect: {e}"))?;
-            *slot = Some(Open { stream, buf: Vec::new(), busy: false });
+    }
+
+    async fn exchange(&self, args: &[Vec<u8>]) -> Result<Frame, String> {
+        let p = self.pipe().await?;
+        let mut out = Vec::new();
+        Frame::command(args).encode(&mut out);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if p.commands.send((out, tx)).is_err() {
+            self.drop_pipe(&p);
+            return Err("the connection to the store is gone".into());
         }
-        let open = slot.as_mut().expect("just opened");
-        open.busy = true;
-        let result = async {
-            let mut out = Vec::new();
-            Frame::command(args).encode(&mut out);
-            open.stream.write_all(&out).await.map_err(|e| format!("write: {e}"))?;
-            loop {
-                if let Some((frame, used)) = resp::parse(&open.buf).map_err(|e| e.to_string())? {
-                    open.buf.drain(..used);
-                    open.busy = false;
-                    return Ok(frame);
-                }
-                let mut chunk = [0u8; 4096];
-                let n = open.stream.read(&mut chunk).await.map_err(|e| format!("read: {e}"))?;
-                if n == 0 {
-                    return Err("the store closed the connection".to_string());
-                }
-                open.buf.extend_from_slice(&chunk[..n]);
+        match crate::clock::timeout(self.timeout, rx).await {
+            Ok(Ok(Ok(frame))) => Ok(frame),
+            Ok(Ok(Err(why))) => {
+                self.drop_pipe(&p);
+                Err(why)
+            }
+            Ok(Err(_)) => {
+                self.drop_pipe(&p);
+                Err("the connection to the store is gone".into())
+            }
+            Err(_) => {
+                // A reply this late may never come: start over on a new connection.
+                self.drop_pipe(&p);
+                Err(format!("no reply within {:?}", self.timeout))
             }
         }
-        .await;
-        if result.is_err() {
-            *slot = None;
-        }
-        result
     }
 }
 
 impl Store for RespStore {
     fn call(&self, args: Vec<Vec<u8>>) -> Reply<'_> {
         Box::pin(async move {
-            let r = crate::clock::timeout(self.timeout, self.exchange(&args)).await;
-            match r {
-                Ok(Ok(Frame::Error(e))) => Err(StoreError::Refused(e)),
-                Ok(Ok(f)) => Ok(f),
-                Ok(Err(why)) => Err(StoreError::Unreachable(why)),
-                Err(_) => {
-                    // A late reply would be read as the next command's: start over.
-                    if let Ok(mut slot) = self.conn.try_lock() {
-                        *slot = None;
-                    }
-                    Err(StoreError::Unreachable(format!("no reply within {:?}", self.timeout)))
-                }
+            match self.exchange(&args).await {
+                Ok(Frame::Error(e)) => Err(StoreError::Refused(e)),
+                Ok(f) => Ok(f),
+                Err(why) => Err(StoreError::Unreachable(why)),
             }
         })
+    }
+    fn another(self: Rc<Self>) -> Rc<dyn Store> {
+        Rc::new(RespStore::new(self.connect.clone(), self.timeout))
     }
 }
 
@@ -442,6 +581,11 @@ mod tests {
         assert!(matches!(run(&mut db, 0, &["INCR", "log"]), Frame::Error(e) if e.starts_with("WRONGTYPE")));
         assert!(matches!(run(&mut db, 0, &["GET", "log"]), Frame::Error(e) if e.starts_with("WRONGTYPE")));
         assert_eq!(run(&mut db, 0, &["DEL", "log", "epoch", "none"]), Frame::Int(2));
+        run(&mut db, 0, &["RPUSH", "q", "a", "b"]);
+        assert_eq!(run(&mut db, 0, &["LPOP", "q"]), Frame::Bulk(Some(b"a".to_vec())));
+        assert_eq!(run(&mut db, 0, &["LPOP", "q"]), Frame::Bulk(Some(b"b".to_vec())));
+        assert_eq!(run(&mut db, 0, &["LPOP", "q"]), Frame::Bulk(None));
+        assert_eq!(run(&mut db, 0, &["EXISTS", "q"]), Frame::Int(0), "an emptied list is gone");
         assert!(matches!(run(&mut db, 0, &["SET", "k"]), Frame::Error(e) if e.contains("wrong number")));
         assert!(matches!(run(&mut db, 0, &["SET", "k", "v", "PX", "0"]), Frame::Error(_)));
         assert!(matches!(run(&mut db, 0, &["FLUSHALL"]), Frame::Error(e) if e.contains("unknown command")));
