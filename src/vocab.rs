@@ -342,6 +342,7 @@ pub const SERVERS: &[&str] = &[
     "unbound",
     "inclusive-replay",
     "empty-ok",
+    "local-fence",
     "rmcp",
     "rmcp-unsealed",
     "unbound-state",

@@ -24,7 +24,8 @@ fn first_finding_in(server: &str, check: CheckId, dialect: Dialect) -> Option<u6
 
 #[test]
 fn every_buggy_server_is_found_by_its_own_check_in_streamable_http_too() {
-    for m in Mutation::ALL {
+    // (local-fence's bug needs replicas: tests/replicas.rs hunts it deployed.)
+    for m in Mutation::ALL.into_iter().filter(|m| !m.needs_replicas()) {
         let by = m.caught_by_in(Dialect::StreamableHttp);
         let found = first_finding_in(m.name(), by, Dialect::StreamableHttp);
         assert!(found.is_some(), "{} not caught by {by} within {BOUND} streamable-http seeds", m.name());
@@ -48,7 +49,7 @@ fn guarded_has_no_findings_in_streamable_http_and_rmcp_has_many() {
 #[test]
 fn every_buggy_server_is_found_by_its_own_check_within_the_bound() {
     assert!(first_finding("naive", CheckId::SessionBinding).is_some(), "naive");
-    for m in Mutation::ALL {
+    for m in Mutation::ALL.into_iter().filter(|m| !m.needs_replicas()) {
         let found = first_finding(m.name(), m.caught_by());
         assert!(found.is_some(), "{} not caught by {} within {BOUND} seeds", m.name(), m.caught_by());
     }

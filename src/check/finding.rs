@@ -40,6 +40,9 @@ pub enum Rivalry {
     RivalHolder,
     /// The owner presented another principal's credential on the session.
     ForeignCredential,
+    /// The owner's answer reached a replica that a partition cut from the
+    /// shared store, which could not take it (it answered 503).
+    StoreCut,
 }
 
 /// What keeps a client's latest uplink from being live at the end.
@@ -257,10 +260,11 @@ pub enum Finding {
     Unresolved { label: String, method: String, issued: SimTime, bound: SimTime, rivalry: Rivalry },
     /// A client with no live uplink at the end.
     NoLiveUplink { client: String, end: SimTime, conn: ConnId, problem: UplinkProblem, shared_credential: bool },
-    /// A deployment whose replicas keep a store each: the balancer sent a
-    /// request of a session to a replica that never saw it, which refused
-    /// it. Inherent: no server keeps such a session.
-    SessionElsewhere { client: String, conn: ConnId, status: u16, at: SimTime, replica: u32, home: u32 },
+    /// A deployment: the balancer sent a request of a live session to a
+    /// replica other than the one that created it, which refused it as
+    /// unknown. With a store per replica, inherent (no server keeps such a
+    /// session); with a shared store, the session was there to take over.
+    SessionElsewhere { client: String, conn: ConnId, status: u16, at: SimTime, replica: u32, home: u32, shared: bool },
     /// Notifications that never reached a client whose uplink was live.
     NotificationsLost {
         client: String,
@@ -282,7 +286,9 @@ pub enum Finding {
     /// A thief's refusal killed the owner's session.
     OwnerSessionKilled { thief: String, refused_at: SimTime, owner: String, conn: ConnId, at: SimTime },
     /// A resumption answered with a server error (5xx): a crash, not a refusal.
-    RefusedByServerError { client: String, conn: ConnId, status: u16 },
+    /// (`store_cut`: the replica that answered was cut from the shared store
+    /// then, which explains a 503: inherent.)
+    RefusedByServerError { client: String, conn: ConnId, status: u16, store_cut: Option<u32> },
     /// A resumption the scenario expects accepted was refused.
     ValidRefused { client: String, conn: ConnId, how: Refused, step_at: SimTime },
     /// A resumption the trace proves valid was refused: from the newest id
@@ -317,5 +323,6 @@ pub enum Finding {
     /// The server broke HTTP or SSE.
     Protocol { client: String, conn: ConnId, what: String },
     /// The server answered a request with a server error (5xx).
-    ServerError { client: String, conn: ConnId, method: String, status: u16 },
+    /// (`store_cut`: as in [`Finding::RefusedByServerError`].)
+    ServerError { client: String, conn: ConnId, method: String, status: u16, store_cut: Option<u32> },
 }

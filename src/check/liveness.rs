@@ -22,6 +22,17 @@ pub const ABOUT: &str =
 /// Time to deliver a request and carry its answer back, beyond the think time.
 const ROUND_TRIP_ALLOWANCE_US: u64 = 1_000_000;
 
+/// The round trip `o`'s requests take: behind a balancer, with a shared
+/// store, a request crosses twice the hops (the balancer, then the store
+/// before the replica answers), so it is allowed twice the time.
+fn round_trip(o: &Observed) -> u64 {
+    if o.shared_store == Some(true) {
+        2 * ROUND_TRIP_ALLOWANCE_US
+    } else {
+        ROUND_TRIP_ALLOWANCE_US
+    }
+}
+
 pub const EXPLAIN: super::Explain = super::Explain {
     meaning: "Every server request resolves (answered or failed explicitly) within the bound whenever its owner was reachable long enough to answer; every client that keeps trying converges on a live uplink after faults stop.",
     evidence: "Application outcomes and their times, the owner's usable uplinks for the session (accepted, not yet dropped, ended or replaced), its think time; each client's latest uplink at the end of the run.",
@@ -37,33 +48,49 @@ pub fn judge(o: &Observed) -> Status {
     status(out)
 }
 
-/// In a deployment whose replicas keep a store each: a session's requests
-/// the balancer sent to a replica that never saw the session, refused
-/// there (one finding per client and session: the first). Inherent: the
-/// deployment cannot keep its promise, whatever the server does.
+/// In a deployment: a live session's request, from its owner, that the
+/// balancer sent to a replica other than the one that created it, refused
+/// there as unknown (404), one finding per client and session (the first).
+/// A session is live until its owner ended it (DELETE) or the replica that
+/// created it refused it. With a store per replica the deployment cannot
+/// keep its promise, whatever the server does: inherent. With a shared
+/// store the session was there to take over: a finding.
 fn sessions_elsewhere(o: &Observed) -> Vec<Violation> {
-    if !o.store_per_replica {
-        return Vec::new();
-    }
+    let Some(shared) = o.shared_store else { return Vec::new() };
     let mut seen = std::collections::BTreeSet::new();
     let mut out = Vec::new();
-    for c in o.conns.values() {
+    let mut conns: Vec<&super::observe::Conn> = o.conns.values().collect();
+    conns.sort_by_key(|c| (c.opened, c.conn));
+    let mut gone = std::collections::BTreeSet::new();
+    for c in conns {
         let (Some(token), Some((status, _, at, resp_seq))) = (c.presented_token.as_deref(), c.response) else {
             continue;
         };
-        if !(400..500).contains(&status) {
+        let (Some((replica, routed_seq)), Some(home)) = (o.replica_of(c), o.home_of(token)) else { continue };
+        let ended = (c.method == "DELETE" && status < 300) || (replica == home && status == 404);
+        if ended {
+            gone.insert(token.to_string());
+        }
+        if status != 404 || replica == home || gone.contains(token) || o.token_owner.get(token) != Some(&c.client) {
             continue;
         }
-        let (Some((replica, routed_seq)), Some(home)) = (o.replica_of(c), o.home_of(token)) else { continue };
-        if replica == home || !seen.insert((c.client.clone(), token.to_string())) {
+        if !seen.insert((c.client.clone(), token.to_string())) {
             continue;
         }
         out.push(Violation {
             check: ID,
-            finding: Finding::SessionElsewhere { client: c.client.clone(), conn: c.conn, status, at, replica, home },
+            finding: Finding::SessionElsewhere {
+                client: c.client.clone(),
+                conn: c.conn,
+                status,
+                at,
+                replica,
+                home,
+                shared,
+            },
             t: at,
             evidence: c.request_seq.into_iter().chain([routed_seq, resp_seq]).collect(),
-            inherent: true,
+            inherent: !shared,
         });
     }
     out
@@ -85,7 +112,7 @@ fn unresolved_requests(o: &Observed) -> Vec<Violation> {
         };
         // Judge a request only if its owner was reachable long enough to answer
         // it: a usable uplink of the session for its think time plus a round trip.
-        let needed = o.think_times.get(&r.owner).map_or(0, |t| t.0) + ROUND_TRIP_ALLOWANCE_US;
+        let needed = o.think_times.get(&r.owner).map_or(0, |t| t.0) + round_trip(o);
         // A request on a tool call's stream is reachable only through that stream.
         let stream = o.stream_of_request(r).filter(|s| s.is_call());
         let reachable = o.usable_streams(&r.owner, token, stream).iter().any(|(a, b)| {
@@ -97,11 +124,18 @@ fn unresolved_requests(o: &Observed) -> Vec<Violation> {
         }
         let stolen = o.rival_holder(&r.owner, token, deadline);
         let foreign = o.presented_foreign_credential(&r.owner, token, deadline);
-        let inherent = stolen || foreign;
+        // Its owner's answer went to a replica cut from the shared store (a 503 it could not avoid).
+        let cut = o.answers.iter().filter(|a| a.client == r.owner && r.ids.contains(&a.id)).any(|a| {
+            let conn = a.conn.and_then(|n| o.conns.get(&(a.client.clone(), n)));
+            conn.is_some_and(|c| a.status.is_some_and(|s| o.store_cut_explains(c, s).is_some()))
+        });
+        let inherent = stolen || foreign || cut;
         let rivalry = if stolen {
             Rivalry::RivalHolder
         } else if foreign {
             Rivalry::ForeignCredential
+        } else if cut {
+            Rivalry::StoreCut
         } else {
             Rivalry::None
         };
@@ -147,8 +181,7 @@ fn no_live_uplink(o: &Observed) -> Vec<Violation> {
         // has had no time to be answered: the client stands where its
         // previous uplink left it (found by fuzzing: a client polling a
         // streamable-http stream had just asked again when the run ended).
-        let had_time =
-            |c: &&super::observe::Conn| c.response.is_some() || c.opened.0 + ROUND_TRIP_ALLOWANCE_US <= o.end.0;
+        let had_time = |c: &&super::observe::Conn| c.response.is_some() || c.opened.0 + round_trip(o) <= o.end.0;
         let Some(last) = o
             .conns
             .values()
@@ -223,7 +256,7 @@ fn lost_notifications(o: &Observed) -> Vec<Violation> {
         if o.thefts.iter().any(|(_, from, to, _)| from == &n.client || to == &n.client) {
             continue;
         }
-        let covers = |(a, b): &(SimTime, SimTime)| *a <= n.t && b.0 >= n.t.0 + ROUND_TRIP_ALLOWANCE_US;
+        let covers = |(a, b): &(SimTime, SimTime)| *a <= n.t && b.0 >= n.t.0 + round_trip(o);
         let Some((since, until)) = o.usable_uplinks(&n.client, &n.token).into_iter().find(covers) else {
             continue;
         };

@@ -41,17 +41,24 @@ pub fn judge(o: &Observed) -> Status {
             inherent: false,
         });
     }
-    // A 5xx is an unhandled server error: no client can act on it. (None is
-    // explained by a fault a plan can schedule today; a balancer's 502 while
-    // a replica is down will be.)
+    // A 5xx is an unhandled server error: no client can act on it, unless a
+    // fault explains it: a 503 from a replica cut from the shared store
+    // (inherent: it cannot serve what lives there).
     for c in o.conns.values() {
         let Some((status @ 500..=599, _, t, seq)) = c.response else { continue };
+        let store_cut = o.store_cut_explains(c, status);
         out.push(Violation {
             check: ID,
-            finding: Finding::ServerError { client: c.client.clone(), conn: c.conn, method: c.method.clone(), status },
+            finding: Finding::ServerError {
+                client: c.client.clone(),
+                conn: c.conn,
+                method: c.method.clone(),
+                status,
+                store_cut,
+            },
             t,
             evidence: c.request_seq.into_iter().chain([seq]).collect(),
-            inherent: false,
+            inherent: store_cut.is_some(),
         });
     }
     out.sort_by_key(|v| (v.t, v.evidence.clone()));

@@ -64,12 +64,18 @@ pub fn judge(o: &Observed) -> Status {
         // resumption). No fault a plan can schedule today makes a 5xx the
         // network's doing; a balancer's 502 while a replica is down will.
         if let Refused::Status(s @ 500..=599) = how {
+            let store_cut = o.store_cut_explains(c, *s);
             out.push(Violation {
                 check: ID,
-                finding: Finding::RefusedByServerError { client: c.client.clone(), conn: c.conn, status: *s },
+                finding: Finding::RefusedByServerError {
+                    client: c.client.clone(),
+                    conn: c.conn,
+                    status: *s,
+                    store_cut,
+                },
                 t: *t_rej,
                 evidence: c.request_seq.into_iter().chain([*rej_seq]).collect(),
-                inherent: false,
+                inherent: store_cut.is_some(),
             });
         }
         // A refused tool-call stream (streamable-http) leaves the session alive:

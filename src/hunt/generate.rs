@@ -188,6 +188,34 @@ pub fn generate(seed: u64) -> Plan {
     stateful(seed, Dialect::LegacySse)
 }
 
+/// The stateful plan of one seed (in `dialect`) deployed on `replicas`
+/// replicas that share a store, where sessions live: the only stateful
+/// deployments in which a correct server keeps every session wherever the
+/// balancer sends it. The plan is [`stateful`]'s, with a routing (sticky
+/// sessions or the client's address) and up to two partitions between a
+/// replica and the store drawn from the seed's own stream
+/// (`hunt.deploy`), so that one seed's traffic and faults are the same with
+/// and without replicas.
+pub fn stateful_deployed(seed: u64, dialect: Dialect, replicas: u32) -> Plan {
+    use crate::scenario::{Deployment, Routing, StoreKind};
+    let mut plan = stateful(seed, dialect);
+    let mut rng = Seed(seed).stream("hunt.deploy");
+    let routing = *[Routing::Session, Routing::Source].choose(&mut rng).expect("non-empty");
+    plan.deployment = Deployment { replicas, routing, store: StoreKind::Shared };
+    let cuts = rng.random_range(0..=2);
+    for _ in 0..cuts {
+        let at = Duration::from_millis(rng.random_range(500..FAULTS_END.as_millis() as u64));
+        let replica = rng.random_range(1..=replicas);
+        let lasts = Some(Duration::from_millis(rng.random_range(1_000..6_000)));
+        plan.steps.push(Step { at, after: None, id: None, action: Action::Partition { replica, lasts } });
+    }
+    // Stable: the generated steps keep their order among equal times.
+    plan.steps.sort_by_key(|s| s.at);
+    plan.description
+        .push_str(&format!("; {replicas} replicas routing {}, one shared store, {cuts} partition(s)", routing.name()));
+    plan
+}
+
 /// Draws the plan of one seed in stateful `dialect` ([`super::generate_in`]
 /// draws any dialect's). In streamable-http, some server
 /// requests come from tool calls (related requests on the call's POST

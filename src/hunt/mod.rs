@@ -42,8 +42,8 @@ pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
 }
 
 /// Draws the plan of one seed in `dialect` on `replicas` replicas (1: one
-/// server, [`generate_in`]). Deployments are drawn in stateless-http only
-/// so far ([`stateless::generate_deployed`]).
+/// server, [`generate_in`]); a deployment always shares a store
+/// ([`stateless::generate_deployed`], [`generate::stateful_deployed`]).
 pub fn generate_for(seed: u64, dialect: Dialect, replicas: u32) -> Result<Plan> {
     if !(1..=crate::scenario::MAX_REPLICAS).contains(&replicas) {
         return Err(crate::Error::usage(format!(
@@ -51,21 +51,15 @@ pub fn generate_for(seed: u64, dialect: Dialect, replicas: u32) -> Result<Plan> 
             crate::scenario::MAX_REPLICAS
         )));
     }
-    if replicas > 1 && dialect.has_sessions() {
-        return Err(crate::Error::usage(format!(
-            "--replicas: hunts deploy replicas in dialect \"stateless-http\" only so far, not {:?} (docs/replicas.md)",
-            dialect.name()
-        )));
-    }
     Ok(draw(seed, dialect, replicas))
 }
 
 /// [`generate_for`] of a combination it accepts.
 fn draw(seed: u64, dialect: Dialect, replicas: u32) -> Plan {
-    if replicas > 1 {
-        stateless::generate_deployed(seed, replicas)
-    } else {
-        generate_in(seed, dialect)
+    match (replicas > 1, dialect.has_sessions()) {
+        (true, true) => generate::stateful_deployed(seed, dialect, replicas),
+        (true, false) => stateless::generate_deployed(seed, replicas),
+        (false, _) => generate_in(seed, dialect),
     }
 }
 

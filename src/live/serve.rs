@@ -227,7 +227,7 @@ pub fn serve(opts: &ServeOptions) -> Result<()> {
         });
         let mut app = AppHook::new(commands.clone(), report);
         if let Some(addr) = opts.store {
-            app.store = std::rc::Rc::new(crate::store::RespStore::tcp(addr, STORE_TIMEOUT));
+            app = app.with_shared_store(std::rc::Rc::new(crate::store::RespStore::tcp(addr, STORE_TIMEOUT)));
         }
         eprintln!(
             "mcpsim serve: {} ({}) on http://127.0.0.1:{}/{}",

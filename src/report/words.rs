@@ -77,6 +77,9 @@ fn rivalry(r: Rivalry) -> &'static str {
         Rivalry::ForeignCredential => {
             " (the owner took another principal's credential: its answers speak as that principal)"
         }
+        Rivalry::StoreCut => {
+            " (the owner's answer reached a replica that a partition cut from the shared store, which could not take it: inherent)"
+        }
     }
 }
 
@@ -324,9 +327,13 @@ impl fmt::Display for Finding {
                 let note = if *shared_credential { " (it shares a stolen credential with another client)" } else { "" };
                 write!(f, "{client} has no live uplink at the end ({end}): its latest uplink, conn {conn}, {problem}{note}")
             }
-            Finding::SessionElsewhere { client, conn, status, at, replica, home } => write!(
+            Finding::SessionElsewhere { client, conn, status, at, replica, home, shared: false } => write!(
                 f,
                 "{client}'s request on conn {conn} was sent to replica {replica}, which never saw its session (created on replica {home}), and refused it at {at} (HTTP {status}): with a store per replica, no server keeps a session that the balancer sends to a replica which never saw it"
+            ),
+            Finding::SessionElsewhere { client, conn, status, at, replica, home, shared: true } => write!(
+                f,
+                "{client}'s request on conn {conn} was sent to replica {replica}, which refused its live session as unknown at {at} (HTTP {status}), though the replicas share a store: the session (created on replica {home}) was not kept where another replica could take it over"
             ),
             Finding::NotificationsLost { client, at, lost, emitted, first, conn, live } => {
                 let on = conn.map_or(String::new(), |c| format!(" (conn {c})"));
@@ -342,9 +349,13 @@ impl fmt::Display for Finding {
                     live.0, live.1
                 )
             }
-            Finding::RefusedByServerError { client, conn, status } => write!(
+            Finding::RefusedByServerError { client, conn, status, store_cut: None } => write!(
                 f,
                 "{client}'s resumption on conn {conn} was answered HTTP {status}: the server failed, it did not refuse (an explicit refusal is a 4xx or an error event)"
+            ),
+            Finding::RefusedByServerError { client, conn, status, store_cut: Some(r) } => write!(
+                f,
+                "{client}'s resumption on conn {conn} was answered HTTP {status} by replica {r}, which a partition cut from the shared store: inherent, it cannot serve a session kept there"
             ),
             Finding::SilentRefusal { client, conn } => write!(
                 f,
@@ -406,9 +417,13 @@ impl fmt::Display for Finding {
                 held.1
             ),
             Finding::Protocol { client, conn, what } => write!(f, "{client}'s conn {conn}: {what}"),
-            Finding::ServerError { client, conn, method, status } => write!(
+            Finding::ServerError { client, conn, method, status, store_cut: None } => write!(
                 f,
                 "{client}'s {method} on conn {conn} was answered HTTP {status}: an unhandled server error, not an answer a client can act on"
+            ),
+            Finding::ServerError { client, conn, method, status, store_cut: Some(r) } => write!(
+                f,
+                "{client}'s {method} on conn {conn} was answered HTTP {status} by replica {r}, which a partition cut from the shared store: inherent, it cannot serve a session kept there"
             ),
         }
     }

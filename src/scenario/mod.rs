@@ -93,6 +93,7 @@ impl Dialect {
                 RestartReplica,
                 CrashReplica,
                 Drain,
+                Partition,
                 Wait,
             ],
             Dialect::StreamableHttp => &[
@@ -111,6 +112,7 @@ impl Dialect {
                 RestartReplica,
                 CrashReplica,
                 Drain,
+                Partition,
                 Wait,
             ],
             Dialect::StatelessHttp => &[
@@ -296,15 +298,6 @@ impl Deployment {
                     "[deployment] a {:?} deployment of replicas is simulated with routing = \"session\" or \"source\" only so far: {:?} sends each request of one session to another replica (docs/replicas.md)",
                     dialect.name(),
                     self.routing.name()
-                ),
-            ));
-        }
-        if self.store == StoreKind::Shared {
-            return Some((
-                "store",
-                format!(
-                    "[deployment] store = \"shared\" holds stateless-http's single-use records so far; a {:?} session stays on the replica that created it (docs/replicas.md)",
-                    dialect.name()
                 ),
             ));
         }

@@ -284,12 +284,23 @@ pub struct AppHook {
     /// restart), or, in a deployment with a shared store, the one every
     /// replica reaches over the network (docs/replicas.md).
     pub store: Rc<dyn crate::store::Store>,
+    /// Whether `store` is shared with other replicas (a deployment's shared
+    /// store): the reference engine then keeps its sessions there too, so
+    /// that any replica can serve them.
+    pub shared_store: bool,
 }
 
 impl AppHook {
     /// A hook with its own in-process store.
     pub fn new(commands: Inbox<AppCommand>, report: AppReporter) -> Self {
-        Self { commands, report, store: Rc::new(crate::store::MemoryStore::default()) }
+        Self { commands, report, store: Rc::new(crate::store::MemoryStore::default()), shared_store: false }
+    }
+
+    /// The hook of a replica that shares `store` with the others.
+    pub fn with_shared_store(mut self, store: Rc<dyn crate::store::Store>) -> Self {
+        self.store = store;
+        self.shared_store = true;
+        self
     }
 }
 

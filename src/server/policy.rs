@@ -9,7 +9,7 @@ use crate::vocab::CheckId;
 use crate::wire::jsonrpc::RpcId;
 
 /// The state of one server request, as the session knows it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum RequestState {
     /// Issued and not settled yet.
     Pending,
@@ -126,6 +126,13 @@ pub trait ResumptionPolicy {
     fn binds_principal(&self) -> bool;
     /// Decides one resumption from what the session looks like now.
     fn decide(&self, view: &ResumeView<'_>) -> Decision;
+    /// With replicas sharing a store: whether a replica that takes a
+    /// session over fences the writer another replica holds (through the
+    /// store, waiting for its confirmation within `fence_grace`), and
+    /// whether a replica lets itself be fenced so.
+    fn fences_across_replicas(&self) -> bool {
+        true
+    }
 }
 
 /// The seed's "naive behavior" column: `Last-Event-ID` is taken as proof.
@@ -139,6 +146,9 @@ impl ResumptionPolicy for Naive {
         "accepts any Last-Event-ID from any token holder, replays from the oldest retained event, races a second writer"
     }
     fn binds_principal(&self) -> bool {
+        false
+    }
+    fn fences_across_replicas(&self) -> bool {
         false
     }
     fn decide(&self, v: &ResumeView<'_>) -> Decision {
@@ -170,11 +180,14 @@ pub enum Mutation {
     InclusiveReplay,
     /// Refuses by answering 200 with an empty stream (rejection protocol).
     EmptyOk,
+    /// Fences only its own process's writers: across replicas, the prior
+    /// writer is neither fenced nor waited for (session binding).
+    LocalFence,
 }
 
 impl Mutation {
     /// Every mutation, in the order `mcpsim list servers` shows the mutants.
-    pub const ALL: [Mutation; 7] = [
+    pub const ALL: [Mutation; 8] = [
         Mutation::NoFence,
         Mutation::TruncatingReplay,
         Mutation::AnsweredReplay,
@@ -182,6 +195,7 @@ impl Mutation {
         Mutation::Unbound,
         Mutation::InclusiveReplay,
         Mutation::EmptyOk,
+        Mutation::LocalFence,
     ];
 
     /// The mutant's server name, for `--server`.
@@ -194,6 +208,7 @@ impl Mutation {
             Mutation::Unbound => "unbound",
             Mutation::InclusiveReplay => "inclusive-replay",
             Mutation::EmptyOk => "empty-ok",
+            Mutation::LocalFence => "local-fence",
         }
     }
 
@@ -207,7 +222,16 @@ impl Mutation {
             Mutation::Unbound => "guarded, but does not bind sessions to principals",
             Mutation::InclusiveReplay => "guarded, but replays starting with the Last-Event-ID event itself",
             Mutation::EmptyOk => "guarded, but refuses by answering 200 with an empty stream",
+            Mutation::LocalFence => {
+                "guarded, but fences only its own writers: with replicas, the prior writer on another replica stays"
+            }
         }
+    }
+
+    /// Whether the bug shows only across replicas that share a store (a
+    /// deployment): on one server the mutant is guarded.
+    pub fn needs_replicas(self) -> bool {
+        self == Mutation::LocalFence
     }
 
     /// The check that exists to catch this bug.
@@ -220,6 +244,7 @@ impl Mutation {
             Mutation::Unbound => CheckId::Confidentiality,
             Mutation::InclusiveReplay => CheckId::StreamOrder,
             Mutation::EmptyOk => CheckId::RejectionProtocol,
+            Mutation::LocalFence => CheckId::SessionBinding,
         }
     }
 
@@ -361,6 +386,9 @@ impl ResumptionPolicy for Mutant {
     }
     fn decide(&self, v: &ResumeView<'_>) -> Decision {
         decide_guarded(v, Some(self.0))
+    }
+    fn fences_across_replicas(&self) -> bool {
+        !matches!(self.0, Mutation::LocalFence | Mutation::NoFence)
     }
 }
 

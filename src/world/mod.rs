@@ -348,11 +348,12 @@ impl<'a> World<turmoil::Sim<'a>> {
                 if replicas == 1 {
                     return AppHook::new(Inbox::new(), AppReporter::new(rec.clone()));
                 }
-                let mut app = AppHook::new(Inbox::new(), AppReporter::for_replica(rec.clone(), n));
+                let app = AppHook::new(Inbox::new(), AppReporter::for_replica(rec.clone(), n));
                 if shared_store {
-                    app.store = Rc::new(crate::store::RespStore::simulated(STORE_HOST, STORE_TIMEOUT));
+                    app.with_shared_store(Rc::new(crate::store::RespStore::simulated(STORE_HOST, STORE_TIMEOUT)))
+                } else {
+                    app
                 }
-                app
             })
             .collect();
         for (host, app) in server_hosts.iter().zip(&apps) {
@@ -439,11 +440,16 @@ impl<H: Hosts> World<H> {
 
     /// The application of the replica that holds session `token`: the one
     /// whose response created it, else the first.
+    /// When that replica is down, the first replica up (with a shared
+    /// store, the command reaches the session's holder through it).
     fn app_of(&self, token: &str) -> &AppHook {
-        match self.balancer.as_ref().and_then(|b| b.home(token)) {
-            Some(r) if r >= 2 => self.replica_apps.get(r as usize - 2).unwrap_or(&self.app),
-            _ => &self.app,
+        let hook = |r: u32| if r >= 2 { self.replica_apps.get(r as usize - 2).unwrap_or(&self.app) } else { &self.app };
+        let up = |r: &u32| !self.down_hosts.contains(&balancer::replica_host(*r));
+        let home = self.balancer.as_ref().and_then(|b| b.home(token)).unwrap_or(1);
+        if up(&home) {
+            return hook(home);
         }
+        (1..=self.server_hosts.len() as u32).find(up).map_or(&self.app, hook)
     }
 
     /// The session token `client` holds now.

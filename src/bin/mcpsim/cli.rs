@@ -330,8 +330,9 @@ pub(crate) struct HuntArgs {
     #[arg(long, value_enum)]
     pub(crate) dialect: Option<DialectArg>,
     /// Deploy every generated plan on N replicas (2 to 8) behind a balancer, with one shared
-    /// store and partitions between a replica and the store among the faults (stateless-http;
-    /// docs/replicas.md). Default: one server.
+    /// store and partitions between a replica and the store among the faults (docs/replicas.md).
+    /// The dialect is then stateless-http unless --dialect names a stateful one, whose plans
+    /// route by session or by source address. Default: one server.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub(crate) replicas: u32,
     /// Hunt a real server process: each generated plan is played live against COMMAND (as

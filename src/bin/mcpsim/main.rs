@@ -103,7 +103,11 @@ fn main() -> ExitCode {
         Command::Hunt { merge: Some(HuntCommand::Merge { files }), .. } => merge(files),
         Command::Hunt { merge: None, args } => hunt(args),
         Command::Replay { server, seed, trace, timeline, dialect, replicas, scenario } => {
-            let dialect = DialectArg::resolve(dialect, &server);
+            // As `hunt` draws: replicas without --dialect are stateless-http's.
+            let dialect = match (dialect, replicas) {
+                (None, n) if n > 1 => mcpsim::scenario::Dialect::StatelessHttp,
+                (d, _) => DialectArg::resolve(d, &server),
+            };
             replay(server, seed, (dialect, replicas), trace, timeline, scenario)
         }
         Command::List { what } => list(what),

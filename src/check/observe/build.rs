@@ -147,8 +147,14 @@ impl<'a> Observed<'a> {
                     o.crashes.push((client.clone(), t));
                     o.crashed.insert(client.clone(), t);
                 }
+                What::StorePartitioned { replica } => o.store_cuts.push((*replica, t, None)),
+                What::StoreHealed { replica } => {
+                    if let Some(cut) = o.store_cuts.iter_mut().rev().find(|c| c.0 == *replica && c.2.is_none()) {
+                        cut.2 = Some(t);
+                    }
+                }
                 What::DeploymentStarted { replicas, store, .. } => {
-                    o.store_per_replica = *replicas > 1 && store != "shared";
+                    o.shared_store = (*replicas > 1).then_some(store == "shared");
                 }
                 What::Routed { client, up_port, replica, .. } => {
                     // The latest mapping of that client from that port (the NAT's ports are not reused).

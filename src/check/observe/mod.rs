@@ -317,7 +317,10 @@ pub struct Observed<'a> {
     pub crashes: Vec<(String, SimTime)>,
     /// `(time, from, to, with credential)` of every token theft.
     pub thefts: Vec<(SimTime, String, String, bool)>,
-    /// A deployment of replicas that each keep their own store: a session
-    /// lives only on the replica that created it.
-    pub store_per_replica: bool,
+    /// A deployment of replicas: whether they share a store (`Some(true)`)
+    /// or keep one each (`Some(false)`, a session lives only on the replica
+    /// that created it); `None` for one server.
+    pub shared_store: Option<bool>,
+    /// Partitions between a replica and the shared store: `(replica, from, until)`.
+    pub store_cuts: Vec<(u32, SimTime, Option<SimTime>)>,
 }

@@ -234,6 +234,21 @@ impl Observed<'_> {
         self.mapping_of(c)?.routed
     }
 
+    /// The replica that answered connection `c` with `status`, when a
+    /// partition cut it from the shared store while the request was there
+    /// (a 503 it could not avoid).
+    pub fn store_cut_explains(&self, c: &Conn, status: u16) -> Option<u32> {
+        if status != 503 {
+            return None;
+        }
+        let (replica, _) = self.replica_of(c)?;
+        let (from, to) = (c.request_t?, c.response?.2);
+        self.store_cuts
+            .iter()
+            .any(|(r, a, b)| *r == replica && *a <= to && b.is_none_or(|b| b >= from))
+            .then_some(replica)
+    }
+
     /// In a deployment: the replica whose response handed out session
     /// `token` (where it was created).
     pub fn home_of(&self, token: &str) -> Option<u32> {

@@ -32,34 +32,47 @@ pub(super) fn settle(shared: &Shared, s: &mut Session, id: &RpcId, is_error: boo
 
 pub(super) async fn app_loop(shared: Rc<Shared>, app: AppHook) {
     loop {
-        match app.commands.recv().await {
-            AppCommand::ServerRequest { client, token, method, label, reissuable } => {
-                let mut st = shared.state.borrow_mut();
-                let Some(s) = st.sessions.get_mut(&token) else {
-                    shared.report.error(&client, format!("cannot issue {label}: no live session for {client}'s token"));
-                    continue;
-                };
-                issue(&shared, s, &token, &client, (&method, &label, reissuable), STANDALONE);
+        let cmd = app.commands.recv().await;
+        // A session another replica holds gets it through the shared store.
+        if replicated::forward(&shared, &cmd).await {
+            continue;
+        }
+        run_here(&shared, cmd);
+        if let Err(e) = replicated::flush(&shared).await {
+            shared.report.error("server", format!("the session store did not take the application's command: {e}"));
+        }
+    }
+}
+
+/// Runs an application command on the sessions of this process.
+pub(super) fn run_here(shared: &Rc<Shared>, cmd: AppCommand) {
+    match cmd {
+        AppCommand::ServerRequest { client, token, method, label, reissuable } => {
+            let mut st = shared.state.borrow_mut();
+            let Some(s) = st.sessions.get_mut(&token) else {
+                shared.report.error(&client, format!("cannot issue {label}: no live session for {client}'s token"));
+                return;
+            };
+            issue(shared, s, &token, &client, (&method, &label, reissuable), STANDALONE);
+        }
+        AppCommand::ToolsChanged => {
+            shared
+                .report
+                .error("server", "the stateful engine has no listen streams (change-tools is stateless-http's)");
+        }
+        AppCommand::Notify { client, token, count } => {
+            let mut st = shared.state.borrow_mut();
+            let Some(s) = st.sessions.get_mut(&token) else {
+                shared.report.error(&client, format!("cannot notify: no live session for {client}'s token"));
+                return;
+            };
+            let mut ids = Vec::new();
+            for _ in 0..count {
+                let n = s.next_event_id;
+                let (id, _) = s.emit(&mcp::progress(n), None, STANDALONE, shared.cfg.retention, &shared.report);
+                ids.push(id.to_string());
             }
-            AppCommand::ToolsChanged => {
-                shared
-                    .report
-                    .error("server", "the stateful engine has no listen streams (change-tools is stateless-http's)");
-            }
-            AppCommand::Notify { client, token, count } => {
-                let mut st = shared.state.borrow_mut();
-                let Some(s) = st.sessions.get_mut(&token) else {
-                    shared.report.error(&client, format!("cannot notify: no live session for {client}'s token"));
-                    continue;
-                };
-                let mut ids = Vec::new();
-                for _ in 0..count {
-                    let n = s.next_event_id;
-                    let (id, _) = s.emit(&mcp::progress(n), None, STANDALONE, shared.cfg.retention, &shared.report);
-                    ids.push(id.to_string());
-                }
-                shared.report.notified_on(&token, &client, ids);
-            }
+            shared.report.notified_on(&token, &client, ids);
         }
     }
 }
@@ -76,8 +89,10 @@ pub(super) fn issue(
     let id = RpcId::Str(label.to_string());
     let msg = mcp::server_request(id.clone(), method, label, &s.principal);
     let (event_id, uplink) = s.emit(&msg, Some(id.clone()), stream, shared.cfg.retention, &shared.report);
+    let deadline = crate::clock::now().unwrap_or_default() + shared.cfg.request_timeout.0;
     s.requests.push(Req {
         id: id.clone(),
+        deadline_us: deadline.as_micros() as u64,
         label: label.to_string(),
         method: method.to_string(),
         event_id,
@@ -94,11 +109,12 @@ pub(super) fn issue(
     }
     let route = uplink.map_or("no live writer: logged for replay".to_string(), |u| format!("written to uplink U{u}"));
     shared.report.note(&s.name, format!("{label} is event {event_id}; {route}"));
-    tokio::task::spawn_local(request_timer(shared.clone(), token.to_string(), label.to_string()));
+    tokio::task::spawn_local(request_timer(shared.clone(), token.to_string(), label.to_string(), deadline));
 }
 
-pub(super) async fn request_timer(shared: Rc<Shared>, token: String, label: String) {
-    crate::clock::sleep(shared.cfg.request_timeout.0).await;
+/// Times request `label` of session `token` out at `deadline` (scenario time).
+pub(super) async fn request_timer(shared: Rc<Shared>, token: String, label: String, deadline: Duration) {
+    crate::clock::sleep(deadline.saturating_sub(crate::clock::now().unwrap_or_default())).await;
     let mut st = shared.state.borrow_mut();
     let Some(s) = st.sessions.get_mut(&token) else { return };
     if let Some(r) = s.requests.iter_mut().find(|r| r.label == label && r.state == RequestState::Pending) {

@@ -10,11 +10,13 @@
 //! decided by a [`ResumptionPolicy`] and carried out here.
 
 mod app;
+mod replicated;
 mod resume;
 mod routes;
 mod streamable;
 
 use app::*;
+use replicated::Replicated;
 use resume::*;
 use routes::*;
 
@@ -80,17 +82,24 @@ impl ServerPlug for Engine {
     }
 
     fn serve(&self, listener: crate::net::Listener, app: AppHook) -> Pin<Box<dyn Future<Output = ()>>> {
+        self.serves.set(self.serves.get() + 1);
+        let mut rng = token_stream(self.seed, self.serves.get());
+        // With a shared store, sessions live there too (each process names
+        // itself in its leases with a draw of its own).
+        let replicated =
+            app.shared_store.then(|| Replicated::new(app.store.clone(), format!("p{:08x}", rng.next_u32())));
         let shared = Rc::new(Shared {
             cfg: self.cfg.clone(),
             wire: EngineWire::of(self.dialect),
             policy: self.policy.clone(),
             report: app.report.clone(),
             state: RefCell::new(State::default()),
-            rng: RefCell::new({
-                self.serves.set(self.serves.get() + 1);
-                token_stream(self.seed, self.serves.get())
-            }),
+            rng: RefCell::new(rng),
+            replicated,
         });
+        if let Some(r) = &shared.replicated {
+            tokio::task::spawn_local(replicated::poll(shared.clone(), r.clone()));
+        }
         Box::pin(async move {
             tokio::task::spawn_local(app_loop(shared.clone(), app));
             loop {
@@ -100,7 +109,15 @@ impl ServerPlug for Engine {
                 let svc_ctl = ctl.clone();
                 let svc = hyper::service::service_fn(move |req| {
                     let (shared, ctl) = (svc_shared.clone(), svc_ctl.clone());
-                    async move { Ok::<_, Infallible>((shared.wire.handle)(shared.clone(), ctl, req).await) }
+                    async move {
+                        let resp = (shared.wire.handle)(shared.clone(), ctl, req).await;
+                        // With a shared store, what the client is about to learn is there first.
+                        if let Err(e) = replicated::flush(&shared).await {
+                            let why = format!("the session store did not take this request's state: {e}");
+                            return Ok::<_, Infallible>(rpc_error(StatusCode::SERVICE_UNAVAILABLE, &why));
+                        }
+                        Ok::<_, Infallible>(resp)
+                    }
                 });
                 tokio::task::spawn_local(async move {
                     let conn = hyper::server::conn::http1::Builder::new()
@@ -175,6 +192,8 @@ struct Shared {
     report: AppReporter,
     state: RefCell<State>,
     rng: RefCell<ChaCha8Rng>,
+    /// A deployment's shared sessions, when the replicas share a store.
+    replicated: Option<Rc<Replicated>>,
 }
 
 #[derive(Default)]
@@ -185,11 +204,14 @@ struct State {
     next_uplink: u32,
 }
 
+#[derive(serde::Serialize, serde::Deserialize)]
 struct Session {
     name: String,
     principal: String,
     log: VecDeque<Logged>,
     next_event_id: u64,
+    /// Its writers: connections of this process (never in the shared store).
+    #[serde(skip)]
     uplinks: Vec<Uplink>,
     requests: Vec<Req>,
     tombstones: BTreeSet<RpcId>,
@@ -210,6 +232,7 @@ type StreamId = u32;
 const STANDALONE: StreamId = 0;
 
 /// A tool call whose POST response stream is stream `StreamId`.
+#[derive(serde::Serialize, serde::Deserialize)]
 struct Call {
     /// The client's JSON-RPC id of `tools/call`.
     rpc: RpcId,
@@ -217,6 +240,7 @@ struct Call {
     done: bool,
 }
 
+#[derive(serde::Serialize, serde::Deserialize)]
 struct Logged {
     id: u64,
     data: String,
@@ -233,8 +257,11 @@ struct Uplink {
     stream: StreamId,
 }
 
+#[derive(serde::Serialize, serde::Deserialize)]
 struct Req {
     id: RpcId,
+    /// When it times out (scenario time, µs).
+    deadline_us: u64,
     label: String,
     method: String,
     event_id: u64,

@@ -7,6 +7,11 @@ use super::*;
 pub(super) async fn handle(shared: Rc<Shared>, ctl: Rc<ConnCtl>, req: Request<Incoming>) -> Response<Body> {
     let path = req.uri().path().to_string();
     let token = req.uri().query().and_then(legacy::session_token).map(str::to_string);
+    if let Some(t) = &token {
+        if let Err(refused) = replicated::take_over(&shared, t).await {
+            return refused;
+        }
+    }
     let resp = match (req.method().as_str(), path.as_str(), token) {
         ("GET", legacy::SSE_PATH, None) => open_session(&shared, ctl, credential(&req)),
         ("GET", legacy::SSE_PATH, Some(token)) => {
@@ -73,6 +78,9 @@ pub(super) fn new_session(shared: &Shared, st: &mut State, principal: &str) -> (
             first_kept: shared.cfg.first_event_id,
         },
     );
+    if let Some(r) = &shared.replicated {
+        r.created(&token);
+    }
     (token, name)
 }
 
@@ -88,6 +96,9 @@ pub(super) fn open_session(shared: &Shared, ctl: Rc<ConnCtl>, principal: String)
 /// Kills a session: its token dies, its uplinks are closed, its pending requests fail.
 pub(super) fn invalidate(shared: &Shared, st: &mut State, token: &str, why: &str) {
     let Some(s) = st.sessions.remove(token) else { return };
+    if let Some(r) = &shared.replicated {
+        r.ended(token);
+    }
     for u in &s.uplinks {
         u.conn.kill.notify_one();
     }

@@ -33,6 +33,11 @@ pub(super) async fn handle(shared: Rc<Shared>, ctl: Rc<ConnCtl>, req: Request<In
         }
     }
     let who = credential(&req);
+    if let Some(t) = &session {
+        if let Err(refused) = replicated::take_over(&shared, t).await {
+            return refused;
+        }
+    }
     match (req.method().as_str(), session) {
         ("POST", session) => {
             let body = match req.into_body().collect().await {

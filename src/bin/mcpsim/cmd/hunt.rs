@@ -96,7 +96,7 @@ fn options(a: &HuntArgs) -> Result<HuntOptions, Error> {
         max_bugs: if a.stop_on_first { Some(1) } else { a.max_findings.map(|n| n as usize) },
         dialect: match (a.dialect, &live, a.replicas) {
             (None, Some(_), 1) => mcpsim::scenario::Dialect::StreamableHttp,
-            // Replicas are drawn in stateless-http only so far.
+            // Replicas hunt stateless-http unless --dialect names a stateful one.
             (None, _, n) if n > 1 => mcpsim::scenario::Dialect::StatelessHttp,
             (d, _, _) => DialectArg::resolve(d, &server),
         },

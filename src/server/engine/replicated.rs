@@ -1,0 +1,356 @@
+//! Sessions kept in a deployment's shared store (docs/replicas.md), so that
+//! any replica can serve a session another one created.
+//!
+//! - Each replica persists the sessions it holds (a JSON snapshot, without
+//!   its writers, which are connections of its own) after each request, each
+//!   application command and each poll.
+//! - A replica that gets a request of a session it does not hold takes it
+//!   over: it bumps the session's writer epoch (`INCR`). When another replica
+//!   holds a live writer of it (its lease is in the store), it waits, within
+//!   `fence_grace`, for that replica to confirm the fence: to close its
+//!   writers, let go of the session and acknowledge the epoch. Without the
+//!   confirmation it refuses, explicitly: the seed's "fence not confirmed,
+//!   so reject", which only a fence through a store can reach.
+//! - A replica renews a lease on each session it writes to. When it cannot
+//!   reach the store for most of the lease, it closes those writers itself:
+//!   a fence it cannot hear may be pending, and the lease is about to lapse.
+//! - The application's commands for a session another replica holds go
+//!   through the session's queue in the store, which the holder drains.
+//!
+//! A policy that does not fence across replicas (naive, no-fence,
+//! local-fence) neither waits for the prior writer nor lets itself be fenced.
+
+use super::*;
+use crate::store::{Store, StoreError};
+
+/// How long a replica's lease on the writers of a session lasts.
+pub(super) const LEASE: Duration = Duration::from_secs(3);
+/// How often a replica renews its leases, watches the epochs of the
+/// sessions it holds and drains their queues.
+const POLL: Duration = Duration::from_millis(250);
+/// How often a take-over looks for the prior writer's confirmation.
+const WAIT: Duration = Duration::from_millis(100);
+
+fn key(kind: &str, token: &str) -> String {
+    format!("mcpsim:{kind}:{token}")
+}
+
+fn now() -> Duration {
+    crate::clock::now().unwrap_or_default()
+}
+
+/// A replica's side of the shared sessions.
+pub(super) struct Replicated {
+    /// The store, for requests and the application's commands.
+    store: Rc<dyn Store>,
+    /// The store again, on a connection of its own, for [`poll`].
+    background: Rc<dyn Store>,
+    /// This process's name in the leases it holds.
+    me: String,
+    /// The sessions this process holds, with the epoch it took them at.
+    epochs: RefCell<BTreeMap<String, i64>>,
+    /// Per session: the snapshot last written to the store.
+    written: RefCell<BTreeMap<String, Vec<u8>>>,
+    /// Per session: when its lease was last renewed.
+    renewed: RefCell<BTreeMap<String, Duration>>,
+    /// Per session, held by its take-over: one at a time in a process, so
+    /// that two requests of one session never bump its epoch past each other.
+    taking: RefCell<BTreeMap<String, Rc<tokio::sync::Mutex<()>>>>,
+}
+
+/// An application command on its way, through the store, to the replica
+/// that holds the session.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Queued {
+    client: String,
+    /// A server request (`method`, `label`, `reissuable`), or `count` notifications.
+    request: Option<(String, String, bool)>,
+    count: u64,
+}
+
+impl Replicated {
+    /// A replica's side, for the process named `me` (unique per process);
+    /// the caller starts its [`poll`].
+    pub(super) fn new(store: Rc<dyn Store>, me: String) -> Rc<Self> {
+        Rc::new(Replicated {
+            background: store.clone().another(),
+            store,
+            me,
+            epochs: RefCell::default(),
+            written: RefCell::default(),
+            renewed: RefCell::default(),
+            taking: RefCell::default(),
+        })
+    }
+
+    /// A session this process just created: it holds it (epoch 0).
+    pub(super) fn created(&self, token: &str) {
+        self.epochs.borrow_mut().insert(token.to_string(), 0);
+    }
+
+    /// A session that ended here: gone from the store too.
+    pub(super) fn ended(&self, token: &str) {
+        self.epochs.borrow_mut().remove(token);
+        self.written.borrow_mut().remove(token);
+        self.renewed.borrow_mut().remove(token);
+        let (store, token) = (self.background.clone(), token.to_string());
+        tokio::task::spawn_local(async move {
+            let _ = store.del(&key("session", &token)).await;
+            let _ = store.del(&key("lease", &token)).await;
+        });
+    }
+
+    /// Whether this process holds session `token`.
+    pub(super) fn holds(&self, token: &str) -> bool {
+        self.epochs.borrow().contains_key(token)
+    }
+}
+
+/// Writes to the store, before the caller answers, every session this
+/// process holds that changed since it last wrote it: a session is in the
+/// store before a client can act on what it was told.
+pub(super) async fn flush(shared: &Shared) -> Result<(), StoreError> {
+    let Some(r) = &shared.replicated else { return Ok(()) };
+    let changed: Vec<(String, Vec<u8>)> = {
+        let st = shared.state.borrow();
+        let written = r.written.borrow();
+        r.epochs
+            .borrow()
+            .keys()
+            .filter_map(|t| Some((t.clone(), serde_json::to_vec(st.sessions.get(t)?).ok()?)))
+            .filter(|(t, b)| written.get(t) != Some(b))
+            .collect()
+    };
+    for (token, bytes) in changed {
+        r.store.set(&key("session", &token), &bytes, None).await?;
+        if r.holds(&token) {
+            r.written.borrow_mut().insert(token, bytes);
+        }
+    }
+    Ok(())
+}
+
+/// Makes this process the holder of session `token` when the store knows
+/// it and another replica may hold it. `Err`: the response refusing the request.
+pub(super) async fn take_over(shared: &Rc<Shared>, token: &str) -> Result<(), Response<Body>> {
+    let Some(r) = shared.replicated.clone() else { return Ok(()) };
+    let unreachable = |e: StoreError| rpc_error(StatusCode::SERVICE_UNAVAILABLE, &format!("session store: {e}"));
+    if still_holds(shared, &r, token).await.map_err(unreachable)? {
+        return Ok(());
+    }
+    let lock = r.taking.borrow_mut().entry(token.to_string()).or_default().clone();
+    let _one_at_a_time = lock.lock().await;
+    if r.holds(token) {
+        return Ok(()); // taken over by another request of this process meanwhile
+    }
+    // A session the store does not know is unknown here too (404, as ever).
+    if r.store.get(&key("session", token)).await.map_err(unreachable)?.is_none() {
+        return Ok(());
+    }
+    let epoch = r.store.incr(&key("epoch", token)).await.map_err(unreachable)?;
+    let grace = shared.cfg.fence_grace.0;
+    let deadline = now() + grace;
+    // The holder's lease, its confirmation and the session, read together
+    // (pipelined, in this order): a holder writes its last state before it
+    // gives its lease up, so a session read after a lease found gone is its last.
+    let bytes = loop {
+        let (lease_key, ack_key, session_key) = (key("lease", token), key("ack", token), key("session", token));
+        let (lease, ack, session) =
+            futures::join!(r.store.get(&lease_key), r.store.get_int(&ack_key), r.store.get(&session_key));
+        let (lease, ack, session) =
+            (lease.map_err(unreachable)?, ack.map_err(unreachable)?, session.map_err(unreachable)?);
+        let elsewhere = lease.is_some_and(|holder| holder != r.me.as_bytes());
+        if !shared.policy.fences_across_replicas() || !elsewhere || ack >= epoch {
+            // Gone meanwhile (ended by its owner): unknown here too.
+            let Some(bytes) = session else { return Ok(()) };
+            break bytes;
+        }
+        if now() >= deadline {
+            let why = format!(
+                "its writer on another replica was not confirmed fenced within {grace:?}: no acknowledgement through the shared store"
+            );
+            shared.report.note(&format!("session {token}"), format!("take-over at epoch {epoch} refused: {why}"));
+            return Err(rpc_error(StatusCode::CONFLICT, &why));
+        }
+        crate::clock::sleep(WAIT).await;
+    };
+    let Ok(session) = serde_json::from_slice::<Session>(&bytes) else {
+        return Err(rpc_error(StatusCode::INTERNAL_SERVER_ERROR, "unreadable session in the shared store"));
+    };
+    let name = session.name.clone();
+    let pending: Vec<(String, u64)> = session
+        .requests
+        .iter()
+        .filter(|q| q.state == RequestState::Pending)
+        .map(|q| (q.label.clone(), q.deadline_us))
+        .collect();
+    shared.state.borrow_mut().sessions.insert(token.to_string(), session);
+    r.epochs.borrow_mut().insert(token.to_string(), epoch);
+    r.written.borrow_mut().insert(token.to_string(), bytes);
+    // Its lease is this process's from now on: a later take-over waits for it.
+    r.renewed.borrow_mut().insert(token.to_string(), now());
+    let (store, lease, me) = (r.background.clone(), key("lease", token), r.me.clone());
+    tokio::task::spawn_local(async move { store.set(&lease, me.as_bytes(), Some(LEASE)).await });
+    shared.report.note(&name, format!("session taken over from the shared store (epoch {epoch})"));
+    for (label, deadline) in pending {
+        let timer = request_timer(shared.clone(), token.to_string(), label, Duration::from_micros(deadline));
+        tokio::task::spawn_local(timer);
+    }
+    drain_queue(shared, &r, token).await;
+    Ok(())
+}
+
+/// Runs an application command for a session another replica holds: into
+/// the session's queue in the store. False when this process holds it (or
+/// keeps no shared sessions): the caller runs it here.
+pub(super) async fn forward(shared: &Rc<Shared>, cmd: &AppCommand) -> bool {
+    let Some(r) = &shared.replicated else { return false };
+    let (token, queued) = match cmd {
+        AppCommand::ServerRequest { client, token, method, label, reissuable } => (
+            token,
+            Queued { client: client.clone(), request: Some((method.clone(), label.clone(), *reissuable)), count: 0 },
+        ),
+        AppCommand::Notify { client, token, count } => {
+            (token, Queued { client: client.clone(), request: None, count: *count })
+        }
+        _ => return false,
+    };
+    match still_holds(shared, r, token).await {
+        Ok(true) => return false,
+        Ok(false) => {}
+        Err(e) => {
+            shared.report.error(
+                &queued.client,
+                format!("the application's command was refused: this replica cannot confirm it still holds the session ({e})"),
+            );
+            return true;
+        }
+    }
+    let bytes = serde_json::to_vec(&queued).unwrap_or_default();
+    match r.store.rpush(&key("queue", token), &bytes).await {
+        Ok(()) => shared.report.note(
+            &format!("session {token}"),
+            "the application's command went to the session's queue in the shared store (another replica holds it)",
+        ),
+        Err(e) => shared.report.error(&queued.client, format!("the application's command was lost: {e}")),
+    }
+    true
+}
+
+/// Runs the commands queued for session `token`, which this process holds.
+async fn drain_queue(shared: &Rc<Shared>, r: &Replicated, token: &str) {
+    while r.holds(token) {
+        let Ok(Some(bytes)) = r.background.lpop(&key("queue", token)).await else { return };
+        let Ok(q) = serde_json::from_slice::<Queued>(&bytes) else { continue };
+        let cmd = match q.request {
+            Some((method, label, reissuable)) => {
+                AppCommand::ServerRequest { client: q.client, token: token.to_string(), method, label, reissuable }
+            }
+            None => AppCommand::Notify { client: q.client, token: token.to_string(), count: q.count },
+        };
+        run_here(shared, cmd);
+    }
+}
+
+/// Whether this process holds session `token`, for a fencing policy as
+/// the store says: when another replica took it over meanwhile (its epoch
+/// moved on), this process lets go of it first. `Err`: the store did not
+/// answer, so a fencing policy cannot tell.
+async fn still_holds(shared: &Shared, r: &Replicated, token: &str) -> Result<bool, StoreError> {
+    let Some(mine) = r.epochs.borrow().get(token).copied() else { return Ok(false) };
+    if !shared.policy.fences_across_replicas() {
+        return Ok(true);
+    }
+    let now_epoch = r.store.get_int(&key("epoch", token)).await?;
+    if now_epoch > mine {
+        let_go(shared, r, token, &format!("another replica took the session over (epoch {now_epoch})"));
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+/// Lets go of session `token`: closes its writers here and forgets it
+/// (another replica holds it, or may: `why`).
+fn let_go(shared: &Shared, r: &Replicated, token: &str, why: &str) {
+    close_writers(shared, token, why);
+    r.epochs.borrow_mut().remove(token);
+    r.written.borrow_mut().remove(token);
+    r.renewed.borrow_mut().remove(token);
+    if let Some(s) = shared.state.borrow_mut().sessions.remove(token) {
+        shared.report.note(&s.name, format!("session let go: {why}"));
+    }
+}
+
+/// Closes every writer this process holds on session `token`, saying why.
+fn close_writers(shared: &Shared, token: &str, why: &str) {
+    let mut st = shared.state.borrow_mut();
+    let Some(s) = st.sessions.get_mut(token) else { return };
+    for u in s.uplinks.drain(..) {
+        u.conn.kill.notify_one();
+        shared.report.note(&s.name, format!("uplink U{} closed: {why}", u.id));
+    }
+}
+
+/// Renews this process's leases, lets go (confirming the fence) of the
+/// sessions another replica took over, and drains the queues of those it
+/// holds; forever. On its own connection to the store.
+pub(super) async fn poll(shared: Rc<Shared>, r: Rc<Replicated>) {
+    loop {
+        crate::clock::sleep(POLL).await;
+        let held: Vec<(String, i64)> = r.epochs.borrow().iter().map(|(t, e)| (t.clone(), *e)).collect();
+        // Every session at once: their commands share one pipelined connection.
+        futures::future::join_all(held.into_iter().map(|(token, epoch)| tend(&shared, &r, token, epoch))).await;
+        let _ = flush(&shared).await;
+    }
+}
+
+/// One poll of session `token`, held at `epoch`: lets go of it if another
+/// replica took it over (confirming the fence), else renews its lease and
+/// runs what its queue holds.
+async fn tend(shared: &Rc<Shared>, r: &Replicated, token: String, epoch: i64) {
+    let store = &r.background;
+    if shared.policy.fences_across_replicas() {
+        match store.get_int(&key("epoch", &token)).await {
+            Ok(now_epoch) if now_epoch > epoch => return confirm_fence(shared, r, &token, now_epoch).await,
+            Ok(_) => {}
+            Err(_) => {
+                // Stop before the lease can lapse in the store: once it has,
+                // another replica takes the session over without a
+                // confirmation this one could not give.
+                let since = r.renewed.borrow().get(&token).copied().unwrap_or_default();
+                if now().saturating_sub(since) + 2 * POLL >= LEASE {
+                    let_go(shared, r, &token, "its lease on the shared store is lapsing (the store does not answer): another replica may take the session over, and its fence could not reach this one");
+                }
+                return;
+            }
+        }
+    }
+    if !r.holds(&token) {
+        return;
+    }
+    let at = now();
+    let lease = key("lease", &token);
+    let (renewed, _) = futures::join!(store.set(&lease, r.me.as_bytes(), Some(LEASE)), drain_queue(shared, r, &token));
+    if renewed.is_ok() {
+        r.renewed.borrow_mut().insert(token, at);
+    }
+}
+
+/// Another replica took session `token` over at `epoch`: closes the writers
+/// here, writes the session's last state, lets go of it and confirms.
+async fn confirm_fence(shared: &Shared, r: &Replicated, token: &str, epoch: i64) {
+    let last = shared.state.borrow().sessions.get(token).and_then(|s| serde_json::to_vec(s).ok());
+    let written = r.written.borrow().get(token).cloned();
+    let_go(
+        shared,
+        r,
+        token,
+        &format!("fenced through the shared store: another replica took the session over (epoch {epoch})"),
+    );
+    let store = &r.background;
+    if let Some(bytes) = last.filter(|b| Some(b) != written.as_ref()) {
+        let _ = store.set(&key("session", token), &bytes, None).await;
+    }
+    let _ = store.del(&key("lease", token)).await;
+    let _ = store.set(&key("ack", token), epoch.to_string().as_bytes(), None).await;
+}
