@@ -65,6 +65,7 @@ fn main() {
         ("naive", Dialect::StatelessHttp, 1),
         ("guarded", Dialect::StatelessHttp, 2),
         ("naive", Dialect::StatelessHttp, 2),
+        ("guarded", Dialect::StreamableHttp, 2),
     ];
     // guarded's 2-job seeds/s per dialect and replicas, for the ratios.
     let mut two_jobs: Vec<((Dialect, u32), f64)> = Vec::new();
@@ -121,11 +122,14 @@ fn main() {
             stateless / streamable
         );
     }
-    if let (Some(replicas), Some(single)) = (rate(Dialect::StatelessHttp, 2), rate(Dialect::StatelessHttp, 1)) {
-        println!(
-            "guarded, 2 jobs: 2 replicas / one server seeds/s (stateless-http) = {:.2} (issue 29 asks at least 0.50)",
-            replicas / single
-        );
+    for dialect in [Dialect::StatelessHttp, Dialect::StreamableHttp] {
+        if let (Some(replicas), Some(single)) = (rate(dialect, 2), rate(dialect, 1)) {
+            println!(
+                "guarded, 2 jobs: 2 replicas / one server seeds/s ({}) = {:.2} (issue 29 asks at least 0.50)",
+                dialect.name(),
+                replicas / single
+            );
+        }
     }
     if with_memory {
         memory();

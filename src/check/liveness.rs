@@ -51,8 +51,8 @@ pub fn judge(o: &Observed) -> Status {
 /// In a deployment: a live session's request, from its owner, that the
 /// balancer sent to a replica other than the one that created it, refused
 /// there as unknown (404), one finding per client and session (the first).
-/// A session is live until its owner ended it (DELETE) or the replica that
-/// created it refused it. With a store per replica the deployment cannot
+/// A session is live until its owner ended it (DELETE) or a resumption of
+/// it was refused (which may end it). With a store per replica the deployment cannot
 /// keep its promise, whatever the server does: inherent. With a shared
 /// store the session was there to take over: a finding.
 fn sessions_elsewhere(o: &Observed) -> Vec<Violation> {
@@ -63,15 +63,19 @@ fn sessions_elsewhere(o: &Observed) -> Vec<Violation> {
     conns.sort_by_key(|c| (c.opened, c.conn));
     let mut gone = std::collections::BTreeSet::new();
     for c in conns {
-        let (Some(token), Some((status, _, at, resp_seq))) = (c.presented_token.as_deref(), c.response) else {
-            continue;
-        };
-        let (Some((replica, routed_seq)), Some(home)) = (o.replica_of(c), o.home_of(token)) else { continue };
-        let ended = (c.method == "DELETE" && status < 300) || (replica == home && status == 404);
-        if ended {
+        let Some(token) = c.presented_token.as_deref() else { continue };
+        let live = !gone.contains(token);
+        // Ended by its owner, or refused (a refusal may end a session: the
+        // seed's rule), also when the refusal went into a dropped mapping.
+        let refused_unseen =
+            o.mapping_of(c).is_some_and(|m| m.dropped_writes.iter().any(|w| w.3.iter().any(|ev| ev.event == "error")));
+        let deleted = c.method == "DELETE" && c.response.is_some_and(|r| r.0 < 300);
+        if deleted || c.rejected.is_some() || refused_unseen {
             gone.insert(token.to_string());
         }
-        if status != 404 || replica == home || gone.contains(token) || o.token_owner.get(token) != Some(&c.client) {
+        let Some((status, _, at, resp_seq)) = c.response else { continue };
+        let (Some((replica, routed_seq)), Some(home)) = (o.replica_of(c), o.home_of(token)) else { continue };
+        if status != 404 || replica == home || !live || o.token_owner.get(token) != Some(&c.client) {
             continue;
         }
         if !seen.insert((c.client.clone(), token.to_string())) {

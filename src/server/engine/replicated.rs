@@ -347,10 +347,16 @@ async fn confirm_fence(shared: &Shared, r: &Replicated, token: &str, epoch: i64)
         token,
         &format!("fenced through the shared store: another replica took the session over (epoch {epoch})"),
     );
+    // Its last state, then the lease given up, then the confirmation:
+    // pipelined, in this order, on one connection.
     let store = &r.background;
-    if let Some(bytes) = last.filter(|b| Some(b) != written.as_ref()) {
-        let _ = store.set(&key("session", token), &bytes, None).await;
-    }
-    let _ = store.del(&key("lease", token)).await;
-    let _ = store.set(&key("ack", token), epoch.to_string().as_bytes(), None).await;
+    let (session, lease, ack) = (key("session", token), key("lease", token), key("ack", token));
+    let last = last.filter(|b| Some(b) != written.as_ref());
+    let epoch = epoch.to_string();
+    let write_last = async {
+        if let Some(bytes) = &last {
+            let _ = store.set(&session, bytes, None).await;
+        }
+    };
+    let _ = futures::join!(write_last, store.del(&lease), store.set(&ack, epoch.as_bytes(), None));
 }
