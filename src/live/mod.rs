@@ -212,11 +212,11 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
     // Listen for Ctrl-C (and SIGTERM) before the process exists: from then
     // on mcpsim must live to kill its process group.
     let mut interrupt = Interrupt::new()?;
-    let (port, control) = ports(opts.port).await?;
+    let (mut port, control) = ports(opts.port).await?;
     let control_port = control.local_addr().map_err(|e| Error::io(e.to_string()))?.port();
     let deployed = !plan.deployment.is_single();
     // A deployment: Redis and the store links first, then the replicas, then HAProxy in front.
-    let (store, slots) = if deployed {
+    let (store, mut slots) = if deployed {
         let (store, slots) = deploy::LiveStore::start(&plan.deployment, async || free_port().await).await?;
         (Some(Rc::new(RefCell::new(store))), slots)
     } else {
@@ -226,31 +226,51 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
     let origin_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
     let mut replicas: Vec<Replica> = Vec::new();
     let mut hellos = Vec::new();
-    for (i, slot) in slots.iter().enumerate() {
-        let mut env = control::environment(
-            slot.port,
-            control_port,
-            plan.dialect,
-            &plan.server,
-            &plan.tools,
-            opts.time_scale,
-            plan.seed.0,
-        );
-        env.extend(opts.config.environment());
-        if deployed {
-            env.push(("MCPSIM_CLOCK_ORIGIN_MS", origin_ms.to_string()));
-            env.push(("MCPSIM_REPLICA", (i + 1).to_string()));
-            env.push(("MCPSIM_REPLICAS", plan.deployment.replicas.to_string()));
-        }
-        if let Some(url) = &slot.store {
-            env.push(("MCPSIM_STORE", url.clone()));
-        }
-        let mut process = Process::spawn(&opts.command, &env, opts.echo)
-            .map_err(|e| Error::io(format!("cannot start the server command `{}`: {e}", opts.command)))?;
-        let ((server, dialects), lines, writer) = tokio::select! {
-            biased;
-            why = interrupt.recv() => return Err(Error::io(format!("{why} before the server process was ready"))),
-            r = ready(&control, &mut process, opts) => r?,
+    for (i, slot) in slots.iter_mut().enumerate() {
+        // A port found free can be taken by another process before the
+        // server binds it (a parallel run's own pick): a start that fails
+        // on it gets another port, twice at most. A port the user fixed
+        // (--live-port) is never changed.
+        let mut retries = if opts.port.is_some() { 0 } else { 2 };
+        let (env, process, ((server, dialects), lines, writer)) = loop {
+            let mut env = control::environment(
+                slot.port,
+                control_port,
+                plan.dialect,
+                &plan.server,
+                &plan.tools,
+                opts.time_scale,
+                plan.seed.0,
+            );
+            env.extend(opts.config.environment());
+            if deployed {
+                env.push(("MCPSIM_CLOCK_ORIGIN_MS", origin_ms.to_string()));
+                env.push(("MCPSIM_REPLICA", (i + 1).to_string()));
+                env.push(("MCPSIM_REPLICAS", plan.deployment.replicas.to_string()));
+            }
+            if let Some(url) = &slot.store {
+                env.push(("MCPSIM_STORE", url.clone()));
+            }
+            let mut process = Process::spawn(&opts.command, &env, opts.echo)
+                .map_err(|e| Error::io(format!("cannot start the server command `{}`: {e}", opts.command)))?;
+            let started = tokio::select! {
+                biased;
+                why = interrupt.recv() => return Err(Error::io(format!("{why} before the server process was ready"))),
+                r = ready(&control, &mut process, opts) => r,
+            };
+            match started {
+                Ok(hello) => break (env, process, hello),
+                Err(e) if retries > 0 && port_was_taken(&e) => {
+                    retries -= 1;
+                    process.kill();
+                    let _ = process.exited().await;
+                    slot.port = free_port().await?;
+                    if !deployed {
+                        port = slot.port;
+                    }
+                }
+                Err(e) => return Err(e),
+            }
         };
         speaks(&server, dialects.as_deref(), plan)?;
         hellos.push((server, lines, writer));
@@ -544,6 +564,13 @@ impl Interrupt {
             "interrupted (Ctrl-C)"
         }
     }
+}
+
+/// Whether a server's failed start says its port was taken (the message
+/// Rust, Node and Python print for EADDRINUSE).
+fn port_was_taken(e: &Error) -> bool {
+    let text = e.to_string().to_ascii_lowercase();
+    text.contains("address already in use") || text.contains("eaddrinuse")
 }
 
 /// The server's MCP port (checked free) and the control listener.
