@@ -611,3 +611,66 @@ fn a_stateful_replica_hunt_catches_local_fence_by_session_binding() {
     let (mutant, guarded) = (run("local-fence"), run("guarded"));
     assert!(mutant >= 3 && mutant > 2 * guarded, "local-fence {mutant} seeds, guarded {guarded}");
 }
+
+/// A replica cut from the shared store cannot serve a session kept there:
+/// it answers 503, which `protocol` (and `rejection-protocol`, for a
+/// resumption) report as inherent, naming the replica and the partition.
+/// Cut the other replica instead, and nothing is reported.
+#[test]
+fn a_503_from_a_replica_cut_from_the_store_is_inherent() {
+    let plan = |cut: u32| {
+        Plan::from_toml_str(
+            &format!(
+                "[scenario]\nname = \"cut\"\ndialect = \"streamable-http\"\nseed = 1\nduration = \"30s\"\n\
+                 [deployment]\nreplicas = 2\nrouting = \"source\"\nstore = \"shared\"\n\
+                 [[client]]\nname = \"alice\"\n\
+                 [[step]]\nat = \"0s\"\ndo = \"connect\"\nclient = \"alice\"\n\
+                 [[step]]\nat = \"3s\"\ndo = \"partition\"\nreplica = {cut}\nfor = \"10s\"\n\
+                 [[step]]\nat = \"5s\"\ndo = \"resume\"\nclient = \"alice\"\nlast_event_id = \"last-seen\"\n"
+            ),
+            "cut.toml",
+        )
+        .unwrap()
+    };
+    // With seed 1, alice's address hashes to replica 2 (rebind-source-affinity.toml).
+    let run = mcpsim::run(&plan(2), "guarded", None).unwrap();
+    assert!(routed(&run).iter().all(|(_, r)| *r == 2), "{:?}", routed(&run));
+    let verdicts = check::judge(&run.trace);
+    let protocol = verdicts.iter().find(|v| v.check == CheckId::Protocol).unwrap();
+    let v = protocol.violations();
+    assert!(!v.is_empty() && v.iter().all(|x| x.inherent), "{v:?}");
+    let words = mcpsim::report::text(&run, &verdicts, None);
+    assert!(
+        words.contains("was answered HTTP 503 by replica 2, which a partition cut from the shared store"),
+        "{words}"
+    );
+    assert!(verdicts.iter().all(|v| v.violations().iter().all(|x| x.inherent)), "{words}");
+    let quiet = mcpsim::run(&plan(1), "guarded", None).unwrap();
+    assert_eq!(violated(&quiet), Vec::<String>::new());
+}
+
+/// Live: a port found free can be taken by another process before the
+/// server binds it. A server that fails its start saying so is started
+/// again on another port (twice at most), and the run goes on.
+#[test]
+fn a_live_server_that_finds_its_port_taken_is_started_again_on_another() {
+    let mark = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("port-taken-once");
+    let _ = std::fs::remove_file(&mark);
+    let command = format!(
+        "sh -c 'if [ ! -e {m} ]; then touch {m}; echo \"error: cannot serve: Address already in use (os error 98)\" >&2; exit 4; fi; exec \"{bin}\" serve --server guarded'",
+        m = mark.display(),
+        bin = env!("CARGO_BIN_EXE_mcpsim")
+    );
+    let mut opts = mcpsim::live::LiveOptions::new(command);
+    opts.time_scale = 0.05;
+    let plan = bundled("streamable-http/plain-get.toml");
+    let run = mcpsim::live::run(&plan, &opts).unwrap();
+    assert!(mark.exists(), "the first start failed as planned");
+    assert!(run.aborted.is_none(), "{:?}", run.aborted);
+    assert_eq!(violated(&run), Vec::<String>::new());
+    // Any other early exit is not retried: it is the server's failure.
+    let mut broken = mcpsim::live::LiveOptions::new("sh -c 'echo \"error: no config\" >&2; exit 3'");
+    broken.time_scale = 0.05;
+    let e = mcpsim::live::run(&plan, &broken).unwrap_err().to_string();
+    assert!(e.contains("before it was ready") && e.contains("no config"), "{e}");
+}
