@@ -159,6 +159,8 @@ named_enum! {
         CallTool = "call-tool",
         /// streamable-http: a client ends its session with DELETE.
         EndSession = "end-session",
+        /// streamable-http: a client calls the server's `enable_tool` tool on the session it holds (the server tells the session's standalone stream its tool list changed).
+        EnableTool = "enable-tool",
         /// The server's application emits notifications on a client's session.
         Notify = "notify",
         /// A client answers a labelled server request.

@@ -77,6 +77,12 @@ fn confidentiality() {
         "naive",
         "events 1001–1007, including req-42 sampling/createMessage",
     );
+    // The session-hijack prompt injection: on one server, and through the
+    // shared queue of two replicas (the thief's call lands on the replica
+    // that does not hold the session; the holder tells the owner's stream).
+    let told = "alice's stream was told its tool list changed (event 1003 on conn 3";
+    fires_and_quiet("confidentiality", "streamable-http/session-hijack-injection", "unbound", told);
+    fires_and_quiet("confidentiality", "replicas/shared-queue-injection", "naive", told);
 }
 
 #[test]

@@ -674,3 +674,68 @@ fn a_live_server_that_finds_its_port_taken_is_started_again_on_another() {
     let e = mcpsim::live::run(&plan, &broken).unwrap_err().to_string();
     assert!(e.contains("before it was ready") && e.contains("no config"), "{e}");
 }
+
+/// The shared-queue injection (scenarios/replicas/shared-queue-injection.toml):
+/// the thief's `enable_tool` lands on the replica that does not hold the
+/// session; a server that binds no session to its owner puts the change in
+/// the session's queue, and the holder tells the owner's stream. With the
+/// owner's credential stolen too, no server can tell the thief apart: the
+/// same leak is inherent.
+#[test]
+fn the_shared_queue_injection_goes_through_the_queue_and_binding_stops_it() {
+    let plan = bundled("replicas/shared-queue-injection.toml");
+    let run = mcpsim::run(&plan, "naive", None).unwrap();
+    let r = routed(&run);
+    assert!(r.iter().filter(|(c, _)| c == "alice").all(|(_, x)| *x == 2), "{r:?}");
+    assert!(r.iter().filter(|(c, _)| c == "mallory").all(|(_, x)| *x == 1), "{r:?}");
+    let queued = events(&run, |w| match w {
+        What::ServerNote { note, .. } if note.contains("the change went to its queue in the shared store") => Some(()),
+        _ => None,
+    });
+    assert_eq!(queued.len(), 1, "replica 1 queued the change once");
+    let verdicts = check::judge(&run.trace);
+    let conf = verdicts.iter().find(|v| v.check == CheckId::Confidentiality).unwrap().violations();
+    assert_eq!(conf.len(), 1, "{conf:?}");
+    assert!(!conf[0].inherent);
+    assert!(conf[0].headline().contains("a change only mallory asked for"), "{}", conf[0].headline());
+
+    let guarded = mcpsim::run(&plan, "guarded", None).unwrap();
+    assert_eq!(violated(&guarded), Vec::<String>::new());
+    let refused = events(&guarded, |w| match w {
+        What::ToolEnableEnded { enabled, .. } => Some(*enabled),
+        _ => None,
+    });
+    assert_eq!(refused.iter().map(|(_, e)| *e).collect::<Vec<_>>(), vec![Some(false)]);
+
+    let with_credential = plan.to_toml(&[]).replace("credential = false", "credential = true");
+    let plan = Plan::from_toml_str(&with_credential, "with-credential.toml").unwrap();
+    for server in ["naive", "guarded"] {
+        let run = mcpsim::run(&plan, server, None).unwrap();
+        let verdicts = check::judge(&run.trace);
+        let conf = verdicts.iter().find(|v| v.check == CheckId::Confidentiality).unwrap().violations();
+        assert_eq!(conf.len(), 1, "{server}: {conf:?}");
+        assert!(conf[0].inherent, "{server}: the owner's credential makes the thief the owner to any server");
+    }
+}
+
+#[test]
+fn enable_tool_needs_a_tool_and_speaks_streamable_http_only() {
+    let step = |dialect: &str, extra: &str| {
+        Plan::from_toml_str(
+            &format!(
+                "[scenario]\nname = \"e\"\ndialect = \"{dialect}\"\nseed = 1\nduration = \"10s\"\n\
+                 [[client]]\nname = \"alice\"\n\
+                 [[step]]\nat = \"0s\"\ndo = \"connect\"\nclient = \"alice\"\n\
+                 [[step]]\nat = \"1s\"\ndo = \"enable-tool\"\nclient = \"alice\"\n{extra}"
+            ),
+            "e.toml",
+        )
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    };
+    assert_eq!(step("streamable-http", "tool = \"t\"\n"), Ok(()));
+    let missing = step("streamable-http", "").unwrap_err();
+    assert!(missing.contains("e.toml:14:6:") && missing.contains("step `enable-tool` needs `tool`"), "{missing}");
+    let legacy = step("legacy-sse", "tool = \"t\"\n").unwrap_err();
+    assert!(legacy.contains("enable-tool"), "{legacy}");
+}

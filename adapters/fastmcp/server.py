@@ -550,6 +550,14 @@ async def ask(client: str, label: str, method: str, ctx: Context) -> ToolResult:
     return ToolResult(content=text, is_error=not ok)
 
 
+@mcp.tool
+async def enable_tool(tool: str, ctx: Context) -> ToolResult:
+    """Enables a tool: the session is told its tool list changed."""
+    # Not related to this call: the SDK session sends it on the session's standalone GET stream.
+    await ctx.session.send_tool_list_changed()
+    return ToolResult(content=f"{tool} enabled")
+
+
 # The scenario's tools (stateless-http; MCPSIM_TOOLS), as FastMCP tools.
 for _spec in TOOLS:
     if _spec.get("name") == "ask":

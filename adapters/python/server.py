@@ -291,12 +291,21 @@ async def handle_list_tools(ctx: ServerRequestContext, params: types.PaginatedRe
         "type": "object",
         "properties": {"client": {"type": "string"}, "label": {"type": "string"}, "method": {"type": "string"}},
     }
+    enable = {"type": "object", "properties": {"tool": {"type": "string"}}}
     return types.ListToolsResult(
-        tools=[types.Tool(name="ask", description="issues the named server request related to this call", input_schema=schema)]
+        tools=[
+            types.Tool(name="ask", description="issues the named server request related to this call", input_schema=schema),
+            types.Tool(name="enable_tool", description="enables a tool: the session is told its tool list changed", input_schema=enable),
+        ]
     )
 
 
 async def handle_call_tool(ctx: ServerRequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
+    if params.name == "enable_tool":
+        tool = str((params.arguments or {}).get("tool", ""))
+        # Not related to this call: the SDK sends it on the session's standalone GET stream.
+        await ctx.session.send_tool_list_changed()
+        return types.CallToolResult(content=[types.TextContent(type="text", text=f"{tool} enabled")])
     if params.name != "ask":
         raise MCPError(code=types.INVALID_PARAMS, message=f"unknown tool {params.name}")
     args = params.arguments or {}

@@ -201,6 +201,15 @@ function buildServer() {
             return { content: [{ type: 'text', text: ok ? `${label} answered` : `${label} was not answered` }], isError: !ok };
         }
     );
+    server.registerTool(
+        'enable_tool',
+        { description: 'enables a tool: the session is told its tool list changed', inputSchema: z.object({ tool: z.string() }) },
+        async ({ tool }) => {
+            // Not related to this call: the SDK sends it on the session's standalone GET stream.
+            server.sendToolListChanged();
+            return { content: [{ type: 'text', text: `${tool} enabled` }] };
+        }
+    );
     return server;
 }
 

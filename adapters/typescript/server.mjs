@@ -194,6 +194,15 @@ function getServer() {
             return { content: [{ type: 'text', text: ok ? `${label} answered` : `${label} was not answered` }], isError: !ok };
         }
     );
+    server.registerTool(
+        'enable_tool',
+        { description: 'enables a tool: the session is told its tool list changed', inputSchema: { tool: z.string() } },
+        async ({ tool }) => {
+            // Not related to this call: the SDK sends it on the session's standalone GET stream.
+            server.sendToolListChanged();
+            return { content: [{ type: 'text', text: `${tool} enabled` }] };
+        }
+    );
     return server;
 }
 

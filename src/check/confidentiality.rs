@@ -8,7 +8,10 @@
 //! principal's own session (a store shared by every session); a DELETE by
 //! another principal that the server answered 2xx (it ended the owner's
 //! session); an answer the application applied that only another principal
-//! had sent. When the thief
+//! had sent; a tool-list change (`enable_tool`) another principal asked for
+//! on the session, which the server made or told the owner's stream of (the
+//! "session hijack prompt injection", through a shared queue when the
+//! session's stream is on another replica). When the thief
 //! also stole the owner's credential, no server can tell them apart: this
 //! check still reports the leak, because it happened.
 
@@ -18,15 +21,16 @@ use super::{not_applicable, status, Status, Violation};
 use crate::trace::Outcome;
 use crate::vocab::CheckId;
 use crate::wire::jsonrpc::RpcKind;
+use crate::wire::mrtr::TOOLS_CHANGED;
 
 pub const ID: CheckId = CheckId::Confidentiality;
 pub const ABOUT: &str =
-    "a session is its owner's: no event of it reaches another principal, and no DELETE or answer from one acts on it";
+    "a session is its owner's: no event of it reaches another principal, and no DELETE, answer or tool call from one acts on it";
 
 pub const EXPLAIN: super::Explain = super::Explain {
-    meaning: "A session belongs to the principal that opened it: no event of it is delivered to another principal, and no DELETE or answer from another principal acts on it.",
-    evidence: "Which client learned each session token (its owner), which client presented it, and the messages delivered on that connection; the events the application reported on each session, and any delivered on another principal's session; DELETEs and answers sent with it and what the server and its application did with them; token thefts recorded by the harness.",
-    condition: "The analysis's step 6: a token holder resuming from an old id must not receive another user's events; bind sessions to principals (MCP security best practices).",
+    meaning: "A session belongs to the principal that opened it: no event of it is delivered to another principal, and no DELETE, answer or tool call from another principal acts on it (nor reaches the owner's stream).",
+    evidence: "Which client learned each session token (its owner), which client presented it, and the messages delivered on that connection; the events the application reported on each session, and any delivered on another principal's session; DELETEs, answers and enable_tool calls sent with it and what the server and its application did with them (a tool result; a tools/list_changed on the owner's stream after the call); token thefts recorded by the harness.",
+    condition: "The analysis's step 6: a token holder resuming from an old id must not receive another user's events; bind sessions to principals (MCP security best practices: session hijack impersonation and prompt injection).",
     to_pass: "Bind each session to the credential that opened it and refuse other principals (403) without killing the owner's session. A thief that holds the owner's credential cannot be told apart: such leaks are reported as inherent.",
 };
 
@@ -68,6 +72,7 @@ pub fn judge(o: &Observed) -> Status {
         });
     }
     judged |= foreign_acts(o, &mut out);
+    judged |= foreign_tool_changes(o, &mut out);
     judged |= cross_session(o, &mut out);
     if !judged {
         return not_applicable("no client presented another principal's session token");
@@ -164,6 +169,66 @@ fn cross_session(o: &Observed, out: &mut Vec<Violation>) -> bool {
         });
     }
     true
+}
+
+/// Tool-list changes another principal asked for on a session it held by
+/// its token (an `enable_tool` call): the server enabled the tool, or the
+/// owner's stream was told of a change after the call while the owner had
+/// asked for none. Returns whether there was any such call to judge.
+fn foreign_tool_changes(o: &Observed, out: &mut Vec<Violation>) -> bool {
+    let mut judged = false;
+    for e in &o.tool_enables {
+        let Some(c) = o.conns.get(&(e.client.clone(), e.conn)) else { continue };
+        let Some(token) = c.presented_token.as_deref() else { continue };
+        let Some(owner) = o.token_owner.get(token) else { continue };
+        if o.principal(&c.client) == o.principal(owner) {
+            continue;
+        }
+        judged = true;
+        let Some(sent) = c.request_t else { continue };
+        // The owner's own calls: a change it asked for is no injection.
+        let owner_asked = o.tool_enables.iter().any(|x| {
+            o.principal(&x.client) == o.principal(owner)
+                && o.conns.get(&(x.client.clone(), x.conn)).is_some_and(|k| k.presented_token.as_deref() == Some(token))
+        });
+        let told = (!owner_asked)
+            .then(|| {
+                o.conns
+                    .values()
+                    .filter(|k| {
+                        k.presented_token.as_deref() == Some(token) && o.principal(&k.client) == o.principal(owner)
+                    })
+                    .flat_map(|k| k.delivered.iter().map(move |d| (k.conn, d)))
+                    .filter(|(_, d)| {
+                        d.t >= sent && d.rpc.as_ref().and_then(|r| r.method.as_deref()) == Some(TOOLS_CHANGED)
+                    })
+                    .min_by_key(|(_, d)| (d.t, d.seq))
+            })
+            .flatten();
+        let enabled = e.enabled == Some(true);
+        if !enabled && told.is_none() {
+            continue;
+        }
+        let inherent = !o.foreign_on(c, token);
+        let t = told.map_or(e.t, |(_, d)| d.t.min(e.t));
+        out.push(Violation {
+            check: ID,
+            finding: Finding::ForeignToolChange {
+                client: c.client.clone(),
+                principal: o.principal(&c.client).to_string(),
+                owner: owner.clone(),
+                conn: c.conn,
+                tool: e.tool.clone(),
+                enabled,
+                told: told.map(|(k, d)| (k, d.id.clone(), d.t)),
+                why: inherent.then(|| o.why_indistinguishable(token, owner)),
+            },
+            t,
+            evidence: c.request_seq.into_iter().chain([e.seq]).chain(told.map(|(_, d)| d.seq)).collect(),
+            inherent,
+        });
+    }
+    judged
 }
 
 /// What another principal did to a session that the server let through: a

@@ -250,6 +250,23 @@ pub enum Finding {
         at: SimTime,
         why: Option<Indistinguishable>,
     },
+    /// A tool-list change another principal asked for, on a session it
+    /// held by its token: the server enabled the tool, or the owner's stream
+    /// was told of a change only the other principal asked for (the
+    /// "session hijack prompt injection").
+    ForeignToolChange {
+        client: String,
+        principal: String,
+        owner: String,
+        conn: ConnId,
+        tool: String,
+        /// The server answered the call with a tool result.
+        enabled: bool,
+        /// The owner's first `notifications/tools/list_changed` after the
+        /// call: `(the owner's conn, event id, when)`.
+        told: Option<(ConnId, Option<String>, SimTime)>,
+        why: Option<Indistinguishable>,
+    },
     /// An answer only other principals had sent was applied.
     ForeignAnswer { label: String, method: String, owner: String, at: SimTime, by: Vec<(String, String)> },
 

@@ -76,6 +76,11 @@ pub enum ClientCmd {
     },
     /// streamable-http: end the session with DELETE.
     EndSession,
+    /// streamable-http: call `enable_tool` for `tool` on the held session.
+    EnableTool {
+        /// The tool to enable.
+        tool: String,
+    },
     /// stateless-http: call `tool`; `label` names the call.
     Call {
         /// The call's label (sent as the `call` argument).
@@ -351,6 +356,9 @@ impl Client {
                 ClientCmd::CallTool { label, method } => self.clone().start_call(label, method),
                 ClientCmd::EndSession => {
                     tokio::task::spawn_local(self.clone().end_session());
+                }
+                ClientCmd::EnableTool { tool } => {
+                    tokio::task::spawn_local(self.clone().enable_tool(tool));
                 }
                 // stateless-http's commands (the loader keeps them out of stateful plans).
                 ClientCmd::Call { .. } | ClientCmd::Present { .. } | ClientCmd::Listen => {}

@@ -292,6 +292,38 @@ impl Client {
         self.st.borrow_mut().calls.remove(label);
     }
 
+    /// Calls `enable_tool` for `tool` on the held session (whoever's it is)
+    /// and records whether the server enabled it: a JSON or SSE answer to
+    /// the call that is a tool result, not an error.
+    pub(super) async fn enable_tool(self: Rc<Self>, tool: String) {
+        let Some(token) = self.shared.token.borrow().clone() else {
+            self.rec.record(What::AppError {
+                client: self.name(),
+                error: format!("cannot call enable_tool for {tool}: the client holds no session"),
+            });
+            return;
+        };
+        let rpc = {
+            let mut st = self.st.borrow_mut();
+            st.rpc_seq += 1;
+            RpcId::Num(st.rpc_seq)
+        };
+        let msg = mcp::enable_tool(rpc.clone(), &tool);
+        let (conn, enabled) = match self.post_once(&msg, Some(&token), Purpose::Post, POST_TIMEOUT).await {
+            Ok(posted) => {
+                let status = posted.resp.status().as_u16();
+                match timeout(POST_TIMEOUT, posted.resp.into_body().collect()).await {
+                    Ok(Ok(body)) => (posted.conn, Some(status == 200 && is_tool_success(&body.to_bytes(), &rpc))),
+                    // The answer did not come whole: the server may have acted.
+                    _ => (posted.conn, (status != 200).then_some(false)),
+                }
+            }
+            Err(Some(conn)) => (conn, None),
+            Err(None) => return,
+        };
+        self.rec.record(What::ToolEnableEnded { client: self.name(), conn, tool, enabled });
+    }
+
     /// Ends the session with DELETE and forgets it.
     pub(super) async fn end_session(self: Rc<Self>) {
         let Some(token) = self.shared.token.borrow_mut().take() else { return };
@@ -324,4 +356,15 @@ impl Client {
             self.rec.record(What::HttpResponse { client: self.name(), conn, status, content_type });
         }
     }
+}
+
+/// Whether a POST's body (JSON, or SSE whose `data:` lines carry JSON)
+/// holds a successful tool result for request `rpc`.
+fn is_tool_success(body: &[u8], rpc: &RpcId) -> bool {
+    let text = String::from_utf8_lossy(body);
+    let ok = |m: Message| matches!(m, Message::Response { ref id, ref result } if id == rpc && result["isError"].as_bool() != Some(true));
+    if let Ok(m) = Message::parse(text.trim()) {
+        return ok(m);
+    }
+    text.lines().filter_map(|l| l.strip_prefix("data:")).filter_map(|d| Message::parse(d.trim()).ok()).any(ok)
 }

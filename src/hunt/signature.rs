@@ -113,7 +113,9 @@ pub fn defect(f: &crate::check::Finding) -> &'static str {
         F::LeftInFlight { .. } | F::ReissueNeverDelivered { .. } => "left-in-flight",
         F::ReissueChanged { .. } => "reissue-changed",
         F::ReachedTwice { .. } => "reached-twice",
-        F::Leak { .. } | F::ForeignDelete { .. } | F::ForeignAnswer { .. } => "foreign-principal",
+        F::Leak { .. } | F::ForeignDelete { .. } | F::ForeignAnswer { .. } | F::ForeignToolChange { .. } => {
+            "foreign-principal"
+        }
         F::TimedOut { .. } | F::Unresolved { .. } | F::NoLiveUplink { .. } | F::NotificationsLost { .. } => "stuck",
         F::SessionElsewhere { .. } => "session-elsewhere",
         F::SilentRefusal { .. } => "silent-refusal",

@@ -428,6 +428,11 @@ pub fn describe(what: &What) -> String {
             format!("{to} now holds {from}'s session token{}", if *credential { " and credential" } else { "" })
         }
         What::ClientCrashed { client } => format!("{client} crashed"),
+        What::ToolEnableEnded { client, conn, tool, enabled } => match enabled {
+            Some(true) => format!("{client}'s enable_tool call on conn {conn}: the server enabled {tool}"),
+            Some(false) => format!("{client}'s enable_tool call on conn {conn}: refused ({tool} not enabled)"),
+            None => format!("{client}'s enable_tool call on conn {conn} got no answer: {tool} may be enabled"),
+        },
         What::DeploymentStarted { replicas, routing, store, .. } => {
             let store = if store == "shared" { "one shared store" } else { "a store each" };
             format!("deployment: {replicas} replicas behind a balancer routing {routing}, with {store}")

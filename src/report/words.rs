@@ -299,6 +299,25 @@ impl fmt::Display for Finding {
                 "{client} (principal {principal}) ended {owner}'s session with DELETE on conn {conn} (HTTP {status}) at {at}: only the session's owner may end it{}",
                 why(w, client, owner)
             ),
+            Finding::ForeignToolChange { client, principal, owner, conn, tool, enabled, told, why: w } => {
+                let acted = if *enabled {
+                    format!("the server enabled {tool} (a tool result)")
+                } else {
+                    "the call got no tool result".to_string()
+                };
+                let reached = match told {
+                    Some((c, id, at)) => format!(
+                        ", and {owner}'s stream was told its tool list changed ({} on conn {c} at {at}), a change only {client} asked for: the session-hijack prompt injection",
+                        id.as_deref().map_or("an event".to_string(), |i| format!("event {i}"))
+                    ),
+                    None => String::new(),
+                };
+                write!(
+                    f,
+                    "{client} (principal {principal}) called enable_tool on {owner}'s session on conn {conn}: {acted}{reached}; only the session's owner may act on it{}",
+                    why(w, client, owner)
+                )
+            }
             Finding::ForeignAnswer { label, method, owner, at, by } => {
                 let who: Vec<String> = by.iter().map(|(c, p)| format!("{c} (principal {p})")).collect();
                 write!(

@@ -441,6 +441,18 @@ impl Loader<'_> {
                 expect: s.expect.as_ref().map(|e| *e.get_ref()),
             },
             "end-session" => Action::EndSession { client: client(self)? },
+            "enable-tool" => {
+                let Some(tool) = &s.tool else {
+                    return Err(self.err(s.action.span(), "step `enable-tool` needs `tool`".into()));
+                };
+                let name = tool.get_ref();
+                if name.is_empty() || name.chars().any(|ch| ch.is_control()) {
+                    return Err(
+                        self.err(tool.span(), format!("tool {name:?} must be non-empty, without control characters"))
+                    );
+                }
+                Action::EnableTool { client: client(self)?, tool: name.clone() }
+            }
             "steal-token" => {
                 let from = self.client(s, &s.from, "from")?;
                 let to = self.client(s, &s.to, "to")?;
@@ -642,6 +654,7 @@ impl Loader<'_> {
             | Action::CrashClient { .. } => &["client"],
             Action::ServerRequest { .. } => &["client", "method", "label", "reissuable"],
             Action::CallTool { .. } => &["client", "method", "label"],
+            Action::EnableTool { .. } => &["client", "tool"],
             Action::Notify { .. } => &["client", "count"],
             Action::Answer { .. } => &["client", "label"],
             Action::Resume { .. } => &["client", "last_event_id", "expect"],

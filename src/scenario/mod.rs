@@ -101,6 +101,7 @@ impl Dialect {
                 ServerRequest,
                 CallTool,
                 EndSession,
+                EnableTool,
                 Notify,
                 Answer,
                 Rebind,
@@ -495,6 +496,18 @@ pub enum Action {
         /// The client that ends its session.
         client: String,
     },
+    /// streamable-http: the client calls the server's `enable_tool` tool
+    /// on the session it holds (its own, or one it stole); the server
+    /// enables `tool` and tells the session's standalone stream that its
+    /// tool list changed. By another principal than the session's owner,
+    /// it is the "session hijack prompt injection" of the MCP security best
+    /// practices (through a shared queue, across replicas).
+    EnableTool {
+        /// The client that calls it.
+        client: String,
+        /// The tool it asks the server to enable.
+        tool: String,
+    },
     /// The server's application emits notifications on the client's session.
     Notify {
         /// The client whose session they go to.
@@ -676,6 +689,7 @@ impl Action {
             Action::ServerRequest { .. } => StepKind::ServerRequest,
             Action::CallTool { .. } => StepKind::CallTool,
             Action::EndSession { .. } => StepKind::EndSession,
+            Action::EnableTool { .. } => StepKind::EnableTool,
             Action::Notify { .. } => StepKind::Notify,
             Action::Answer { .. } => StepKind::Answer,
             Action::Rebind { .. } => StepKind::Rebind,
@@ -709,6 +723,7 @@ impl Action {
             | Action::ServerRequest { client, .. }
             | Action::CallTool { client, .. }
             | Action::EndSession { client }
+            | Action::EnableTool { client, .. }
             | Action::Notify { client, .. }
             | Action::Answer { client, .. }
             | Action::Rebind { client }
@@ -744,6 +759,9 @@ impl Action {
                 format!("{client} calls the ask tool; the server issues {label} ({method}) on the call's stream")
             }
             Action::EndSession { client } => format!("{client} ends its session (DELETE)"),
+            Action::EnableTool { client, tool } => {
+                format!("{client} calls enable_tool on the session it holds, to enable {tool}")
+            }
             Action::Notify { client, count } => format!("server emits {count} notification(s) on {client}'s session"),
             Action::Answer { client, label } => format!("{client} answers {label}"),
             Action::Rebind { client } => format!("NAT rebinds {client}: its mappings go silent"),

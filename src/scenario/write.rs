@@ -168,6 +168,9 @@ fn write_step(out: &mut String, step: &Step) {
         Action::Notify { client, count } => {
             let _ = writeln!(out, "client = {}\ncount = {count}", q(client));
         }
+        Action::EnableTool { client, tool } => {
+            let _ = writeln!(out, "client = {}\ntool = {}", q(client), q(tool));
+        }
         Action::Answer { client, label } => {
             let _ = writeln!(out, "client = {}\nlabel = {}", q(client), q(label));
         }

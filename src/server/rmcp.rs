@@ -242,11 +242,16 @@ impl ServerHandler for App {
         }) else {
             unreachable!()
         };
-        Ok(ListToolsResult::with_all_items(vec![Tool::new(
-            mcp::ASK_TOOL,
-            "issues the named server request related to this call",
-            schema,
-        )]))
+        let serde_json::Value::Object(enable) = serde_json::json!({
+            "type": "object",
+            "properties": {"tool": {"type": "string"}}
+        }) else {
+            unreachable!()
+        };
+        Ok(ListToolsResult::with_all_items(vec![
+            Tool::new(mcp::ASK_TOOL, "issues the named server request related to this call", schema),
+            Tool::new(mcp::ENABLE_TOOL, "enables a tool: the session is told its tool list changed", enable),
+        ]))
     }
 
     async fn call_tool(
@@ -254,12 +259,25 @@ impl ServerHandler for App {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        if request.name != mcp::ASK_TOOL {
-            return Err(ErrorData::invalid_params("unknown tool", None));
-        }
         let arg = |k: &str| {
             request.arguments.as_ref().and_then(|a| a.get(k)).and_then(|v| v.as_str()).unwrap_or_default().to_string()
         };
+        if request.name == mcp::ENABLE_TOOL {
+            // The session is told on its own (standalone) stream, as an
+            // application tells a session of a change outside any call.
+            let session = context
+                .extensions
+                .get::<http::request::Parts>()
+                .and_then(|p| p.headers.get("mcp-session-id")?.to_str().ok().map(str::to_string));
+            let peer = session.and_then(|s| self.peers.lock().expect("peers lock").get(&s).cloned());
+            if let Some(peer) = peer {
+                let _ = peer.notify_tool_list_changed().await;
+            }
+            return Ok(CallToolResult::success(vec![ContentBlock::text(format!("{} enabled", arg("tool")))]).into());
+        }
+        if request.name != mcp::ASK_TOOL {
+            return Err(ErrorData::invalid_params("unknown tool", None));
+        }
         let (client, label, method) = (arg("client"), arg("label"), arg("method"));
         let req = server_request(&method, &label, &client).map_err(|e| ErrorData::invalid_params(e, None))?;
         // Sent from inside the handler, so rmcp relates it to this call.

@@ -342,6 +342,19 @@ pub enum What {
         /// Whether the thief took the victim's credential too.
         credential: bool,
     },
+    /// A client's `enable-tool` call (`tools/call` of `enable_tool`) ended.
+    ToolEnableEnded {
+        /// The client that called it.
+        client: String,
+        /// The connection its POST went out on.
+        conn: ConnId,
+        /// The tool it asked the server to enable.
+        tool: String,
+        /// Whether the server enabled it (HTTP 200, a tool result that is
+        /// not an error); `None`: the POST got no answer, so it may have.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        enabled: Option<bool>,
+    },
     /// A `crash-client` step stopped a client host: it forgets everything.
     ClientCrashed {
         /// The client that crashed.

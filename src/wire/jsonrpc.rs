@@ -317,6 +317,24 @@ pub mod mcp {
         }
     }
 
+    /// `tools/call` of the `enable_tool` tool: the server enables `tool` and
+    /// tells the session its tool list changed.
+    pub fn enable_tool(id: RpcId, tool: &str) -> Message {
+        Message::Request {
+            id,
+            method: "tools/call".into(),
+            params: json!({"name": ENABLE_TOOL, "arguments": {"tool": tool}}),
+        }
+    }
+
+    /// The reference engine's tool that changes a session's tool list.
+    pub const ENABLE_TOOL: &str = "enable_tool";
+
+    /// `notifications/tools/list_changed`.
+    pub fn tools_list_changed() -> Message {
+        Message::Notification { method: "notifications/tools/list_changed".into(), params: json!({}) }
+    }
+
     /// The name of the tool every server under test offers for related requests.
     pub const ASK_TOOL: &str = "ask";
 

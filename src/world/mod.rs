@@ -500,6 +500,9 @@ impl<H: Hosts> World<H> {
                 client_cmd(self, client, ClientCmd::CallTool { label: label.clone(), method: method.clone() })
             }
             Action::EndSession { client } => client_cmd(self, client, ClientCmd::EndSession),
+            Action::EnableTool { client, tool } => {
+                client_cmd(self, client, ClientCmd::EnableTool { tool: tool.clone() })
+            }
             Action::Notify { client, count } => match self.token_of(client) {
                 Some(token) => self
                     .app_of(&token)

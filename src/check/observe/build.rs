@@ -142,6 +142,14 @@ impl<'a> Observed<'a> {
                     }
                 }
                 What::TokenStolen { from, to, credential } => o.thefts.push((t, from.clone(), to.clone(), *credential)),
+                What::ToolEnableEnded { client, conn, tool, enabled } => o.tool_enables.push(super::ToolEnable {
+                    client: client.clone(),
+                    conn: *conn,
+                    tool: tool.clone(),
+                    enabled: *enabled,
+                    t,
+                    seq,
+                }),
                 What::ClientCrashed { client } => {
                     // The server's session outlives the client; the harness may still act on it.
                     o.crashes.push((client.clone(), t));

@@ -323,4 +323,23 @@ pub struct Observed<'a> {
     pub shared_store: Option<bool>,
     /// Partitions between a replica and the shared store: `(replica, from, until)`.
     pub store_cuts: Vec<(u32, SimTime, Option<SimTime>)>,
+    /// Every `enable_tool` call a client made, as it ended.
+    pub tool_enables: Vec<ToolEnable>,
+}
+
+/// A client's `enable_tool` call (an `enable-tool` step).
+#[derive(Clone, Debug)]
+pub struct ToolEnable {
+    /// The client that called it.
+    pub client: String,
+    /// The connection its POST went out on (it shows the session presented).
+    pub conn: ConnId,
+    /// The tool it asked for.
+    pub tool: String,
+    /// Whether the server enabled it; `None`: no answer, so it may have.
+    pub enabled: Option<bool>,
+    /// When the call ended.
+    pub t: SimTime,
+    /// The trace event that says so.
+    pub seq: u64,
 }

@@ -66,6 +66,10 @@ struct Queued {
     /// A server request (`method`, `label`, `reissuable`), or `count` notifications.
     request: Option<(String, String, bool)>,
     count: u64,
+    /// A tool-list change (`enable_tool` called on another replica): the
+    /// tool it enables.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tool: Option<String>,
 }
 
 impl Replicated {
@@ -208,10 +212,15 @@ pub(super) async fn forward(shared: &Rc<Shared>, cmd: &AppCommand) -> bool {
     let (token, queued) = match cmd {
         AppCommand::ServerRequest { client, token, method, label, reissuable } => (
             token,
-            Queued { client: client.clone(), request: Some((method.clone(), label.clone(), *reissuable)), count: 0 },
+            Queued {
+                client: client.clone(),
+                request: Some((method.clone(), label.clone(), *reissuable)),
+                count: 0,
+                tool: None,
+            },
         ),
         AppCommand::Notify { client, token, count } => {
-            (token, Queued { client: client.clone(), request: None, count: *count })
+            (token, Queued { client: client.clone(), request: None, count: *count, tool: None })
         }
         _ => return false,
     };
@@ -237,11 +246,67 @@ pub(super) async fn forward(shared: &Rc<Shared>, cmd: &AppCommand) -> bool {
     true
 }
 
+/// A call of `enable_tool` for session `token`, on a replica that does
+/// not hold it while another one does: the change goes through the
+/// session's queue in the store, and the holder tells the session's stream,
+/// which stays where it is (no take-over). A policy that binds sessions to
+/// principals checks the caller against the session's owner in the store
+/// first. `None`: this process holds the session, or no other replica does;
+/// the caller serves the call here.
+pub(super) async fn enable_elsewhere(
+    shared: &Rc<Shared>,
+    token: &str,
+    who: &str,
+    id: RpcId,
+    tool: &str,
+) -> Option<Response<Body>> {
+    let r = shared.replicated.clone()?;
+    let unreachable = |e: StoreError| rpc_error(StatusCode::SERVICE_UNAVAILABLE, &format!("session store: {e}"));
+    match still_holds(shared, &r, token).await {
+        Ok(true) => return None,
+        Ok(false) => {}
+        Err(e) => return Some(unreachable(e)),
+    }
+    let (lease_key, session_key) = (key("lease", token), key("session", token));
+    let (lease, session) = futures::join!(r.store.get(&lease_key), r.store.get(&session_key));
+    let (lease, session) = match (lease, session) {
+        (Ok(l), Ok(s)) => (l, s),
+        (Err(e), _) | (_, Err(e)) => return Some(unreachable(e)),
+    };
+    let elsewhere = lease.is_some_and(|holder| holder != r.me.as_bytes());
+    let bytes = session.filter(|_| elsewhere)?;
+    let Ok(s) = serde_json::from_slice::<Session>(&bytes) else {
+        return Some(rpc_error(StatusCode::INTERNAL_SERVER_ERROR, "unreadable session in the shared store"));
+    };
+    if shared.policy.binds_principal() && who != s.principal {
+        return Some(rpc_error(StatusCode::FORBIDDEN, "credential does not match the session's owner"));
+    }
+    let q = Queued { client: String::new(), request: None, count: 0, tool: Some(tool.to_string()) };
+    let bytes = serde_json::to_vec(&q).unwrap_or_default();
+    if let Err(e) = r.store.rpush(&key("queue", token), &bytes).await {
+        return Some(unreachable(e));
+    }
+    shared.report.note(
+        &s.name,
+        format!(
+            "enable_tool {tool}: another replica holds the session; the change went to its queue in the shared store"
+        ),
+    );
+    Some(full(StatusCode::OK, mcp::tool_result(id, &format!("{tool} enabled"), false).to_json()))
+}
+
 /// Runs the commands queued for session `token`, which this process holds.
 async fn drain_queue(shared: &Rc<Shared>, r: &Replicated, token: &str) {
     while r.holds(token) {
         let Ok(Some(bytes)) = r.background.lpop(&key("queue", token)).await else { return };
         let Ok(q) = serde_json::from_slice::<Queued>(&bytes) else { continue };
+        if let Some(tool) = &q.tool {
+            let mut st = shared.state.borrow_mut();
+            if let Some(s) = st.sessions.get_mut(token) {
+                super::streamable::enable_tool(shared, s, tool);
+            }
+            continue;
+        }
         let cmd = match q.request {
             Some((method, label, reissuable)) => {
                 AppCommand::ServerRequest { client: q.client, token: token.to_string(), method, label, reissuable }

@@ -10,7 +10,7 @@
 //! and empty data, with `retry`). Unknown sessions get 404.
 
 use super::*;
-use crate::wire::jsonrpc::mcp::{ASK_TOOL, PROTOCOL_VERSION_STREAMABLE};
+use crate::wire::jsonrpc::mcp::{ASK_TOOL, ENABLE_TOOL, PROTOCOL_VERSION_STREAMABLE};
 
 /// The one MCP endpoint.
 pub const ENDPOINT: &str = "/mcp";
@@ -33,21 +33,35 @@ pub(super) async fn handle(shared: Rc<Shared>, ctl: Rc<ConnCtl>, req: Request<In
         }
     }
     let who = credential(&req);
+    // A POST's message first: a tool-list change for a session another
+    // replica holds goes through the session's queue, not a take-over.
+    let (parts, body) = req.into_parts();
+    let posted = if parts.method == hyper::Method::POST {
+        let body = match body.collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(_) => return rpc_error(StatusCode::BAD_REQUEST, "unreadable body"),
+        };
+        match parse_body(&body) {
+            Ok(m) => Some(m),
+            Err(resp) => return *resp,
+        }
+    } else {
+        None
+    };
     if let Some(t) = &session {
+        if let Some((id, tool)) = posted.as_ref().and_then(enabled_tool) {
+            if let Some(resp) = replicated::enable_elsewhere(&shared, t, &who, id, &tool).await {
+                return resp;
+            }
+        }
         if let Err(refused) = replicated::take_over(&shared, t).await {
             return refused;
         }
     }
-    match (req.method().as_str(), session) {
+    let method = parts.method.as_str();
+    match (method, session) {
         ("POST", session) => {
-            let body = match req.into_body().collect().await {
-                Ok(b) => b.to_bytes(),
-                Err(_) => return rpc_error(StatusCode::BAD_REQUEST, "unreadable body"),
-            };
-            let msg = match parse_body(&body) {
-                Ok(m) => m,
-                Err(resp) => return *resp,
-            };
+            let Some(msg) = posted else { return rpc_error(StatusCode::BAD_REQUEST, "unreadable body") };
             match session {
                 None => match msg {
                     Message::Request { id, method, .. } if method == "initialize" => initialize(&shared, &who, id),
@@ -57,7 +71,7 @@ pub(super) async fn handle(shared: Rc<Shared>, ctl: Rc<ConnCtl>, req: Request<In
             }
         }
         ("GET", None) | ("DELETE", None) => rpc_error(StatusCode::BAD_REQUEST, "missing Mcp-Session-Id"),
-        ("GET", Some(token)) => match req.headers().get("last-event-id") {
+        ("GET", Some(token)) => match parts.headers.get("last-event-id") {
             // A header that is not a number reaches the policy as `None`.
             Some(v) => {
                 let last = v.to_str().ok().and_then(|v| v.trim().parse().ok());
@@ -120,6 +134,13 @@ fn post(shared: &Rc<Shared>, ctl: Rc<ConnCtl>, token: &str, who: &str, msg: Mess
     };
     match msg {
         Message::Request { id, method, params } => match method.as_str() {
+            "tools/call" if params["name"].as_str() == Some(ENABLE_TOOL) => {
+                let Some(tool) = params["arguments"]["tool"].as_str().filter(|t| !t.is_empty()) else {
+                    return json_response(&mcp::tool_result(id, "enable_tool needs a tool", true), None);
+                };
+                enable_tool(shared, s, tool);
+                json_response(&mcp::tool_result(id, &format!("{tool} enabled"), false), None)
+            }
             "tools/call" => {
                 let args = &params["arguments"];
                 let field = |k: &str| args[k].as_str().map(str::to_string);
@@ -231,6 +252,29 @@ fn new_stream_decision(shared: &Shared, s: &Session) -> (bool, Inflight) {
         Decision::Accept { fence_prior, inflight, .. } => (fence_prior, inflight),
         Decision::Reject { .. } => (false, Inflight::Leave),
     }
+}
+
+/// A `tools/call` of `enable_tool`: its JSON-RPC id and the tool it names.
+fn enabled_tool(msg: &Message) -> Option<(RpcId, String)> {
+    match msg {
+        Message::Request { id, method, params }
+            if method == "tools/call" && params["name"].as_str() == Some(ENABLE_TOOL) =>
+        {
+            Some((id.clone(), params["arguments"]["tool"].as_str().filter(|t| !t.is_empty())?.to_string()))
+        }
+        _ => None,
+    }
+}
+
+/// Enables `tool` on session `s` (held here): its standalone stream is told
+/// that the tool list changed (or the event waits there for the stream).
+pub(super) fn enable_tool(shared: &Shared, s: &mut Session, tool: &str) {
+    let msg = mcp::tools_list_changed();
+    let (event_id, routed) = s.emit(&msg, None, STANDALONE, shared.cfg.retention, &shared.report);
+    let how = routed.map_or("logged for replay".to_string(), |u| format!("written to uplink U{u}"));
+    shared
+        .report
+        .note(&s.name, format!("tool {tool} enabled: notifications/tools/list_changed is event {event_id}, {how}"));
 }
 
 /// Sends a stream's priming event: a fresh id, `retry`, empty data.
