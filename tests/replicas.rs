@@ -739,3 +739,21 @@ fn enable_tool_needs_a_tool_and_speaks_streamable_http_only() {
     let legacy = step("legacy-sse", "tool = \"t\"\n").unwrap_err();
     assert!(legacy.contains("enable-tool"), "{legacy}");
 }
+
+/// Found by a 10,000-seed replica hunt (seed 407753251): a retry's
+/// redemption reached the store just before a partition cut its replica
+/// off, the reply was lost and the request had gone away. The server now
+/// reports that attempt (refused: the store may have recorded it), so the
+/// next retry's "already redeemed" is read as a state spent unseen: inherent.
+#[test]
+fn a_redemption_whose_reply_a_partition_lost_is_reported_and_its_refusal_is_inherent() {
+    let opts = mcpsim::hunt::HuntOptions { base_seed: 407753251, ..replica_hunt("guarded", 1) };
+    let report = mcpsim::hunt::hunt(&opts, |_| {}).unwrap();
+    assert!(report.bugs.is_empty(), "{:#?}", report.bugs);
+    let plan = mcpsim::hunt::generate_for(407753251, mcpsim::scenario::Dialect::StatelessHttp, 2).unwrap();
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
+    let verdicts = check::judge(&run.trace);
+    let live = verdicts.iter().find(|v| v.check == CheckId::Liveness).unwrap().violations();
+    assert!(!live.is_empty() && live.iter().all(|v| v.inherent), "{live:?}");
+    assert!(live.iter().any(|v| v.headline().contains("may have recorded its redemption")), "{live:?}");
+}

@@ -538,16 +538,26 @@ async fn check_state(
             // The redemption runs to its end in a task of its own: if the
             // request goes away while the store answers (its client closed
             // it), a redemption the store recorded is still reported, so
-            // that no state is spent unseen.
+            // that no state is spent unseen; so is one whose answer never
+            // came (a partition lost it): the store may have recorded it,
+            // and this server refuses what it cannot confirm.
             let (tx, rx) = tokio::sync::oneshot::channel();
             let (store, key) = (shared.app.store.clone(), format!("mcpsim:once:{}", p.n));
             let (report, who) = (shared.app.report.clone(), (call.to_string(), id.clone(), principal.to_string()));
             let state = st.to_string();
             tokio::task::spawn_local(async move {
                 let r = store.set_nx(&key, "redeemed", ttl).await;
-                let recorded = r == Ok(true);
-                if tx.send(r).is_err() && recorded {
-                    report.state_checked(&who.0, &who.1, &who.2, &state, StateVerdict::Accepted);
+                let verdict = match &r {
+                    Ok(true) => Some(StateVerdict::Accepted),
+                    Ok(false) => None,
+                    Err(e) => Some(StateVerdict::Refused {
+                        why: format!(
+                            "the single-use registry could not be consulted ({e}) after the request had gone away: the store may have recorded the redemption"
+                        ),
+                    }),
+                };
+                if let (Err(_), Some(verdict)) = (tx.send(r), verdict) {
+                    report.state_checked(&who.0, &who.1, &who.2, &state, verdict);
                 }
             });
             match rx.await {
