@@ -757,3 +757,19 @@ fn a_redemption_whose_reply_a_partition_lost_is_reported_and_its_refusal_is_inhe
     assert!(!live.is_empty() && live.iter().all(|v| v.inherent), "{live:?}");
     assert!(live.iter().any(|v| v.headline().contains("may have recorded its redemption")), "{live:?}");
 }
+
+/// Found by the stateful replica hunt (legacy-sse, seed 12): a resumption
+/// answered 503 by a replica cut from the store decided nothing, so the
+/// session's token must go on working (it did, and rejection-protocol
+/// called that a token still working after a refusal). The 503 stays
+/// reported, as inherent.
+#[test]
+fn a_503_from_a_replica_cut_from_the_store_does_not_end_the_session() {
+    let plan = mcpsim::hunt::generate_for(12, mcpsim::scenario::Dialect::LegacySse, 2).unwrap();
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
+    let verdicts = check::judge(&run.trace);
+    let rp = verdicts.iter().find(|v| v.check == CheckId::RejectionProtocol).unwrap().violations();
+    assert!(rp.iter().any(|v| v.headline().contains("which a partition cut from the shared store")), "{rp:?}");
+    assert!(rp.iter().all(|v| v.inherent), "{rp:?}");
+    assert!(!rp.iter().any(|v| v.headline().contains("token still worked")), "{rp:?}");
+}

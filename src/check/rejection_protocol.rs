@@ -77,6 +77,11 @@ pub fn judge(o: &Observed) -> Status {
                 evidence: c.request_seq.into_iter().chain([*rej_seq]).collect(),
                 inherent: store_cut.is_some(),
             });
+            // A replica cut from the store could not decide anything: the
+            // session lives on in the store, and its token with it.
+            if store_cut.is_some() {
+                continue;
+            }
         }
         // A refused tool-call stream (streamable-http) leaves the session alive:
         // only a refused session resumption kills the token.

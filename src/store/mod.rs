@@ -15,7 +15,7 @@
 pub mod host;
 
 use crate::wire::resp::{self, Frame};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -388,12 +388,24 @@ pub struct RespStore {
     pipe: RefCell<Option<Rc<Pipe>>>,
     /// Held while a connection is being opened (one at a time).
     opening: tokio::sync::Mutex<()>,
+    /// How many connections it tried to open, and why the last one failed:
+    /// a command that waited for another's attempt shares its failure
+    /// rather than trying again (each attempt may take the whole timeout).
+    attempts: Cell<u64>,
+    last_failure: RefCell<String>,
 }
 
 impl RespStore {
     /// A client that opens its connections with `connect`.
     pub fn new(connect: Connector, timeout: Duration) -> Self {
-        Self { connect, timeout, pipe: RefCell::new(None), opening: tokio::sync::Mutex::new(()) }
+        Self {
+            connect,
+            timeout,
+            pipe: RefCell::new(None),
+            opening: tokio::sync::Mutex::new(()),
+            attempts: Cell::new(0),
+            last_failure: RefCell::default(),
+        }
     }
 
     /// A client of the simulated store host `host`.
@@ -426,11 +438,33 @@ impl RespStore {
         if let Some(p) = self.pipe.borrow().as_ref().filter(|p| !p.commands.is_closed()) {
             return Ok(p.clone());
         }
-        let _opening = self.opening.lock().await;
+        let seen = self.attempts.get();
+        // Another command's attempt in progress is this one's too.
+        let (_opening, waited) = match self.opening.try_lock() {
+            Ok(g) => (g, false),
+            Err(_) => (self.opening.lock().await, true),
+        };
         if let Some(p) = self.pipe.borrow().as_ref().filter(|p| !p.commands.is_closed()) {
             return Ok(p.clone());
         }
-        let stream = (self.connect)().await.map_err(|e| format!("cannot connect: {e}"))?;
+        if waited || self.attempts.get() != seen {
+            // That attempt failed while this command waited for it.
+            return Err(self.last_failure.borrow().clone());
+        }
+        self.attempts.set(seen + 1);
+        // A connection that cannot be made in time (its handshake held up by
+        // a partition) fails as a command without a reply does.
+        let stream = match crate::clock::timeout(self.timeout, (self.connect)()).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                *self.last_failure.borrow_mut() = format!("cannot connect: {e}");
+                return Err(self.last_failure.borrow().clone());
+            }
+            Err(_) => {
+                *self.last_failure.borrow_mut() = format!("cannot connect within {:?}", self.timeout);
+                return Err(self.last_failure.borrow().clone());
+            }
+        };
         let p = Pipe::open(stream);
         *self.pipe.borrow_mut() = Some(p.clone());
         Ok(p)

@@ -180,10 +180,13 @@ impl Hosts for turmoil::Sim<'_> {
         Ok(())
     }
     fn store_link(&mut self, host: &str, cut: bool) -> Result<(), String> {
+        // Held, not lost: TCP retransmits what a partition delayed, so the
+        // connections that carried data across it deliver it once it heals
+        // (turmoil's own TCP does not retransmit what `partition` drops).
         if cut {
-            self.partition(host, STORE_HOST);
+            self.hold(host, STORE_HOST);
         } else {
-            self.repair(host, STORE_HOST);
+            self.release(host, STORE_HOST);
         }
         Ok(())
     }

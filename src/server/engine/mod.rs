@@ -111,6 +111,11 @@ impl ServerPlug for Engine {
                     let (shared, ctl) = (svc_shared.clone(), svc_ctl.clone());
                     async move {
                         let resp = (shared.wire.handle)(shared.clone(), ctl, req).await;
+                        // A request the store already failed (503) answers at once:
+                        // trying the store again would only make its client wait.
+                        if resp.status() == StatusCode::SERVICE_UNAVAILABLE {
+                            return Ok::<_, Infallible>(resp);
+                        }
                         // With a shared store, what the client is about to learn is there first.
                         if let Err(e) = replicated::flush(&shared).await {
                             let why = format!("the session store did not take this request's state: {e}");

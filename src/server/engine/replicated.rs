@@ -147,27 +147,38 @@ pub(super) async fn take_over(shared: &Rc<Shared>, token: &str) -> Result<(), Re
     if r.holds(token) {
         return Ok(()); // taken over by another request of this process meanwhile
     }
-    // A session the store does not know is unknown here too (404, as ever).
-    if r.store.get(&key("session", token)).await.map_err(unreachable)?.is_none() {
-        return Ok(());
-    }
-    let epoch = r.store.incr(&key("epoch", token)).await.map_err(unreachable)?;
     let grace = shared.cfg.fence_grace.0;
     let deadline = now() + grace;
-    // The holder's lease, its confirmation and the session, read together
-    // (pipelined, in this order): a holder writes its last state before it
-    // gives its lease up, so a session read after a lease found gone is its last.
-    let bytes = loop {
-        let (lease_key, ack_key, session_key) = (key("lease", token), key("ack", token), key("session", token));
-        let (lease, ack, session) =
-            futures::join!(r.store.get(&lease_key), r.store.get_int(&ack_key), r.store.get(&session_key));
-        let (lease, ack, session) =
-            (lease.map_err(unreachable)?, ack.map_err(unreachable)?, session.map_err(unreachable)?);
+    let (epoch_key, lease_key, ack_key, session_key) =
+        (key("epoch", token), key("lease", token), key("ack", token), key("session", token));
+    // The writer epoch bumped (the first time round), then the holder's
+    // lease, its confirmation and the session, read together (pipelined, in
+    // this order: one round trip when no other replica holds the session):
+    // a holder writes its last state before it gives its lease up, so a
+    // session read after a lease found gone is its last.
+    let mut bumped: Option<i64> = None;
+    let (epoch, bytes) = loop {
+        let bump = async {
+            match bumped {
+                Some(e) => Ok(e),
+                None => r.store.incr(&epoch_key).await,
+            }
+        };
+        let (epoch, lease, ack, session) =
+            futures::join!(bump, r.store.get(&lease_key), r.store.get_int(&ack_key), r.store.get(&session_key));
+        let (epoch, lease, ack, session) = (
+            epoch.map_err(unreachable)?,
+            lease.map_err(unreachable)?,
+            ack.map_err(unreachable)?,
+            session.map_err(unreachable)?,
+        );
+        bumped = Some(epoch);
+        // A session the store does not know (or no longer: ended by its
+        // owner meanwhile) is unknown here too (404, as ever).
+        let Some(bytes) = session else { return Ok(()) };
         let elsewhere = lease.is_some_and(|holder| holder != r.me.as_bytes());
         if !shared.policy.fences_across_replicas() || !elsewhere || ack >= epoch {
-            // Gone meanwhile (ended by its owner): unknown here too.
-            let Some(bytes) = session else { return Ok(()) };
-            break bytes;
+            break (epoch, bytes);
         }
         if now() >= deadline {
             let why = format!(
@@ -200,7 +211,9 @@ pub(super) async fn take_over(shared: &Rc<Shared>, token: &str) -> Result<(), Re
         let timer = request_timer(shared.clone(), token.to_string(), label, Duration::from_micros(deadline));
         tokio::task::spawn_local(timer);
     }
-    drain_queue(shared, &r, token).await;
+    // What the session's queue holds runs meanwhile: the request need not wait for it.
+    let (shared, token) = (shared.clone(), token.to_string());
+    tokio::task::spawn_local(async move { drain_queue(&shared, &r, &token).await });
     Ok(())
 }
 
