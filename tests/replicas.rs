@@ -773,3 +773,22 @@ fn a_503_from_a_replica_cut_from_the_store_does_not_end_the_session() {
     assert!(rp.iter().all(|v| v.inherent), "{rp:?}");
     assert!(!rp.iter().any(|v| v.headline().contains("token still worked")), "{rp:?}");
 }
+
+/// Found by the stateful replica hunt (legacy-sse, seed 19): two requests of
+/// one session on a replica cut from the store took it over one after the
+/// other, each waiting out the store's timeout, and the second client saw no
+/// response headers within 5 s. A request that waited for another's failed
+/// take-over now fails with it (503, inherent).
+#[test]
+fn a_request_that_waited_for_a_failed_take_over_fails_with_it() {
+    let plan = mcpsim::hunt::generate_for(19, mcpsim::scenario::Dialect::LegacySse, 2).unwrap();
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
+    let thief = events(&run, |w| match w {
+        What::HttpResponse { client, conn, status, .. } if client == "thief1" && conn.0 == 1 => Some(*status),
+        _ => None,
+    });
+    assert_eq!(thief.iter().map(|(_, s)| *s).collect::<Vec<_>>(), vec![503]);
+    let verdicts = check::judge(&run.trace);
+    let protocol = verdicts.iter().find(|v| v.check == CheckId::Protocol).unwrap().violations();
+    assert!(protocol.iter().all(|v| v.inherent), "{protocol:?}");
+}

@@ -56,6 +56,9 @@ pub(super) struct Replicated {
     /// Per session, held by its take-over: one at a time in a process, so
     /// that two requests of one session never bump its epoch past each other.
     taking: RefCell<BTreeMap<String, Rc<tokio::sync::Mutex<()>>>>,
+    /// Per session: when its last take-over failed on the store (the
+    /// requests that waited for it fail with it).
+    failed_take: RefCell<BTreeMap<String, Duration>>,
 }
 
 /// An application command on its way, through the store, to the replica
@@ -84,6 +87,7 @@ impl Replicated {
             written: RefCell::default(),
             renewed: RefCell::default(),
             taking: RefCell::default(),
+            failed_take: RefCell::default(),
         })
     }
 
@@ -142,11 +146,36 @@ pub(super) async fn take_over(shared: &Rc<Shared>, token: &str) -> Result<(), Re
     if still_holds(shared, &r, token).await.map_err(unreachable)? {
         return Ok(());
     }
+    let started = now();
     let lock = r.taking.borrow_mut().entry(token.to_string()).or_default().clone();
-    let _one_at_a_time = lock.lock().await;
+    let _one_at_a_time = match lock.try_lock() {
+        Ok(g) => g,
+        Err(_) => {
+            let g = lock.lock().await;
+            // The take-over this request waited for failed on the store:
+            // so would this one, after as long again.
+            if r.failed_take.borrow().get(token).is_some_and(|t| *t >= started) {
+                return Err(rpc_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "session store: another request's take-over of this session just failed (the store did not answer)",
+                ));
+            }
+            g
+        }
+    };
     if r.holds(token) {
         return Ok(()); // taken over by another request of this process meanwhile
     }
+    let taken = take_over_held(shared, &r, token).await;
+    if taken.as_ref().is_err_and(|resp| resp.status() == StatusCode::SERVICE_UNAVAILABLE) {
+        r.failed_take.borrow_mut().insert(token.to_string(), now());
+    }
+    taken
+}
+
+/// [`take_over`] once this process's lock on session `token` is held.
+async fn take_over_held(shared: &Rc<Shared>, r: &Rc<Replicated>, token: &str) -> Result<(), Response<Body>> {
+    let unreachable = |e: StoreError| rpc_error(StatusCode::SERVICE_UNAVAILABLE, &format!("session store: {e}"));
     let grace = shared.cfg.fence_grace.0;
     let deadline = now() + grace;
     let (epoch_key, lease_key, ack_key, session_key) =
@@ -212,7 +241,7 @@ pub(super) async fn take_over(shared: &Rc<Shared>, token: &str) -> Result<(), Re
         tokio::task::spawn_local(timer);
     }
     // What the session's queue holds runs meanwhile: the request need not wait for it.
-    let (shared, token) = (shared.clone(), token.to_string());
+    let (shared, r, token) = (shared.clone(), r.clone(), token.to_string());
     tokio::task::spawn_local(async move { drain_queue(&shared, &r, &token).await });
     Ok(())
 }
