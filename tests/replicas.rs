@@ -792,3 +792,23 @@ fn a_request_that_waited_for_a_failed_take_over_fails_with_it() {
     let protocol = verdicts.iter().find(|v| v.check == CheckId::Protocol).unwrap().violations();
     assert!(protocol.iter().all(|v| v.inherent), "{protocol:?}");
 }
+
+/// Found by the stateful replica hunt (legacy-sse, seed 294): a resumption
+/// refused 409 because the holder's fence could not be confirmed through the
+/// store left the session in the store, where its owner went on using it.
+/// A refused resumption ends the session (the seed's rule), in the store
+/// too, and the cut-off holder finds nothing to write back.
+#[test]
+fn a_resumption_refused_for_an_unconfirmed_fence_ends_the_session_in_the_store() {
+    let plan = mcpsim::hunt::generate_for(294, mcpsim::scenario::Dialect::LegacySse, 2).unwrap();
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
+    let ended = events(&run, |w| match w {
+        What::ServerNote { note, .. } if note.contains("the session is ended in the shared store") => Some(()),
+        _ => None,
+    });
+    assert_eq!(ended.len(), 1);
+    let verdicts = check::judge(&run.trace);
+    let rp = verdicts.iter().find(|v| v.check == CheckId::RejectionProtocol).unwrap().violations();
+    assert!(!rp.iter().any(|v| v.headline().contains("token still worked")), "{rp:?}");
+    assert!(verdicts.iter().all(|v| v.violations().iter().all(|x| x.inherent)), "{verdicts:?}");
+}

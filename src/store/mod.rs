@@ -81,6 +81,15 @@ impl dyn Store {
         }
     }
 
+    /// `SET key value XX`: whether this call set it (false: the key was gone).
+    pub async fn set_xx(&self, key: &str, value: &[u8]) -> Result<bool, StoreError> {
+        match self.call(vec![b"SET".to_vec(), key.into(), value.to_vec(), b"XX".to_vec()]).await? {
+            Frame::Simple(s) if s == "OK" => Ok(true),
+            Frame::Bulk(None) => Ok(false),
+            other => Err(unexpected(other)),
+        }
+    }
+
     /// `SET key value [PX ttl]`.
     pub async fn set(&self, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<(), StoreError> {
         let mut args = vec![b"SET".to_vec(), key.into(), value.to_vec()];

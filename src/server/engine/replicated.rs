@@ -130,7 +130,22 @@ pub(super) async fn flush(shared: &Shared) -> Result<(), StoreError> {
             .collect()
     };
     for (token, bytes) in changed {
-        r.store.set(&key("session", &token), &bytes, None).await?;
+        let seen = r.written.borrow().contains_key(&token);
+        if seen {
+            // Gone from the store: a refused take-over on another replica ended it.
+            if !r.store.set_xx(&key("session", &token), &bytes).await? {
+                let why = "another replica refused its resumption and ended it in the shared store";
+                close_writers(shared, &token, why);
+                r.epochs.borrow_mut().remove(&token);
+                r.written.borrow_mut().remove(&token);
+                r.renewed.borrow_mut().remove(&token);
+                let mut st = shared.state.borrow_mut();
+                super::invalidate(shared, &mut st, &token, why);
+                continue;
+            }
+        } else {
+            r.store.set(&key("session", &token), &bytes, None).await?;
+        }
         if r.holds(&token) {
             r.written.borrow_mut().insert(token, bytes);
         }
@@ -140,7 +155,10 @@ pub(super) async fn flush(shared: &Shared) -> Result<(), StoreError> {
 
 /// Makes this process the holder of session `token` when the store knows
 /// it and another replica may hold it. `Err`: the response refusing the request.
-pub(super) async fn take_over(shared: &Rc<Shared>, token: &str) -> Result<(), Response<Body>> {
+/// A refused resumption (`resuming`: the request opens a stream) ends the
+/// session, as on one server: in the store, where the prior holder, once it
+/// hears of it, finds nothing to write back.
+pub(super) async fn take_over(shared: &Rc<Shared>, token: &str, resuming: bool) -> Result<(), Response<Body>> {
     let Some(r) = shared.replicated.clone() else { return Ok(()) };
     let unreachable = |e: StoreError| rpc_error(StatusCode::SERVICE_UNAVAILABLE, &format!("session store: {e}"));
     if still_holds(shared, &r, token).await.map_err(unreachable)? {
@@ -166,7 +184,7 @@ pub(super) async fn take_over(shared: &Rc<Shared>, token: &str) -> Result<(), Re
     if r.holds(token) {
         return Ok(()); // taken over by another request of this process meanwhile
     }
-    let taken = take_over_held(shared, &r, token).await;
+    let taken = take_over_held(shared, &r, token, resuming).await;
     if taken.as_ref().is_err_and(|resp| resp.status() == StatusCode::SERVICE_UNAVAILABLE) {
         r.failed_take.borrow_mut().insert(token.to_string(), now());
     }
@@ -174,7 +192,12 @@ pub(super) async fn take_over(shared: &Rc<Shared>, token: &str) -> Result<(), Re
 }
 
 /// [`take_over`] once this process's lock on session `token` is held.
-async fn take_over_held(shared: &Rc<Shared>, r: &Rc<Replicated>, token: &str) -> Result<(), Response<Body>> {
+async fn take_over_held(
+    shared: &Rc<Shared>,
+    r: &Rc<Replicated>,
+    token: &str,
+    resuming: bool,
+) -> Result<(), Response<Body>> {
     let unreachable = |e: StoreError| rpc_error(StatusCode::SERVICE_UNAVAILABLE, &format!("session store: {e}"));
     let grace = shared.cfg.fence_grace.0;
     let deadline = now() + grace;
@@ -213,7 +236,14 @@ async fn take_over_held(shared: &Rc<Shared>, r: &Rc<Replicated>, token: &str) ->
             let why = format!(
                 "its writer on another replica was not confirmed fenced within {grace:?}: no acknowledgement through the shared store"
             );
-            shared.report.note(&format!("session {token}"), format!("take-over at epoch {epoch} refused: {why}"));
+            let ends = if resuming {
+                // Its last write (`SET ... XX`) finds the key gone.
+                let _ = futures::join!(r.store.del(&session_key), r.store.del(&lease_key));
+                "; the session is ended in the shared store"
+            } else {
+                ""
+            };
+            shared.report.note(&format!("session {token}"), format!("take-over at epoch {epoch} refused: {why}{ends}"));
             return Err(rpc_error(StatusCode::CONFLICT, &why));
         }
         crate::clock::sleep(WAIT).await;
@@ -462,7 +492,8 @@ async fn confirm_fence(shared: &Shared, r: &Replicated, token: &str, epoch: i64)
     let epoch = epoch.to_string();
     let write_last = async {
         if let Some(bytes) = &last {
-            let _ = store.set(&session, bytes, None).await;
+            // Only over the session it held: a refused take-over may have ended it.
+            let _ = store.set_xx(&session, bytes).await;
         }
     };
     let _ = futures::join!(write_last, store.del(&lease), store.set(&ack, epoch.as_bytes(), None));

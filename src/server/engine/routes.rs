@@ -8,7 +8,8 @@ pub(super) async fn handle(shared: Rc<Shared>, ctl: Rc<ConnCtl>, req: Request<In
     let path = req.uri().path().to_string();
     let token = req.uri().query().and_then(legacy::session_token).map(str::to_string);
     if let Some(t) = &token {
-        if let Err(refused) = replicated::take_over(&shared, t).await {
+        let resuming = req.method() == hyper::Method::GET && req.headers().contains_key("last-event-id");
+        if let Err(refused) = replicated::take_over(&shared, t, resuming).await {
             return refused;
         }
     }

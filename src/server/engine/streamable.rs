@@ -54,7 +54,8 @@ pub(super) async fn handle(shared: Rc<Shared>, ctl: Rc<ConnCtl>, req: Request<In
                 return resp;
             }
         }
-        if let Err(refused) = replicated::take_over(&shared, t).await {
+        let resuming = parts.method == hyper::Method::GET && parts.headers.contains_key("last-event-id");
+        if let Err(refused) = replicated::take_over(&shared, t, resuming).await {
             return refused;
         }
     }
