@@ -812,3 +812,136 @@ fn a_resumption_refused_for_an_unconfirmed_fence_ends_the_session_in_the_store()
     assert!(!rp.iter().any(|v| v.headline().contains("token still worked")), "{rp:?}");
     assert!(verdicts.iter().all(|v| v.violations().iter().all(|x| x.inherent)), "{verdicts:?}");
 }
+
+/// A stateful replica hunt seed run on guarded, with its verdicts.
+fn guarded_seed(dialect: mcpsim::scenario::Dialect, seed: u64) -> (mcpsim::Run, Vec<check::Verdict>) {
+    let plan = mcpsim::hunt::generate_for(seed, dialect, 2).unwrap();
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
+    let verdicts = check::judge(&run.trace);
+    (run, verdicts)
+}
+
+/// Whether every violation in `verdicts` is inherent (guarded passes).
+fn only_inherent(verdicts: &[check::Verdict]) -> bool {
+    verdicts.iter().all(|v| v.violations().iter().all(|x| x.inherent))
+}
+
+/// `client`'s HTTP response statuses, in order.
+fn statuses(run: &mcpsim::Run, who: &str) -> Vec<u16> {
+    events(run, |w| match w {
+        What::HttpResponse { client, status, .. } if client == who => Some(*status),
+        _ => None,
+    })
+    .into_iter()
+    .map(|(_, s)| s)
+    .collect()
+}
+
+/// Found by the stateful replica hunt (streamable-http, seed 30): two of
+/// alice's requests waited on a replica cut from the store while it let go
+/// of her session (its lease lapsing); once the store answered they found
+/// the session unknown here (404), though it was in the store. They take
+/// it over again instead.
+#[test]
+fn a_request_that_waited_while_its_session_was_let_go_takes_it_over_again() {
+    let (run, verdicts) = guarded_seed(mcpsim::scenario::Dialect::StreamableHttp, 30);
+    let let_go = events(&run, |w| match w {
+        What::ServerNote { note, .. }
+            if note.starts_with("session let go: its lease on the shared store is lapsing") =>
+        {
+            Some(())
+        }
+        _ => None,
+    });
+    assert!(!let_go.is_empty());
+    // Her session is unknown only once a refused resumption ended it.
+    let ended = events(&run, |w| match w {
+        What::ServerNote { note, .. } if note.starts_with("session invalidated") => Some(()),
+        _ => None,
+    });
+    let not_found = events(&run, |w| match w {
+        What::HttpResponse { client, status: 404, .. } if client == "alice" => Some(()),
+        _ => None,
+    });
+    assert!(!not_found.is_empty() && !ended.is_empty());
+    assert!(not_found.iter().all(|(t, _)| *t >= ended[0].0), "{not_found:?} {ended:?}");
+    assert!(only_inherent(&verdicts), "{verdicts:?}");
+}
+
+/// Found by the stateful replica hunt (legacy-sse, seed 243): a thief
+/// without carol's credential resumed her session on the other replica; its
+/// take-over bumped the epoch (fencing carol's stream), waited for a
+/// confirmation that never came and ended the session in the store. A
+/// binding policy checks the principal against the store first, and the
+/// holder that finds itself fenced while serving a request confirms it.
+#[test]
+fn a_take_over_by_another_principal_is_refused_before_it_fences_anyone() {
+    let (run, verdicts) = guarded_seed(mcpsim::scenario::Dialect::LegacySse, 243);
+    let refused = events(&run, |w| match w {
+        What::ServerNote { note, .. } if note.starts_with("take-over refused (credential does not match") => Some(()),
+        _ => None,
+    });
+    assert!(!refused.is_empty());
+    assert!(!statuses(&run, "carol").contains(&404), "{:?}", statuses(&run, "carol"));
+    assert!(only_inherent(&verdicts), "{verdicts:?}");
+}
+
+/// Found by the stateful replica hunt (streamable-http, seed 1528): a
+/// request that waited behind another's take-over, refused 409 for an
+/// unconfirmed fence, waited out the fence grace again and answered after
+/// its client had given up (no response headers within 5 s). It now fails
+/// with the one it waited for.
+#[test]
+fn a_request_that_waited_for_a_take_over_refused_409_is_refused_with_it() {
+    let (run, verdicts) = guarded_seed(mcpsim::scenario::Dialect::StreamableHttp, 1528);
+    let alice = statuses(&run, "alice");
+    assert!(alice.iter().filter(|s| **s == 409).count() >= 2, "{alice:?}");
+    assert!(only_inherent(&verdicts), "{verdicts:?}");
+}
+
+/// Found by the stateful replica hunt (streamable-http, seeds 156 and
+/// 1923): a tool call whose response a store partition turned into a 503
+/// left its request on a stream its client never had. liveness and
+/// inflight-disposition judged it as if the session's GET stream could
+/// carry it; a call's request rides its call's stream only.
+#[test]
+fn a_tool_calls_request_is_judged_on_its_calls_stream_even_unseen() {
+    for seed in [156, 1923] {
+        let (run, verdicts) = guarded_seed(mcpsim::scenario::Dialect::StreamableHttp, seed);
+        let calls = events(&run, |w| match w {
+            What::Step { call: Some(label), .. } => Some(label.clone()),
+            _ => None,
+        });
+        assert!(!calls.is_empty(), "seed {seed}");
+        assert!(only_inherent(&verdicts), "seed {seed}: {verdicts:?}");
+    }
+}
+
+/// Found by the stateful replica hunt (streamable-http, seed 1029): alice's
+/// resumption from an id the server never sent was refused and ended her
+/// session, but she had given it up for a newer one before the answer came;
+/// her next request was then called a live session lost by another replica.
+/// A resumption whose answer the client never saw may have ended it.
+#[test]
+fn a_resumption_given_up_before_its_answer_may_have_ended_the_session() {
+    let (_, verdicts) = guarded_seed(mcpsim::scenario::Dialect::StreamableHttp, 1029);
+    let live = verdicts.iter().find(|v| v.check == CheckId::Liveness).unwrap().violations();
+    assert!(live.is_empty(), "{live:?}");
+    assert!(only_inherent(&verdicts), "{verdicts:?}");
+}
+
+/// Found by the stateful replica hunt (legacy-sse, seed 32): a resumption
+/// on a replica that a partition cut from the store while it waited for a
+/// fence got no response headers within the client's 5 s (its store
+/// commands wait out their timeout first): inherent, naming the replica.
+#[test]
+fn missing_headers_from_a_replica_cut_from_the_store_are_inherent() {
+    let (_, verdicts) = guarded_seed(mcpsim::scenario::Dialect::LegacySse, 32);
+    let protocol = verdicts.iter().find(|v| v.check == CheckId::Protocol).unwrap().violations();
+    let cut = protocol.iter().filter(|v| v.headline().contains("no response headers")).collect::<Vec<_>>();
+    assert!(!cut.is_empty(), "{protocol:?}");
+    assert!(cut
+        .iter()
+        .all(|v| v.inherent && v.headline().contains("cut from the shared store while the request waited")));
+    assert!(only_inherent(&verdicts), "{verdicts:?}");
+}

@@ -338,7 +338,9 @@ pub enum Finding {
 
     // ---- protocol ----
     /// The server broke HTTP or SSE.
-    Protocol { client: String, conn: ConnId, what: String },
+    /// `store_cut`: the replica a partition cut from the shared store while
+    /// the request waited (no-headers only).
+    Protocol { client: String, conn: ConnId, what: String, store_cut: Option<u32> },
     /// The server answered a request with a server error (5xx).
     /// (`store_cut`: as in [`Finding::RefusedByServerError`].)
     ServerError { client: String, conn: ConnId, method: String, status: u16, store_cut: Option<u32> },

@@ -110,8 +110,8 @@ fn left_in_flight(o: &Observed, r: &Request, out: &mut Vec<Violation>) -> bool {
     // In flight for sure: issued before the resumption was even sent, and
     // not resolved before it was accepted.
     // Only a resumption of the stream that carries it (unseen: the uplink / standalone stream).
-    let stream = o.stream_of_request(r);
-    let same_stream = |c: &&crate::check::observe::Conn| stream.map_or(c.stream.is_get(), |s| c.stream == *s);
+    let stream = o.carrier_of(r);
+    let same_stream = |c: &&crate::check::observe::Conn| stream.as_ref().map_or(c.stream.is_get(), |s| c.stream == *s);
     let in_flight_at =
         o.conns.values().filter(|c| c.client == r.owner && c.token() == Some(token)).filter(same_stream).find_map(
             |c| {
@@ -221,7 +221,7 @@ const REISSUE_ALLOWANCE_US: u64 = 1_000_000;
 fn reissues_undelivered(o: &Observed, out: &mut Vec<Violation>) {
     for r in o.requests.values() {
         let Some(token) = r.token() else { continue };
-        let stream = o.stream_of_request(r).filter(|s| s.is_call());
+        let stream = o.carrier_of(r).filter(|s| s.is_call());
         for (t_re, seq_re, _, _, new) in r.outcomes.iter().filter(|x| x.2 == Outcome::Reissued) {
             let Some(new) = new else { continue };
             // (A re-issue that was itself re-issued is disposed of by the
@@ -244,7 +244,7 @@ fn reissues_undelivered(o: &Observed, out: &mut Vec<Violation>) {
             // a usable stream is the symptom judged here; one that timed out
             // sooner ended before its re-issue could arrive.
             let timed_out = r.outcomes.iter().find(|x| x.0 >= *t_re && x.2 == Outcome::TimedOut).map(|x| x.0);
-            let Some((since, _)) = o.usable_streams(&r.owner, token, stream).into_iter().find(|(a, b)| {
+            let Some((since, _)) = o.usable_streams(&r.owner, token, stream.as_ref()).into_iter().find(|(a, b)| {
                 let due = a.0.max(t_re.0) + REISSUE_ALLOWANCE_US;
                 a.0 <= t_re.0 + REISSUE_ALLOWANCE_US && b.0 >= due && timed_out.is_none_or(|t| t.0 >= due)
             }) else {

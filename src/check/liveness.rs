@@ -52,9 +52,10 @@ pub fn judge(o: &Observed) -> Status {
 /// balancer sent to a replica other than the one that created it, refused
 /// there as unknown (404), one finding per client and session (the first).
 /// A session is live until its owner ended it (DELETE) or a resumption of
-/// it was refused (which may end it). With a store per replica the deployment cannot
-/// keep its promise, whatever the server does: inherent. With a shared
-/// store the session was there to take over: a finding.
+/// it was refused (which may end it), or a network fault lost its answer
+/// (it may have been). With a store per replica the deployment cannot keep its
+/// promise, whatever the server does: inherent. With a shared store the
+/// session was there to take over: a finding.
 fn sessions_elsewhere(o: &Observed) -> Vec<Violation> {
     let Some(shared) = o.shared_store else { return Vec::new() };
     let mut seen = std::collections::BTreeSet::new();
@@ -69,8 +70,15 @@ fn sessions_elsewhere(o: &Observed) -> Vec<Violation> {
         // seed's rule), also when the refusal went into a dropped mapping.
         let refused_unseen =
             o.mapping_of(c).is_some_and(|m| m.dropped_writes.iter().any(|w| w.3.iter().any(|ev| ev.event == "error")));
+        // A resumption whose answer a network fault (a reset or a dropped
+        // mapping) kept from the client, or that the client gave up for a
+        // newer one before it ended, may have been refused too: the client
+        // cannot know, so neither can the check (found by hunting). One that
+        // failed (a crashed replica) was not.
+        let lost_answer = o.mapping_of(c).is_some_and(|m| m.reset.is_some() || m.dropped.is_some());
+        let unanswered_resume = c.is_resumption() && c.response.is_none() && (lost_answer || c.ended.is_none());
         let deleted = c.method == "DELETE" && c.response.is_some_and(|r| r.0 < 300);
-        if deleted || c.rejected.is_some() || refused_unseen {
+        if deleted || c.rejected.is_some() || refused_unseen || unanswered_resume {
             gone.insert(token.to_string());
         }
         let Some((status, _, at, resp_seq)) = c.response else { continue };
@@ -117,9 +125,11 @@ fn unresolved_requests(o: &Observed) -> Vec<Violation> {
         // Judge a request only if its owner was reachable long enough to answer
         // it: a usable uplink of the session for its think time plus a round trip.
         let needed = o.think_times.get(&r.owner).map_or(0, |t| t.0) + round_trip(o);
-        // A request on a tool call's stream is reachable only through that stream.
-        let stream = o.stream_of_request(r).filter(|s| s.is_call());
-        let reachable = o.usable_streams(&r.owner, token, stream).iter().any(|(a, b)| {
+        // A request on a tool call's stream is reachable only through that
+        // stream, also when it never carried it (found by hunting: a call
+        // whose response never came left its request unreachable).
+        let stream = o.carrier_of(r).filter(|s| s.is_call());
+        let reachable = o.usable_streams(&r.owner, token, stream.as_ref()).iter().any(|(a, b)| {
             let (from, to) = ((*a).max(r.issued.0), (*b).min(deadline));
             to.0 > from.0 && to.0 - from.0 >= needed
         });

@@ -33,12 +33,17 @@ pub fn judge(o: &Observed) -> Status {
         if network_explains {
             continue;
         }
+        // Headers a replica cut from the shared store could not send in time
+        // (its store commands wait out their timeout first): inherent.
+        let store_cut = (problem == "no-headers")
+            .then(|| o.conns.get(&(client.clone(), *conn)).and_then(|c| o.store_cut_during(c, e.t_us)))
+            .flatten();
         out.push(Violation {
             check: ID,
-            finding: Finding::Protocol { client: client.clone(), conn: *conn, what: what.clone() },
+            finding: Finding::Protocol { client: client.clone(), conn: *conn, what: what.clone(), store_cut },
             t: e.t_us,
             evidence: vec![e.seq],
-            inherent: false,
+            inherent: store_cut.is_some(),
         });
     }
     // A 5xx is an unhandled server error: no client can act on it, unless a

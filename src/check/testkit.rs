@@ -92,7 +92,7 @@ impl Tb {
     /// A scenario step of kind `action`.
     pub fn step(self, action: StepKind, detail: &str) -> Tb {
         let index = self.events.iter().filter(|e| matches!(e.1, What::Step { .. })).count();
-        self.push(What::Step { index, action, detail: detail.into(), expect: None })
+        self.push(What::Step { index, action, detail: detail.into(), expect: None, call: None })
     }
 
     /// `client` opens connection `conn` (and the NAT its mapping) and sends

@@ -435,7 +435,11 @@ impl fmt::Display for Finding {
                 held.0,
                 held.1
             ),
-            Finding::Protocol { client, conn, what } => write!(f, "{client}'s conn {conn}: {what}"),
+            Finding::Protocol { client, conn, what, store_cut: None } => write!(f, "{client}'s conn {conn}: {what}"),
+            Finding::Protocol { client, conn, what, store_cut: Some(r) } => write!(
+                f,
+                "{client}'s conn {conn}: {what}, from replica {r}, which a partition cut from the shared store while the request waited: inherent, its store commands wait out their timeout first"
+            ),
             Finding::ServerError { client, conn, method, status, store_cut: None } => write!(
                 f,
                 "{client}'s {method} on conn {conn} was answered HTTP {status}: an unhandled server error, not an answer a client can act on"

@@ -172,6 +172,10 @@ pub enum What {
         /// A resume step's expectation (`expect = "accepted"` or `"refused"`).
         #[serde(skip_serializing_if = "Option::is_none", default)]
         expect: Option<StepExpect>,
+        /// A call-tool step's request label: the server request the call
+        /// issues rides that call's stream, never the session's GET stream.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        call: Option<String>,
     },
 
     // ---- observed by clients ----

@@ -473,9 +473,13 @@ impl<H: Hosts> World<H> {
             }
             _ => None,
         };
+        let call = match &step.action {
+            Action::CallTool { label, .. } => Some(label.clone()),
+            _ => None,
+        };
         rec.record_at(
             SimTime::from_duration(at),
-            What::Step { index, action: step.action.kind(), detail: step.action.describe(), expect },
+            What::Step { index, action: step.action.kind(), detail: step.action.describe(), expect, call },
         );
         let client_cmd = |w: &Self, client: &str, cmd: ClientCmd| w.clients[client].0.push_at(at, cmd);
         match &step.action {

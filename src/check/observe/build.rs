@@ -29,8 +29,11 @@ impl<'a> Observed<'a> {
                     o.principals.insert(client.clone(), principal.clone());
                     o.heartbeat_timeouts.insert(client.clone(), SimTime(*heartbeat_timeout_us));
                 }
-                What::Step { action, expect, .. } => {
+                What::Step { action, expect, call, .. } => {
                     o.steps.push((t, seq, *action));
+                    if let Some(label) = call {
+                        o.call_labels.insert(label.clone());
+                    }
                     if let Some(e) = expect {
                         o.expected_resumptions.push((t, seq, e.client.clone(), e.resumption.clone()));
                     }

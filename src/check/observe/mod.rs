@@ -138,13 +138,17 @@ impl Conn {
     pub fn is_uplink(&self) -> bool {
         self.purpose == Purpose::Uplink
     }
+    /// A GET that presented a token to resume a stream (whatever its answer).
+    pub fn is_resumption(&self) -> bool {
+        let get = self.is_uplink() || (self.purpose == Purpose::Call && self.last_event_id.is_some());
+        let resumes = self.last_event_id.is_some() || !self.session_header;
+        get && resumes && self.presented_token.is_some()
+    }
     /// A GET that presented a token and was answered with a stream (an
     /// uplink, or a GET resuming a tool call's stream). In streamable-http a
     /// GET without `Last-Event-ID` opens the standalone stream: no resumption.
     pub fn accepted_resumption(&self) -> Option<(SimTime, u64)> {
-        let get = self.is_uplink() || (self.purpose == Purpose::Call && self.last_event_id.is_some());
-        let resumes = self.last_event_id.is_some() || !self.session_header;
-        if !get || !resumes || self.presented_token.is_none() || self.rejected.is_some() {
+        if !self.is_resumption() || self.rejected.is_some() {
             return None;
         }
         match self.response {
@@ -305,6 +309,9 @@ pub struct Observed<'a> {
     pub answers: Vec<Answer>,
     /// `(time, seq, step kind)` of every scenario step.
     pub steps: Vec<(SimTime, u64, StepKind)>,
+    /// The labels of the server requests call-tool steps issue (each on
+    /// its call's stream).
+    pub call_labels: std::collections::BTreeSet<String>,
     /// `(time, seq, client, "accepted" | "refused")` of every resume step with an expectation.
     pub expected_resumptions: Vec<(SimTime, u64, String, String)>,
     /// Each crashed client and the time of its latest crash.

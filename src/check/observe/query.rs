@@ -241,8 +241,14 @@ impl Observed<'_> {
         if status != 503 {
             return None;
         }
+        self.store_cut_during(c, c.response?.2)
+    }
+
+    /// The replica connection `c` was sent to, when a partition cut it from
+    /// the shared store between the request and `to`.
+    pub fn store_cut_during(&self, c: &Conn, to: SimTime) -> Option<u32> {
         let (replica, _) = self.replica_of(c)?;
-        let (from, to) = (c.request_t?, c.response?.2);
+        let from = c.request_t?;
         self.store_cuts
             .iter()
             .any(|(r, a, b)| *r == replica && *a <= to && b.is_none_or(|b| b >= from))
@@ -254,6 +260,28 @@ impl Observed<'_> {
     pub fn home_of(&self, token: &str) -> Option<u32> {
         let c = self.conns.values().find(|c| c.learned_token.as_deref() == Some(token))?;
         Some(self.replica_of(c)?.0)
+    }
+
+    /// For a request a call-tool step issued: the stream of its call, the
+    /// owner's last tool call (a POST, no `Last-Event-ID`) sent before it
+    /// was issued. The request can reach its owner there only.
+    pub fn call_stream_of(&self, r: &Request) -> Option<StreamKey> {
+        if !self.call_labels.contains(&r.label) {
+            return None;
+        }
+        self.conns
+            .values()
+            .filter(|c| c.client == r.owner && c.purpose == Purpose::Call && c.last_event_id.is_none())
+            .filter(|c| c.request_t.is_some_and(|t| t <= r.issued.0))
+            .max_by_key(|c| (c.request_t, c.conn))
+            .map(|c| StreamKey::Call { client: c.client.clone(), conn: c.conn })
+    }
+
+    /// The stream request `r` rides: the first that carried one of its ids,
+    /// else, for a tool call's request that none carried, its call's stream
+    /// (found by hunting: a call whose response never came).
+    pub fn carrier_of(&self, r: &Request) -> Option<StreamKey> {
+        self.stream_of_request(r).cloned().or_else(|| self.call_stream_of(r))
     }
 
     /// The stream that first carried one of request `r`'s ids (delivered or

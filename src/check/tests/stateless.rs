@@ -496,6 +496,7 @@ fn a_one_time_state_spent_by_a_request_lost_to_a_restart_is_an_inherent_refusal(
                 action: crate::vocab::StepKind::RestartServer,
                 detail: "the server restarts".into(),
                 expect: None,
+                call: None,
             })
         } else {
             b

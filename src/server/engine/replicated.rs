@@ -58,7 +58,11 @@ pub(super) struct Replicated {
     taking: RefCell<BTreeMap<String, Rc<tokio::sync::Mutex<()>>>>,
     /// Per session: when its last take-over failed on the store (the
     /// requests that waited for it fail with it).
-    failed_take: RefCell<BTreeMap<String, Duration>>,
+    failed_take: RefCell<BTreeMap<String, (Duration, StatusCode)>>,
+    /// The sessions this process let go of (not ended) since it last held
+    /// them: a request that was waiting on the store meanwhile takes its
+    /// session over again instead of finding it unknown.
+    let_go: RefCell<BTreeSet<String>>,
 }
 
 /// An application command on its way, through the store, to the replica
@@ -88,6 +92,7 @@ impl Replicated {
             renewed: RefCell::default(),
             taking: RefCell::default(),
             failed_take: RefCell::default(),
+            let_go: RefCell::default(),
         })
     }
 
@@ -98,6 +103,7 @@ impl Replicated {
 
     /// A session that ended here: gone from the store too.
     pub(super) fn ended(&self, token: &str) {
+        self.let_go.borrow_mut().remove(token);
         self.epochs.borrow_mut().remove(token);
         self.written.borrow_mut().remove(token);
         self.renewed.borrow_mut().remove(token);
@@ -154,11 +160,19 @@ pub(super) async fn flush(shared: &Shared) -> Result<(), StoreError> {
 }
 
 /// Makes this process the holder of session `token` when the store knows
-/// it and another replica may hold it. `Err`: the response refusing the request.
+/// it and another replica may hold it, for a request presenting principal
+/// `who`. `Err`: the response refusing the request. A policy that binds
+/// sessions to principals checks `who` against the session's owner in the
+/// store first: another principal's request fences no one.
 /// A refused resumption (`resuming`: the request opens a stream) ends the
 /// session, as on one server: in the store, where the prior holder, once it
 /// hears of it, finds nothing to write back.
-pub(super) async fn take_over(shared: &Rc<Shared>, token: &str, resuming: bool) -> Result<(), Response<Body>> {
+pub(super) async fn take_over(
+    shared: &Rc<Shared>,
+    token: &str,
+    who: &str,
+    resuming: bool,
+) -> Result<(), Response<Body>> {
     let Some(r) = shared.replicated.clone() else { return Ok(()) };
     let unreachable = |e: StoreError| rpc_error(StatusCode::SERVICE_UNAVAILABLE, &format!("session store: {e}"));
     if still_holds(shared, &r, token).await.map_err(unreachable)? {
@@ -170,13 +184,19 @@ pub(super) async fn take_over(shared: &Rc<Shared>, token: &str, resuming: bool) 
         Ok(g) => g,
         Err(_) => {
             let g = lock.lock().await;
-            // The take-over this request waited for failed on the store:
-            // so would this one, after as long again.
-            if r.failed_take.borrow().get(token).is_some_and(|t| *t >= started) {
-                return Err(rpc_error(
+            // The take-over this request waited for failed: so would this
+            // one, after as long again (the client's patience is spent).
+            let failed = r.failed_take.borrow().get(token).filter(|(t, _)| *t >= started).map(|f| f.1);
+            match failed {
+                Some(StatusCode::SERVICE_UNAVAILABLE) => return Err(rpc_error(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "session store: another request's take-over of this session just failed (the store did not answer)",
-                ));
+                )),
+                Some(_) => {
+                    let why = "another request's take-over of this session just found its writer on another replica not confirmed fenced";
+                    return Err(refuse_unfenced(shared, &r, token, None, why, resuming).await);
+                }
+                None => {}
             }
             g
         }
@@ -184,11 +204,37 @@ pub(super) async fn take_over(shared: &Rc<Shared>, token: &str, resuming: bool) 
     if r.holds(token) {
         return Ok(()); // taken over by another request of this process meanwhile
     }
-    let taken = take_over_held(shared, &r, token, resuming).await;
-    if taken.as_ref().is_err_and(|resp| resp.status() == StatusCode::SERVICE_UNAVAILABLE) {
-        r.failed_take.borrow_mut().insert(token.to_string(), now());
+    let taken = take_over_held(shared, &r, token, who, resuming).await;
+    if let Err(resp) = &taken {
+        if matches!(resp.status(), StatusCode::SERVICE_UNAVAILABLE | StatusCode::CONFLICT) {
+            r.failed_take.borrow_mut().insert(token.to_string(), (now(), resp.status()));
+        }
     }
     taken
+}
+
+/// Refuses a take-over of session `token` whose prior writer was not
+/// confirmed fenced (409), saying `why`. A refused resumption ends the
+/// session in the store too: the prior holder's last write (`SET ... XX`)
+/// finds the key gone.
+async fn refuse_unfenced(
+    shared: &Shared,
+    r: &Replicated,
+    token: &str,
+    epoch: Option<i64>,
+    why: &str,
+    resuming: bool,
+) -> Response<Body> {
+    let ends = if resuming {
+        let (session, lease) = (key("session", token), key("lease", token));
+        let _ = futures::join!(r.store.del(&session), r.store.del(&lease));
+        "; the session is ended in the shared store"
+    } else {
+        ""
+    };
+    let at = epoch.map(|e| format!(" at epoch {e}")).unwrap_or_default();
+    shared.report.note(&format!("session {token}"), format!("take-over{at} refused: {why}{ends}"));
+    rpc_error(StatusCode::CONFLICT, why)
 }
 
 /// [`take_over`] once this process's lock on session `token` is held.
@@ -196,9 +242,22 @@ async fn take_over_held(
     shared: &Rc<Shared>,
     r: &Rc<Replicated>,
     token: &str,
+    who: &str,
     resuming: bool,
 ) -> Result<(), Response<Body>> {
     let unreachable = |e: StoreError| rpc_error(StatusCode::SERVICE_UNAVAILABLE, &format!("session store: {e}"));
+    if shared.policy.binds_principal() {
+        // Its owner first (a round trip more): a thief's request must not
+        // bump the epoch, which fences the owner's writers on another replica
+        // (found by hunting: a refused take-over then ended the session).
+        let Some(bytes) = r.store.get(&key("session", token)).await.map_err(unreachable)? else { return Ok(()) };
+        let owner = serde_json::from_slice::<Session>(&bytes).map(|s| s.principal);
+        if owner.is_ok_and(|p| p != who) {
+            let why = "credential does not match the session's owner";
+            shared.report.note(&format!("session {token}"), format!("take-over refused ({why}): the session lives on"));
+            return Err(rpc_error(StatusCode::FORBIDDEN, why));
+        }
+    }
     let grace = shared.cfg.fence_grace.0;
     let deadline = now() + grace;
     let (epoch_key, lease_key, ack_key, session_key) =
@@ -236,15 +295,7 @@ async fn take_over_held(
             let why = format!(
                 "its writer on another replica was not confirmed fenced within {grace:?}: no acknowledgement through the shared store"
             );
-            let ends = if resuming {
-                // Its last write (`SET ... XX`) finds the key gone.
-                let _ = futures::join!(r.store.del(&session_key), r.store.del(&lease_key));
-                "; the session is ended in the shared store"
-            } else {
-                ""
-            };
-            shared.report.note(&format!("session {token}"), format!("take-over at epoch {epoch} refused: {why}{ends}"));
-            return Err(rpc_error(StatusCode::CONFLICT, &why));
+            return Err(refuse_unfenced(shared, r, token, Some(epoch), &why, resuming).await);
         }
         crate::clock::sleep(WAIT).await;
     };
@@ -259,6 +310,7 @@ async fn take_over_held(
         .map(|q| (q.label.clone(), q.deadline_us))
         .collect();
     shared.state.borrow_mut().sessions.insert(token.to_string(), session);
+    r.let_go.borrow_mut().remove(token);
     r.epochs.borrow_mut().insert(token.to_string(), epoch);
     r.written.borrow_mut().insert(token.to_string(), bytes);
     // Its lease is this process's from now on: a later take-over waits for it.
@@ -400,16 +452,20 @@ async fn still_holds(shared: &Shared, r: &Replicated, token: &str) -> Result<boo
     }
     let now_epoch = r.store.get_int(&key("epoch", token)).await?;
     if now_epoch > mine {
-        let_go(shared, r, token, &format!("another replica took the session over (epoch {now_epoch})"));
+        // Confirmed, as the poll would: the taker waits for it.
+        confirm_fence(shared, r, token, now_epoch).await;
         return Ok(false);
     }
-    Ok(true)
+    // Let go of while the store answered (its lease lapsing): it is
+    // in the store, to be taken over again, not unknown (found by hunting).
+    Ok(!r.let_go.borrow().contains(token))
 }
 
 /// Lets go of session `token`: closes its writers here and forgets it
 /// (another replica holds it, or may: `why`).
 fn let_go(shared: &Shared, r: &Replicated, token: &str, why: &str) {
     close_writers(shared, token, why);
+    r.let_go.borrow_mut().insert(token.to_string());
     r.epochs.borrow_mut().remove(token);
     r.written.borrow_mut().remove(token);
     r.renewed.borrow_mut().remove(token);

@@ -9,7 +9,7 @@ pub(super) async fn handle(shared: Rc<Shared>, ctl: Rc<ConnCtl>, req: Request<In
     let token = req.uri().query().and_then(legacy::session_token).map(str::to_string);
     if let Some(t) = &token {
         let resuming = req.method() == hyper::Method::GET && req.headers().contains_key("last-event-id");
-        if let Err(refused) = replicated::take_over(&shared, t, resuming).await {
+        if let Err(refused) = replicated::take_over(&shared, t, &credential(&req), resuming).await {
             return refused;
         }
     }

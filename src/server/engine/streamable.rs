@@ -55,7 +55,7 @@ pub(super) async fn handle(shared: Rc<Shared>, ctl: Rc<ConnCtl>, req: Request<In
             }
         }
         let resuming = parts.method == hyper::Method::GET && parts.headers.contains_key("last-event-id");
-        if let Err(refused) = replicated::take_over(&shared, t, resuming).await {
+        if let Err(refused) = replicated::take_over(&shared, t, &who, resuming).await {
             return refused;
         }
     }
