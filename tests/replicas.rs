@@ -945,3 +945,63 @@ fn missing_headers_from_a_replica_cut_from_the_store_are_inherent() {
         .all(|v| v.inherent && v.headline().contains("cut from the shared store while the request waited")));
     assert!(only_inherent(&verdicts), "{verdicts:?}");
 }
+
+/// The application's outcomes for request `label`, with their details.
+fn outcomes(run: &mcpsim::Run, which: &str) -> Vec<(mcpsim::trace::Outcome, String)> {
+    events(run, |w| match w {
+        What::RequestOutcome { label, outcome, detail, .. } if label == which => Some((*outcome, detail.clone())),
+        _ => None,
+    })
+    .into_iter()
+    .map(|(_, o)| o)
+    .collect()
+}
+
+/// Found by the stateful replica hunt (streamable-http, seed 882): a
+/// replica set its lease after its take-over, so a second taker found no
+/// holder, read the session and went on while the first issued a queued
+/// request into its own copy: the request was lost, unresolved for good.
+/// The lease is claimed (SET NX) in the take-over's own pipeline.
+#[test]
+fn a_take_over_claims_the_lease_in_its_own_round_trip() {
+    let (run, verdicts) = guarded_seed(mcpsim::scenario::Dialect::StreamableHttp, 882);
+    assert!(!outcomes(&run, "r6").is_empty(), "r6 never resolved");
+    assert!(only_inherent(&verdicts), "{verdicts:?}");
+}
+
+/// Found by the stateful replica hunt (streamable-http, seed 1401): a
+/// replica cut from the store let a session go (its lease lapsing) with a
+/// request the store never took; the replica that took the session over
+/// never knew of it. Letting go fails such requests explicitly.
+#[test]
+fn a_request_the_store_never_took_fails_when_its_replica_lets_the_session_go() {
+    let (run, verdicts) = guarded_seed(mcpsim::scenario::Dialect::StreamableHttp, 1401);
+    let r4 = outcomes(&run, "r4");
+    assert!(
+        r4.iter().any(|(o, d)| *o == mcpsim::trace::Outcome::Failed && d.contains("the session store never took it")),
+        "{r4:?}"
+    );
+    assert!(only_inherent(&verdicts), "{verdicts:?}");
+}
+
+/// Found by the stateful replica hunts (legacy-sse, seeds 1178 and 1710;
+/// streamable-http, seed 1907):
+/// - a refused session's deletion from the store was sent and forgotten,
+///   and a flush that had waited meanwhile wrote the session back: another
+///   replica then served the dead token (1178). Deletions now go out before
+///   the answer, and a flush skips what it no longer holds;
+/// - a thief's refused resumption, sent after carol's request but decided
+///   first, ended her session: liveness now orders ends by time (1710);
+/// - behind a balancer with a shared store, an uplink opened 2.4 s before
+///   the end was still on its way (1907): the round trip allowed is 3 s.
+#[test]
+fn refused_sessions_stay_dead_and_ends_are_judged_in_time_order() {
+    for (dialect, seed) in [
+        (mcpsim::scenario::Dialect::LegacySse, 1178),
+        (mcpsim::scenario::Dialect::LegacySse, 1710),
+        (mcpsim::scenario::Dialect::StreamableHttp, 1907),
+    ] {
+        let (_, verdicts) = guarded_seed(dialect, seed);
+        assert!(only_inherent(&verdicts), "seed {seed}: {verdicts:?}");
+    }
+}

@@ -63,6 +63,12 @@ pub(super) struct Replicated {
     /// them: a request that was waiting on the store meanwhile takes its
     /// session over again instead of finding it unknown.
     let_go: RefCell<BTreeSet<String>>,
+    /// The sessions that ended here and are not yet gone from the store:
+    /// [`flush`] deletes them before any answer goes out, and the poll
+    /// tries again until the store takes it (found by hunting: a deletion
+    /// sent and forgotten was lost to a partition, and another replica
+    /// took the refused session over).
+    ending: RefCell<BTreeSet<String>>,
 }
 
 /// An application command on its way, through the store, to the replica
@@ -93,6 +99,7 @@ impl Replicated {
             taking: RefCell::default(),
             failed_take: RefCell::default(),
             let_go: RefCell::default(),
+            ending: RefCell::default(),
         })
     }
 
@@ -101,17 +108,14 @@ impl Replicated {
         self.epochs.borrow_mut().insert(token.to_string(), 0);
     }
 
-    /// A session that ended here: gone from the store too.
+    /// A session that ended here: gone from the store too, at the next
+    /// [`flush`] (before the answer that tells of its end goes out).
     pub(super) fn ended(&self, token: &str) {
         self.let_go.borrow_mut().remove(token);
         self.epochs.borrow_mut().remove(token);
         self.written.borrow_mut().remove(token);
         self.renewed.borrow_mut().remove(token);
-        let (store, token) = (self.background.clone(), token.to_string());
-        tokio::task::spawn_local(async move {
-            let _ = store.del(&key("session", &token)).await;
-            let _ = store.del(&key("lease", &token)).await;
-        });
+        self.ending.borrow_mut().insert(token.to_string());
     }
 
     /// Whether this process holds session `token`.
@@ -125,6 +129,14 @@ impl Replicated {
 /// store before a client can act on what it was told.
 pub(super) async fn flush(shared: &Shared) -> Result<(), StoreError> {
     let Some(r) = &shared.replicated else { return Ok(()) };
+    let ending: Vec<String> = r.ending.borrow().iter().cloned().collect();
+    for token in ending {
+        let (session, lease) = (key("session", &token), key("lease", &token));
+        let (a, b) = futures::join!(r.store.del(&session), r.store.del(&lease));
+        a?;
+        b?;
+        r.ending.borrow_mut().remove(&token);
+    }
     let changed: Vec<(String, Vec<u8>)> = {
         let st = shared.state.borrow();
         let written = r.written.borrow();
@@ -136,6 +148,12 @@ pub(super) async fn flush(shared: &Shared) -> Result<(), StoreError> {
             .collect()
     };
     for (token, bytes) in changed {
+        // Ended or let go while this flush waited on an earlier write: its
+        // snapshot is stale (found by hunting: it brought a refused session
+        // back into the store after its deletion).
+        if !r.holds(&token) {
+            continue;
+        }
         let seen = r.written.borrow().contains_key(&token);
         if seen {
             // Gone from the store: a refused take-over on another replica ended it.
@@ -174,6 +192,9 @@ pub(super) async fn take_over(
     resuming: bool,
 ) -> Result<(), Response<Body>> {
     let Some(r) = shared.replicated.clone() else { return Ok(()) };
+    if r.ending.borrow().contains(token) {
+        return Ok(()); // ended here: unknown (404), whatever the store still says
+    }
     let unreachable = |e: StoreError| rpc_error(StatusCode::SERVICE_UNAVAILABLE, &format!("session store: {e}"));
     if still_holds(shared, &r, token).await.map_err(unreachable)? {
         return Ok(());
@@ -275,8 +296,18 @@ async fn take_over_held(
                 None => r.store.incr(&epoch_key).await,
             }
         };
-        let (epoch, lease, ack, session) =
-            futures::join!(bump, r.store.get(&lease_key), r.store.get_int(&ack_key), r.store.get(&session_key));
+        // The lease claimed (when free) in the same pipeline: from the bump on,
+        // another taker finds this one holding it and waits for its
+        // confirmation (found by hunting: a lease set after the take-over let
+        // a second taker read the session while the first changed it).
+        let (epoch, claimed, lease, ack, session) = futures::join!(
+            bump,
+            r.store.set_nx(&lease_key, &r.me, Some(LEASE)),
+            r.store.get(&lease_key),
+            r.store.get_int(&ack_key),
+            r.store.get(&session_key)
+        );
+        claimed.map_err(unreachable)?;
         let (epoch, lease, ack, session) = (
             epoch.map_err(unreachable)?,
             lease.map_err(unreachable)?,
@@ -461,6 +492,25 @@ async fn still_holds(shared: &Shared, r: &Replicated, token: &str) -> Result<boo
     Ok(!r.let_go.borrow().contains(token))
 }
 
+/// Fails the pending requests of session `token` that only this process
+/// knows (not pending in the snapshot it last wrote to the store): letting
+/// the session go without writing it loses them, and the replica that
+/// takes it over from the store never issued them (found by hunting: such
+/// a request stayed unresolved for good).
+fn fail_unwritten(shared: &Shared, r: &Replicated, token: &str) {
+    let pending = |s: &Session| -> BTreeSet<String> {
+        s.requests.iter().filter(|q| q.state == RequestState::Pending).map(|q| q.label.clone()).collect()
+    };
+    let written = r.written.borrow().get(token).and_then(|b| serde_json::from_slice::<Session>(b).ok());
+    let kept = written.as_ref().map(pending).unwrap_or_default();
+    let st = shared.state.borrow();
+    let Some(s) = st.sessions.get(token) else { return };
+    for q in s.requests.iter().filter(|q| q.state == RequestState::Pending && !kept.contains(&q.label)) {
+        let why = "the session store never took it, and this replica let the session go (its lease lapsing)";
+        shared.report.outcome(&q.label, &q.id, Outcome::Failed, None, why);
+    }
+}
+
 /// Lets go of session `token`: closes its writers here and forgets it
 /// (another replica holds it, or may: `why`).
 fn let_go(shared: &Shared, r: &Replicated, token: &str, why: &str) {
@@ -512,6 +562,7 @@ async fn tend(shared: &Rc<Shared>, r: &Replicated, token: String, epoch: i64) {
                 // confirmation this one could not give.
                 let since = r.renewed.borrow().get(&token).copied().unwrap_or_default();
                 if now().saturating_sub(since) + 2 * POLL >= LEASE {
+                    fail_unwritten(shared, r, &token);
                     let_go(shared, r, &token, "its lease on the shared store is lapsing (the store does not answer): another replica may take the session over, and its fence could not reach this one");
                 }
                 return;
