@@ -1005,3 +1005,22 @@ fn refused_sessions_stay_dead_and_ends_are_judged_in_time_order() {
         assert!(only_inherent(&verdicts), "seed {seed}: {verdicts:?}");
     }
 }
+
+/// Found by the 10,000-seed stateful replica hunts (streamable-http seed
+/// 2364, legacy-sse seed 2946):
+/// - alice gave up her resumption as silent, and the server then refused it
+///   and ended her session; her next request's 404 was called a live
+///   session lost. A resumption whose answer the client never saw may have
+///   ended it, unless its replica crashed (2364);
+/// - a take-over refused 409 for an unconfirmed fence answered after the
+///   client's 5 s: its grace now counts from the request's arrival, and the
+///   session's deletion rides the answer's flush (2946).
+#[test]
+fn unseen_refusals_may_end_sessions_and_unconfirmed_fences_answer_in_time() {
+    for (dialect, seed) in
+        [(mcpsim::scenario::Dialect::StreamableHttp, 2364), (mcpsim::scenario::Dialect::LegacySse, 2946)]
+    {
+        let (_, verdicts) = guarded_seed(dialect, seed);
+        assert!(only_inherent(&verdicts), "seed {seed}: {verdicts:?}");
+    }
+}

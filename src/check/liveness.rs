@@ -75,14 +75,16 @@ fn sessions_elsewhere(o: &Observed) -> Vec<Violation> {
             .mapping_of(c)
             .and_then(|m| m.dropped_writes.iter().find(|w| w.3.iter().any(|ev| ev.event == "error")))
             .map(|w| w.0);
-        // A resumption whose answer a network fault (a reset or a dropped
-        // mapping) kept from the client, or that the client gave up for a
-        // newer one before it ended, may have been refused too: the client
-        // cannot know, so neither can the check (found by hunting). One that
-        // failed (a crashed replica) was not.
-        let lost_answer = o.mapping_of(c).is_some_and(|m| m.reset.is_some() || m.dropped.is_some());
-        let unanswered_resume = (c.is_resumption() && c.response.is_none() && (lost_answer || c.ended.is_none()))
-            .then_some(c.request_t.unwrap_or(c.opened));
+        // A resumption whose answer the client never saw (lost to a network
+        // fault, given up as silent or for a newer one) may have been refused
+        // too: the client cannot know, so neither can the check (found by
+        // hunting). One sent to a replica that crashed (stopped for good)
+        // before it ended was not decided.
+        let sent = c.request_t.unwrap_or(c.opened);
+        let until = c.ended.as_ref().map_or(o.end, |e| e.0);
+        let crashed =
+            o.replica_of(c).is_some_and(|(r, _)| o.replica_crashes.iter().any(|(x, t)| *x == r && *t <= until));
+        let unanswered_resume = (c.is_resumption() && c.response.is_none() && !crashed).then_some(sent);
         let deleted = c.response.filter(|r| c.method == "DELETE" && r.0 < 300).map(|r| r.2);
         let end = [deleted, c.rejected.map(|r| r.0), refused_unseen, unanswered_resume].into_iter().flatten().min();
         if let Some(t) = end {

@@ -159,6 +159,7 @@ impl<'a> Observed<'a> {
                     o.crashed.insert(client.clone(), t);
                 }
                 What::StorePartitioned { replica } => o.store_cuts.push((*replica, t, None)),
+                What::ReplicaCrashed { replica, .. } => o.replica_crashes.push((*replica, t)),
                 What::StoreHealed { replica } => {
                     if let Some(cut) = o.store_cuts.iter_mut().rev().find(|c| c.0 == *replica && c.2.is_none()) {
                         cut.2 = Some(t);

@@ -328,6 +328,8 @@ pub struct Observed<'a> {
     /// or keep one each (`Some(false)`, a session lives only on the replica
     /// that created it); `None` for one server.
     pub shared_store: Option<bool>,
+    /// Replica crashes (`crash-replica`): `(replica, time)`.
+    pub replica_crashes: Vec<(u32, SimTime)>,
     /// Partitions between a replica and the shared store: `(replica, from, until)`.
     pub store_cuts: Vec<(u32, SimTime, Option<SimTime>)>,
     /// Every `enable_tool` call a client made, as it ended.
