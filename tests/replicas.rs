@@ -1024,3 +1024,18 @@ fn unseen_refusals_may_end_sessions_and_unconfirmed_fences_answer_in_time() {
         assert!(only_inherent(&verdicts), "seed {seed}: {verdicts:?}");
     }
 }
+
+/// Found by the 10,000-seed legacy-sse replica hunt:
+/// - seed 9898: a store command that waited for another's connection
+///   attempt, which succeeded but whose connection was already dropped,
+///   failed with an empty reason (503); it now tries for itself;
+/// - seed 5715: a thief's request that waited behind bob's take-over,
+///   refused 409, shared that refusal as a resumption's and ended bob's
+///   session. The principal check now precedes the wait.
+#[test]
+fn store_waiters_share_only_failures_and_thieves_share_no_refusal() {
+    for seed in [9898, 5715] {
+        let (_, verdicts) = guarded_seed(mcpsim::scenario::Dialect::LegacySse, seed);
+        assert!(only_inherent(&verdicts), "seed {seed}: {verdicts:?}");
+    }
+}

@@ -456,8 +456,10 @@ impl RespStore {
         if let Some(p) = self.pipe.borrow().as_ref().filter(|p| !p.commands.is_closed()) {
             return Ok(p.clone());
         }
-        if waited || self.attempts.get() != seen {
-            // That attempt failed while this command waited for it.
+        if (waited || self.attempts.get() != seen) && !self.last_failure.borrow().is_empty() {
+            // That attempt failed while this command waited for it. (One that
+            // succeeded, its connection already dropped, is no failure to
+            // share: found by hunting, a command failed with no reason.)
             return Err(self.last_failure.borrow().clone());
         }
         self.attempts.set(seen + 1);
@@ -474,6 +476,7 @@ impl RespStore {
                 return Err(self.last_failure.borrow().clone());
             }
         };
+        self.last_failure.borrow_mut().clear();
         let p = Pipe::open(stream);
         *self.pipe.borrow_mut() = Some(p.clone());
         Ok(p)

@@ -195,11 +195,23 @@ pub(super) async fn take_over(
     if r.ending.borrow().contains(token) {
         return Ok(()); // ended here: unknown (404), whatever the store still says
     }
+    let started = now();
     let unreachable = |e: StoreError| rpc_error(StatusCode::SERVICE_UNAVAILABLE, &format!("session store: {e}"));
     if still_holds(shared, &r, token).await.map_err(unreachable)? {
         return Ok(());
     }
-    let started = now();
+    if shared.policy.binds_principal() {
+        // Its owner first (a round trip more): a thief's request must not
+        // bump the epoch, which fences the owner's writers on another replica
+        // (found by hunting: a refused take-over then ended the session).
+        let Some(bytes) = r.store.get(&key("session", token)).await.map_err(unreachable)? else { return Ok(()) };
+        let owner = serde_json::from_slice::<Session>(&bytes).map(|s| s.principal);
+        if owner.is_ok_and(|p| p != who) {
+            let why = "credential does not match the session's owner";
+            shared.report.note(&format!("session {token}"), format!("take-over refused ({why}): the session lives on"));
+            return Err(rpc_error(StatusCode::FORBIDDEN, why));
+        }
+    }
     let lock = r.taking.borrow_mut().entry(token.to_string()).or_default().clone();
     let _one_at_a_time = match lock.try_lock() {
         Ok(g) => g,
@@ -225,7 +237,7 @@ pub(super) async fn take_over(
     if r.holds(token) {
         return Ok(()); // taken over by another request of this process meanwhile
     }
-    let taken = take_over_held(shared, &r, token, who, resuming, started).await;
+    let taken = take_over_held(shared, &r, token, resuming, started).await;
     if let Err(resp) = &taken {
         if matches!(resp.status(), StatusCode::SERVICE_UNAVAILABLE | StatusCode::CONFLICT) {
             r.failed_take.borrow_mut().insert(token.to_string(), (now(), resp.status()));
@@ -263,23 +275,10 @@ async fn take_over_held(
     shared: &Rc<Shared>,
     r: &Rc<Replicated>,
     token: &str,
-    who: &str,
     resuming: bool,
     started: Duration,
 ) -> Result<(), Response<Body>> {
     let unreachable = |e: StoreError| rpc_error(StatusCode::SERVICE_UNAVAILABLE, &format!("session store: {e}"));
-    if shared.policy.binds_principal() {
-        // Its owner first (a round trip more): a thief's request must not
-        // bump the epoch, which fences the owner's writers on another replica
-        // (found by hunting: a refused take-over then ended the session).
-        let Some(bytes) = r.store.get(&key("session", token)).await.map_err(unreachable)? else { return Ok(()) };
-        let owner = serde_json::from_slice::<Session>(&bytes).map(|s| s.principal);
-        if owner.is_ok_and(|p| p != who) {
-            let why = "credential does not match the session's owner";
-            shared.report.note(&format!("session {token}"), format!("take-over refused ({why}): the session lives on"));
-            return Err(rpc_error(StatusCode::FORBIDDEN, why));
-        }
-    }
     let grace = shared.cfg.fence_grace.0;
     // From the request's arrival: the client's patience does not wait for
     // the principal check (found by hunting: 409s that came too late).
