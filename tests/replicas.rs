@@ -1039,3 +1039,16 @@ fn store_waiters_share_only_failures_and_thieves_share_no_refusal() {
         assert!(only_inherent(&verdicts), "seed {seed}: {verdicts:?}");
     }
 }
+
+/// Found by the 10,000-seed legacy-sse replica hunt (seed 9926): a thief's
+/// resumption ended bob's session at once, but its answer (a 503: the
+/// replica's flush met a partition) reached the thief after bob's 404.
+/// liveness dates a session's possible end from the request, not from when
+/// its client learned the answer.
+#[test]
+fn a_sessions_end_is_dated_from_the_request_that_may_have_ended_it() {
+    let (_, verdicts) = guarded_seed(mcpsim::scenario::Dialect::LegacySse, 9926);
+    let live = verdicts.iter().find(|v| v.check == CheckId::Liveness).unwrap().violations();
+    assert!(live.iter().all(|v| v.inherent), "{live:?}");
+    assert!(only_inherent(&verdicts), "{verdicts:?}");
+}

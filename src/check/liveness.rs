@@ -71,10 +71,8 @@ fn sessions_elsewhere(o: &Observed) -> Vec<Violation> {
         let Some(token) = c.presented_token.as_deref() else { continue };
         // Ended by its owner, or refused (a refusal may end a session: the
         // seed's rule), also when the refusal went into a dropped mapping.
-        let refused_unseen = o
-            .mapping_of(c)
-            .and_then(|m| m.dropped_writes.iter().find(|w| w.3.iter().any(|ev| ev.event == "error")))
-            .map(|w| w.0);
+        let refused_unseen =
+            o.mapping_of(c).is_some_and(|m| m.dropped_writes.iter().any(|w| w.3.iter().any(|ev| ev.event == "error")));
         // A resumption whose answer the client never saw (lost to a network
         // fault, given up as silent or for a newer one) may have been refused
         // too: the client cannot know, so neither can the check (found by
@@ -84,11 +82,13 @@ fn sessions_elsewhere(o: &Observed) -> Vec<Violation> {
         let until = c.ended.as_ref().map_or(o.end, |e| e.0);
         let crashed =
             o.replica_of(c).is_some_and(|(r, _)| o.replica_crashes.iter().any(|(x, t)| *x == r && *t <= until));
-        let unanswered_resume = (c.is_resumption() && c.response.is_none() && !crashed).then_some(sent);
-        let deleted = c.response.filter(|r| c.method == "DELETE" && r.0 < 300).map(|r| r.2);
-        let end = [deleted, c.rejected.map(|r| r.0), refused_unseen, unanswered_resume].into_iter().flatten().min();
-        if let Some(t) = end {
-            ends.push((t, token, c.conn_key()));
+        let unanswered_resume = c.is_resumption() && c.response.is_none() && !crashed;
+        let deleted = c.response.is_some_and(|r| c.method == "DELETE" && r.0 < 300);
+        // From the request on: the server decides before its answer arrives
+        // (found by hunting: a refusal that reached its client after the
+        // owner's 404 had ended the session before it).
+        if deleted || c.rejected.is_some() || refused_unseen || unanswered_resume {
+            ends.push((sent, token, c.conn_key()));
         }
     }
     for c in conns {
