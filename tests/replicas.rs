@@ -1052,3 +1052,17 @@ fn a_sessions_end_is_dated_from_the_request_that_may_have_ended_it() {
     assert!(live.iter().all(|v| v.inherent), "{live:?}");
     assert!(only_inherent(&verdicts), "{verdicts:?}");
 }
+
+/// Found by the 10,000-seed streamable-http replica hunt (seed 4237):
+/// thief2's DELETE (with alice's credential) ended her session, but its
+/// answer was a 503 (the deletion's flush met a partition). A DELETE not
+/// refused (4xx) may have ended its session; alice's 404 after it is no
+/// live session lost.
+#[test]
+fn a_delete_answered_5xx_may_have_ended_its_session() {
+    let (run, verdicts) = guarded_seed(mcpsim::scenario::Dialect::StreamableHttp, 4237);
+    assert!(statuses(&run, "alice").contains(&404), "{:?}", statuses(&run, "alice"));
+    let live = verdicts.iter().find(|v| v.check == CheckId::Liveness).unwrap().violations();
+    assert!(live.iter().all(|v| v.inherent), "{live:?}");
+    assert!(only_inherent(&verdicts), "{verdicts:?}");
+}

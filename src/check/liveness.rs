@@ -53,9 +53,9 @@ pub fn judge(o: &Observed) -> Status {
 /// In a deployment: a live session's request, from its owner, that the
 /// balancer sent to a replica other than the one that created it, refused
 /// there as unknown (404), one finding per client and session (the first).
-/// A session is live until its owner ended it (DELETE) or a resumption of
-/// it was refused (which may end it), or a network fault lost its answer
-/// (it may have been). With a store per replica the deployment cannot keep its
+/// A session is live until a DELETE of it that was not refused (4xx), or a
+/// refused resumption, may have ended it, or a network fault lost the answer
+/// to one that may have. With a store per replica the deployment cannot keep its
 /// promise, whatever the server does: inherent. With a shared store the
 /// session was there to take over: a finding.
 fn sessions_elsewhere(o: &Observed) -> Vec<Violation> {
@@ -83,7 +83,10 @@ fn sessions_elsewhere(o: &Observed) -> Vec<Violation> {
         let crashed =
             o.replica_of(c).is_some_and(|(r, _)| o.replica_crashes.iter().any(|(x, t)| *x == r && *t <= until));
         let unanswered_resume = c.is_resumption() && c.response.is_none() && !crashed;
-        let deleted = c.response.is_some_and(|r| c.method == "DELETE" && r.0 < 300);
+        // A DELETE ended it unless refused (4xx): one answered 5xx, or not
+        // at all, may have ended it before its answer failed (found by
+        // hunting: a deletion whose flush met a store partition).
+        let deleted = c.method == "DELETE" && !c.response.is_some_and(|r| (400..500).contains(&r.0));
         // From the request on: the server decides before its answer arrives
         // (found by hunting: a refusal that reached its client after the
         // owner's 404 had ended the session before it).
