@@ -287,7 +287,7 @@ impl FromServer {
                 What::Notified { client, event_ids, session: Some(session) }
             }
             FromServer::Error { client, message } => What::AppError { client, error: message },
-            FromServer::Note { session, note } => What::ServerNote { session, note, explanation: true },
+            FromServer::Note { session, note } => What::ServerNote { session, note, explanation: true, replica: None },
             FromServer::Execution { exec, tool, call, id, principal, on_behalf_of, step } => {
                 What::Execution { exec, tool, call, id, principal, on_behalf_of, step: step.into(), replica: None }
             }

@@ -479,7 +479,7 @@ pub fn describe(what: &What) -> String {
         What::Notified { client, event_ids, .. } => {
             format!("app: notified {client}'s session as events {}", event_ids.join(", "))
         }
-        What::ServerNote { session, note, .. } => format!("server ({session}): {note}"),
+        What::ServerNote { session, note, replica, .. } => format!("server{} ({session}): {note}", on(replica)),
         What::CallSent { client, conn, call, tool, id, attempt, state, credential } => {
             use crate::trace::stateless::{Attempt, StateHow};
             let why = match attempt {

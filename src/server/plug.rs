@@ -189,7 +189,12 @@ impl AppReporter {
 
     /// An explanation from inside the server; never decides a verdict.
     pub fn note(&self, session: &str, note: impl Into<String>) {
-        self.recorder.record(What::ServerNote { session: session.into(), note: note.into(), explanation: true });
+        self.recorder.record(What::ServerNote {
+            session: session.into(),
+            note: note.into(),
+            explanation: true,
+            replica: None,
+        });
     }
 
     // ---- stateless-http (MCP 2026-07-28) ----

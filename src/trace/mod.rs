@@ -686,6 +686,9 @@ pub enum What {
         note: String,
         /// Always true: marks the event as an explanation.
         explanation: bool,
+        /// The replica whose process wrote it, in a deployment of more than one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        replica: Option<u32>,
     },
 }
 
@@ -712,7 +715,8 @@ impl What {
     pub(crate) fn set_replica(&mut self, n: u32) {
         if let What::Execution { replica, .. }
         | What::StateMinted { replica, .. }
-        | What::StateChecked { replica, .. } = self
+        | What::StateChecked { replica, .. }
+        | What::ServerNote { replica, .. } = self
         {
             *replica = Some(n);
         }
@@ -723,7 +727,8 @@ impl What {
         match self {
             What::Execution { replica, .. }
             | What::StateMinted { replica, .. }
-            | What::StateChecked { replica, .. } => *replica,
+            | What::StateChecked { replica, .. }
+            | What::ServerNote { replica, .. } => *replica,
             _ => None,
         }
     }

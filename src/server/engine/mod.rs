@@ -55,13 +55,17 @@ pub struct Engine {
     /// How many processes it has served as (a deployment serves once per
     /// replica): each draws its own session tokens.
     serves: Cell<u32>,
+    /// The sessions its processes sharing a store have named: a session
+    /// keeps its name on every replica that takes it over, so the names
+    /// are drawn from one count across them (one process counts its own).
+    named: Rc<Cell<u32>>,
 }
 
 impl Engine {
     /// The engine configured by `cfg`, speaking `dialect`, deciding resumptions
     /// with `policy`; its session tokens are drawn from `seed`.
     pub fn new(cfg: ServerConfig, dialect: Dialect, policy: Rc<dyn ResumptionPolicy>, seed: Seed) -> Self {
-        Self { cfg, dialect, policy, seed, serves: Cell::new(0) }
+        Self { cfg, dialect, policy, seed, serves: Cell::new(0), named: Rc::default() }
     }
 }
 
@@ -95,6 +99,7 @@ impl ServerPlug for Engine {
             report: app.report.clone(),
             state: RefCell::new(State::default()),
             rng: RefCell::new(rng),
+            named: if replicated.is_some() { self.named.clone() } else { Rc::default() },
             replicated,
         });
         if let Some(r) = &shared.replicated {
@@ -199,13 +204,14 @@ struct Shared {
     rng: RefCell<ChaCha8Rng>,
     /// A deployment's shared sessions, when the replicas share a store.
     replicated: Option<Rc<Replicated>>,
+    /// How many sessions have been named (`S1`, `S2`, ...).
+    named: Rc<Cell<u32>>,
 }
 
 #[derive(Default)]
 struct State {
     /// Live sessions by token. A BTreeMap: iteration order must be deterministic.
     sessions: BTreeMap<String, Session>,
-    next_session: u32,
     next_uplink: u32,
 }
 

@@ -60,8 +60,8 @@ pub(super) fn attach(
 
 /// Creates a session for `principal`; returns its token and name.
 pub(super) fn new_session(shared: &Shared, st: &mut State, principal: &str) -> (String, String) {
-    st.next_session += 1;
-    let name = format!("S{}", st.next_session);
+    shared.named.set(shared.named.get() + 1);
+    let name = format!("S{}", shared.named.get());
     let token = format!("tok-{:016x}", shared.rng.borrow_mut().next_u64());
     st.sessions.insert(
         token.clone(),
