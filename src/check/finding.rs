@@ -43,6 +43,10 @@ pub enum Rivalry {
     /// The owner's answer reached a replica that a partition cut from the
     /// shared store, which could not take it (it answered 503).
     StoreCut,
+    /// The replica holding the session was cut from the shared store when
+    /// the request was issued: a correct server sends nothing the store has
+    /// not taken, so the request waited for the partition to heal.
+    HeldForStore(u32),
 }
 
 /// What keeps a client's latest uplink from being live at the end.
@@ -139,9 +143,19 @@ pub enum Finding {
         resent: Option<(u64, u64)>,
     },
     /// A replay that started after the id asked for.
-    ReplayStartedLate { client: String, conn: ConnId, from: u64, replay_from: u64, missing: Vec<u64> },
+    /// `store_cut`: every missing event was minted on this replica while a
+    /// partition cut it from the shared store, and no client saw it.
+    ReplayStartedLate {
+        client: String,
+        conn: ConnId,
+        from: u64,
+        replay_from: u64,
+        missing: Vec<u64>,
+        store_cut: Option<u32>,
+    },
     /// A replay that left ids of its window out.
-    WindowGap { client: String, conn: ConnId, from: u64, replay_from: u64, missing: Vec<u64> },
+    /// `store_cut`: as for [`Finding::ReplayStartedLate`].
+    WindowGap { client: String, conn: ConnId, from: u64, replay_from: u64, missing: Vec<u64>, store_cut: Option<u32> },
     /// A resumption from an id no event of the session carried.
     NeverCarried { client: String, conn: ConnId, last: String, accepted_at: SimTime },
     /// A replay that skipped owed events.
@@ -291,6 +305,11 @@ pub enum Finding {
         first: String,
         conn: Option<ConnId>,
         live: (SimTime, SimTime),
+        /// The replica holding the session, when a partition cut it from
+        /// the shared store as they were emitted (inherent: a server that
+        /// writes through holds them for the store, and loses them with
+        /// the session if the store never took them).
+        store_cut: Option<u32>,
     },
 
     // ---- rejection-protocol ----

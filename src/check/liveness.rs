@@ -27,7 +27,7 @@ const ROUND_TRIP_ALLOWANCE_US: u64 = 1_000_000;
 /// the store twice before it answers (does it still hold the session;
 /// the session written before the answer), so it is allowed three times
 /// the time (found by hunting: 2 s was a tick short of a quiet answer).
-fn round_trip(o: &Observed) -> u64 {
+pub(super) fn round_trip(o: &Observed) -> u64 {
     if o.shared_store == Some(true) {
         3 * ROUND_TRIP_ALLOWANCE_US
     } else {
@@ -161,13 +161,22 @@ fn unresolved_requests(o: &Observed) -> Vec<Violation> {
             let conn = a.conn.and_then(|n| o.conns.get(&(a.client.clone(), n)));
             conn.is_some_and(|c| a.status.is_some_and(|s| o.store_cut_explains(c, s).is_some()))
         });
-        let inherent = stolen || foreign || cut;
+        // Written through to a store its replica could not reach, until too
+        // late to be answered in time (found by hunting: a request held
+        // during a partition reached its owner too late).
+        let held = o
+            .session_store_cut(&r.owner, token, r.issued.0, SimTime(r.issued.0 .0 + round_trip(o)))
+            .filter(|(_, healed)| healed.is_none_or(|h| h.0 + needed > deadline.0))
+            .map(|(replica, _)| replica);
+        let inherent = stolen || foreign || cut || held.is_some();
         let rivalry = if stolen {
             Rivalry::RivalHolder
         } else if foreign {
             Rivalry::ForeignCredential
         } else if cut {
             Rivalry::StoreCut
+        } else if let Some(replica) = held {
+            Rivalry::HeldForStore(replica)
         } else {
             Rivalry::None
         };
@@ -308,6 +317,9 @@ fn lost_notifications(o: &Observed) -> Vec<Violation> {
         let mut evidence = vec![n.seq];
         evidence.extend(uplink.and_then(|c| c.response.map(|r| r.3)));
         evidence.sort();
+        // Found by hunting: a replica held them for a store a partition cut
+        // it from, then let the session go.
+        let store_cut = o.session_cut_from_store(&n.client, &n.token, n.t, SimTime(n.t.0 + round_trip(o)));
         out.push(Violation {
             check: ID,
             finding: Finding::NotificationsLost {
@@ -318,10 +330,11 @@ fn lost_notifications(o: &Observed) -> Vec<Violation> {
                 first: first.to_string(),
                 conn: uplink.map(|c| c.conn),
                 live: (since, until),
+                store_cut,
             },
             t: n.t,
             evidence,
-            inherent: false,
+            inherent: store_cut.is_some(),
         });
     }
     out

@@ -280,13 +280,32 @@ fn window_gap(
     let missing: Vec<u64> =
         if stayed_open(o, c, t_acc) { missing } else { missing.into_iter().filter(|i| *i < last_delivered).collect() };
     let b = *missing.last()?;
+    let store_cut = unstored(o, token, &missing);
     let (client, conn, replay_from) = (c.client.clone(), c.conn, first.0);
     let finding = if b < first.0 {
-        Finding::ReplayStartedLate { client, conn, from: n, replay_from, missing }
+        Finding::ReplayStartedLate { client, conn, from: n, replay_from, missing, store_cut }
     } else {
-        Finding::WindowGap { client, conn, from: n, replay_from, missing }
+        Finding::WindowGap { client, conn, from: n, replay_from, missing, store_cut }
     };
-    Some(Violation { check: ID, finding, t: t_acc, evidence: vec![request_seq, acc_seq, first.1], inherent: false })
+    let evidence = vec![request_seq, acc_seq, first.1];
+    Some(Violation { check: ID, finding, t: t_acc, evidence, inherent: store_cut.is_some() })
+}
+
+/// The replica that held session `token` when every one of `ids` was
+/// minted, if a partition cut it from the shared store then and no client
+/// ever saw them: a server that writes through held them for the store,
+/// which may never have taken them (found by hunting: the replica then let
+/// the session go, and the one that took it over never heard of them).
+fn unstored(o: &Observed, token: &str, ids: &[u64]) -> Option<u32> {
+    let owner = o.token_owner.get(token)?;
+    let seen = o.conns.values().filter(|c| c.token() == Some(token)).flat_map(|c| c.delivered.iter());
+    let seen: Vec<u64> = seen.filter_map(|d| d.numeric_id()).collect();
+    let mut replicas = ids.iter().map(|id| {
+        let at = o.reported_at(token, *id).filter(|_| !seen.contains(id))?;
+        o.session_cut_from_store(owner, token, at, SimTime(at.0 + super::liveness::round_trip(o)))
+    });
+    let first = replicas.next()??;
+    replicas.all(|r| r == Some(first)).then_some(first)
 }
 
 /// Events that reached no socket at all (logged for replay while the

@@ -70,16 +70,28 @@ fn why(why: &Option<Indistinguishable>, client: &str, owner: &str) -> String {
     }
 }
 
-fn rivalry(r: Rivalry) -> &'static str {
+/// Why events a replay left out may never have reached the store.
+fn unstored(store_cut: Option<u32>) -> String {
+    store_cut.map_or(String::new(), |r| {
+        format!(
+            "; they were minted on replica {r} while a partition cut it from the shared store, and no client saw them: a server that writes through sends nothing the store has not taken, and loses what it held with the session (inherent)"
+        )
+    })
+}
+
+fn rivalry(r: Rivalry) -> String {
     match r {
-        Rivalry::None => "",
-        Rivalry::RivalHolder => " (a thief with the owner's credential competes for the session)",
+        Rivalry::None => String::new(),
+        Rivalry::RivalHolder => " (a thief with the owner's credential competes for the session)".into(),
         Rivalry::ForeignCredential => {
-            " (the owner took another principal's credential: its answers speak as that principal)"
+            " (the owner took another principal's credential: its answers speak as that principal)".into()
         }
         Rivalry::StoreCut => {
-            " (the owner's answer reached a replica that a partition cut from the shared store, which could not take it: inherent)"
+            " (the owner's answer reached a replica that a partition cut from the shared store, which could not take it: inherent)".into()
         }
+        Rivalry::HeldForStore(replica) => format!(
+            " (replica {replica}, which held the session, was cut from the shared store when it was issued: a server that writes through sends nothing the store has not taken, so it waited for the partition to end: inherent)"
+        ),
     }
 }
 
@@ -174,16 +186,18 @@ impl fmt::Display for Finding {
                     "{client}'s resumption from {from} was accepted on conn {conn}, though the session's lowest id is {lowest}: {from} is older than anything it retained (or was never minted), and the replay started at {replay_from}{resent}"
                 )
             }
-            Finding::ReplayStartedLate { client, conn, from, replay_from, missing } => write!(
+            Finding::ReplayStartedLate { client, conn, from, replay_from, missing, store_cut } => write!(
                 f,
-                "{client}'s resumption from {from} on conn {conn} replayed from {replay_from} instead of {}: {} silently lost",
+                "{client}'s resumption from {from} on conn {conn} replayed from {replay_from} instead of {}: {} silently lost{}",
                 from + 1,
-                range(missing)
+                range(missing),
+                unstored(*store_cut)
             ),
-            Finding::WindowGap { client, conn, from, replay_from, missing } => write!(
+            Finding::WindowGap { client, conn, from, replay_from, missing, store_cut } => write!(
                 f,
-                "{client}'s resumption from {from} on conn {conn} left {} of its replay window out (replayed from {replay_from}): silently lost",
-                range(missing)
+                "{client}'s resumption from {from} on conn {conn} left {} of its replay window out (replayed from {replay_from}): silently lost{}",
+                range(missing),
+                unstored(*store_cut)
             ),
             Finding::NeverCarried { client, conn, last, accepted_at } => write!(
                 f,
@@ -354,7 +368,7 @@ impl fmt::Display for Finding {
                 f,
                 "{client}'s request on conn {conn} was sent to replica {replica}, which refused its live session as unknown at {at} (HTTP {status}), though the replicas share a store: the session (created on replica {home}) was not kept where another replica could take it over"
             ),
-            Finding::NotificationsLost { client, at, lost, emitted, first, conn, live } => {
+            Finding::NotificationsLost { client, at, lost, emitted, first, conn, live, store_cut } => {
                 let on = conn.map_or(String::new(), |c| format!(" (conn {c})"));
                 let what = if *lost == 1 { format!("event {first}") } else { format!("events {first} on") };
                 let count = if lost == emitted {
@@ -366,7 +380,11 @@ impl fmt::Display for Finding {
                     f,
                     "{count} emitted on {client}'s session at {at} never reached it ({what}), though its uplink{on} was live from {} to {}",
                     live.0, live.1
-                )
+                )?;
+                match store_cut {
+                    Some(r) => write!(f, "; replica {r}, which held the session, was cut from the shared store as they were emitted, and a server that writes through sends nothing the store has not taken: inherent"),
+                    None => Ok(()),
+                }
             }
             Finding::RefusedByServerError { client, conn, status, store_cut: None } => write!(
                 f,

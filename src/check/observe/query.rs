@@ -255,6 +255,33 @@ impl Observed<'_> {
             .then_some(replica)
     }
 
+    /// The replica serving one of `client`'s streams of session `token` at
+    /// `at` when a partition cut it from the shared store at some moment
+    /// from `at` to `until`; with when its link came back, if it did.
+    pub fn session_cut_from_store(&self, client: &str, token: &str, at: SimTime, until: SimTime) -> Option<u32> {
+        self.session_store_cut(client, token, at, until).map(|(r, _)| r)
+    }
+
+    /// [`Observed::session_cut_from_store`], with when the replica's link
+    /// to the store came back (`None`: never).
+    pub fn session_store_cut(
+        &self,
+        client: &str,
+        token: &str,
+        at: SimTime,
+        until: SimTime,
+    ) -> Option<(u32, Option<SimTime>)> {
+        self.conns
+            .values()
+            .filter(|c| c.client == client && c.is_uplink() && c.token() == Some(token))
+            .filter(|c| c.opened <= at && c.ended.as_ref().is_none_or(|e| e.0 >= at))
+            .filter_map(|c| self.replica_of(c))
+            .find_map(|(r, _)| {
+                let cut = self.store_cuts.iter().find(|(x, a, b)| *x == r && *a <= until && b.is_none_or(|b| b >= at));
+                cut.map(|(_, _, b)| (r, *b))
+            })
+    }
+
     /// In a deployment: the replica whose response handed out session
     /// `token` (where it was created).
     pub fn home_of(&self, token: &str) -> Option<u32> {

@@ -104,6 +104,7 @@ impl ServerPlug for Engine {
         });
         if let Some(r) = &shared.replicated {
             tokio::task::spawn_local(replicated::poll(shared.clone(), r.clone()));
+            tokio::task::spawn_local(replicated::flush_on_demand(shared.clone(), r.clone()));
         }
         Box::pin(async move {
             tokio::task::spawn_local(app_loop(shared.clone(), app));
@@ -236,6 +237,48 @@ struct Session {
     calls: BTreeMap<StreamId, Call>,
     /// One past the last evicted event id.
     first_kept: u64,
+    /// Write-through, for a session in a shared store: what goes to its
+    /// writers waits until the store has every id minted before it. `None`
+    /// on one server: everything goes out at once.
+    #[serde(skip)]
+    gate: Option<Gate>,
+}
+
+/// A write-through session's writes waiting for the store (found by
+/// hunting: a replica wrote events into a live stream before the store took
+/// them, then lost the session to a partition; the replica that took it
+/// over had never heard of events its client had seen).
+struct Gate {
+    /// One past the newest id the store has (the `next_event_id` of the
+    /// snapshot it last took).
+    stored: u64,
+    /// Writes in order: the ids they need stored (one past), writer, bytes.
+    queue: VecDeque<(u64, mpsc::UnboundedSender<Bytes>, Bytes)>,
+    /// Wakes the flush that puts them in the store.
+    dirty: Rc<Notify>,
+}
+
+impl Gate {
+    /// The gate of a session the store has up to `stored` (one past).
+    fn new(stored: u64, dirty: Rc<Notify>) -> Self {
+        Gate { stored, queue: VecDeque::new(), dirty }
+    }
+}
+
+/// Writes `bytes` to `tx` once the store has every id below `next`: at once
+/// without a gate. Whether the writer was live.
+fn send_gated(gate: &mut Option<Gate>, next: u64, tx: &mpsc::UnboundedSender<Bytes>, bytes: Bytes) -> bool {
+    match gate {
+        Some(g) if !g.queue.is_empty() || next > g.stored => {
+            if tx.is_closed() {
+                return false;
+            }
+            g.queue.push_back((next, tx.clone(), bytes));
+            g.dirty.notify_one();
+            true
+        }
+        _ => tx.send(bytes).is_ok(),
+    }
 }
 
 /// A session's stream: 0 is the uplink (legacy) or the standalone GET stream.
@@ -299,8 +342,13 @@ impl Session {
         let data = msg.to_json();
         let bytes = Bytes::from(sse::encode(Some(&id.to_string()), None, &data));
         self.prune(report);
-        let routed = self.uplinks.iter().filter(|u| u.stream == stream).find(|u| u.tx.send(bytes.clone()).is_ok());
-        let routed = routed.map(|u| u.id);
+        let (gate, next) = (&mut self.gate, self.next_event_id);
+        let routed = self
+            .uplinks
+            .iter()
+            .filter(|u| u.stream == stream)
+            .find(|u| send_gated(gate, next, &u.tx, bytes.clone()))
+            .map(|u| u.id);
         self.log.push_back(Logged { id, data, request, stream, routed: routed.is_some() });
         while self.log.len() > retention {
             if let Some(gone) = self.log.pop_front() {
@@ -308,6 +356,21 @@ impl Session {
             }
         }
         (id, routed)
+    }
+
+    /// Writes `bytes` to `tx` once the store has every id minted so far.
+    fn send(&mut self, tx: &mpsc::UnboundedSender<Bytes>, bytes: Bytes) -> bool {
+        send_gated(&mut self.gate, self.next_event_id, tx, bytes)
+    }
+
+    /// The store has every id below `upto`: the writes waiting for them go out.
+    fn release(&mut self, upto: u64) {
+        let Some(g) = &mut self.gate else { return };
+        g.stored = g.stored.max(upto);
+        while g.queue.front().is_some_and(|(need, _, _)| *need <= g.stored) {
+            let Some((_, tx, bytes)) = g.queue.pop_front() else { break };
+            let _ = tx.send(bytes);
+        }
     }
 
     /// Mints the next event id on `stream`.

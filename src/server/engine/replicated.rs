@@ -69,6 +69,8 @@ pub(super) struct Replicated {
     /// sent and forgotten was lost to a partition, and another replica
     /// took the refused session over).
     ending: RefCell<BTreeSet<String>>,
+    /// Woken when a session's events wait for the store: [`flush_on_demand`].
+    pub(super) dirty: Rc<tokio::sync::Notify>,
 }
 
 /// An application command on its way, through the store, to the replica
@@ -100,6 +102,7 @@ impl Replicated {
             failed_take: RefCell::default(),
             let_go: RefCell::default(),
             ending: RefCell::default(),
+            dirty: Rc::default(),
         })
     }
 
@@ -137,17 +140,24 @@ pub(super) async fn flush(shared: &Shared) -> Result<(), StoreError> {
         b?;
         r.ending.borrow_mut().remove(&token);
     }
-    let changed: Vec<(String, Vec<u8>)> = {
+    // Each held session's snapshot, with the ids it covers (its held events
+    // below that go out once the store has it).
+    let snapshots: Vec<(String, Vec<u8>, u64)> = {
         let st = shared.state.borrow();
-        let written = r.written.borrow();
         r.epochs
             .borrow()
             .keys()
-            .filter_map(|t| Some((t.clone(), serde_json::to_vec(st.sessions.get(t)?).ok()?)))
-            .filter(|(t, b)| written.get(t) != Some(b))
+            .filter_map(|t| {
+                let s = st.sessions.get(t)?;
+                Some((t.clone(), serde_json::to_vec(s).ok()?, s.next_event_id))
+            })
             .collect()
     };
-    for (token, bytes) in changed {
+    for (token, bytes, upto) in snapshots {
+        if r.written.borrow().get(&token) == Some(&bytes) {
+            release(shared, &token, upto);
+            continue;
+        }
         // Ended or let go while this flush waited on an earlier write: its
         // snapshot is stale (found by hunting: it brought a refused session
         // back into the store after its deletion).
@@ -171,10 +181,26 @@ pub(super) async fn flush(shared: &Shared) -> Result<(), StoreError> {
             r.store.set(&key("session", &token), &bytes, None).await?;
         }
         if r.holds(&token) {
-            r.written.borrow_mut().insert(token, bytes);
+            r.written.borrow_mut().insert(token.clone(), bytes);
+            release(shared, &token, upto);
         }
     }
     Ok(())
+}
+
+/// Sends session `token`'s held events below `upto`: the store has them.
+fn release(shared: &Shared, token: &str, upto: u64) {
+    if let Some(s) = shared.state.borrow_mut().sessions.get_mut(token) {
+        s.release(upto);
+    }
+}
+
+/// Flushes whenever a session's events wait for the store; forever.
+pub(super) async fn flush_on_demand(shared: Rc<Shared>, r: Rc<Replicated>) {
+    loop {
+        r.dirty.notified().await;
+        let _ = flush(&shared).await;
+    }
 }
 
 /// Makes this process the holder of session `token` when the store knows
@@ -332,9 +358,10 @@ async fn take_over_held(
         }
         crate::clock::sleep(WAIT).await;
     };
-    let Ok(session) = serde_json::from_slice::<Session>(&bytes) else {
+    let Ok(mut session) = serde_json::from_slice::<Session>(&bytes) else {
         return Err(rpc_error(StatusCode::INTERNAL_SERVER_ERROR, "unreadable session in the shared store"));
     };
+    session.gate = Some(Gate::new(session.next_event_id, r.dirty.clone()));
     let name = session.name.clone();
     let pending: Vec<(String, u64)> = session
         .requests

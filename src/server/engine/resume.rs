@@ -100,12 +100,17 @@ pub(super) async fn resume(
     let (uplink, tx, body) = attach(shared, &mut st, &token, stream, ctl);
     let s = st.sessions.get_mut(&token).expect("checked above");
     let mut replayed = 0;
-    let mut replay: Vec<_> = s.log.iter().filter(|l| l.id >= replay_from && l.stream == stream).collect();
+    let mut replay: Vec<Bytes> = s
+        .log
+        .iter()
+        .filter(|l| l.id >= replay_from && l.stream == stream)
+        .map(|l| Bytes::from(sse::encode(Some(&l.id.to_string()), None, &l.data)))
+        .collect();
     if skip_newest {
         replay.pop();
     }
-    for l in replay {
-        let _ = tx.send(Bytes::from(sse::encode(Some(&l.id.to_string()), None, &l.data)));
+    for bytes in replay {
+        s.send(&tx, bytes);
         replayed += 1;
     }
     if shared.wire.primes_empty_replay && replayed == 0 {
@@ -123,7 +128,7 @@ pub(super) async fn resume(
     dispose_inflight(shared, s, stream, (inflight, false), &[]);
     if s.calls.get(&stream).is_some_and(|c| c.done) {
         // The tool call's stream was complete: the replay was its tail.
-        let _ = tx.send(ChannelBody::END);
+        s.send(&tx, ChannelBody::END);
         s.uplinks.retain(|u| u.id != uplink);
     }
     sse_response(body)

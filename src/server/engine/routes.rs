@@ -77,6 +77,7 @@ pub(super) fn new_session(shared: &Shared, st: &mut State, principal: &str) -> (
             id_stream: BTreeMap::new(),
             calls: BTreeMap::new(),
             first_kept: shared.cfg.first_event_id,
+            gate: shared.replicated.as_ref().map(|r| Gate::new(0, r.dirty.clone())),
         },
     );
     if let Some(r) = &shared.replicated {

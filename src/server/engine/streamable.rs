@@ -218,10 +218,14 @@ async fn open_standalone(shared: &Shared, ctl: Rc<ConnCtl>, token: &str, who: &s
     // Messages emitted while the session had no standalone stream were kept
     // for it; they go first (ids stay increasing), else a priming event.
     let mut queued = Vec::new();
+    let mut writes = Vec::new();
     for l in s.log.iter_mut().filter(|l| l.stream == STANDALONE && !l.routed) {
-        let _ = tx.send(Bytes::from(sse::encode(Some(&l.id.to_string()), None, &l.data)));
+        writes.push(Bytes::from(sse::encode(Some(&l.id.to_string()), None, &l.data)));
         l.routed = true;
         queued.extend(l.request.clone());
+    }
+    for bytes in writes {
+        s.send(&tx, bytes);
     }
     if queued.is_empty() {
         prime(s, STANDALONE, &tx);
@@ -281,7 +285,7 @@ pub(super) fn enable_tool(shared: &Shared, s: &mut Session, tool: &str) {
 /// Sends a stream's priming event: a fresh id, `retry`, empty data.
 pub(super) fn prime(s: &mut Session, stream: StreamId, tx: &mpsc::UnboundedSender<Bytes>) {
     let id = s.mint(stream);
-    let _ = tx.send(Bytes::from(format!("id: {id}\nretry: {}\ndata: \n\n", PRIMING_RETRY.as_millis())));
+    s.send(tx, Bytes::from(format!("id: {id}\nretry: {}\ndata: \n\n", PRIMING_RETRY.as_millis())));
 }
 
 impl Session {
@@ -300,8 +304,9 @@ impl Session {
         let text = if ok { format!("{label} answered") } else { format!("{label} was not answered") };
         let result = mcp::tool_result(call.rpc.clone(), &text, !ok);
         let (event_id, routed) = self.emit(&result, None, stream, retention, report);
+        let (gate, next) = (&mut self.gate, self.next_event_id);
         for u in self.uplinks.iter().filter(|u| u.stream == stream) {
-            let _ = u.tx.send(ChannelBody::END);
+            send_gated(gate, next, &u.tx, ChannelBody::END);
         }
         self.uplinks.retain(|u| u.stream != stream);
         let how = routed.map_or("logged for replay".to_string(), |u| format!("written to uplink U{u}"));
