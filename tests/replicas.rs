@@ -1104,3 +1104,27 @@ fn a_shared_session_writes_through_and_what_the_store_never_took_no_client_saw()
     let (_, verdicts) = guarded_seed(mcpsim::scenario::Dialect::StreamableHttp, 3248);
     assert!(only_inherent(&verdicts), "{verdicts:?}");
 }
+
+/// Found by the 10,000-seed stateful replica hunts, once sessions wrote through:
+/// - legacy-sse 9637: every GET of a legacy session's stream resumes it, with
+///   or without `Last-Event-ID`; a take-over refused (409) for one without
+///   left the session alive, and a thief with the owner's credential resumed
+///   it after the refusal;
+/// - streamable-http 9928: a finished tool call's stream, whose result and
+///   end waited for the store when its replica let the session go, stayed
+///   open with heartbeats alone (a second writer): held streams now end;
+/// - streamable-http 4305: a client that took a 404 and opened a new session,
+///   whose stream waited on the store at the end, was judged on the old
+///   session's refused stream (liveness: a newer uplink on another session,
+///   with no time to be answered, means the client is still connecting).
+#[test]
+fn refused_legacy_gets_end_sessions_held_streams_end_and_clients_moving_on_are_not_stuck() {
+    for (dialect, seed) in [
+        (mcpsim::scenario::Dialect::LegacySse, 9637),
+        (mcpsim::scenario::Dialect::StreamableHttp, 9928),
+        (mcpsim::scenario::Dialect::StreamableHttp, 4305),
+    ] {
+        let (_, verdicts) = guarded_seed(dialect, seed);
+        assert!(only_inherent(&verdicts), "seed {seed}: {verdicts:?}");
+    }
+}

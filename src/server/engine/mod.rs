@@ -363,6 +363,22 @@ impl Session {
         send_gated(&mut self.gate, self.next_event_id, tx, bytes)
     }
 
+    /// Ends every stream with writes still waiting for the store (the
+    /// session is gone from this process; what the store never took is
+    /// not sent). A finished tool call's stream is no longer among the
+    /// writers: found by hunting, its end waited with its result, and the
+    /// stream went on with heartbeats alone after the session was let go.
+    fn end_held(&mut self) {
+        let Some(g) = &mut self.gate else { return };
+        let mut ended: Vec<mpsc::UnboundedSender<Bytes>> = Vec::new();
+        for (_, tx, _) in g.queue.drain(..) {
+            if !ended.iter().any(|e| e.same_channel(&tx)) {
+                let _ = tx.send(ChannelBody::END);
+                ended.push(tx);
+            }
+        }
+    }
+
     /// The store has every id below `upto`: the writes waiting for them go out.
     fn release(&mut self, upto: u64) {
         let Some(g) = &mut self.gate else { return };

@@ -561,6 +561,7 @@ fn close_writers(shared: &Shared, token: &str, why: &str) {
         u.conn.kill.notify_one();
         shared.report.note(&s.name, format!("uplink U{} closed: {why}", u.id));
     }
+    s.end_held();
 }
 
 /// Renews this process's leases, lets go (confirming the fence) of the

@@ -8,7 +8,10 @@ pub(super) async fn handle(shared: Rc<Shared>, ctl: Rc<ConnCtl>, req: Request<In
     let path = req.uri().path().to_string();
     let token = req.uri().query().and_then(legacy::session_token).map(str::to_string);
     if let Some(t) = &token {
-        let resuming = req.method() == hyper::Method::GET && req.headers().contains_key("last-event-id");
+        // Every GET of a legacy session's stream resumes it, with or without
+        // `Last-Event-ID` (found by hunting: a refused take-over for one
+        // without left the session alive for a thief to resume).
+        let resuming = req.method() == hyper::Method::GET;
         if let Err(refused) = replicated::take_over(&shared, t, &credential(&req), resuming).await {
             return refused;
         }
@@ -97,10 +100,11 @@ pub(super) fn open_session(shared: &Shared, ctl: Rc<ConnCtl>, principal: String)
 
 /// Kills a session: its token dies, its uplinks are closed, its pending requests fail.
 pub(super) fn invalidate(shared: &Shared, st: &mut State, token: &str, why: &str) {
-    let Some(s) = st.sessions.remove(token) else { return };
+    let Some(mut s) = st.sessions.remove(token) else { return };
     if let Some(r) = &shared.replicated {
         r.ended(token);
     }
+    s.end_held();
     for u in &s.uplinks {
         u.conn.kill.notify_one();
     }
