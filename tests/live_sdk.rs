@@ -18,7 +18,7 @@
 
 mod common;
 use common::harness::{run, Case};
-use common::live::{live_runs_with, plan, LiveVerdict, SCALE};
+use common::live::{live_runs_scaled, live_runs_with, plan, LiveVerdict, SCALE};
 use mcpsim::live::{AdapterConfig, Auth, EventStore};
 use std::path::Path;
 use std::process::Command;
@@ -304,7 +304,10 @@ fn a_store_shared_by_every_session_leaks_to_another_user_and_confidentiality_see
         (file.clone(), TYPESCRIPT_V2.command.to_string(), AdapterConfig::default()),
         (file.clone(), FASTMCP.command.to_string(), AdapterConfig::default()),
     ];
-    let runs = live_runs_with(&jobs, 1);
+    // Bob's stream must open before his notifications at 3 s: at the
+    // default 0.1 a loaded machine's client opened it after them (bob then
+    // resumed with no id, and nothing was replayed to leak).
+    let runs = live_runs_scaled(&jobs, 1, 0.5);
     let (v2, fastmcp) = (&runs[0][0], &runs[1][0]);
     assert_eq!(v2.violated, ["confidentiality"], "{}", v2.report);
     assert!(v2.report.contains("bob (principal bob) received 2 message(s) of alice's session"), "{}", v2.report);

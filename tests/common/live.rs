@@ -74,6 +74,12 @@ pub fn live_runs(jobs: &[(String, String)], times: usize) -> Vec<Vec<LiveVerdict
 /// [`live_runs`], each job with the adapter configuration it asks for
 /// (`--event-store`, `--auth`).
 pub fn live_runs_with(jobs: &[(String, String, AdapterConfig)], times: usize) -> Vec<Vec<LiveVerdict>> {
+    live_runs_scaled(jobs, times, SCALE)
+}
+
+/// [`live_runs_with`] at time scale `scale` (a scenario whose steps race
+/// the client's own pace needs more real time on a loaded machine).
+pub fn live_runs_scaled(jobs: &[(String, String, AdapterConfig)], times: usize, scale: f64) -> Vec<Vec<LiveVerdict>> {
     let serve = format!("'{}' serve ", env!("CARGO_BIN_EXE_mcpsim"));
     let limit = if jobs.iter().all(|(_, c, _)| c.starts_with(&serve)) { SERVE_SLOTS } else { SLOTS };
     let handles: Vec<Vec<_>> = jobs
@@ -86,7 +92,7 @@ pub fn live_runs_with(jobs: &[(String, String, AdapterConfig)], times: usize) ->
                         let _slot = Slot::take(limit);
                         let mut opts = LiveOptions::new(command.clone());
                         opts.config = config;
-                        opts.time_scale = SCALE;
+                        opts.time_scale = scale;
                         // A dozen interpreters starting at once on two loaded
                         // cores may take longer than the default 10 s to be ready.
                         opts.ready_timeout = std::time::Duration::from_secs(60);
