@@ -17,6 +17,7 @@
 
 use std::cell::Cell;
 use std::future::Future;
+use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 /// The wall clock of a live run: when it started and its time scale.
@@ -91,12 +92,84 @@ fn to_scenario(d: Duration) -> Duration {
 
 /// Sleeps for a scenario duration.
 pub async fn sleep(d: Duration) {
+    let _pending = crate::quiet::register(d, crate::quiet::Kind::Plain);
     tokio::time::sleep(to_real(d)).await
 }
 
 /// Bounds `fut` by a scenario duration.
 pub async fn timeout<F: Future>(d: Duration, fut: F) -> Result<F::Output, tokio::time::error::Elapsed> {
+    let _pending = crate::quiet::register(d, crate::quiet::Kind::Plain);
     tokio::time::timeout(to_real(d), fut).await
+}
+
+/// [`sleep`], registered with what it does when it ends (see
+/// [`crate::quiet`]: a keep-alive does not keep a simulation running).
+pub(crate) fn sleep_as(d: Duration, kind: crate::quiet::Kind) -> impl Future<Output = ()> {
+    let pending = crate::quiet::register(d, kind);
+    let sleep = tokio::time::sleep(to_real(d));
+    async move {
+        let _pending = pending;
+        sleep.await
+    }
+}
+
+/// [`timeout`], registered with what it does when it fires (a client's
+/// silence watchdog is [`crate::quiet::Kind::Watchdog`]).
+pub(crate) fn timeout_as<F: Future>(
+    d: Duration,
+    kind: crate::quiet::Kind,
+    fut: F,
+) -> impl Future<Output = Result<F::Output, tokio::time::error::Elapsed>> {
+    let pending = crate::quiet::register(d, kind);
+    let timeout = tokio::time::timeout(to_real(d), fut);
+    async move {
+        let _pending = pending;
+        timeout.await
+    }
+}
+
+/// hyper's timer (its servers' header-read timeout), on the runtime's clock
+/// as hyper-util's `TokioTimer`, with each wait registered as plain in
+/// [`crate::quiet`]: an idle connection that hyper will close keeps a
+/// simulation running.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HyperTimer;
+
+/// One of [`HyperTimer`]'s waits.
+struct HyperSleep {
+    inner: Pin<Box<tokio::time::Sleep>>,
+    _pending: Option<crate::quiet::Guard>,
+}
+
+impl Future for HyperSleep {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+impl hyper::rt::Sleep for HyperSleep {}
+
+impl hyper::rt::Timer for HyperTimer {
+    fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        Box::pin(HyperSleep {
+            inner: Box::pin(tokio::time::sleep(duration)),
+            _pending: crate::quiet::register(duration, crate::quiet::Kind::Plain),
+        })
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        let deadline = tokio::time::Instant::from_std(deadline);
+        let after = deadline.saturating_duration_since(tokio::time::Instant::now());
+        Box::pin(HyperSleep {
+            inner: Box::pin(tokio::time::sleep_until(deadline)),
+            _pending: crate::quiet::register(after, crate::quiet::Kind::Plain),
+        })
+    }
+
+    fn now(&self) -> Instant {
+        tokio::time::Instant::now().into_std()
+    }
 }
 
 /// A point in time on the runtime's clock, measured in scenario units.

@@ -77,6 +77,7 @@ pub mod hunt;
 mod inbox;
 pub mod live;
 pub mod net;
+mod quiet;
 pub mod report;
 pub mod scenario;
 pub mod seed;
@@ -90,7 +91,7 @@ mod world;
 
 pub use error::{Error, ErrorKind, Result};
 pub use trace::Run;
-pub use world::{run_with, NEEDS_TOKIO_UNSTABLE};
+pub use world::{run_with, without_early_end, NEEDS_TOKIO_UNSTABLE};
 
 /// Runs a plan against the built-in server `server` (`naive`, `guarded`,
 /// `rmcp`, ...; `mcpsim list servers`), with the plan's seed unless `seed`

@@ -3,6 +3,7 @@
 use mcpsim::scenario::{Dialect, Plan};
 use mcpsim::seed::Seed;
 use std::path::Path;
+use std::time::Duration;
 
 mod common;
 
@@ -89,4 +90,65 @@ fn the_test_build_has_tokio_unstable_and_the_refusal_names_the_fix() {
     // this pins the configuration and the words of the fix.
     assert!(cfg!(tokio_unstable), "{}", mcpsim::NEEDS_TOKIO_UNSTABLE);
     assert!(mcpsim::NEEDS_TOKIO_UNSTABLE.contains("RUSTFLAGS=\"--cfg tokio_unstable\""));
+}
+
+/// Runs `plan` on `server` with and without the early end (`src/quiet.rs`):
+/// the traces must be byte-identical. Returns whether the run ended early.
+fn ends_early_with_the_same_trace(plan: &Plan, server: &str, what: &str) -> bool {
+    let early = mcpsim::run(plan, server, None).unwrap();
+    let whole = mcpsim::without_early_end(|| mcpsim::run(plan, server, None).unwrap());
+    assert_eq!(whole.simulated, plan.duration, "{what}: without the early end the run goes to its end");
+    assert!(
+        early.trace.to_jsonl() == whole.trace.to_jsonl(),
+        "{what}: the run that ended early at {:?} has another trace than the whole run",
+        early.simulated
+    );
+    early.simulated < plan.duration
+}
+
+#[test]
+fn an_early_end_keeps_every_bundled_scenarios_trace() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut paths = common::bundled_scenarios();
+    paths.extend(common::stateless_scenarios());
+    paths.extend(common::toml_files_under("scenarios/regressions"));
+    let (mut runs, mut early) = (0, 0);
+    for p in paths {
+        let plan = Plan::load(&root.join(&p)).unwrap();
+        for server in mcpsim::server::known_servers() {
+            if !mcpsim::server::speaks(server, plan.dialect) {
+                continue;
+            }
+            runs += 1;
+            early += ends_early_with_the_same_trace(&plan, server, &format!("{} on {server}", p.display())) as usize;
+        }
+    }
+    // The early end is not a dead branch: most bundled runs end early.
+    assert!(early * 2 > runs, "only {early} of {runs} bundled runs ended early");
+}
+
+#[test]
+fn an_early_end_waits_for_what_can_still_happen() {
+    let plan = Plan::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/nat-rebind.toml")).unwrap();
+    // guarded answers req-43 at 26 s; the NAT resets the half-open mapping at 102 s.
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
+    let last = run.trace.events.last().unwrap().t_us.as_duration();
+    assert!(run.simulated < Duration::from_secs(110) && run.simulated > last, "{:?}", run.simulated);
+    // naive leaves req-43 in a dead stream: its timeout (325 s) is still to come until then.
+    let run = mcpsim::run(&plan, "naive", None).unwrap();
+    assert!(run.simulated > Duration::from_secs(325), "{:?}", run.simulated);
+    // rmcp keeps timers of its own that mcpsim cannot see: never ended early.
+    let plan = Plan::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/streamable-http/nat-rebind.toml"));
+    let plan = plan.unwrap();
+    assert_eq!(mcpsim::run(&plan, "rmcp", None).unwrap().simulated, plan.duration);
+}
+
+#[test]
+fn an_early_end_keeps_hunt_seeds_traces() {
+    for (i, seed) in (0..240u64).enumerate() {
+        let dialect = [Dialect::LegacySse, Dialect::StreamableHttp, Dialect::StatelessHttp][i % 3];
+        let server = ["naive", "guarded"][i / 3 % 2];
+        let plan = mcpsim::hunt::generate_in(seed, dialect);
+        ends_early_with_the_same_trace(&plan, server, &format!("hunt seed {seed} ({dialect:?}) on {server}"));
+    }
 }

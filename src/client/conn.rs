@@ -10,6 +10,7 @@ impl Client {
         match timeout(CONNECT_TIMEOUT, self.dialer.dial()).await {
             Ok(Ok(d)) => {
                 self.rec.record(What::Connect { client: self.name(), conn, port: d.local_port, purpose });
+                crate::quiet::conn_port(&self.spec.name, conn.0, d.local_port);
                 Some((conn, d.stream))
             }
             Ok(Err(e)) => {

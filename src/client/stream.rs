@@ -180,7 +180,9 @@ impl Client {
         let mut bytes_since_item = 0usize;
         loop {
             let left = silence.saturating_sub(last_item.elapsed());
-            let frame = match timeout(left, body.frame()).await {
+            // The silence watchdog, which a healthy stream's keep-alive re-arms (crate::quiet).
+            let watchdog = crate::quiet::Kind::Watchdog { client: self.spec.name.clone(), conn: conn.0, silence };
+            let frame = match crate::clock::timeout_as(left, watchdog, body.frame()).await {
                 Err(_) => return (self.stopped(conn, Stop::Silent, &decoder, bytes_since_item), any_item),
                 Ok(None) => return (self.stopped(conn, Stop::Ended, &decoder, bytes_since_item), any_item),
                 Ok(Some(Err(e))) => {

@@ -465,6 +465,7 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
         seed: plan.seed,
         source: plan.source.clone(),
         duration: plan.duration,
+        simulated: plan.duration,
         trace,
         aborted,
         live: Some(LiveInfo {

@@ -361,4 +361,12 @@ pub trait ServerPlug {
     /// Serves HTTP on `listener` until the host stops, taking application
     /// commands from `app`. Called again each time the server host restarts.
     fn serve(&self, listener: crate::net::Listener, app: AppHook) -> Pin<Box<dyn Future<Output = ()>>>;
+
+    /// Whether every timer the server sets goes through mcpsim's clock, so
+    /// that a simulation may end once nothing can change its trace. Only
+    /// the built-in servers can say yes.
+    #[doc(hidden)]
+    fn quiet_timers(&self) -> bool {
+        false
+    }
 }

@@ -28,7 +28,7 @@ use crate::wire::jsonrpc::{mcp, Message, RpcId};
 use bytes::Bytes;
 use http_body_util::{combinators::BoxBody, BodyExt};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use rand::RngCore;
 use rand_chacha::ChaCha8Rng;
 use rmcp::model::{
@@ -478,7 +478,7 @@ impl ServerPlug for Rmcp {
                         async move { Ok::<_, std::convert::Infallible>(keep_alive(service.handle(req).await, heartbeat)) }
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
-                        .timer(TokioTimer::new())
+                        .timer(crate::clock::HyperTimer)
                         .serve_connection(TokioIo::new(stream), svc)
                         .await;
                 });

@@ -36,7 +36,7 @@ use crate::trace::stateless::{ExecStep, StateVerdict};
 use crate::wire::jsonrpc::{params_digest, RpcId};
 use crate::wire::mrtr;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use rand::RngCore;
 use rand_chacha::ChaCha8Rng;
 use rmcp::model::{
@@ -462,7 +462,7 @@ impl ServerPlug for RmcpStateless {
                         }
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
-                        .timer(TokioTimer::new())
+                        .timer(crate::clock::HyperTimer)
                         .serve_connection(TokioIo::new(stream), svc)
                         .await;
                 });

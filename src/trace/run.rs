@@ -22,6 +22,10 @@ pub struct Run {
     pub source: Option<PathBuf>,
     /// The scenario's duration in simulated time.
     pub duration: Duration,
+    /// How far the simulation ran: `duration`, or less when it ended
+    /// early because nothing left in it could change the trace (a still
+    /// world: `src/quiet.rs`). The checks judge at `duration` either way.
+    pub simulated: Duration,
     /// Everything the run recorded.
     pub trace: Trace,
     /// Set when the run had to stop early (a host panicked); the trace holds

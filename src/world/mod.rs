@@ -22,6 +22,7 @@ use crate::server::{AppCommand, AppHook, AppReporter, ServerPlug};
 use crate::trace::stateless::StateHow;
 use crate::trace::{Recorder, Run, SimTime, What};
 use nat::{Nat, SimNet};
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::{Duration, UNIX_EPOCH};
@@ -51,8 +52,16 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
         Some(i) => Error::usage(format!("plan {:?}: step {i} {}", plan.name, p.message)),
         None => Error::usage(format!("plan {:?}: {}", plan.name, p.message)),
     })?;
+    let registry = crate::quiet::begin();
     let mut world = World::build(plan, plug.clone(), seed);
     let mut schedule = Schedule::new(plan.steps.len());
+    // Whether the run may end once nothing can change its trace (crate::quiet):
+    // one server whose timers all go through mcpsim's clock.
+    let may_end_early = EARLY_END.with(Cell::get) && plug.quiet_timers() && world.balancer.is_none();
+    // How long a keep-alive takes from the server's timer to the client's
+    // reader: two hops (server to NAT, NAT to client), each up to a latency
+    // and the wait for the next tick boundary, and a tick to spare.
+    let way = (plan.network.latency_max + plan.network.tick) * 2 + plan.network.tick;
     // Each host that runs the server: whether its serve() stopped yet.
     let mut server_stopped: Vec<(String, bool)> = world.server_hosts.iter().map(|h| (h.clone(), false)).collect();
     let mut aborted = None;
@@ -97,7 +106,11 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
             }
         }
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| world.sim.step())) {
-            Ok(Ok(_)) => {}
+            Ok(Ok(_)) => {
+                if may_end_early && schedule.all_fired() && world.heals.is_empty() && world.still(plan.duration, way) {
+                    break;
+                }
+            }
             Ok(Err(e)) => {
                 return Err(Error::io(format!("simulation failed at {:?} (seed {seed}): {e}", world.sim.elapsed())))
             }
@@ -117,6 +130,7 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
             }
         }
     }
+    drop(registry);
     Ok(Run {
         scenario: plan.name.clone(),
         server: plug.name().to_string(),
@@ -124,6 +138,7 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
         seed,
         source: plan.source.clone(),
         duration: plan.duration,
+        simulated: world.sim.elapsed().min(plan.duration),
         trace: world.rec.take(),
         aborted,
         live: None,
@@ -291,7 +306,37 @@ const STORE_HOST: &str = "store";
 /// partition, a crashed store).
 const STORE_TIMEOUT: Duration = Duration::from_secs(2);
 
+thread_local! {
+    /// Whether simulations on this thread may end early ([`without_early_end`]).
+    static EARLY_END: Cell<bool> = const { Cell::new(true) };
+}
+
+/// Runs `f` with every simulation on this thread run to its scenario's
+/// end: an early end (once nothing left could change the trace, see
+/// `src/quiet.rs`) must give the same trace, and this is how to check it.
+pub fn without_early_end<R>(f: impl FnOnce() -> R) -> R {
+    let was = EARLY_END.with(|e| e.replace(false));
+    let out = f();
+    EARLY_END.with(|e| e.set(was));
+    out
+}
+
 impl<'a> World<turmoil::Sim<'a>> {
+    /// Whether the world is still before `end` (crate::quiet): no message is
+    /// in flight and every timer left is a healthy stream's keep-alive.
+    fn still(&self, end: Duration, way: Duration) -> bool {
+        let mut in_flight = false;
+        self.sim.links(|links| {
+            for mut link in links {
+                if link.next().is_some() {
+                    in_flight = true;
+                    return;
+                }
+            }
+        });
+        !in_flight && crate::quiet::still(end, way)
+    }
+
     /// The turmoil simulation of `plan`: the server host running `plug`, and
     /// per client its NAT host and its client host. Records the run's header.
     fn build(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Self {
@@ -743,6 +788,11 @@ pub(crate) struct Schedule {
 impl Schedule {
     pub(crate) fn new(n: usize) -> Self {
         Self { fired: vec![None; n], intended: vec![None; n] }
+    }
+
+    /// Whether every step has fired.
+    pub(crate) fn all_fired(&self) -> bool {
+        self.fired.iter().all(Option::is_some)
     }
 
     /// When fired step `i` was meant to run.

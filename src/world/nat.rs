@@ -79,6 +79,10 @@ pub trait NatNet: 'static {
     fn connect(&self) -> impl std::future::Future<Output = io::Result<Self::Stream>>;
     /// A connection's own port.
     fn local_port(s: &Self::Stream) -> u16;
+    /// The address the server sees a connection come from, where known.
+    fn local_addr(_: &Self::Stream) -> Option<std::net::SocketAddr> {
+        None
+    }
     /// Splits a connection into its halves.
     fn split(s: Self::Stream) -> (Self::Read, Self::Write);
     /// Makes closing these halves' sockets abortive (RST), where the network can.
@@ -107,6 +111,9 @@ impl NatNet for SimNet {
     }
     fn local_port(s: &Self::Stream) -> u16 {
         s.local_addr().map(|a| a.port()).unwrap_or(0)
+    }
+    fn local_addr(s: &Self::Stream) -> Option<std::net::SocketAddr> {
+        s.local_addr().ok()
     }
     fn split(s: Self::Stream) -> (Self::Read, Self::Write) {
         s.into_split()
@@ -195,6 +202,7 @@ impl<N: NatNet> Nat<N> {
             return;
         };
         let up_port = N::local_port(&up);
+        let up_addr = N::local_addr(&up);
         let n = self.next.get() + 1;
         self.next.set(n);
         let id = MappingId(n);
@@ -208,6 +216,12 @@ impl<N: NatNet> Nat<N> {
             down_port,
         });
         self.mappings.borrow_mut().insert(id, m.clone());
+        if let Some(up) = up_addr {
+            // While live, the mapping carries a server's keep-alive to its client (crate::quiet).
+            let weak = Rc::downgrade(&m);
+            let live = move || weak.upgrade().is_some_and(|m| m.status.get() == Status::Live);
+            crate::quiet::path(&self.client, down_port, up, Box::new(live));
+        }
         self.rec.record(What::MappingOpened { client: self.client.clone(), mapping: id, down_port, up_port });
         let (down_r, down_w) = N::split(down);
         let (up_r, mut up_w) = N::split(up);

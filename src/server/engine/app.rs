@@ -114,7 +114,16 @@ pub(super) fn issue(
 
 /// Times request `label` of session `token` out at `deadline` (scenario time).
 pub(super) async fn request_timer(shared: Rc<Shared>, token: String, label: String, deadline: Duration) {
-    crate::clock::sleep(deadline.saturating_sub(crate::clock::now().unwrap_or_default())).await;
+    // It does something only while the request is pending (crate::quiet).
+    let (s2, t2, l2) = (shared.clone(), token.clone(), label.clone());
+    let pending = move || {
+        let st = s2.state.borrow();
+        st.sessions
+            .get(&t2)
+            .is_some_and(|s| s.requests.iter().any(|r| r.label == l2 && r.state == RequestState::Pending))
+    };
+    let after = deadline.saturating_sub(crate::clock::now().unwrap_or_default());
+    crate::clock::sleep_as(after, crate::quiet::Kind::While(Rc::new(pending))).await;
     let mut st = shared.state.borrow_mut();
     let Some(s) = st.sessions.get_mut(&token) else { return };
     if let Some(r) = s.requests.iter_mut().find(|r| r.label == label && r.state == RequestState::Pending) {

@@ -32,7 +32,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use rand::RngCore;
 use rand_chacha::ChaCha8Rng;
 use std::cell::{Cell, RefCell};
@@ -85,6 +85,10 @@ impl ServerPlug for Engine {
         self.policy.name()
     }
 
+    fn quiet_timers(&self) -> bool {
+        true
+    }
+
     fn serve(&self, listener: crate::net::Listener, app: AppHook) -> Pin<Box<dyn Future<Output = ()>>> {
         self.serves.set(self.serves.get() + 1);
         let mut rng = token_stream(self.seed, self.serves.get());
@@ -109,8 +113,8 @@ impl ServerPlug for Engine {
         Box::pin(async move {
             tokio::task::spawn_local(app_loop(shared.clone(), app));
             loop {
-                let Ok((stream, _peer)) = listener.accept().await else { continue };
-                let ctl = Rc::new(ConnCtl::default());
+                let Ok((stream, peer)) = listener.accept().await else { continue };
+                let ctl = Rc::new(ConnCtl { peer: Some(peer), ..ConnCtl::default() });
                 let svc_shared = shared.clone();
                 let svc_ctl = ctl.clone();
                 let svc = hyper::service::service_fn(move |req| {
@@ -132,7 +136,7 @@ impl ServerPlug for Engine {
                 });
                 tokio::task::spawn_local(async move {
                     let conn = hyper::server::conn::http1::Builder::new()
-                        .timer(TokioTimer::new())
+                        .timer(crate::clock::HyperTimer)
                         .serve_connection(TokioIo::new(stream), svc);
                     // Biased: the branch order decides, not the runtime's RNG; a
                     // fence that arrived wins over a connection that just ended.
@@ -152,6 +156,8 @@ impl ServerPlug for Engine {
 /// Per-connection control: the fence.
 #[derive(Default)]
 struct ConnCtl {
+    /// Where the connection comes from (a NAT's address in a simulation).
+    peer: Option<std::net::SocketAddr>,
     kill: Notify,
     closed: Cell<bool>,
     closed_notify: Notify,

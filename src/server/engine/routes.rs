@@ -47,12 +47,18 @@ pub(super) fn attach(
     let id = st.next_uplink;
     let (tx, body) = ChannelBody::new();
     let s = st.sessions.get_mut(token).expect("attach to a live session");
+    let beat_peer = ctl.peer;
     s.uplinks.push(Uplink { id, tx: tx.clone(), conn: ctl, stream });
     let hb_tx = tx.clone();
     let every = shared.cfg.heartbeat.0;
+    // A beat keeps a healthy stream healthy: it does not keep a simulation running (crate::quiet).
+    let beat = match beat_peer {
+        Some(peer) => crate::quiet::Kind::KeepAlive { peer, every },
+        None => crate::quiet::Kind::Plain,
+    };
     tokio::task::spawn_local(async move {
         loop {
-            crate::clock::sleep(every).await;
+            crate::clock::sleep_as(every, beat.clone()).await;
             if hb_tx.send(Bytes::from_static(b": ping\n\n")).is_err() {
                 break;
             }

@@ -25,7 +25,7 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use rand::RngCore;
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
@@ -208,6 +208,10 @@ impl ServerPlug for StatelessServer {
         self.policy.name
     }
 
+    fn quiet_timers(&self) -> bool {
+        true
+    }
+
     fn serve(&self, listener: crate::net::Listener, app: AppHook) -> Pin<Box<dyn Future<Output = ()>>> {
         let life = self.lives.get() + 1;
         self.lives.set(life);
@@ -241,7 +245,7 @@ impl ServerPlug for StatelessServer {
                 });
                 tokio::task::spawn_local(async move {
                     let _ = hyper::server::conn::http1::Builder::new()
-                        .timer(TokioTimer::new())
+                        .timer(crate::clock::HyperTimer)
                         .serve_connection(TokioIo::new(stream), svc)
                         .await;
                 });

@@ -1,0 +1,204 @@
+//! When a simulation may end early (issue #30): once nothing left in the
+//! world can add an event to the trace before the scenario's end.
+//!
+//! The step loop asks [`still`] at each tick boundary, after every step has
+//! fired. The world is still when no message is in flight (the step loop
+//! looks) and every timer pending in it either fires after the end, or is
+//! a keep-alive that only keeps a healthy stream healthy:
+//! - a server's keep-alive on a stream ([`keep_alive`]), whose connection
+//!   reaches its client through a NAT mapping that is live ([`path`]);
+//! - a client's silence watchdog on a stream ([`watchdog`]), which that
+//!   keep-alive re-arms before it fires, now and at every later beat
+//!   (the beat plus the way to the client is shorter than the silence).
+//!
+//! Neither leaves anything in the trace: a keep-alive is an SSE comment,
+//! which neither the NAT nor the client records. So a run that ends when
+//! the world is still has the trace the whole run would have had, byte for
+//! byte (`tests/early_end.rs` compares them). Every other timer is plain
+//! and blocks the end while it may fire in the run: a request's timeout, a
+//! reconnect's backoff, a half-open mapping's lifetime, an inbox's due
+//! step.
+//!
+//! Timers register themselves through [`crate::clock`]'s `sleep` and
+//! `timeout`; a server plug-in whose timers do not all go through it (rmcp,
+//! whose own crate keeps timers) says so, and its runs are never ended
+//! early. The registry is per thread (a simulation runs on one thread) and
+//! exists only while [`begin`]'s guard lives: live runs and code outside a
+//! simulation register nothing.
+
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// What a pending timer does when it fires.
+#[derive(Clone)]
+pub(crate) enum Kind {
+    /// Anything: it blocks an early end while it may fire in the run.
+    Plain,
+    /// Something only while the condition holds (a request's timeout, while
+    /// the request is pending). In a still world nothing changes state, so
+    /// a condition false at a still point stays false.
+    While(std::rc::Rc<dyn Fn() -> bool>),
+    /// A server's keep-alive into the connection from `peer`, every `every`.
+    KeepAlive { peer: SocketAddr, every: Duration },
+    /// A client's silence watchdog on its connection `conn` (the number in
+    /// the trace), firing after `silence` without a complete SSE item.
+    Watchdog { client: String, conn: u32, silence: Duration },
+}
+
+struct Timer {
+    deadline: Duration,
+    kind: Kind,
+}
+
+/// A NAT mapping: the client's side (its name and port) and the server's
+/// side (the address the server sees), and whether it still carries bytes.
+struct Path {
+    client: String,
+    down_port: u16,
+    up: SocketAddr,
+    live: Box<dyn Fn() -> bool>,
+}
+
+#[derive(Default)]
+struct Registry {
+    /// Bumped by each [`begin`]: guards of an earlier run remove nothing.
+    generation: u64,
+    timers: Vec<Option<Timer>>,
+    free: Vec<usize>,
+    /// Each client connection's local port, by (client, connection number).
+    ports: Vec<((String, u32), u16)>,
+    paths: Vec<Path>,
+}
+
+thread_local! {
+    static REG: RefCell<Option<Registry>> = const { RefCell::new(None) };
+}
+
+/// Keeps this thread's registry while a simulation runs.
+pub(crate) struct Session {
+    _private: (),
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        REG.with(|r| *r.borrow_mut() = None);
+    }
+}
+
+/// Starts this thread's registry for one simulation.
+pub(crate) fn begin() -> Session {
+    REG.with(|r| {
+        let mut r = r.borrow_mut();
+        let generation = r.as_ref().map_or(0, |g| g.generation) + 1;
+        *r = Some(Registry { generation, ..Registry::default() });
+    });
+    Session { _private: () }
+}
+
+/// Removes its timer from the registry when the wait ends or is dropped.
+pub(crate) struct Guard {
+    slot: usize,
+    generation: u64,
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        REG.with(|r| {
+            if let Some(reg) = r.borrow_mut().as_mut().filter(|g| g.generation == self.generation) {
+                reg.timers[self.slot] = None;
+                reg.free.push(self.slot);
+            }
+        });
+    }
+}
+
+/// Registers a timer that fires `after` from now (the executing host's
+/// clock); `None` outside a simulation.
+pub(crate) fn register(after: Duration, kind: Kind) -> Option<Guard> {
+    REG.with(|r| {
+        let mut r = r.borrow_mut();
+        let reg = r.as_mut()?;
+        let deadline = crate::clock::now()? + after;
+        let timer = Some(Timer { deadline, kind });
+        let slot = match reg.free.pop() {
+            Some(s) => {
+                reg.timers[s] = timer;
+                s
+            }
+            None => {
+                reg.timers.push(timer);
+                reg.timers.len() - 1
+            }
+        };
+        Some(Guard { slot, generation: reg.generation })
+    })
+}
+
+/// Notes that `client`'s connection `conn` has local port `port`.
+pub(crate) fn conn_port(client: &str, conn: u32, port: u16) {
+    REG.with(|r| {
+        if let Some(reg) = r.borrow_mut().as_mut() {
+            reg.ports.push(((client.to_string(), conn), port));
+        }
+    });
+}
+
+/// Notes a NAT mapping from `client`'s port `down_port` to the server, which
+/// sees it come from `up`; `live` says whether it still carries bytes.
+pub(crate) fn path(client: &str, down_port: u16, up: SocketAddr, live: Box<dyn Fn() -> bool>) {
+    REG.with(|r| {
+        if let Some(reg) = r.borrow_mut().as_mut() {
+            reg.paths.retain(|p| (p.live)());
+            reg.paths.push(Path { client: client.to_string(), down_port, up, live });
+        }
+    });
+}
+
+/// Whether nothing pending can fire before `end` and change the trace,
+/// given that a beat takes at most `way` from the server's timer to the
+/// client's reader. (The caller checks that no message is in flight.)
+pub(crate) fn still(end: Duration, way: Duration) -> bool {
+    REG.with(|r| {
+        let r = r.borrow();
+        let Some(reg) = r.as_ref() else { return false };
+        let live_path = |up: &SocketAddr| reg.paths.iter().any(|p| p.up == *up && (p.live)());
+        reg.timers.iter().flatten().filter(|t| t.deadline < end).all(|t| match &t.kind {
+            Kind::Plain => false,
+            Kind::While(matters) => !matters(),
+            Kind::KeepAlive { peer, .. } => live_path(peer),
+            Kind::Watchdog { client, conn, silence } => {
+                let Some(port) = reg.ports.iter().rev().find(|(k, _)| k.0 == *client && k.1 == *conn).map(|(_, p)| *p)
+                else {
+                    return false;
+                };
+                let Some(path) =
+                    reg.paths.iter().rev().find(|p| p.client == *client && p.down_port == port && (p.live)())
+                else {
+                    return false;
+                };
+                reg.timers.iter().flatten().any(|k| match &k.kind {
+                    Kind::KeepAlive { peer, every } => {
+                        *peer == path.up && k.deadline + way < t.deadline && *every + way < *silence
+                    }
+                    _ => false,
+                })
+            }
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outside_a_simulation_nothing_registers_and_nothing_is_still() {
+        assert!(register(Duration::from_secs(1), Kind::Plain).is_none());
+        assert!(!still(Duration::from_secs(10), Duration::ZERO));
+        let _s = begin();
+        // Outside a host there is no clock to date a timer by.
+        assert!(register(Duration::from_secs(1), Kind::Plain).is_none());
+        assert!(still(Duration::from_secs(10), Duration::ZERO), "an empty world is still");
+    }
+}
