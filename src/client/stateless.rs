@@ -258,7 +258,8 @@ impl Client {
 
     /// One listen stream: `Ok(acknowledged)` when it ended without a refusal.
     async fn listen_once(&self, conn: ConnId, id: &RpcId) -> Result<bool, CallEnd> {
-        let (mut sender, _driver, _) = self.open(conn, Purpose::Uplink).await?;
+        let (mut sender, _driver, port) = self.open(conn, Purpose::Uplink).await?;
+        crate::quiet::conn_port(&self.spec.name, conn.0, port);
         let msg = mrtr::listen(id.clone(), &self.spec.name);
         let credential = self.shared.credential.borrow().clone();
         let req = self.post(&msg, &credential)?;
@@ -289,7 +290,9 @@ impl Client {
         let mut acknowledged = false;
         loop {
             let left = silence.saturating_sub(last_item.elapsed());
-            let frame = match timeout(left, body.frame()).await {
+            // The silence watchdog, which a healthy stream's keep-alive re-arms (crate::quiet).
+            let watchdog = crate::quiet::Kind::Watchdog { client: self.spec.name.clone(), conn: conn.0, silence };
+            let frame = match crate::clock::timeout_as(left, watchdog, body.frame()).await {
                 Err(_) => {
                     self.rec.record(What::UplinkSilent {
                         client: self.name(),

@@ -237,11 +237,11 @@ impl ServerPlug for StatelessServer {
         tokio::task::spawn_local(app_loop(shared.clone()));
         Box::pin(async move {
             loop {
-                let Ok((stream, _peer)) = listener.accept().await else { continue };
+                let Ok((stream, peer)) = listener.accept().await else { continue };
                 let shared = shared.clone();
                 let svc = hyper::service::service_fn(move |req| {
                     let shared = shared.clone();
-                    async move { Ok::<_, Infallible>(handle(shared, req).await) }
+                    async move { Ok::<_, Infallible>(handle(shared, req, peer).await) }
                 });
                 tokio::task::spawn_local(async move {
                     let _ = hyper::server::conn::http1::Builder::new()
@@ -268,7 +268,7 @@ fn header<'a>(req: &'a Request<Incoming>, name: &str) -> Option<&'a str> {
     req.headers().get(name).and_then(|v| v.to_str().ok())
 }
 
-async fn handle(shared: Rc<Shared>, req: Request<Incoming>) -> Response<Body> {
+async fn handle(shared: Rc<Shared>, req: Request<Incoming>, peer: std::net::SocketAddr) -> Response<Body> {
     if req.uri().path() != mrtr::ENDPOINT {
         return error(StatusCode::NOT_FOUND, None, -32601, "no such endpoint");
     }
@@ -338,7 +338,7 @@ async fn handle(shared: Rc<Shared>, req: Request<Incoming>) -> Response<Body> {
             json(StatusCode::OK, &Message::Response { id, result: json!({"resultType": "complete", "tools": tools}) })
         }
         "tools/call" => call(&shared, id, &principal, &params).await,
-        "subscriptions/listen" => listen(&shared, id, &principal),
+        "subscriptions/listen" => listen(&shared, id, &principal, peer),
         other => error(StatusCode::NOT_FOUND, Some(id), -32601, format!("method not found: {other}")),
     }
 }
@@ -482,7 +482,7 @@ async fn app_loop(shared: Rc<Shared>) {
 
 /// `subscriptions/listen`: an SSE stream that stays open, acknowledged
 /// first, with keep-alive comments, told of every tool-list change.
-fn listen(shared: &Rc<Shared>, id: RpcId, principal: &str) -> Response<Body> {
+fn listen(shared: &Rc<Shared>, id: RpcId, principal: &str, peer: std::net::SocketAddr) -> Response<Body> {
     let mut ls = shared.listens.borrow_mut();
     ls.retain(|l| !l.tx.is_closed());
     if let Some(pos) = ls.iter().position(|l| l.principal == principal) {
@@ -502,9 +502,11 @@ fn listen(shared: &Rc<Shared>, id: RpcId, principal: &str) -> Response<Body> {
     let ack = mrtr::on_listen(mrtr::ACKNOWLEDGED, &id);
     let _ = tx.send(Bytes::from(sse::encode(None, None, &ack.to_json())));
     let (hb, every) = (tx.clone(), shared.cfg.heartbeat.0);
+    // A beat keeps a healthy stream healthy: it does not keep a simulation running (crate::quiet).
+    let beat = crate::quiet::Kind::KeepAlive { peer, every };
     tokio::task::spawn_local(async move {
         loop {
-            crate::clock::sleep(every).await;
+            crate::clock::sleep_as(every, beat.clone()).await;
             if hb.send(Bytes::from_static(b": keep-alive\n\n")).is_err() {
                 break;
             }
