@@ -2,12 +2,14 @@
 //! and the bare-turmoil baseline they are measured against.
 //!
 //! `cargo bench --bench sim` prints, per scenario and server, the median wall
-//! time of a whole run and the ratio of simulated to wall time, at the
-//! default tick and at a 1 ms tick for comparison; then simulated seconds per
-//! CPU second of nat-rebind against a bare turmoil program with the same
-//! hosts, tick and traffic ([`bare_nat_rebind`]), and their ratio: how far
-//! mcpsim sits above turmoil's own floor. Not a test: it asserts nothing and
-//! is not run by CI.
+//! time of a whole run, how far the simulation ran (it ends once nothing
+//! left can change the trace) and the ratio of scenario to wall time, at the
+//! default tick and at a 1 ms tick for comparison; then scenario seconds per
+//! CPU second for every canonical scenario (`scenarios/*.toml`); then
+//! nat-rebind against a bare turmoil program with the same hosts, tick and
+//! traffic ([`bare_nat_rebind`]), per ticked second: how far mcpsim sits
+//! above turmoil's own floor. Not a test: it asserts nothing and is not run
+//! by CI.
 
 use mcpsim::scenario::Plan;
 use std::path::Path;
@@ -176,7 +178,10 @@ fn bare_nat_rebind() {
 fn main() {
     // `cargo bench` passes `--bench`; accept and ignore harness flags.
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
-    println!("{:<22} {:<8} {:>6} {:>8} {:>11} {:>12}", "scenario", "server", "tick", "virtual", "wall", "virtual/wall");
+    println!(
+        "{:<22} {:<8} {:>6} {:>8} {:>8} {:>11} {:>12}",
+        "scenario", "server", "tick", "virtual", "ran to", "wall", "virtual/wall"
+    );
     for name in ["nat-rebind", "second-client-leak"] {
         let base = Plan::load(&dir.join(format!("{name}.toml"))).expect("bundled scenario");
         for tick_ms in [base.network.tick.as_millis() as u64, 1] {
@@ -185,37 +190,74 @@ fn main() {
             for server in ["naive", "guarded"] {
                 let reps = if tick_ms == 1 { 3 } else { 21 };
                 let wall = measure(&plan, server, reps);
+                let ran_to = mcpsim::run(&plan, server, None).expect("run").simulated;
                 println!(
-                    "{:<22} {:<8} {:>4}ms {:>7}s {:>9.2}ms {:>11.0}x",
+                    "{:<22} {:<8} {:>4}ms {:>7}s {:>7.1}s {:>9.2}ms {:>11.0}x",
                     name,
                     server,
                     tick_ms,
                     plan.duration.as_secs(),
+                    ran_to.as_secs_f64(),
                     wall.as_secs_f64() * 1e3,
                     plan.duration.as_secs_f64() / wall.as_secs_f64()
                 );
             }
         }
     }
-    // mcpsim against turmoil's floor, in simulated seconds per CPU second.
+    // Every canonical scenario (scenarios/*.toml): scenario seconds per CPU
+    // second, and how far the simulation had to run (it ends once nothing
+    // left can change the trace: src/quiet.rs).
+    println!();
+    println!(
+        "{:<34} {:<8} {:>8} {:>8} {:>22}",
+        "canonical scenario", "server", "virtual", "ran to", "scenario s per CPU s"
+    );
+    let mut paths: Vec<_> = std::fs::read_dir(&dir)
+        .expect("scenarios/")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    paths.sort();
+    for path in paths {
+        let plan = Plan::load(&path).expect("bundled scenario");
+        for server in ["guarded", "naive"] {
+            let ran_to = mcpsim::run(&plan, server, None).expect("run").simulated;
+            let rate = per_cpu_second(plan.duration, 11, || {
+                std::hint::black_box(mcpsim::run(&plan, server, None).expect("run").trace.events.len());
+            });
+            println!(
+                "{:<34} {:<8} {:>7}s {:>7.1}s {:>21.0}x",
+                plan.name,
+                server,
+                plan.duration.as_secs(),
+                ran_to.as_secs_f64(),
+                rate.unwrap_or(f64::NAN)
+            );
+        }
+    }
+    // mcpsim against turmoil's floor, per simulated second that was actually
+    // ticked (the bare program ticks all 400 s; mcpsim stops at "ran to").
     let plan = Plan::load(&dir.join("nat-rebind.toml")).expect("bundled scenario");
     let bare = per_cpu_second(plan.duration, 21, bare_nat_rebind);
     println!();
-    println!("{:<40} {:>22}", "nat-rebind (400 s simulated)", "simulated s per CPU s");
+    println!("{:<40} {:>22} {:>22}", "nat-rebind (400 s)", "scenario s per CPU s", "ticked s per CPU s");
     if let Some(bare) = bare {
-        println!("{:<40} {:>21.0}x", "bare turmoil, same hosts/tick/traffic", bare);
+        println!("{:<40} {:>21.0}x {:>21.0}x", "bare turmoil, same hosts/tick/traffic", bare, bare);
     }
     for server in ["guarded", "naive"] {
+        let ran_to = mcpsim::run(&plan, server, None).expect("run").simulated;
         let ours = per_cpu_second(plan.duration, 21, || {
             std::hint::black_box(mcpsim::run(&plan, server, None).expect("run").trace.events.len());
         });
         match (ours, bare) {
             (Some(ours), Some(bare)) => {
+                let ticked = ours * ran_to.as_secs_f64() / plan.duration.as_secs_f64();
                 println!(
-                    "{:<40} {:>21.0}x   (bare turmoil / mcpsim = {:.2})",
-                    format!("mcpsim, {server}"),
+                    "{:<40} {:>21.0}x {:>21.0}x   (bare turmoil / mcpsim per ticked second = {:.2})",
+                    format!("mcpsim, {server} (ran to {:.0} s)", ran_to.as_secs_f64()),
                     ours,
-                    bare / ours
+                    ticked,
+                    bare / ticked
                 )
             }
             _ => println!("{server}: no CPU time to read (/proc/self/stat)"),
