@@ -60,6 +60,14 @@ struct Path {
     live: Box<dyn Fn() -> bool>,
 }
 
+/// A balancer's connection: from the address the client's NAT connected
+/// from to the address the replica sees, while both carry bytes.
+struct Relay {
+    from: SocketAddr,
+    to: SocketAddr,
+    live: Box<dyn Fn() -> bool>,
+}
+
 #[derive(Default)]
 struct Registry {
     /// Bumped by each [`begin`]: guards of an earlier run remove nothing.
@@ -69,6 +77,19 @@ struct Registry {
     /// Each client connection's local port, by (client, connection number).
     ports: Vec<((String, u32), u16)>,
     paths: Vec<Path>,
+    relays: Vec<Relay>,
+}
+
+impl Registry {
+    /// Where a server sees a connection that left the NAT from `up`: `up`
+    /// itself, or, behind a balancer, the balancer's connection to the
+    /// replica; `None` when that one is gone.
+    fn server_side(&self, up: SocketAddr) -> Option<SocketAddr> {
+        match self.relays.iter().rev().find(|r| r.from == up) {
+            Some(r) => (r.live)().then_some(r.to),
+            None => Some(up),
+        }
+    }
 }
 
 thread_local! {
@@ -155,6 +176,17 @@ pub(crate) fn path(client: &str, down_port: u16, up: SocketAddr, live: Box<dyn F
     });
 }
 
+/// Notes a balancer's connection from `from` (a NAT's side) to a replica,
+/// which sees it come from `to`; `live` says whether it still carries bytes.
+pub(crate) fn relay(from: SocketAddr, to: SocketAddr, live: Box<dyn Fn() -> bool>) {
+    REG.with(|r| {
+        if let Some(reg) = r.borrow_mut().as_mut() {
+            reg.relays.retain(|p| (p.live)());
+            reg.relays.push(Relay { from, to, live });
+        }
+    });
+}
+
 /// Whether nothing pending can fire before `end` and change the trace,
 /// given that a beat takes at most `way` from the server's timer to the
 /// client's reader. (The caller checks that no message is in flight.)
@@ -162,7 +194,8 @@ pub(crate) fn still(end: Duration, way: Duration) -> bool {
     REG.with(|r| {
         let r = r.borrow();
         let Some(reg) = r.as_ref() else { return false };
-        let live_path = |up: &SocketAddr| reg.paths.iter().any(|p| p.up == *up && (p.live)());
+        let live_path =
+            |peer: &SocketAddr| reg.paths.iter().any(|p| (p.live)() && reg.server_side(p.up) == Some(*peer));
         reg.timers.iter().flatten().filter(|t| t.deadline < end).all(|t| match &t.kind {
             Kind::Plain => false,
             Kind::While(matters) => !matters(),
@@ -177,9 +210,10 @@ pub(crate) fn still(end: Duration, way: Duration) -> bool {
                 else {
                     return false;
                 };
+                let Some(server_side) = reg.server_side(path.up) else { return false };
                 reg.timers.iter().flatten().any(|k| match &k.kind {
                     Kind::KeepAlive { peer, every } => {
-                        *peer == path.up && k.deadline + way < t.deadline && *every + way < *silence
+                        *peer == server_side && k.deadline + way < t.deadline && *every + way < *silence
                     }
                     _ => false,
                 })

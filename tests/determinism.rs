@@ -151,4 +151,12 @@ fn an_early_end_keeps_hunt_seeds_traces() {
         let plan = mcpsim::hunt::generate_in(seed, dialect);
         ends_early_with_the_same_trace(&plan, server, &format!("hunt seed {seed} ({dialect:?}) on {server}"));
     }
+    // Behind a balancer: a replica's keep-alive reaches its client through the balancer's connection.
+    let mut early = 0;
+    for seed in 0..60u64 {
+        let plan = mcpsim::hunt::generate_for(seed, Dialect::StatelessHttp, 2).unwrap();
+        let what = format!("replica hunt seed {seed} (StatelessHttp, 2 replicas) on guarded");
+        early += ends_early_with_the_same_trace(&plan, "guarded", &what) as usize;
+    }
+    assert!(early > 30, "only {early} of 60 replica seeds ended early");
 }

@@ -240,6 +240,12 @@ impl Balancer {
         // A replica that does not answer: the client's side closes (HAProxy answers 503).
         let Ok(Ok(up)) = crate::clock::timeout(CONNECT_TIMEOUT, connect).await else { return };
         self.picker.opened(replica);
+        // While both ways are open, it carries a replica's keep-alive to the client (crate::quiet).
+        let open = Rc::new(std::cell::Cell::new(true));
+        if let Ok(to) = up.local_addr() {
+            let o = open.clone();
+            crate::quiet::relay(std::net::SocketAddr::new(ip, port), to, Box::new(move || o.get()));
+        }
         let (down_r, down_w) = down.into_split();
         let (up_r, mut up_w) = up.into_split();
         if !head.is_empty() && up_w.write_all(&head).await.is_err() {
@@ -262,10 +268,14 @@ impl Balancer {
                 r = &mut to_replica, if !a => { a = true; r.is_err() }
                 r = &mut to_client, if !b => { b = true; r.is_err() }
             };
+            if failed || b {
+                open.set(false);
+            }
             if failed {
                 break;
             }
         }
+        open.set(false);
         self.picker.closed(replica);
     }
 }

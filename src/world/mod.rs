@@ -56,12 +56,14 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
     let mut world = World::build(plan, plug.clone(), seed);
     let mut schedule = Schedule::new(plan.steps.len());
     // Whether the run may end once nothing can change its trace (crate::quiet):
-    // one server whose timers all go through mcpsim's clock.
-    let may_end_early = EARLY_END.with(Cell::get) && plug.quiet_timers() && world.balancer.is_none();
+    // a server whose timers all go through mcpsim's clock.
+    let may_end_early = EARLY_END.with(Cell::get) && plug.quiet_timers();
     // How long a keep-alive takes from the server's timer to the client's
-    // reader: two hops (server to NAT, NAT to client), each up to a latency
-    // and the wait for the next tick boundary, and a tick to spare.
-    let way = (plan.network.latency_max + plan.network.tick) * 2 + plan.network.tick;
+    // reader: two hops (server to NAT, NAT to client; three behind a
+    // balancer), each up to a latency and the wait for the next tick
+    // boundary, and a tick to spare.
+    let hops = if world.balancer.is_some() { 3 } else { 2 };
+    let way = (plan.network.latency_max + plan.network.tick) * hops + plan.network.tick;
     // Each host that runs the server: whether its serve() stopped yet.
     let mut server_stopped: Vec<(String, bool)> = world.server_hosts.iter().map(|h| (h.clone(), false)).collect();
     let mut aborted = None;
