@@ -1128,3 +1128,41 @@ fn refused_legacy_gets_end_sessions_held_streams_end_and_clients_moving_on_are_n
         assert!(only_inherent(&verdicts), "seed {seed}: {verdicts:?}");
     }
 }
+
+/// The x of each lane of a timeline, by its name.
+fn timeline_lanes(html: &str) -> Vec<(String, String)> {
+    html.split("<g class=\"lane\"><text x=\"")
+        .skip(1)
+        .map(|rest| {
+            let x = rest.split('"').next().unwrap().to_string();
+            let name = rest.split('>').nth(1).unwrap().split('<').next().unwrap().to_string();
+            (name, x)
+        })
+        .collect()
+}
+
+#[test]
+fn a_deployments_timeline_has_a_lane_per_replica_and_shows_where_each_connection_went() {
+    let run = mcpsim::run(&bundled("replicas/rebind-source-affinity-shared.toml"), "naive", None).unwrap();
+    let html = mcpsim::report::timeline_html(&run, &check::judge(&run.trace));
+    let lanes = timeline_lanes(&html);
+    let names: Vec<&str> = lanes.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["alice", "nat-alice", "replica 1", "replica 2"]);
+    // One routing marker per routed connection, on the replica it went to.
+    let x_of = |name: &str| lanes.iter().find(|(n, _)| n == name).unwrap().1.parse::<f64>().unwrap();
+    let markers: Vec<&str> = html.split("<g class=\"route\"").skip(1).collect();
+    assert_eq!(markers.len(), routed(&run).len());
+    for (m, (_, replica)) in markers.iter().zip(routed(&run)) {
+        let rect_x: f64 = m.split("<rect x=\"").nth(1).unwrap().split('"').next().unwrap().parse().unwrap();
+        assert_eq!(rect_x + 4.0, x_of(&format!("replica {replica}")), "{m}");
+    }
+    // naive's write into alice's dead stream comes from replica 2, which held it.
+    let dead = html.split("<g class=\"msg dropped").nth(1).expect("a write into the dead mapping");
+    let x1: f64 = dead.split("x1=\"").nth(1).unwrap().split('"').next().unwrap().parse().unwrap();
+    assert_eq!(x1, x_of("replica 2"));
+    // One server: one server lane and no routing marker, as before.
+    let run = mcpsim::run(&bundled("nat-rebind.toml"), "naive", None).unwrap();
+    let html = mcpsim::report::timeline_html(&run, &check::judge(&run.trace));
+    assert_eq!(timeline_lanes(&html).last().unwrap().0, "server");
+    assert!(!html.contains("<g class=\"route\""));
+}

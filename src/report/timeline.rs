@@ -1,6 +1,8 @@
 //! A self-contained HTML sequence chart of one run (`--timeline FILE`).
 //!
-//! Lanes: each client, its NAT, the server. Rows follow the trace in order
+//! Lanes: each client, its NAT, the server (in a deployment of several
+//! replicas, a lane per replica: where each connection was routed, what each
+//! replica's application did, and the replica faults). Rows follow the trace in order
 //! (idle time is compressed: a row per event, with its simulated time), and
 //! heartbeat-only writes into dead mappings collapse into one row. Arrows are
 //! the observable messages (HTTP requests and responses, SSE events, answers,
@@ -45,7 +47,16 @@ struct Chart {
     lane_x: BTreeMap<String, f64>,
     /// The lanes in order, with their x: client, its NAT, ..., server.
     lanes: Vec<(String, f64)>,
+    /// The server's lane; in a deployment, replica 1's.
     server_x: f64,
+    /// In a deployment of several replicas, each replica's lane (from replica 1).
+    replica_x: Vec<f64>,
+    /// The rightmost lane.
+    right_x: f64,
+    /// In a deployment: the replica each NAT connection was routed to, by
+    /// (client, the NAT's source port), and each mapping's source port.
+    routed: BTreeMap<(String, u16), u32>,
+    mapping_port: BTreeMap<(String, MappingId), u16>,
     /// Evidence: seq -> headlines of the violations it proves.
     evidence: BTreeMap<u64, Vec<String>>,
     /// Layers, drawn in this order: stream bars, time labels, markers, arrows.
@@ -93,7 +104,24 @@ impl Chart {
             lanes.push((format!("nat-{c}"), x + LANE));
         }
         let server_x = LEFT + (2 * clients.len()) as f64 * LANE;
-        lanes.push(("server".into(), server_x));
+        // One server lane, or one per replica of a deployment.
+        let replicas = run
+            .trace
+            .iter()
+            .find_map(|e| match &e.what {
+                What::DeploymentStarted { replicas, .. } if *replicas > 1 => Some(*replicas),
+                _ => None,
+            })
+            .unwrap_or(1);
+        let replica_x: Vec<f64> =
+            if replicas > 1 { (0..replicas).map(|i| server_x + i as f64 * LANE).collect() } else { Vec::new() };
+        if replica_x.is_empty() {
+            lanes.push(("server".into(), server_x));
+        }
+        for (i, x) in replica_x.iter().enumerate() {
+            lanes.push((format!("replica {}", i + 1), *x));
+        }
+        let right_x = replica_x.last().copied().unwrap_or(server_x);
         let mut evidence: BTreeMap<u64, Vec<String>> = BTreeMap::new();
         for v in verdicts {
             for x in v.violations() {
@@ -106,6 +134,10 @@ impl Chart {
             lane_x,
             lanes,
             server_x,
+            replica_x,
+            right_x,
+            routed: BTreeMap::new(),
+            mapping_port: BTreeMap::new(),
             evidence,
             bars: String::new(),
             rows: String::new(),
@@ -127,6 +159,17 @@ impl Chart {
 
     fn nat_lane(&self, client: &str) -> Option<f64> {
         self.lane_x.get(&format!("nat-{client}")).copied()
+    }
+
+    /// The lane of replica `r` (from 1); the server's on one server.
+    fn replica_lane(&self, r: Option<u32>) -> f64 {
+        r.and_then(|r| self.replica_x.get(r.checked_sub(1)? as usize).copied()).unwrap_or(self.server_x)
+    }
+
+    /// The lane of the replica that served `client`'s mapping `mapping`.
+    fn mapping_lane(&self, client: &str, mapping: MappingId) -> f64 {
+        let port = self.mapping_port.get(&(client.to_string(), mapping));
+        self.replica_lane(port.and_then(|p| self.routed.get(&(client.to_string(), *p)).copied()))
     }
 
     /// Starts a row at time `t`; the caller draws it and calls [`Chart::next_row`].
@@ -184,6 +227,24 @@ impl Chart {
             What::Connect { client, conn, purpose, .. } => {
                 self.purposes.insert((client.clone(), *conn), *purpose);
             }
+            What::MappingOpened { client, mapping, up_port, .. } => {
+                self.mapping_port.insert((client.clone(), *mapping), *up_port);
+            }
+            // A deployment: where the balancer sent each connection, and the replicas' faults.
+            What::Routed { client, up_port, replica, .. } => {
+                self.routed.insert((client.clone(), *up_port), *replica);
+                self.time_label(t);
+                self.marker("route", e, self.replica_lane(Some(*replica)));
+                self.next_row();
+            }
+            What::StorePartitioned { replica }
+            | What::StoreHealed { replica }
+            | What::ReplicaCrashed { replica, .. }
+            | What::ReplicaDrained { replica } => {
+                self.time_label(t);
+                self.marker("fault", e, self.replica_lane(Some(*replica)));
+                self.next_row();
+            }
             What::HttpRequest { client, conn, method, path, last_event_id, .. } => {
                 self.http_request(e, client, *conn, method, path, last_event_id.as_deref())
             }
@@ -210,7 +271,7 @@ impl Chart {
             // The reference engine's fence of a prior writer (an explanation, drawn on the server lane).
             What::ServerNote { note, .. } if note.contains("fenced before the new writer") => {
                 self.time_label(t);
-                self.marker("fence", e, self.server_x);
+                self.marker("fence", e, self.replica_lane(e.what.replica()));
                 self.next_row();
             }
             What::TokenStolen { .. }
@@ -265,12 +326,12 @@ impl Chart {
                 ..
             } => {
                 self.time_label(t);
-                self.marker("app", e, self.server_x);
+                self.marker("app", e, self.replica_lane(e.what.replica()));
                 self.next_row();
             }
             What::StateChecked { verdict: crate::trace::stateless::StateVerdict::Refused { .. }, .. } => {
                 self.time_label(t);
-                self.marker("fault", e, self.server_x);
+                self.marker("fault", e, self.replica_lane(e.what.replica()));
                 self.next_row();
             }
             _ => {}
@@ -282,7 +343,7 @@ impl Chart {
         let _ = writeln!(
             self.marks,
             "<g class=\"step\"><line x1=\"{LEFT}\" x2=\"{}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/><text x=\"{:.1}\" y=\"{:.1}\">{}</text></g>",
-            self.server_x,
+            self.right_x,
             LEFT + 4.0,
             y_of(self.row) - 4.0,
             esc(&format!("step: {detail}")),
@@ -347,7 +408,8 @@ impl Chart {
             .map(|ev| format!("{} {}", ev.id.as_deref().unwrap_or("-"), describe_rpc(&ev.rpc, &ev.event)))
             .collect();
         let label = if what.is_empty() { "heartbeat".to_string() } else { what.join(", ") };
-        self.arrow(e, self.server_x, nx + 8.0, &format!("{label} into dead mapping {mapping}"), "dropped");
+        let from = self.mapping_lane(client, mapping);
+        self.arrow(e, from, nx + 8.0, &format!("{label} into dead mapping {mapping}"), "dropped");
         self.next_row();
     }
 
@@ -467,10 +529,17 @@ fn violation_list(verdicts: &[Verdict]) -> String {
 // legend, script), kept whole so that it reads as the page it makes.
 /// The whole page: header, violations, legend, the chart's layers, script.
 fn document(run: &Run, chart: &Chart, violations: &str, end_y: f64) -> String {
-    let width = chart.server_x + 420.0;
+    // Room for the labels right of the last lane (a routing marker's are the longest).
+    let width = chart.right_x + if chart.replica_x.is_empty() { 420.0 } else { 560.0 };
     let height = end_y + 40.0;
     let lane_svg = chart.lane_svg(end_y);
     let (bars, rows, marks, arrows) = (&chart.bars, &chart.rows, &chart.marks, &chart.arrows);
+    // Only a deployment's timeline has routing markers.
+    let route_legend = if chart.replica_x.is_empty() {
+        ""
+    } else {
+        "<li><svg width=\"12\" height=\"10\"><rect x=\"2\" y=\"1\" width=\"8\" height=\"8\" fill=\"#36c\"/></svg> the balancer routed a connection to this replica</li>\n"
+    };
     format!(
         r##"<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
@@ -501,6 +570,8 @@ svg text {{ font-size: 11px; paint-order: stroke; stroke: #fff; stroke-width: 3p
 .app rect {{ fill: #555; }}
 .fence rect {{ fill: #2a7; }}
 .fence text {{ fill: #2a7; }}
+.route rect {{ fill: #36c; }}
+.route text {{ fill: #36c; }}
 .halfopen {{ fill: #fbb; opacity: 0.7; }}
 .uplink {{ fill: #9a9; opacity: 0.8; }}
 .uplink.live {{ fill: #2a2; }}
@@ -522,7 +593,7 @@ svg text {{ font-size: 11px; paint-order: stroke; stroke: #fff; stroke-width: 3p
 <li><svg width="12" height="10"><rect x="2" y="0" width="8" height="10" fill="#9a9"/></svg> a client's open stream (one bar per connection; bright: open at the end)</li>
 <li><svg width="12" height="10"><rect x="1" y="0" width="10" height="10" fill="#fbb"/></svg> half-open mapping</li>
 <li><svg width="34" height="10"><line x1="2" y1="5" x2="32" y2="5" stroke="#ccc"/></svg> <i>scenario step</i></li>
-</ul>
+{route_legend}</ul>
 <svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}">
 <defs><marker id="head" viewBox="0 0 10 10" refX="9" refY="5" markerUnits="userSpaceOnUse" markerWidth="9" markerHeight="9" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="context-stroke"/></marker></defs>
 {lane_svg}{bars}{rows}{marks}{arrows}</svg>
