@@ -90,22 +90,27 @@ fn to_scenario(d: Duration) -> Duration {
     }
 }
 
+/// When a wait of `d` from now ends, in scenario time (`None` outside a host).
+fn ends_at(d: Duration) -> Option<Duration> {
+    now().map(|n| n + d)
+}
+
 /// Sleeps for a scenario duration.
 pub async fn sleep(d: Duration) {
-    let _pending = crate::quiet::register(d, crate::quiet::Kind::Plain);
+    let _pending = crate::quiet::register(ends_at(d), crate::quiet::Kind::Plain);
     tokio::time::sleep(to_real(d)).await
 }
 
 /// Bounds `fut` by a scenario duration.
 pub async fn timeout<F: Future>(d: Duration, fut: F) -> Result<F::Output, tokio::time::error::Elapsed> {
-    let _pending = crate::quiet::register(d, crate::quiet::Kind::Plain);
+    let _pending = crate::quiet::register(ends_at(d), crate::quiet::Kind::Plain);
     tokio::time::timeout(to_real(d), fut).await
 }
 
 /// [`sleep`], registered with what it does when it ends (see
 /// [`crate::quiet`]: a keep-alive does not keep a simulation running).
 pub(crate) fn sleep_as(d: Duration, kind: crate::quiet::Kind) -> impl Future<Output = ()> {
-    let pending = crate::quiet::register(d, kind);
+    let pending = crate::quiet::register(ends_at(d), kind);
     let sleep = tokio::time::sleep(to_real(d));
     async move {
         let _pending = pending;
@@ -120,7 +125,7 @@ pub(crate) fn timeout_as<F: Future>(
     kind: crate::quiet::Kind,
     fut: F,
 ) -> impl Future<Output = Result<F::Output, tokio::time::error::Elapsed>> {
-    let pending = crate::quiet::register(d, kind);
+    let pending = crate::quiet::register(ends_at(d), kind);
     let timeout = tokio::time::timeout(to_real(d), fut);
     async move {
         let _pending = pending;
@@ -154,7 +159,7 @@ impl hyper::rt::Timer for HyperTimer {
     fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
         Box::pin(HyperSleep {
             inner: Box::pin(tokio::time::sleep(duration)),
-            _pending: crate::quiet::register(duration, crate::quiet::Kind::Plain),
+            _pending: crate::quiet::register(ends_at(duration), crate::quiet::Kind::Plain),
         })
     }
 
@@ -163,7 +168,7 @@ impl hyper::rt::Timer for HyperTimer {
         let after = deadline.saturating_duration_since(tokio::time::Instant::now());
         Box::pin(HyperSleep {
             inner: Box::pin(tokio::time::sleep_until(deadline)),
-            _pending: crate::quiet::register(after, crate::quiet::Kind::Plain),
+            _pending: crate::quiet::register(ends_at(after), crate::quiet::Kind::Plain),
         })
     }
 

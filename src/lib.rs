@@ -36,6 +36,7 @@
 //!                               the wall-clock bound on a run
 //! clock net                 scenario time (simulated, or a live run's scaled wall clock);
 //!                           byte streams and listeners (simulated or real)
+//! quiet                     the pending timers, so a simulation ends once nothing can change its trace
 //! ```
 //!
 //! `server` holds the reference engine (both dialects: `legacy-sse` and MCP

@@ -134,13 +134,13 @@ impl Drop for Guard {
     }
 }
 
-/// Registers a timer that fires `after` from now (the executing host's
-/// clock); `None` outside a simulation.
-pub(crate) fn register(after: Duration, kind: Kind) -> Option<Guard> {
+/// Registers a timer that fires at `deadline` (scenario time; `None`
+/// outside a host); `None` outside a simulation.
+pub(crate) fn register(deadline: Option<Duration>, kind: Kind) -> Option<Guard> {
     REG.with(|r| {
         let mut r = r.borrow_mut();
         let reg = r.as_mut()?;
-        let deadline = crate::clock::now()? + after;
+        let deadline = deadline?;
         let timer = Some(Timer { deadline, kind });
         let slot = match reg.free.pop() {
             Some(s) => {
@@ -228,11 +228,11 @@ mod tests {
 
     #[test]
     fn outside_a_simulation_nothing_registers_and_nothing_is_still() {
-        assert!(register(Duration::from_secs(1), Kind::Plain).is_none());
+        assert!(register(Some(Duration::from_secs(1)), Kind::Plain).is_none());
         assert!(!still(Duration::from_secs(10), Duration::ZERO));
         let _s = begin();
         // Outside a host there is no clock to date a timer by.
-        assert!(register(Duration::from_secs(1), Kind::Plain).is_none());
+        assert!(register(None, Kind::Plain).is_none());
         assert!(still(Duration::from_secs(10), Duration::ZERO), "an empty world is still");
     }
 }

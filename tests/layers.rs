@@ -6,6 +6,7 @@ use std::path::Path;
 
 /// Rows from the bottom up; a module may import modules of lower rows only.
 const ROWS: &[&[&str]] = &[
+    &["quiet"],
     &["clock", "net"],
     &["vocab", "inbox", "seed", "error", "wire", "watchdog"],
     &["scenario", "store"],
