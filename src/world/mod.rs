@@ -92,7 +92,9 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
         world.heal_due(now);
         // Hand over every step due before the end of the coming tick; actors
         // wait for the exact due time themselves.
-        for (index, at) in schedule.due(plan, &world.rec, now, tick) {
+        let handed = schedule.due(plan, &world.rec, now, tick);
+        let handed_any = !handed.is_empty();
+        for (index, at) in handed {
             world.apply(&plan.steps[index], index, at);
         }
         world.rec.set_loop_now(now);
@@ -107,12 +109,18 @@ pub fn run_with(plan: &Plan, plug: Rc<dyn ServerPlug>, seed: Seed) -> Result<Run
                 });
             }
         }
+        // Every step handed over earlier, nothing left to record here, and
+        // nothing in the world that can still change the trace: the run is over.
+        if may_end_early
+            && !handed_any
+            && schedule.all_fired()
+            && world.heals.is_empty()
+            && world.still(plan.duration, way)
+        {
+            break;
+        }
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| world.sim.step())) {
-            Ok(Ok(_)) => {
-                if may_end_early && schedule.all_fired() && world.heals.is_empty() && world.still(plan.duration, way) {
-                    break;
-                }
-            }
+            Ok(Ok(_)) => {}
             Ok(Err(e)) => {
                 return Err(Error::io(format!("simulation failed at {:?} (seed {seed}): {e}", world.sim.elapsed())))
             }
