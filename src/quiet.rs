@@ -225,14 +225,87 @@ pub(crate) fn still(end: Duration, way: Duration) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::Cell;
+    use std::rc::Rc;
+
+    fn secs(s: u64) -> Option<Duration> {
+        Some(Duration::from_secs(s))
+    }
+
+    const END: Duration = Duration::from_secs(100);
+    const WAY: Duration = Duration::from_millis(500);
 
     #[test]
     fn outside_a_simulation_nothing_registers_and_nothing_is_still() {
-        assert!(register(Some(Duration::from_secs(1)), Kind::Plain).is_none());
-        assert!(!still(Duration::from_secs(10), Duration::ZERO));
+        assert!(register(secs(1), Kind::Plain).is_none());
+        assert!(!still(END, WAY));
         let _s = begin();
         // Outside a host there is no clock to date a timer by.
         assert!(register(None, Kind::Plain).is_none());
-        assert!(still(Duration::from_secs(10), Duration::ZERO), "an empty world is still");
+        assert!(still(END, WAY), "an empty world is still");
+    }
+
+    #[test]
+    fn a_plain_timer_blocks_until_it_fires_or_is_dropped_unless_it_fires_after_the_end() {
+        let _s = begin();
+        let t = register(secs(50), Kind::Plain);
+        assert!(!still(END, WAY));
+        drop(t);
+        assert!(still(END, WAY));
+        let _late = register(secs(150), Kind::Plain);
+        assert!(still(END, WAY), "a timer after the end changes nothing in the run");
+        let pending = Rc::new(Cell::new(true));
+        let p = pending.clone();
+        let _cond = register(secs(50), Kind::While(Rc::new(move || p.get())));
+        assert!(!still(END, WAY), "a request's timeout while it is pending");
+        pending.set(false);
+        assert!(still(END, WAY), "the request was answered: its timeout will do nothing");
+    }
+
+    #[test]
+    fn a_watchdog_is_harmless_only_while_a_keep_alive_on_a_live_path_re_arms_it_in_time() {
+        let _s = begin();
+        let up: SocketAddr = "10.0.0.2:49152".parse().unwrap();
+        let live = Rc::new(Cell::new(true));
+        let l = live.clone();
+        conn_port("alice", 1, 49152);
+        path("alice", 49152, up, Box::new(move || l.get()));
+        // The server beats every 2 s (next at 12 s); alice's watchdog fires after 5 s of silence (at 14 s).
+        let beat = register(secs(12), Kind::KeepAlive { peer: up, every: Duration::from_secs(2) });
+        let watchdog = Kind::Watchdog { client: "alice".into(), conn: 1, silence: Duration::from_secs(5) };
+        let dog = register(secs(14), watchdog.clone());
+        assert!(still(END, WAY));
+        // The path goes dead (a rebind): the beat no longer reaches her.
+        live.set(false);
+        assert!(!still(END, WAY));
+        live.set(true);
+        // The beat comes too late for the watchdog now.
+        drop(dog);
+        let dog = register(Some(Duration::from_millis(12_300)), watchdog.clone());
+        assert!(!still(END, WAY));
+        drop(dog);
+        // A beat slower than the silence: the watchdog fires between two beats.
+        drop(beat);
+        let _slow = register(secs(12), Kind::KeepAlive { peer: up, every: Duration::from_secs(5) });
+        let _dog = register(secs(14), watchdog);
+        assert!(!still(END, WAY));
+    }
+
+    #[test]
+    fn a_keep_alive_without_a_path_or_through_a_closed_relay_blocks() {
+        let _s = begin();
+        let up: SocketAddr = "10.0.0.2:49152".parse().unwrap();
+        let replica_side: SocketAddr = "10.0.0.9:49200".parse().unwrap();
+        let beat = register(secs(12), Kind::KeepAlive { peer: replica_side, every: Duration::from_secs(2) });
+        assert!(!still(END, WAY), "a beat into a connection no NAT carries");
+        path("alice", 49152, up, Box::new(|| true));
+        assert!(!still(END, WAY), "the NAT's connection is not the replica's");
+        let open = Rc::new(Cell::new(true));
+        let o = open.clone();
+        relay(up, replica_side, Box::new(move || o.get()));
+        assert!(still(END, WAY), "the balancer relays the NAT's connection to the replica");
+        open.set(false);
+        assert!(!still(END, WAY));
+        drop(beat);
     }
 }
