@@ -1,30 +1,33 @@
 //! When a simulation may end early (issue #30): once nothing left in the
 //! world can add an event to the trace before the scenario's end.
 //!
-//! The step loop asks [`still`] at each tick boundary, after every step has
+//! The step loop asks [`still`] at each tick boundary once every step has
 //! fired. The world is still when no message is in flight (the step loop
-//! looks) and every timer pending in it either fires after the end, or is
-//! a keep-alive that only keeps a healthy stream healthy:
-//! - a server's keep-alive on a stream ([`keep_alive`]), whose connection
-//!   reaches its client through a NAT mapping that is live ([`path`]);
-//! - a client's silence watchdog on a stream ([`watchdog`]), which that
-//!   keep-alive re-arms before it fires, now and at every later beat
+//! looks) and every timer pending in it either fires after the end, or does
+//! nothing that shows:
+//! - a timer that matters only while a condition holds ([`Kind::While`]: a
+//!   request's timeout, once the request is answered);
+//! - a server's keep-alive on a stream ([`Kind::KeepAlive`]), whose
+//!   connection reaches its client through a live NAT mapping ([`path`])
+//!   and, in a deployment, the balancer's connection ([`relay`]);
+//! - a client's silence watchdog on a stream ([`Kind::Watchdog`]), which
+//!   that keep-alive re-arms before it fires, now and at every later beat
 //!   (the beat plus the way to the client is shorter than the silence).
 //!
-//! Neither leaves anything in the trace: a keep-alive is an SSE comment,
-//! which neither the NAT nor the client records. So a run that ends when
-//! the world is still has the trace the whole run would have had, byte for
-//! byte (`tests/early_end.rs` compares them). Every other timer is plain
-//! and blocks the end while it may fire in the run: a request's timeout, a
-//! reconnect's backoff, a half-open mapping's lifetime, an inbox's due
-//! step.
+//! A keep-alive is an SSE comment, which neither the NAT nor the client
+//! records. So a run that ends when the world is still has the trace the
+//! whole run would have had, byte for byte (`tests/determinism.rs` compares
+//! them). Every other timer is plain and blocks the end while it may fire in
+//! the run: a reconnect's backoff, a half-open mapping's lifetime, an
+//! inbox's due step, hyper's header-read timeout.
 //!
 //! Timers register themselves through [`crate::clock`]'s `sleep` and
-//! `timeout`; a server plug-in whose timers do not all go through it (rmcp,
-//! whose own crate keeps timers) says so, and its runs are never ended
-//! early. The registry is per thread (a simulation runs on one thread) and
-//! exists only while [`begin`]'s guard lives: live runs and code outside a
-//! simulation register nothing.
+//! `timeout` (and `sleep_as`/`timeout_as` with their kind); a server plug-in
+//! whose timers do not all go through it (rmcp, whose own crate keeps
+//! timers) says so, and its runs are never ended early. The registry is per
+//! thread (a simulation runs on one thread) and exists only while
+//! [`begin`]'s guard lives: live runs and code outside a simulation register
+//! nothing.
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
