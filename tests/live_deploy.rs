@@ -56,16 +56,32 @@ fn main() {
     )
 }
 
-/// Every bundled scenario that deploys replicas, on naive and guarded and on
-/// the mutants and rmcp where a replica breaks them, live against `mcpsim
-/// serve`: the verdicts of the simulation.
+/// The bundled scenarios that deploy replicas and play live: every one but
+/// those that crash or drain a replica (simulated only so far).
+fn deployed_scenarios() -> Vec<String> {
+    let mut files = Vec::new();
+    for dir in ["stateless-http", "replicas"] {
+        let mut here: Vec<String> = std::fs::read_dir(format!("{}/scenarios/{dir}", env!("CARGO_MANIFEST_DIR")))
+            .unwrap()
+            .map(|e| format!("{dir}/{}", e.unwrap().file_name().to_string_lossy()))
+            .filter(|f| f.ends_with(".toml") && !plan(f).deployment.is_single())
+            .filter(|f| !plan(f).steps.iter().any(|s| matches!(s.action.name(), "crash-replica" | "drain")))
+            .collect();
+        here.sort();
+        files.extend(here);
+    }
+    files
+}
+
+/// Every bundled scenario that deploys replicas (and plays live), on naive
+/// and guarded and on the mutants and rmcp where a replica breaks them,
+/// live against `mcpsim serve` behind HAProxy: the verdicts of the
+/// simulation. Where the balancer routes by source address, HAProxy sends
+/// each address to the replica the simulated balancer sends it to.
 fn deployments_give_live_the_verdicts_they_give_simulated() {
-    let files: Vec<String> = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/stateless-http"))
-        .unwrap()
-        .map(|e| format!("stateless-http/{}", e.unwrap().file_name().to_string_lossy()))
-        .filter(|f| f.ends_with(".toml") && !plan(f).deployment.is_single())
-        .collect();
-    assert!(files.len() >= 4, "{files:?}");
+    let files = deployed_scenarios();
+    assert!(files.iter().filter(|f| f.starts_with("stateless-http/")).count() >= 4, "{files:?}");
+    assert!(files.iter().filter(|f| f.starts_with("replicas/")).count() >= 5, "{files:?}");
     let mut jobs: Vec<(String, String)> =
         files.iter().flat_map(|f| ["naive", "guarded"].map(|s| (f.clone(), s.to_string()))).collect();
     for (f, s) in [
@@ -77,8 +93,17 @@ fn deployments_give_live_the_verdicts_they_give_simulated() {
     ] {
         jobs.push((f.to_string(), s.to_string()));
     }
+    // The stateful ones: the fence that is only local, and rmcp (which keeps
+    // its sessions in memory) where it speaks the dialect.
+    for f in files.iter().filter(|f| f.starts_with("replicas/")) {
+        jobs.push((f.clone(), "local-fence".into()));
+        if plan(f).dialect.name() == "streamable-http" {
+            jobs.push((f.clone(), "rmcp".into()));
+        }
+    }
     let commands: Vec<(String, String)> = jobs.iter().map(|(f, s)| (f.clone(), serve(s))).collect();
     let mut caught = 0;
+    let mut by_source = 0;
     for ((file, server), runs) in jobs.iter().zip(live_runs(&commands, 1)) {
         let run = mcpsim::run(&plan(file), server, None).unwrap();
         let sim: Vec<String> =
@@ -89,8 +114,30 @@ fn deployments_give_live_the_verdicts_they_give_simulated() {
             "{file} on {server}: live and simulated verdicts differ:\n{}",
             runs[0].report
         );
+        let (live, simulated) = (routes(&runs[0].trace), routes(&run.trace.to_jsonl()));
+        assert!(!live.is_empty(), "{file} on {server}: no live connection was tagged with its replica");
+        if plan(file).deployment.routing.name() == "source" {
+            for (source, replica) in &live {
+                if let Some(r) = simulated.get(source) {
+                    assert_eq!(r, replica, "{file} on {server}: HAProxy sent {source} elsewhere than the simulation");
+                    by_source += 1;
+                }
+            }
+        }
     }
-    assert!(caught >= 6, "the live runs include findings, not only clean runs: {caught}");
+    assert!(caught >= 12, "the live runs include findings, not only clean runs: {caught}");
+    assert!(by_source >= 20, "addresses HAProxy and the simulation both routed by source: {by_source}");
+}
+
+/// The replica each client address was sent to (`routed` events), from a
+/// JSON Lines trace.
+fn routes(jsonl: &str) -> std::collections::BTreeMap<String, u64> {
+    jsonl
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["kind"] == "routed")
+        .filter_map(|e| Some((e["source"].as_str()?.to_string(), e["replica"].as_u64()?)))
+        .collect()
 }
 
 /// The live processes of the `mcpsim run` with pid `run` started with

@@ -45,7 +45,7 @@ fn a_retry_on_another_replica_catches_a_per_process_key_and_passes_a_configured_
     assert!(report.contains("deployment: 2 replicas behind a balancer routing round-robin"), "{report}");
     // The NAT states its public address in a PROXY line; the balancer reports it.
     assert!(
-        report.contains("balancer: alice's connection from 100.118.228.32:49153 → replica 2 (round-robin)"),
+        report.contains("balancer: alice's connection from 100.118.228.187:49153 → replica 2 (round-robin)"),
         "{report}"
     );
     let liveness = verdicts.iter().find(|v| v.check == CheckId::Liveness).unwrap();

@@ -215,8 +215,14 @@ pub struct Balancer {
 
 /// HAProxy's configuration for `d` on `port`, in front of `replicas`:
 /// HTTP mode, each request balanced on its own (`option
-/// http-server-close`), the routing's `balance`, and each response tagged
-/// with the replica that served it (`X-Mcpsim-Replica`).
+/// http-server-close`), every write forwarded at once (`option
+/// http-no-delay`: without it HAProxy holds a streamed response's data
+/// for more, up to 200 ms, which delays each SSE event that long), the
+/// routing's `balance`, and each response tagged
+/// with the replica that served it (`X-Mcpsim-Replica`). Each connection
+/// starts with the PROXY line in which mcpsim's NAT states the client's
+/// public address (`accept-proxy`): `balance source` hashes that address,
+/// as the simulated balancer does.
 pub fn haproxy_config(d: &Deployment, port: u16, replicas: &[u16]) -> String {
     let balance = match d.routing {
         Routing::RoundRobin | Routing::Session => "roundrobin",
@@ -233,9 +239,9 @@ pub fn haproxy_config(d: &Deployment, port: u16, replicas: &[u16]) -> String {
     let mut cfg = format!(
         "# Written by mcpsim for one live run (docs/replicas.md).\n\
          global\n    maxconn 4096\n\n\
-         defaults\n    mode http\n    option http-server-close\n    timeout connect 5s\n    \
+         defaults\n    mode http\n    option http-server-close\n    option http-no-delay\n    timeout connect 5s\n    \
          timeout client {STREAM_TIMEOUT}\n    timeout server {STREAM_TIMEOUT}\n    timeout tunnel {STREAM_TIMEOUT}\n\n\
-         frontend mcp\n    bind 127.0.0.1:{port}\n    default_backend replicas\n\n\
+         frontend mcp\n    bind 127.0.0.1:{port} accept-proxy\n    default_backend replicas\n\n\
          backend replicas\n    balance {balance}\n{stick}    http-response set-header X-Mcpsim-Replica %s\n"
     );
     for (i, p) in replicas.iter().enumerate() {
@@ -298,8 +304,9 @@ mod tests {
         for line in [
             "mode http",
             "option http-server-close",
+            "option http-no-delay",
             "timeout tunnel 1h",
-            "bind 127.0.0.1:8080",
+            "bind 127.0.0.1:8080 accept-proxy",
             "balance source",
             "http-response set-header X-Mcpsim-Replica %s",
             "server replica-1 127.0.0.1:9001",

@@ -31,11 +31,11 @@ pub use serve::{serve, ServeOptions};
 use crate::clock;
 use crate::error::{Error, Result};
 use crate::inbox::Inbox;
-use crate::scenario::{Action, Dialect, Plan};
+use crate::scenario::{Action, Dialect, Plan, Routing};
 use crate::server::{AppHook, AppReporter};
 use crate::trace::LateStep;
 use crate::trace::{LiveInfo, Recorder, Run, SimTime, What};
-use crate::world::nat::{Nat, NatCmd};
+use crate::world::nat::{Nat, NatCmd, ServedBy};
 use crate::world::{record_header, start_client, Hosts, Schedule, World};
 use control::{FromServer, ToServer, PROTOCOL};
 use process::{describe_exit, Process};
@@ -145,12 +145,11 @@ pub fn run(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
         return Err(Error::usage(format!("--time-scale must be a positive number, not {}", opts.time_scale)));
     }
     plan.validate().map_err(|p| Error::usage(format!("plan {:?}: {}", plan.name, p.message)))?;
-    if !plan.deployment.is_single() && plan.dialect.has_sessions() {
+    if !plan.deployment.is_single() && plan.dialect == Dialect::LegacySse && plan.deployment.routing == Routing::Session
+    {
         return Err(Error::usage(format!(
-            "scenario {:?} deploys {} replicas in {:?}: live deployments play stateless-http only so far (sticky sessions live, with mcpsim routing each session's commands to its replica, are the next step of docs/replicas.md); run it in simulation",
-            plan.name,
-            plan.deployment.replicas,
-            plan.dialect.name()
+            "scenario {:?} routes legacy-sse sessions to their replica: HAProxy learns a session from a response header, and a legacy-sse session is named only in its stream's first event (its `endpoint`), which HAProxy does not read; live, route legacy-sse deployments by source (`routing = \"source\"`), or run it in simulation",
+            plan.name
         )));
     }
     if let Some((i, step)) = plan
@@ -851,11 +850,25 @@ async fn build(
     let mut clients = BTreeMap::new();
     let mut nats = BTreeMap::new();
     let mut hosts = LiveHosts { starts: BTreeMap::new(), running: BTreeMap::new(), restart, store };
+    // In a deployment, each NAT states its public address to HAProxy in a
+    // PROXY line, drawn from the stream the simulation draws it from (so
+    // `balance source` picks the replica the simulated balancer picks),
+    // and learns from HAProxy's tags which replica served each connection.
+    let homes = (!plan.deployment.is_single()).then(|| Rc::new(crate::world::balancer::Homes::default()));
     for spec in &plan.clients {
         let (nat_net, nat_port) =
             net::TcpNat::bind(port).await.map_err(|e| Error::io(format!("cannot listen for a NAT: {e}")))?;
         let nat_inbox: Inbox<NatCmd> = Inbox::new();
-        let nat = Nat::new(nat_net, spec.name.clone(), plan.network.half_open_lifetime, rec.clone(), nat_inbox.clone());
+        let (client, lifetime) = (spec.name.clone(), plan.network.half_open_lifetime);
+        let nat = match &homes {
+            None => Nat::new(nat_net, client, lifetime, rec.clone(), nat_inbox.clone()),
+            Some(homes) => {
+                let address = plan.seed.stream(&format!("nat.{}.address", spec.name));
+                let by = ServedBy { homes: homes.clone(), routing: plan.deployment.routing.name().to_string() };
+                Nat::with_public_address(nat_net, client, lifetime, rec.clone(), nat_inbox.clone(), address)
+                    .served_by(by)
+            }
+        };
         tokio::task::spawn_local(async move {
             let _ = nat.run().await;
         });
@@ -877,7 +890,9 @@ async fn build(
         hosts.starts.insert(spec.name.clone(), Box::new(start));
         clients.insert(spec.name.clone(), (inbox, shared));
     }
-    Ok(World::assemble(hosts, rec.clone(), app, clients, nats))
+    let mut world = World::assemble(hosts, rec.clone(), app, clients, nats);
+    world.homes = homes;
+    Ok(world)
 }
 
 /// What the process never told, said plainly: the checks that need it judge

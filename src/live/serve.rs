@@ -47,6 +47,10 @@ pub struct ServeOptions {
     /// (`MCPSIM_CLOCK_ORIGIN_MS`): a deployment's replicas share it, so that
     /// a state's expiry means the same on each. `None`: when it starts.
     pub clock_origin_ms: Option<u64>,
+    /// Real seconds per scenario second (`MCPSIM_TIME_SCALE`; 1 when
+    /// started by hand): the timings no scenario sets (the shared store's
+    /// lease and poll) are shortened by it, as the run shortened the rest.
+    pub time_scale: f64,
 }
 
 /// What a stateless server started by hand offers: `echo` (at once),
@@ -162,6 +166,13 @@ impl ServeOptions {
             }
         };
         let clock_origin_ms = num("MCPSIM_CLOCK_ORIGIN_MS")?;
+        let time_scale = match get("MCPSIM_TIME_SCALE") {
+            None => 1.0,
+            Some(v) => match v.trim().parse::<f64>() {
+                Ok(f) if f > 0.0 && f.is_finite() => f,
+                _ => return Err(Error::usage(format!("MCPSIM_TIME_SCALE={v} is not a positive number"))),
+            },
+        };
         Ok(ServeOptions {
             server,
             port,
@@ -174,6 +185,7 @@ impl ServeOptions {
             speaks,
             store,
             clock_origin_ms,
+            time_scale,
         })
     }
 }
@@ -190,7 +202,7 @@ pub fn serve(opts: &ServeOptions) -> Result<()> {
         return Err(Error::usage(format!("server {:?} speaks only dialect {}", opts.server, names.join(" and "))));
     }
     let plug = if opts.dialect.has_sessions() {
-        crate::server::builtin(&opts.server, &opts.config, opts.dialect, opts.seed)
+        crate::server::builtin_in_life(&opts.server, &opts.config, opts.dialect, opts.seed, opts.life)
     } else {
         crate::server::builtin_stateless(&opts.server, &opts.config, &opts.tools, opts.seed, opts.life)
     };
@@ -202,10 +214,11 @@ pub fn serve(opts: &ServeOptions) -> Result<()> {
         .build()
         .map_err(|e| Error::io(format!("cannot start a runtime: {e}")))?;
     let local = tokio::task::LocalSet::new();
-    // The stateless servers read the time (a state's expiry) through
-    // crate::clock: here that is this process's wall clock, unscaled (the
-    // live run already scaled every time it handed over).
-    let _clock = (!opts.dialect.has_sessions()).then(|| {
+    // The stateless servers (a state's expiry) and the sessions kept in a
+    // shared store (their leases) read the time through crate::clock: here
+    // that is this process's wall clock, unscaled (the live run already
+    // scaled every time it handed over).
+    let _clock = (!opts.dialect.has_sessions() || opts.store.is_some()).then(|| {
         let since_origin = opts.clock_origin_ms.and_then(|ms| {
             let origin = std::time::UNIX_EPOCH + Duration::from_millis(ms);
             std::time::SystemTime::now().duration_since(origin).ok()
@@ -225,7 +238,7 @@ pub fn serve(opts: &ServeOptions) -> Result<()> {
                 let _ = tx.send(msg);
             }
         });
-        let mut app = AppHook::new(commands.clone(), report);
+        let mut app = AppHook::new(commands.clone(), report).with_time_scale(opts.time_scale);
         if let Some(addr) = opts.store {
             app = app.with_shared_store(std::rc::Rc::new(crate::store::RespStore::tcp(addr, STORE_TIMEOUT)));
         }

@@ -134,12 +134,26 @@ pub fn builtin_stateless(
 
 /// A built-in server by name (legacy-sse or streamable-http).
 pub fn builtin(name: &str, cfg: &ServerConfig, dialect: Dialect, seed: Seed) -> Option<Rc<dyn ServerPlug>> {
+    builtin_in_life(name, cfg, dialect, seed, 1)
+}
+
+/// [`builtin`], as the `life`th process of its server (counted from 1, as
+/// [`builtin_stateless`] counts): a live deployment's replicas and
+/// restarts are processes of their own, and each draws the session tokens
+/// the simulation's `life`th `serve` draws.
+pub fn builtin_in_life(
+    name: &str,
+    cfg: &ServerConfig,
+    dialect: Dialect,
+    seed: Seed,
+    life: u32,
+) -> Option<Rc<dyn ServerPlug>> {
     #[cfg(feature = "rmcp")]
     if name == "rmcp" {
-        return Some(Rc::new(rmcp::Rmcp::new(cfg.clone(), seed)));
+        return Some(Rc::new(rmcp::Rmcp::new(cfg.clone(), seed).in_life(life)));
     }
     let policy: Rc<dyn ResumptionPolicy> = policy::builtin_policies().into_iter().find(|p| p.name() == name)?.into();
-    Some(Rc::new(Engine::new(cfg.clone(), dialect, policy, seed)))
+    Some(Rc::new(Engine::new(cfg.clone(), dialect, policy, seed).in_life(life)))
 }
 
 #[cfg(all(test, feature = "rmcp"))]

@@ -293,12 +293,28 @@ pub struct AppHook {
     /// store): the reference engine then keeps its sessions there too, so
     /// that any replica can serve them.
     pub shared_store: bool,
+    /// Real seconds per scenario second for the timings a scenario does not
+    /// set (the shared store's lease and poll): 1 in simulation; live, the
+    /// run's `--time-scale`, which every scenario timing already carries.
+    pub time_scale: f64,
 }
 
 impl AppHook {
     /// A hook with its own in-process store.
     pub fn new(commands: Inbox<AppCommand>, report: AppReporter) -> Self {
-        Self { commands, report, store: Rc::new(crate::store::MemoryStore::default()), shared_store: false }
+        Self {
+            commands,
+            report,
+            store: Rc::new(crate::store::MemoryStore::default()),
+            shared_store: false,
+            time_scale: 1.0,
+        }
+    }
+
+    /// The hook of a process that runs `scale` real seconds per scenario second.
+    pub fn with_time_scale(mut self, scale: f64) -> Self {
+        self.time_scale = scale;
+        self
     }
 
     /// The hook of a replica that shares `store` with the others.

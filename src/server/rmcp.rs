@@ -74,6 +74,13 @@ impl Rmcp {
     pub fn new(cfg: ServerConfig, seed: Seed) -> Self {
         Self { cfg, seed, serves: std::cell::Cell::new(0) }
     }
+
+    /// As the `life`th process of its server (from 1), as
+    /// [`crate::server::engine::Engine::in_life`].
+    pub(crate) fn in_life(self, life: u32) -> Self {
+        self.serves.set(life.saturating_sub(1));
+        self
+    }
 }
 
 /// What the application reports from inside rmcp's (`Send`) tasks; a local

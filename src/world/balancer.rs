@@ -34,6 +34,24 @@ pub(crate) fn replica_host(n: u32) -> String {
     format!("replica-{n}")
 }
 
+/// The replica whose response created each session (where its application
+/// runs): learned by the simulated balancer, or live from the responses
+/// HAProxy tags with the replica that served them.
+#[derive(Default)]
+pub(crate) struct Homes(RefCell<std::collections::BTreeMap<String, u32>>);
+
+impl Homes {
+    /// A response from `replica` named session `id`: the first to name it created it.
+    pub(crate) fn learned(&self, id: &str, replica: u32) {
+        self.0.borrow_mut().entry(id.to_string()).or_insert(replica);
+    }
+
+    /// The replica whose response created session `id`, once one did.
+    pub(crate) fn home(&self, id: &str) -> Option<u32> {
+        self.0.borrow().get(id).copied()
+    }
+}
+
 /// How the balancer picks a replica: the routing rule and what it counts.
 pub(crate) struct Picker {
     replicas: u32,
@@ -47,7 +65,7 @@ pub(crate) struct Picker {
     sticky: RefCell<std::collections::BTreeMap<String, u32>>,
     /// Any routing in a dialect with sessions: the replica whose response
     /// created each session (where its application runs).
-    homes: RefCell<std::collections::BTreeMap<String, u32>>,
+    homes: Rc<Homes>,
     /// Per replica: when its health check takes it out of rotation (it crashed).
     out_at: RefCell<Vec<Option<Duration>>>,
     /// Per replica: drained (no new connection; sessions stuck to it still go).
@@ -62,7 +80,7 @@ impl Picker {
             next: Cell::new(1),
             open: RefCell::new(vec![0; replicas as usize]),
             sticky: RefCell::default(),
-            homes: RefCell::default(),
+            homes: Rc::default(),
             out_at: RefCell::new(vec![None; replicas as usize]),
             drained: RefCell::new(vec![false; replicas as usize]),
         }
@@ -146,15 +164,15 @@ impl Picker {
     /// first replica to name it keeps it, as `stick store-response` does for
     /// an entry it holds).
     fn learned(&self, id: &str, replica: u32) {
-        self.homes.borrow_mut().entry(id.to_string()).or_insert(replica);
+        self.homes.learned(id, replica);
         if self.routing == Routing::Session {
             self.sticky.borrow_mut().entry(id.to_string()).or_insert(replica);
         }
     }
 
-    /// The replica whose response created session `id`, once one did.
-    pub(crate) fn home(&self, id: &str) -> Option<u32> {
-        self.homes.borrow().get(id).copied()
+    /// Where each session was created.
+    pub(crate) fn homes(&self) -> Rc<Homes> {
+        self.homes.clone()
     }
 
     fn opened(&self, replica: u32) {
@@ -167,15 +185,18 @@ impl Picker {
     }
 }
 
-/// FNV-1a over the address's bytes: the same address, the same replica. (Not
-/// HAProxy's hash: live and simulation may pick different replicas for one
-/// address; what scenarios rely on is that one address sticks to one.)
+/// HAProxy's source hash (`balance source` with its default map-based
+/// hash-type, `get_server_sh`): the address as 32-bit big-endian words,
+/// XORed together, with no avalanche. Taken modulo the servers up, in
+/// declaration order (the map of equal weights cycles through them), it
+/// picks the replica HAProxy picks: live and simulation send one address
+/// to the same replica (tests/live_deploy.rs holds them to it).
 fn address_hash(addr: IpAddr) -> u64 {
     let bytes = match addr {
         IpAddr::V4(a) => a.octets().to_vec(),
         IpAddr::V6(a) => a.octets().to_vec(),
     };
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
+    u64::from(bytes.chunks_exact(4).fold(0u32, |h, w| h ^ u32::from_be_bytes([w[0], w[1], w[2], w[3]])))
 }
 
 /// The balancer: listens where the server would, and proxies each
@@ -191,11 +212,6 @@ pub(crate) struct Balancer {
 impl Balancer {
     pub(crate) fn new(replicas: u32, routing: Routing, sessions: bool, rec: Recorder) -> Rc<Self> {
         Rc::new(Self { picker: Picker::new(replicas, routing), rec, sessions })
-    }
-
-    /// The replica whose response created session `id`, once one did.
-    pub(crate) fn home(&self, id: &str) -> Option<u32> {
-        self.picker.home(id)
     }
 
     /// The balancer's routing rule, which a crash or a drain reach.
@@ -358,24 +374,49 @@ fn header<'a>(lines: impl Iterator<Item = &'a str>, name: &str) -> Option<String
 /// does: its `Mcp-Session-Id` header, or, in legacy-sse, the `sessionId`
 /// of the `endpoint` event its stream opens with. Reads the head and at
 /// most [`MAX_HEAD`] bytes of body.
-struct Learner {
+pub(crate) struct Learner {
     sniffer: crate::wire::http1::ResponseSniffer,
     head: Vec<u8>,
     body: Vec<u8>,
     learned: Box<dyn Fn(&str)>,
+    /// Live, behind HAProxy: told which replica served the response.
+    served: Option<Box<dyn Fn(u32)>>,
 }
 
+/// The header that mcpsim's HAProxy configuration adds to every response:
+/// the name of the server (`replica-N`) that served it.
+pub(crate) const REPLICA_HEADER: &str = "x-mcpsim-replica";
+
 impl Learner {
-    fn new(learned: Box<dyn Fn(&str)>) -> Self {
-        Learner { sniffer: crate::wire::http1::ResponseSniffer::new(), head: Vec::new(), body: Vec::new(), learned }
+    pub(crate) fn new(learned: Box<dyn Fn(&str)>) -> Self {
+        Learner {
+            sniffer: crate::wire::http1::ResponseSniffer::new(),
+            head: Vec::new(),
+            body: Vec::new(),
+            learned,
+            served: None,
+        }
+    }
+
+    /// Also reads which replica served the response ([`REPLICA_HEADER`]),
+    /// before the session it names: `served` hears it once the head is in.
+    pub(crate) fn tagged(mut self, served: Box<dyn Fn(u32)>) -> Self {
+        self.served = Some(served);
+        self
     }
 
     /// Feeds response bytes; true once there is nothing more to learn.
-    fn feed(&mut self, bytes: &[u8]) -> bool {
+    pub(crate) fn feed(&mut self, bytes: &[u8]) -> bool {
         if !self.head.windows(4).any(|w| w == b"\r\n\r\n") {
             self.head.extend_from_slice(bytes);
             if let Some(end) = self.head.windows(4).position(|w| w == b"\r\n\r\n") {
                 let text = String::from_utf8_lossy(&self.head[..end]).to_string();
+                if let Some(served) = &self.served {
+                    let tag = header(text.split("\r\n").skip(1), REPLICA_HEADER);
+                    if let Some(r) = tag.and_then(|t| t.strip_prefix("replica-").and_then(|n| n.parse().ok())) {
+                        served(r);
+                    }
+                }
                 if let Some(id) = header(text.split("\r\n").skip(1), "mcp-session-id") {
                     (self.learned)(&id);
                     return true;

@@ -237,8 +237,10 @@ pub(crate) struct World<H> {
     replica_apps: Vec<AppHook>,
     /// Partitions from the store still to heal: when, and which replica.
     heals: Vec<(Duration, u32)>,
-    /// The balancer of a deployment: which replica holds each session.
+    /// The balancer of a deployment in simulation.
     balancer: Option<Rc<balancer::Balancer>>,
+    /// In a deployment: which replica created each session.
+    pub(crate) homes: Option<Rc<balancer::Homes>>,
     /// The server hosts a `crash-replica` stopped (until restarted): their
     /// stop is the step's, not a misbehaving server's.
     pub(crate) down_hosts: std::collections::BTreeSet<String>,
@@ -305,6 +307,7 @@ impl<H: Hosts> World<H> {
             replica_apps: Vec::new(),
             heals: Vec::new(),
             balancer: None,
+            homes: None,
             down_hosts: Default::default(),
         }
     }
@@ -483,6 +486,7 @@ impl<'a> World<turmoil::Sim<'a>> {
         let mut world = World::assemble(sim, rec, app, clients, nats);
         world.server_hosts = server_hosts;
         world.replica_apps = replica_apps;
+        world.homes = deployed.as_ref().map(|b| b.picker().homes());
         world.balancer = deployed;
         world
     }
@@ -503,7 +507,7 @@ impl<H: Hosts> World<H> {
     fn app_of(&self, token: &str) -> &AppHook {
         let hook = |r: u32| if r >= 2 { self.replica_apps.get(r as usize - 2).unwrap_or(&self.app) } else { &self.app };
         let up = |r: &u32| !self.down_hosts.contains(&balancer::replica_host(*r));
-        let home = self.balancer.as_ref().and_then(|b| b.home(token)).unwrap_or(1);
+        let home = self.homes.as_ref().and_then(|h| h.home(token)).unwrap_or(1);
         if up(&home) {
             return hook(home);
         }

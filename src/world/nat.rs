@@ -18,6 +18,7 @@ use crate::trace::{MappingId, Recorder, SseSeen, What};
 use crate::wire::http1::{ResponseSniffer, Sniffed};
 use crate::wire::jsonrpc::Message;
 use crate::wire::sse::{Decoder, Item};
+use crate::world::balancer::Learner;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::io;
@@ -133,15 +134,61 @@ pub struct Nat<N: NatNet> {
     /// states in a PROXY protocol line at the start of each upstream
     /// connection, and the stream a rebind draws a new one from.
     public: Option<RefCell<(std::net::Ipv4Addr, rand_chacha::ChaCha8Rng)>>,
+    /// Live, in front of HAProxy: learns from each response which replica
+    /// served the connection (and records it), and where sessions live.
+    served: Option<ServedBy>,
+}
+
+/// What a live NAT in front of HAProxy learns from the responses HAProxy
+/// tags with the replica that served them: the replica of each of its
+/// connections (the `routed` event the simulated balancer records) and
+/// the replica that created each session.
+pub struct ServedBy {
+    /// Where each session was created.
+    pub(crate) homes: Rc<crate::world::balancer::Homes>,
+    /// The deployment's routing, as the `routed` event names it.
+    pub(crate) routing: String,
 }
 
 /// A public address drawn from `rng`: one in the carrier-grade NAT range
 /// (100.64.0.0/10), where a rebind's new address comes from.
+///
+/// A balancer routing on the source address (HAProxy's `balance source`,
+/// which the simulated balancer mirrors) picks the address's 32-bit value
+/// modulo the replicas up. The draw takes the address's residue modulo
+/// [`ROUTING_RESIDUES`] (every count of replicas up to
+/// [`crate::scenario::MAX_REPLICAS`] divides it) from a hash of the drawn
+/// address, so that a seed routes as it did before the simulated balancer
+/// took HAProxy's hash (2026-12-06): the seeds of regressions found by
+/// hunting keep the routes that found them.
 fn draw_address(rng: &mut rand_chacha::ChaCha8Rng) -> std::net::Ipv4Addr {
     use rand::RngCore;
     let b = rng.next_u32().to_be_bytes();
-    std::net::Ipv4Addr::new(100, 64 | (b[0] & 0x3f), b[1], b[2].max(1))
+    let drawn = std::net::Ipv4Addr::new(100, 64 | (b[0] & 0x3f), b[1], b[2].max(1));
+    let residue =
+        drawn.octets().iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
+            % u64::from(ROUTING_RESIDUES);
+    let (low, high) =
+        (u32::from(std::net::Ipv4Addr::new(100, 64, 0, 1)), u32::from(std::net::Ipv4Addr::new(100, 127, 255, 255)));
+    let v = u32::from(drawn);
+    let mut at = v - v % ROUTING_RESIDUES + residue as u32;
+    if at < low {
+        at += ROUTING_RESIDUES;
+    } else if at > high {
+        at -= ROUTING_RESIDUES;
+    }
+    std::net::Ipv4Addr::from(at)
 }
+
+/// A multiple of every count of replicas a deployment may have (1 to 8).
+const ROUTING_RESIDUES: u32 = 840;
+const _: () = {
+    let mut k = 1;
+    while k <= crate::scenario::MAX_REPLICAS {
+        assert!(ROUTING_RESIDUES % k == 0, "every count of replicas divides ROUTING_RESIDUES");
+        k += 1;
+    }
+};
 
 const PORT: u16 = 80;
 const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -157,6 +204,7 @@ impl<N: NatNet> Nat<N> {
             mappings: RefCell::default(),
             next: Cell::new(0),
             public: None,
+            served: None,
         })
     }
 
@@ -175,6 +223,13 @@ impl<N: NatNet> Nat<N> {
         let addr = draw_address(&mut rng);
         let mut nat = Rc::into_inner(Self::new(net, client, half_open_lifetime, rec, inbox)).expect("just built");
         nat.public = Some(RefCell::new((addr, rng)));
+        Rc::new(nat)
+    }
+
+    /// Live, in front of HAProxy: reads which replica served each connection.
+    pub(crate) fn served_by(self: Rc<Self>, by: ServedBy) -> Rc<Self> {
+        let mut nat = Rc::into_inner(self).expect("not shared yet");
+        nat.served = Some(by);
         Rc::new(nat)
     }
 
@@ -225,19 +280,52 @@ impl<N: NatNet> Nat<N> {
         self.rec.record(What::MappingOpened { client: self.client.clone(), mapping: id, down_port, up_port });
         let (down_r, down_w) = N::split(down);
         let (up_r, mut up_w) = N::split(up);
-        if let Some(public) = &self.public {
-            let line = format!("PROXY TCP4 {} 0.0.0.0 {up_port} {PORT}\r\n", public.borrow().0);
+        let source = self.public.as_ref().map(|p| p.borrow().0);
+        if let Some(public) = source {
+            let line = format!("PROXY TCP4 {public} 0.0.0.0 {up_port} {PORT}\r\n");
             if up_w.write_all(line.as_bytes()).await.is_err() {
                 return;
             }
         }
-        tokio::task::spawn_local(self.clone().pump(m.clone(), down_r, up_w, false));
-        tokio::task::spawn_local(self.clone().pump(m, up_r, down_w, true));
+        let learn = self.served.as_ref().map(|by| self.learner(by, up_port, source));
+        tokio::task::spawn_local(self.clone().pump(m.clone(), down_r, up_w, false, None));
+        tokio::task::spawn_local(self.clone().pump(m, up_r, down_w, true, learn));
+    }
+
+    /// Reads, from the response on the connection from `up_port`, the
+    /// replica HAProxy sent it to (recorded as the simulated balancer
+    /// records it) and the session it names, if it creates one.
+    fn learner(&self, by: &ServedBy, up_port: u16, source: Option<std::net::Ipv4Addr>) -> Learner {
+        let replica = Rc::new(Cell::new(None));
+        let (homes, at) = (by.homes.clone(), replica.clone());
+        let (rec, client, routing) = (self.rec.clone(), self.client.clone(), by.routing.clone());
+        Learner::new(Box::new(move |id: &str| {
+            if let Some(r) = at.get() {
+                homes.learned(id, r);
+            }
+        }))
+        .tagged(Box::new(move |r| {
+            replica.set(Some(r));
+            rec.record(What::Routed {
+                client: client.clone(),
+                up_port,
+                replica: r,
+                routing: routing.clone(),
+                source: source.map(|a| a.to_string()),
+            });
+        }))
     }
 
     /// Copies one direction of a mapping while it is live; records what the
     /// server writes into it once it is dropped.
-    async fn pump(self: Rc<Self>, m: Rc<Mapping>, mut from: N::Read, mut to: N::Write, from_server: bool) {
+    async fn pump(
+        self: Rc<Self>,
+        m: Rc<Mapping>,
+        mut from: N::Read,
+        mut to: N::Write,
+        from_server: bool,
+        mut learn: Option<Learner>,
+    ) {
         let mut kill = m.kill.subscribe();
         let mut buf = vec![0u8; 16 * 1024];
         let mut sniffer = ResponseSniffer::new();
@@ -290,6 +378,9 @@ impl<N: NatNet> Nat<N> {
                 break;
             }
             let bytes = &buf[..n];
+            if learn.as_mut().is_some_and(|l| l.feed(bytes)) {
+                learn = None;
+            }
             let events = if from_server { sniff(&m, &mut sniffer, &mut sse, bytes) } else { Vec::new() };
             match m.status.get() {
                 Status::Live => {
@@ -396,4 +487,36 @@ fn sniff(m: &Mapping, sniffer: &mut ResponseSniffer, sse: &mut Decoder, bytes: &
         }
     }
     events
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    /// Drawn addresses stay in 100.64.0.0/10, and route on HAProxy's hash
+    /// (the value modulo the replicas up) as the hash of the address first
+    /// drawn did, for every deployment size.
+    #[test]
+    fn a_drawn_address_routes_by_its_residue_and_stays_in_the_carrier_range() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let mut copy = rng.clone();
+        let (low, high) =
+            (u32::from(std::net::Ipv4Addr::new(100, 64, 0, 0)), u32::from(std::net::Ipv4Addr::new(100, 127, 255, 255)));
+        let mut picks = std::collections::BTreeSet::new();
+        for _ in 0..2000 {
+            let a = u32::from(draw_address(&mut rng));
+            assert!((low..=high).contains(&a), "{}", std::net::Ipv4Addr::from(a));
+            use rand::RngCore;
+            let b = copy.next_u32().to_be_bytes();
+            let first = [100u8, 64 | (b[0] & 0x3f), b[1], b[2].max(1)];
+            let fnv =
+                first.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+            for k in 1..=crate::scenario::MAX_REPLICAS {
+                assert_eq!(u64::from(a % k), fnv % u64::from(k), "{} over {k}", std::net::Ipv4Addr::from(a));
+            }
+            picks.insert(a % 3);
+        }
+        assert_eq!(picks.len(), 3, "addresses reach every replica");
+    }
 }

@@ -67,6 +67,14 @@ impl Engine {
     pub fn new(cfg: ServerConfig, dialect: Dialect, policy: Rc<dyn ResumptionPolicy>, seed: Seed) -> Self {
         Self { cfg, dialect, policy, seed, serves: Cell::new(0), named: Rc::default() }
     }
+
+    /// The engine as the `life`th process of its server (from 1): its
+    /// first `serve` draws the tokens the `life`th `serve` of a fresh
+    /// engine draws.
+    pub(crate) fn in_life(self, life: u32) -> Self {
+        self.serves.set(life.saturating_sub(1));
+        self
+    }
 }
 
 /// The seed stream of the session tokens of a plug's `n`th process: the
@@ -94,8 +102,9 @@ impl ServerPlug for Engine {
         let mut rng = token_stream(self.seed, self.serves.get());
         // With a shared store, sessions live there too (each process names
         // itself in its leases with a draw of its own).
-        let replicated =
-            app.shared_store.then(|| Replicated::new(app.store.clone(), format!("p{:08x}", rng.next_u32())));
+        let replicated = app
+            .shared_store
+            .then(|| Replicated::new(app.store.clone(), format!("p{:08x}", rng.next_u32()), app.time_scale));
         let shared = Rc::new(Shared {
             cfg: self.cfg.clone(),
             wire: EngineWire::of(self.dialect),

@@ -71,6 +71,11 @@ pub(super) struct Replicated {
     ending: RefCell<BTreeSet<String>>,
     /// Woken when a session's events wait for the store: [`flush_on_demand`].
     pub(super) dirty: Rc<tokio::sync::Notify>,
+    /// [`LEASE`], [`POLL`] and [`WAIT`] on this process's clock (live, the
+    /// run's time scale shortens them as it does every scenario timing).
+    lease: Duration,
+    poll: Duration,
+    wait: Duration,
 }
 
 /// An application command on its way, through the store, to the replica
@@ -89,8 +94,9 @@ struct Queued {
 
 impl Replicated {
     /// A replica's side, for the process named `me` (unique per process);
-    /// the caller starts its [`poll`].
-    pub(super) fn new(store: Rc<dyn Store>, me: String) -> Rc<Self> {
+    /// the caller starts its [`poll`]. `scale`: real seconds per scenario
+    /// second for its own timings ([`AppHook::time_scale`]).
+    pub(super) fn new(store: Rc<dyn Store>, me: String, scale: f64) -> Rc<Self> {
         Rc::new(Replicated {
             background: store.clone().another(),
             store,
@@ -103,6 +109,9 @@ impl Replicated {
             let_go: RefCell::default(),
             ending: RefCell::default(),
             dirty: Rc::default(),
+            lease: LEASE.mul_f64(scale),
+            poll: POLL.mul_f64(scale),
+            wait: WAIT.mul_f64(scale),
         })
     }
 
@@ -330,7 +339,7 @@ async fn take_over_held(
         // a second taker read the session while the first changed it).
         let (epoch, claimed, lease, ack, session) = futures::join!(
             bump,
-            r.store.set_nx(&lease_key, &r.me, Some(LEASE)),
+            r.store.set_nx(&lease_key, &r.me, Some(r.lease)),
             r.store.get(&lease_key),
             r.store.get_int(&ack_key),
             r.store.get(&session_key)
@@ -356,7 +365,7 @@ async fn take_over_held(
             );
             return Err(refuse_unfenced(shared, r, token, Some(epoch), &why, resuming).await);
         }
-        crate::clock::sleep(WAIT).await;
+        crate::clock::sleep(r.wait).await;
     };
     let Ok(mut session) = serde_json::from_slice::<Session>(&bytes) else {
         return Err(rpc_error(StatusCode::INTERNAL_SERVER_ERROR, "unreadable session in the shared store"));
@@ -375,8 +384,8 @@ async fn take_over_held(
     r.written.borrow_mut().insert(token.to_string(), bytes);
     // Its lease is this process's from now on: a later take-over waits for it.
     r.renewed.borrow_mut().insert(token.to_string(), now());
-    let (store, lease, me) = (r.background.clone(), key("lease", token), r.me.clone());
-    tokio::task::spawn_local(async move { store.set(&lease, me.as_bytes(), Some(LEASE)).await });
+    let (store, lease, me, lasts) = (r.background.clone(), key("lease", token), r.me.clone(), r.lease);
+    tokio::task::spawn_local(async move { store.set(&lease, me.as_bytes(), Some(lasts)).await });
     shared.report.note(&name, format!("session taken over from the shared store (epoch {epoch})"));
     for (label, deadline) in pending {
         let timer = request_timer(shared.clone(), token.to_string(), label, Duration::from_micros(deadline));
@@ -569,7 +578,7 @@ fn close_writers(shared: &Shared, token: &str, why: &str) {
 /// holds; forever. On its own connection to the store.
 pub(super) async fn poll(shared: Rc<Shared>, r: Rc<Replicated>) {
     loop {
-        crate::clock::sleep(POLL).await;
+        crate::clock::sleep(r.poll).await;
         let held: Vec<(String, i64)> = r.epochs.borrow().iter().map(|(t, e)| (t.clone(), *e)).collect();
         // Every session at once: their commands share one pipelined connection.
         futures::future::join_all(held.into_iter().map(|(token, epoch)| tend(&shared, &r, token, epoch))).await;
@@ -591,7 +600,7 @@ async fn tend(shared: &Rc<Shared>, r: &Replicated, token: String, epoch: i64) {
                 // another replica takes the session over without a
                 // confirmation this one could not give.
                 let since = r.renewed.borrow().get(&token).copied().unwrap_or_default();
-                if now().saturating_sub(since) + 2 * POLL >= LEASE {
+                if now().saturating_sub(since) + 2 * r.poll >= r.lease {
                     fail_unwritten(shared, r, &token);
                     let_go(shared, r, &token, "its lease on the shared store is lapsing (the store does not answer): another replica may take the session over, and its fence could not reach this one");
                 }
@@ -604,7 +613,8 @@ async fn tend(shared: &Rc<Shared>, r: &Replicated, token: String, epoch: i64) {
     }
     let at = now();
     let lease = key("lease", &token);
-    let (renewed, _) = futures::join!(store.set(&lease, r.me.as_bytes(), Some(LEASE)), drain_queue(shared, r, &token));
+    let (renewed, _) =
+        futures::join!(store.set(&lease, r.me.as_bytes(), Some(r.lease)), drain_queue(shared, r, &token));
     if renewed.is_ok() {
         r.renewed.borrow_mut().insert(token, at);
     }
