@@ -56,8 +56,7 @@ fn main() {
     )
 }
 
-/// The bundled scenarios that deploy replicas and play live: every one but
-/// those that crash or drain a replica (simulated only so far).
+/// The bundled scenarios that deploy replicas.
 fn deployed_scenarios() -> Vec<String> {
     let mut files = Vec::new();
     for dir in ["stateless-http", "replicas"] {
@@ -65,7 +64,6 @@ fn deployed_scenarios() -> Vec<String> {
             .unwrap()
             .map(|e| format!("{dir}/{}", e.unwrap().file_name().to_string_lossy()))
             .filter(|f| f.ends_with(".toml") && !plan(f).deployment.is_single())
-            .filter(|f| !plan(f).steps.iter().any(|s| matches!(s.action.name(), "crash-replica" | "drain")))
             .collect();
         here.sort();
         files.extend(here);
@@ -73,7 +71,7 @@ fn deployed_scenarios() -> Vec<String> {
     files
 }
 
-/// Every bundled scenario that deploys replicas (and plays live), on naive
+/// Every bundled scenario that deploys replicas, on naive
 /// and guarded and on the mutants and rmcp where a replica breaks them,
 /// live against `mcpsim serve` behind HAProxy: the verdicts of the
 /// simulation. Where the balancer routes by source address, HAProxy sends
@@ -81,7 +79,11 @@ fn deployed_scenarios() -> Vec<String> {
 fn deployments_give_live_the_verdicts_they_give_simulated() {
     let files = deployed_scenarios();
     assert!(files.iter().filter(|f| f.starts_with("stateless-http/")).count() >= 4, "{files:?}");
-    assert!(files.iter().filter(|f| f.starts_with("replicas/")).count() >= 5, "{files:?}");
+    assert!(files.iter().filter(|f| f.starts_with("replicas/")).count() >= 8, "{files:?}");
+    // Crashes and drains go through HAProxy's health checks and runtime API.
+    for step in ["crash-replica", "drain"] {
+        assert!(files.iter().any(|f| plan(f).steps.iter().any(|s| s.action.name() == step)), "{step}");
+    }
     let mut jobs: Vec<(String, String)> =
         files.iter().flat_map(|f| ["naive", "guarded"].map(|s| (f.clone(), s.to_string()))).collect();
     for (f, s) in [

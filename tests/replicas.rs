@@ -558,23 +558,22 @@ fn a_drained_replica_keeps_its_sessions_and_takes_no_new_one() {
 }
 
 /// `crash-replica` and `drain` are read, written back and located like
-/// `restart-replica`; live, they are refused with the reason.
+/// `restart-replica` (live, they play through HAProxy: tests/live_deploy.rs).
+/// Live, a legacy-sse deployment routed by session is refused with the
+/// reason: HAProxy cannot learn a session named only in a stream's first event.
 #[test]
-fn crash_and_drain_steps_round_trip_and_are_refused_live() {
+fn crash_and_drain_steps_round_trip_and_legacy_sticky_sessions_are_refused_live() {
     for file in ["replicas/crash-session-affinity.toml", "replicas/drain-long-stream.toml"] {
         let plan = bundled(file);
         let text = plan.to_toml(&[]);
         let mut again = Plan::from_toml_str(&text, "again.toml").unwrap();
         again.source = plan.source.clone();
         assert_eq!(again, plan, "{file}");
-        // Live refuses the stateful deployment first; a stateless one, the step.
-        let e = mcpsim::live::run(&plan, &mcpsim::live::LiveOptions::new("true")).unwrap_err().to_string();
-        assert!(e.contains("run it in simulation"), "{e}");
-        let mut stateless = bundled("stateless-http/retry-on-another-replica.toml");
-        let fault = plan.steps.iter().find(|s| matches!(s.action.name(), "drain" | "crash-replica")).unwrap();
-        stateless.steps.push(mcpsim::scenario::Step { action: fault.action.clone(), ..stateless.steps[0].clone() });
-        let e = mcpsim::live::run(&stateless, &mcpsim::live::LiveOptions::new("true")).unwrap_err().to_string();
-        assert!(e.contains("is simulated only so far") && e.contains("run it in simulation"), "{e}");
+        let mut legacy = plan.clone();
+        legacy.dialect = mcpsim::scenario::Dialect::LegacySse;
+        let e = mcpsim::live::run(&legacy, &mcpsim::live::LiveOptions::new("true")).unwrap_err().to_string();
+        assert!(e.contains("routes legacy-sse sessions to their replica") && e.contains("routing = \"source\""), "{e}");
+        assert_eq!(mcpsim::live::run(&legacy, &mcpsim::live::LiveOptions::new("true")).unwrap_err().exit_code(), 2);
     }
     let head = "[scenario]\nname = \"r\"\ndialect = \"legacy-sse\"\nduration = \"10s\"\n";
     for step in ["crash-replica", "drain"] {

@@ -10,8 +10,9 @@
 use super::process::{describe_exit, Process};
 use crate::error::{Error, Result};
 use crate::scenario::{Deployment, Routing, StoreKind};
+use crate::world::balancer::{CONNECT_TIMEOUT, HEALTH_CHECK};
 use std::cell::Cell;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
@@ -213,6 +214,9 @@ pub struct Balancer {
     dir: PathBuf,
 }
 
+/// The name of HAProxy's runtime API socket in its directory.
+const ADMIN_SOCKET: &str = "admin.sock";
+
 /// HAProxy's configuration for `d` on `port`, in front of `replicas`:
 /// HTTP mode, each request balanced on its own (`option
 /// http-server-close`), every write forwarded at once (`option
@@ -223,7 +227,17 @@ pub struct Balancer {
 /// starts with the PROXY line in which mcpsim's NAT states the client's
 /// public address (`accept-proxy`): `balance source` hashes that address,
 /// as the simulated balancer does.
-pub fn haproxy_config(d: &Deployment, port: u16, replicas: &[u16]) -> String {
+///
+/// Its timings are the simulated balancer's, at the run's time `scale`:
+/// each replica is health-checked every [`HEALTH_CHECK`] (a TCP connect;
+/// one failure takes it out of rotation, one success brings it back), as
+/// the simulated balancer takes a crashed replica out that long after, and
+/// `timeout connect` is its [`CONNECT_TIMEOUT`] (HAProxy waits as long, up
+/// to a second, before it retries a refused connection). A session stuck
+/// to a replica that is down is balanced anew, and sticks where it lands
+/// (`option redispatch`). `admin` is the runtime API's socket, through
+/// which a `drain` step drains a replica.
+pub fn haproxy_config(d: &Deployment, port: u16, replicas: &[u16], scale: f64, admin: &Path) -> String {
     let balance = match d.routing {
         Routing::RoundRobin | Routing::Session => "roundrobin",
         Routing::LeastConnections => "leastconn",
@@ -236,28 +250,32 @@ pub fn haproxy_config(d: &Deployment, port: u16, replicas: &[u16]) -> String {
     } else {
         ""
     };
+    let admin = admin.display();
+    let connect = CONNECT_TIMEOUT.mul_f64(scale).as_millis().max(10);
     let mut cfg = format!(
         "# Written by mcpsim for one live run (docs/replicas.md).\n\
-         global\n    maxconn 4096\n\n\
-         defaults\n    mode http\n    option http-server-close\n    option http-no-delay\n    timeout connect 5s\n    \
+         global\n    maxconn 4096\n    stats socket {admin} level admin\n\n\
+         defaults\n    mode http\n    option http-server-close\n    option http-no-delay\n    option redispatch\n    timeout connect {connect}ms\n    \
          timeout client {STREAM_TIMEOUT}\n    timeout server {STREAM_TIMEOUT}\n    timeout tunnel {STREAM_TIMEOUT}\n\n\
          frontend mcp\n    bind 127.0.0.1:{port} accept-proxy\n    default_backend replicas\n\n\
          backend replicas\n    balance {balance}\n{stick}    http-response set-header X-Mcpsim-Replica %s\n"
     );
+    let inter = HEALTH_CHECK.mul_f64(scale).as_millis().max(10);
     for (i, p) in replicas.iter().enumerate() {
-        cfg.push_str(&format!("    server replica-{} 127.0.0.1:{p}\n", i + 1));
+        cfg.push_str(&format!("    server replica-{} 127.0.0.1:{p} check inter {inter}ms fall 1 rise 1\n", i + 1));
     }
     cfg
 }
 
 impl Balancer {
-    /// Starts HAProxy on `port` in front of the replicas on `replicas`.
-    pub async fn start(d: &Deployment, port: u16, replicas: &[u16]) -> Result<Balancer> {
+    /// Starts HAProxy on `port` in front of the replicas on `replicas`, its
+    /// timings at time `scale`.
+    pub async fn start(d: &Deployment, port: u16, replicas: &[u16], scale: f64) -> Result<Balancer> {
         let exe = program("haproxy", "haproxy", "load balancer")?;
         let dir = std::env::temp_dir().join(format!("mcpsim-haproxy-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("{}: {e}", dir.display())))?;
         let cfg = dir.join("haproxy.cfg");
-        std::fs::write(&cfg, haproxy_config(d, port, replicas))
+        std::fs::write(&cfg, haproxy_config(d, port, replicas, scale, &dir.join(ADMIN_SOCKET)))
             .map_err(|e| Error::io(format!("{}: {e}", cfg.display())))?;
         // -db: stay in the foreground, in the process group mcpsim kills.
         let cmd = format!("exec {} -db -f {}", exe.display(), cfg.display());
@@ -267,6 +285,35 @@ impl Balancer {
             return Err(e);
         }
         Ok(Balancer { proc, dir })
+    }
+
+    /// Drains replica `replica` (from 1) through HAProxy's runtime API: no
+    /// new connection goes to it; the sessions stuck to it still do.
+    pub async fn drain(&self, replica: u32) -> std::result::Result<(), String> {
+        let reply = self.command(&format!("set server replicas/replica-{replica} state drain")).await?;
+        // The runtime API answers an accepted command with an empty line.
+        match reply.trim() {
+            "" => Ok(()),
+            why => Err(format!("haproxy refused to drain replica {replica}: {why}")),
+        }
+    }
+
+    /// One command over HAProxy's runtime API socket, and its reply.
+    async fn command(&self, cmd: &str) -> std::result::Result<String, String> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let path = self.dir.join(ADMIN_SOCKET);
+        let talk = async {
+            let mut s = tokio::net::UnixStream::connect(&path).await?;
+            s.write_all(format!("{cmd}\n").as_bytes()).await?;
+            let mut reply = String::new();
+            s.read_to_string(&mut reply).await?;
+            Ok::<_, std::io::Error>(reply)
+        };
+        match tokio::time::timeout(START_TIMEOUT, talk).await {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(e)) => Err(format!("haproxy's runtime API ({}): {e}", path.display())),
+            Err(_) => Err(format!("haproxy's runtime API ({}) did not answer `{cmd}`", path.display())),
+        }
     }
 
     /// Why HAProxy is gone, if it exited.
@@ -300,7 +347,8 @@ mod tests {
     #[test]
     fn the_haproxy_configuration_balances_each_request_as_the_routing_says() {
         let d = Deployment { replicas: 2, routing: Routing::Source, store: StoreKind::Shared };
-        let cfg = haproxy_config(&d, 8080, &[9001, 9002]);
+        let admin = Path::new("/tmp/x/admin.sock");
+        let cfg = haproxy_config(&d, 8080, &[9001, 9002], 0.1, admin);
         for line in [
             "mode http",
             "option http-server-close",
@@ -309,16 +357,19 @@ mod tests {
             "bind 127.0.0.1:8080 accept-proxy",
             "balance source",
             "http-response set-header X-Mcpsim-Replica %s",
-            "server replica-1 127.0.0.1:9001",
-            "server replica-2 127.0.0.1:9002",
+            "option redispatch",
+            "timeout connect 500ms",
+            "stats socket /tmp/x/admin.sock level admin",
+            "server replica-1 127.0.0.1:9001 check inter 200ms fall 1 rise 1",
+            "server replica-2 127.0.0.1:9002 check inter 200ms fall 1 rise 1",
         ] {
             assert!(cfg.contains(line), "{line} missing:\n{cfg}");
         }
         let rr = Deployment { routing: Routing::RoundRobin, ..d.clone() };
-        assert!(haproxy_config(&rr, 1, &[2]).contains("balance roundrobin"));
+        assert!(haproxy_config(&rr, 1, &[2], 1.0, admin).contains("balance roundrobin"));
         let lc = Deployment { routing: Routing::LeastConnections, ..d.clone() };
-        assert!(haproxy_config(&lc, 1, &[2]).contains("balance leastconn"));
-        let sticky = haproxy_config(&Deployment { routing: Routing::Session, ..d }, 1, &[2]);
+        assert!(haproxy_config(&lc, 1, &[2], 1.0, admin).contains("balance leastconn"));
+        let sticky = haproxy_config(&Deployment { routing: Routing::Session, ..d }, 1, &[2], 1.0, admin);
         assert!(sticky.contains("stick on req.hdr(mcp-session-id)"), "{sticky}");
         assert!(sticky.contains("stick store-response res.hdr(mcp-session-id)"), "{sticky}");
     }

@@ -31,7 +31,7 @@ pub use serve::{serve, ServeOptions};
 use crate::clock;
 use crate::error::{Error, Result};
 use crate::inbox::Inbox;
-use crate::scenario::{Action, Dialect, Plan, Routing};
+use crate::scenario::{Dialect, Plan, Routing};
 use crate::server::{AppHook, AppReporter};
 use crate::trace::LateStep;
 use crate::trace::{LiveInfo, Recorder, Run, SimTime, What};
@@ -152,18 +152,6 @@ pub fn run(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
             plan.name
         )));
     }
-    if let Some((i, step)) = plan
-        .steps
-        .iter()
-        .enumerate()
-        .find(|(_, s)| matches!(s.action, Action::CrashReplica { .. } | Action::Drain { .. }))
-    {
-        return Err(Error::usage(format!(
-            "scenario {:?}: step {i} (`{}`) is simulated only so far: live, it needs HAProxy's health checks and runtime API (docs/replicas.md); run it in simulation",
-            plan.name,
-            step.action.name()
-        )));
-    }
     if !plan.deployment.is_single() && opts.port.is_some() {
         return Err(Error::usage(format!(
             "scenario {:?} deploys {} replicas: --live-port fixes one server's port, and a deployment starts one per replica behind HAProxy",
@@ -281,7 +269,7 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
         balancer = Some(tokio::select! {
             biased;
             why = interrupt.recv() => return Err(Error::io(format!("{why} before the load balancer was ready"))),
-            r = deploy::Balancer::start(&plan.deployment, port, &ports) => r?,
+            r = deploy::Balancer::start(&plan.deployment, port, &ports, opts.time_scale) => r?,
         });
     }
     let server = hellos[0].0.clone();
@@ -308,11 +296,12 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
         r.app = AppHook::new(Inbox::new(), report);
         r.tasks = Some(control.spawn(&r.app, writer, lines, (i, 1), &execs));
     }
-    // The replicas (by index) the step loop must restart, and each one's life.
-    let restart: Rc<RefCell<std::collections::BTreeSet<usize>>> = Rc::default();
+    // What the steps ask of the replicas, each one's life, and which are down (crashed).
+    let orders: Rc<RefCell<Orders>> = Rc::default();
     let mut lives = vec![1u32; replicas.len()];
+    let mut down = vec![false; replicas.len()];
 
-    let mut world = build(plan, port, &rec, replicas[0].app.clone(), restart.clone(), store.clone()).await?;
+    let mut world = build(plan, port, &rec, replicas[0].app.clone(), orders.clone(), store.clone()).await?;
     if deployed {
         world.set_replicas(replicas[1..].iter().map(|r| r.app.clone()).collect());
     }
@@ -356,7 +345,31 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
             }
             world.apply(&plan.steps[index], index, at);
         }
-        let which: Vec<usize> = std::mem::take(&mut *restart.borrow_mut()).into_iter().collect();
+        let (crash, drain) = {
+            let mut o = orders.borrow_mut();
+            (std::mem::take(&mut o.crash), std::mem::take(&mut o.drain))
+        };
+        // crash-replica: the process is killed and stays down; HAProxy's
+        // health check takes it out of rotation.
+        for i in crash {
+            let r = &mut replicas[i];
+            if let Some(t) = r.tasks.take() {
+                t.abort();
+            }
+            r.process.kill();
+            let _ = r.process.exited().await;
+            r.process.settle().await;
+            down[i] = true;
+        }
+        for i in drain {
+            if let Some(b) = &balancer {
+                if let Err(why) = b.drain(i as u32 + 1).await {
+                    aborted = Some(format!("{why} (at {})", SimTime::from_duration(now)));
+                    break 'run;
+                }
+            }
+        }
+        let which: Vec<usize> = std::mem::take(&mut orders.borrow_mut().restart).into_iter().collect();
         if !which.is_empty() {
             // restart-server (every process) or restart-replica (one): each is
             // killed and started again, with nothing of its memory; each must
@@ -373,6 +386,7 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
             for &i in &which {
                 let r = &mut replicas[i];
                 lives[i] += 1;
+                down[i] = false;
                 let life = lives[i];
                 let mut env = r.env.clone();
                 env.push(("MCPSIM_LIFE", life.to_string()));
@@ -403,7 +417,7 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
             ));
             break;
         }
-        for (i, r) in replicas.iter_mut().enumerate() {
+        for (i, r) in replicas.iter_mut().enumerate().filter(|(i, _)| !down[*i]) {
             if let Some(status) = r.process.try_exited() {
                 r.process.settle().await;
                 aborted = Some(format!(
@@ -789,9 +803,8 @@ async fn read_reports(
 struct LiveHosts {
     starts: BTreeMap<String, Box<dyn Fn() -> tokio::task::AbortHandle>>,
     running: BTreeMap<String, tokio::task::AbortHandle>,
-    /// The server processes (by replica index) the step loop must restart:
-    /// every one for `restart-server`, one for `restart-replica`.
-    restart: Rc<RefCell<std::collections::BTreeSet<usize>>>,
+    /// What the step loop must do to the server processes.
+    orders: Rc<RefCell<Orders>>,
     /// A deployment's store links (`partition` cuts them).
     store: Option<Rc<RefCell<deploy::LiveStore>>>,
 }
@@ -809,16 +822,22 @@ impl Hosts for LiveHosts {
         }
     }
     fn restart_server(&mut self) -> Result<(), String> {
-        self.restart.borrow_mut().insert(0);
+        self.orders.borrow_mut().restart.insert(0);
         Ok(())
     }
     fn restart_host(&mut self, host: &str) -> Result<(), String> {
-        let i = host
-            .strip_prefix("replica-")
-            .and_then(|n| n.parse::<usize>().ok())
-            .and_then(|n| n.checked_sub(1))
-            .ok_or(format!("no server host {host}"))?;
-        self.restart.borrow_mut().insert(i);
+        let i = replica_index(host)?;
+        self.orders.borrow_mut().restart.insert(i);
+        Ok(())
+    }
+    fn crash_host(&mut self, host: &str) -> Result<(), String> {
+        let i = replica_index(host)?;
+        self.orders.borrow_mut().crash.insert(i);
+        Ok(())
+    }
+    fn drain_host(&mut self, host: &str) -> Result<(), String> {
+        let i = replica_index(host)?;
+        self.orders.borrow_mut().drain.insert(i);
         Ok(())
     }
     fn store_link(&mut self, host: &str, cut: bool) -> Result<(), String> {
@@ -828,6 +847,26 @@ impl Hosts for LiveHosts {
             _ => Err(format!("{host} has no link to a shared store")),
         }
     }
+}
+
+/// What the steps asked of the server processes (by replica index), for
+/// the step loop to carry out: it owns the processes and HAProxy.
+#[derive(Default)]
+struct Orders {
+    /// Restart: every one for `restart-server`, one for `restart-replica`.
+    restart: std::collections::BTreeSet<usize>,
+    /// Kill, and leave down (`crash-replica`).
+    crash: std::collections::BTreeSet<usize>,
+    /// Drain through HAProxy's runtime API (`drain`).
+    drain: std::collections::BTreeSet<usize>,
+}
+
+/// The index of replica host `replica-N` (N from 1).
+fn replica_index(host: &str) -> Result<usize, String> {
+    host.strip_prefix("replica-")
+        .and_then(|n| n.parse::<usize>().ok())
+        .and_then(|n| n.checked_sub(1))
+        .ok_or(format!("no server host {host}"))
 }
 
 impl LiveHosts {
@@ -844,12 +883,12 @@ async fn build(
     port: u16,
     rec: &Recorder,
     app: AppHook,
-    restart: Rc<RefCell<std::collections::BTreeSet<usize>>>,
+    orders: Rc<RefCell<Orders>>,
     store: Option<Rc<RefCell<deploy::LiveStore>>>,
 ) -> Result<World<LiveHosts>> {
     let mut clients = BTreeMap::new();
     let mut nats = BTreeMap::new();
-    let mut hosts = LiveHosts { starts: BTreeMap::new(), running: BTreeMap::new(), restart, store };
+    let mut hosts = LiveHosts { starts: BTreeMap::new(), running: BTreeMap::new(), orders, store };
     // In a deployment, each NAT states its public address to HAProxy in a
     // PROXY line, drawn from the stream the simulation draws it from (so
     // `balance source` picks the replica the simulated balancer picks),

@@ -22,7 +22,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 const PORT: u16 = crate::client::PORT;
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long the balancer's health check takes to notice a crashed replica
 /// and take it out of rotation: HAProxy's `check inter 1s fall 2`, as live

@@ -176,6 +176,11 @@ pub(crate) trait Hosts {
     fn crash_host(&mut self, host: &str) -> Result<(), String> {
         Err(format!("cannot crash {host} here"))
     }
+    /// Drains the replica on host `host` at the balancer (no new
+    /// connection goes to it); an error says why it cannot.
+    fn drain_host(&mut self, host: &str) -> Result<(), String> {
+        Err(format!("cannot drain {host} here: no balancer"))
+    }
     /// Cuts (`cut`) or restores the link between host `host` and the shared
     /// store; an error says why it cannot.
     fn store_link(&mut self, host: &str, cut: bool) -> Result<(), String> {
@@ -714,11 +719,16 @@ impl<H: Hosts> World<H> {
                 }
             }
             Action::Drain { replica } => {
-                if let Some(b) = &self.balancer {
-                    b.picker().drain(*replica);
-                    rec.record_at(SimTime::from_duration(at), What::ReplicaDrained { replica: *replica });
-                } else {
-                    self.app.report.error("server", format!("cannot drain replica {replica}: no balancer here"));
+                let drained = match &self.balancer {
+                    Some(b) => {
+                        b.picker().drain(*replica);
+                        Ok(())
+                    }
+                    None => self.sim.drain_host(&balancer::replica_host(*replica)),
+                };
+                match drained {
+                    Ok(()) => rec.record_at(SimTime::from_duration(at), What::ReplicaDrained { replica: *replica }),
+                    Err(why) => self.app.report.error("server", format!("cannot drain replica {replica}: {why}")),
                 }
             }
             Action::Partition { replica, lasts } => {
