@@ -603,3 +603,37 @@ fn ids_reused_across_sessions_are_not_a_leak_between_them() {
     let o = hunt::run_seed("guarded", 17, false).unwrap();
     assert!(o.violated.is_empty(), "{:?}: {:?}", o.violated, o.headline);
 }
+
+/// Hunts draw the MCP security best practices' session-hijack prompt
+/// injection in streamable-http (`InjectTool`, from a stream of its own): a
+/// thief holding an owner's session id calls `enable_tool` on it. naive and
+/// unbound, which serve any holder of the id, let the change through to
+/// the owner's stream on some of those seeds (`confidentiality`, a foreign
+/// tool change that is not inherent); guarded, which checks the caller
+/// against the session's owner, on none (a thief holding the owner's
+/// credential too is inherent: no server can tell).
+#[test]
+fn hunts_draw_the_session_hijack_injection_and_confidentiality_tells_who_lets_it_through() {
+    let plans: Vec<Plan> = (1..=700)
+        .map(|seed| hunt::generate_in(seed, Dialect::StreamableHttp))
+        .filter(|p| p.description.contains("InjectTool"))
+        .collect();
+    assert!(plans.len() >= 40, "{} seeds drew the injection", plans.len());
+    let injected = |server: &str, inherent: bool| {
+        plans
+            .iter()
+            .filter(|plan| {
+                let run = mcpsim::run(plan, server, None).unwrap();
+                mcpsim::check::judge(&run.trace).iter().flat_map(|v| v.violations()).any(|v| {
+                    v.inherent == inherent && matches!(v.finding, mcpsim::check::Finding::ForeignToolChange { .. })
+                })
+            })
+            .count()
+    };
+    assert!(injected("naive", false) >= 10, "naive");
+    assert!(injected("unbound", false) >= 10, "unbound");
+    assert_eq!(injected("guarded", false), 0, "guarded");
+    assert!(injected("guarded", true) >= 5, "a thief with the credential is inherent");
+    // No enable-tool in legacy-sse (no tool calls there).
+    assert!(!(1..=300).any(|s| hunt::generate_in(s, Dialect::LegacySse).description.contains("InjectTool")));
+}

@@ -103,6 +103,12 @@ pub enum ReachKind {
     /// from the first id it saw: a window over a retired id answered late
     /// and a re-issue still unanswered.
     StaleOverRetired,
+    /// streamable-http: the MCP security best practices' session-hijack
+    /// prompt injection. A thief holding an owner's session id (half the
+    /// time her credential too) calls `enable_tool` on her session, so that
+    /// her stream is told her tool list changed; or, now and then, the
+    /// owner enables a tool herself (a change she asked for).
+    InjectTool,
 }
 
 impl ReachKind {
@@ -133,7 +139,7 @@ impl ReachKind {
     /// `streamable-http/window-edge.toml` covers the edge there).
     fn fits(self, draws: Draws) -> bool {
         match self {
-            ReachKind::CallStreamTheft | ReachKind::EndSession => draws.tool_calls,
+            ReachKind::CallStreamTheft | ReachKind::EndSession | ReachKind::InjectTool => draws.tool_calls,
             ReachKind::WindowEdge => !draws.seen_ids,
             ReachKind::PendingResumes | ReachKind::LateAnswer => true,
             ReachKind::RetentionOverflow
@@ -254,8 +260,15 @@ pub fn stateful(seed: u64, dialect: Dialect) -> Plan {
     // Each later one from a stream of its own, so the draws above stay as they were.
     let edge_kinds = d.reach_from(Seed(seed).stream("hunt.reach3"), &[ReachKind::StreamableWindowEdge]);
     let retired_kinds = d.reach_from(Seed(seed).stream("hunt.reach4"), &[ReachKind::StaleOverRetired]);
+    let inject_kinds = d.reach_from(Seed(seed).stream("hunt.reach5"), &[ReachKind::InjectTool]);
     let faults = kinds.iter().map(|k| format!("{k:?}")).chain(
-        reach_kinds.iter().chain(&later_kinds).chain(&edge_kinds).chain(&retired_kinds).map(|k| format!("{k:?}")),
+        reach_kinds
+            .iter()
+            .chain(&later_kinds)
+            .chain(&edge_kinds)
+            .chain(&retired_kinds)
+            .chain(&inject_kinds)
+            .map(|k| format!("{k:?}")),
     );
     d.into_plan(seed, dialect, faults.collect::<Vec<_>>().join(", "))
 }
@@ -491,6 +504,18 @@ impl Draft {
                 self.push(at + ms(d), resume_last_seen(o));
             }
             ReachKind::CallStreamTheft | ReachKind::EndSession => self.theft_or_end(kind, reach, o, at),
+            ReachKind::InjectTool => {
+                let tool = format!("tool-{}", reach.random_range(1..=3u32));
+                if reach.random_bool(0.25) {
+                    self.push(at, Action::EnableTool { client: o, tool });
+                    return;
+                }
+                let thief = new_thief(&mut self.thieves, &mut self.clients, reach.random_bool(0.5));
+                let credential = reach.random_bool(0.5);
+                self.push(at, Action::StealToken { from: o, to: thief.clone(), credential });
+                let later = at + ms(reach.random_range(200..1_500));
+                self.push(later, Action::EnableTool { client: thief, tool });
+            }
             ReachKind::RetentionOverflow => {
                 if self.retention == 64 {
                     self.retention = reach.random_range(2..=6);
