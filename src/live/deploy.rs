@@ -298,6 +298,29 @@ impl Balancer {
         }
     }
 
+    /// Waits (at most `within`, real time) until HAProxy's health check
+    /// sees replica `replica` (from 1) up: a restarted replica is back in
+    /// rotation, as in simulation, before the run goes on. Whether it is.
+    pub async fn wait_up(&self, replica: u32, within: Duration) -> bool {
+        let name = format!("replica-{replica}");
+        let up = async {
+            loop {
+                // `show servers state`: srv_name is the 4th field, srv_op_state (2: running) the 6th.
+                if let Ok(reply) = self.command("show servers state replicas").await {
+                    let state = reply
+                        .lines()
+                        .map(|l| l.split(' ').collect::<Vec<_>>())
+                        .find(|f| f.get(3) == Some(&name.as_str()));
+                    if state.is_some_and(|f| f.get(5) == Some(&"2")) {
+                        return;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        tokio::time::timeout(within, up).await.is_ok()
+    }
+
     /// One command over HAProxy's runtime API socket, and its reply.
     async fn command(&self, cmd: &str) -> std::result::Result<String, String> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -399,7 +399,19 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
                 };
                 match ready(&control.listener, &mut r.process, opts).await {
                     Ok((_hello, lines, writer)) => {
-                        r.tasks = Some(control.spawn(&r.app, writer, lines, (i, life), &execs))
+                        r.tasks = Some(control.spawn(&r.app, writer, lines, (i, life), &execs));
+                        // Back in HAProxy's rotation before the run goes on (its
+                        // health check took it out while it restarted).
+                        let check = crate::world::balancer::HEALTH_CHECK.mul_f64(opts.time_scale);
+                        if let Some(b) = &balancer {
+                            if !b.wait_up(i as u32 + 1, check * 3 + Duration::from_secs(1)).await {
+                                aborted = Some(format!(
+                                    "haproxy (the load balancer) did not see {} up again after its restart",
+                                    whose(i)
+                                ));
+                                break 'run;
+                            }
+                        }
                     }
                     Err(e) => {
                         aborted = Some(format!("{} did not come back after its restart: {e}", whose(i)));
