@@ -291,9 +291,10 @@ impl StepKind {
 
 /// Servers that run only live (`mcpsim run --live`): the adapters under
 /// `adapters/`, by the name they give in `ready` (one per configuration:
-/// `-no-store` without an event store, `-auth` with a bearer-token
-/// verifier; docs/live-protocol.md), and the example adapter of
-/// `examples/`. `[expect]` accepts them beside [`SERVERS`].
+/// `-no-store` without an event store, `-redis` with the Redis-backed
+/// store a deployment with a shared store hands them, `-auth` with a
+/// bearer-token verifier; docs/live-protocol.md), and the example adapter
+/// of `examples/`. `[expect]` accepts them beside [`SERVERS`].
 pub const LIVE_SERVERS: &[&str] = &[
     "typescript-sdk",
     "typescript-sdk-no-store",
@@ -303,14 +304,20 @@ pub const LIVE_SERVERS: &[&str] = &[
     "python-sdk-no-store",
     "python-sdk-auth",
     "python-sdk-no-store-auth",
+    "python-sdk-redis",
+    "python-sdk-redis-auth",
     "typescript-v2",
     "typescript-v2-no-store",
     "typescript-v2-auth",
     "typescript-v2-no-store-auth",
+    "typescript-v2-redis",
+    "typescript-v2-redis-auth",
     "fastmcp",
     "fastmcp-no-store",
     "fastmcp-auth",
     "fastmcp-no-store-auth",
+    "fastmcp-redis",
+    "fastmcp-redis-auth",
     "minimal-adapter",
 ];
 
@@ -320,10 +327,14 @@ pub const LIVE_STATELESS: &[&str] = &[
     "typescript-v2-no-store",
     "typescript-v2-auth",
     "typescript-v2-no-store-auth",
+    "typescript-v2-redis",
+    "typescript-v2-redis-auth",
     "fastmcp",
     "fastmcp-no-store",
     "fastmcp-auth",
     "fastmcp-no-store-auth",
+    "fastmcp-redis",
+    "fastmcp-redis-auth",
 ];
 
 /// The names `[expect]` accepts: [`SERVERS`], then [`LIVE_SERVERS`].

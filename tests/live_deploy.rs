@@ -9,25 +9,13 @@
 
 mod common;
 use common::harness::{run_with_threads, Case};
-use common::live::{live_runs, plan};
+use common::live::{deployment_parts_missing, live_runs, plan};
 use common::text;
 use std::time::Duration;
 
 /// The command that serves `server`: this build's own `mcpsim serve`.
 fn serve(server: &str) -> String {
     format!("'{}' serve --server {server}", env!("CARGO_BIN_EXE_mcpsim"))
-}
-
-/// What a live deployment needs and this machine lacks (HAProxy and Redis,
-/// Debian's packages; `.ci/run` installs both).
-fn deployment_parts_missing() -> Option<String> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let missing: Vec<&str> = ["haproxy", "redis-server"]
-        .into_iter()
-        .filter(|p| !std::env::split_paths(&path).any(|d| d.join(p).is_file()))
-        .collect();
-    (!missing.is_empty())
-        .then(|| format!("live deployments need {} (apt-get install haproxy redis-server)", missing.join(" and ")))
 }
 
 fn main() {

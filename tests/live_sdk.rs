@@ -121,7 +121,13 @@ fn missing() -> Option<String> {
 
 fn main() {
     let missing = missing();
+    let deploy_missing = missing.clone().or_else(common::live::deployment_parts_missing);
     run(vec![
+        Case::new(
+            "the_sdk_adapters_behind_haproxy_with_redis_meet_expect_on_every_replica_scenario",
+            the_sdk_adapters_behind_haproxy_with_redis_meet_expect_on_every_replica_scenario,
+        )
+        .needs(&deploy_missing),
         Case::new(
             "every_adapter_and_configuration_meets_expect_on_the_canonical_scenarios",
             every_adapter_and_configuration_meets_expect_on_the_canonical_scenarios,
@@ -155,6 +161,22 @@ fn scenarios_of(dialect: &str) -> Vec<String> {
         .filter(|f| plan(f).deployment.is_single())
         .collect();
     files.sort();
+    files
+}
+
+/// The bundled scenarios with a `[deployment]` (`replicas/`, and the
+/// stateless-http ones), sorted, relative to `scenarios/`.
+fn deployment_scenarios() -> Vec<String> {
+    let mut files: Vec<String> = Vec::new();
+    for dir in ["replicas", "stateless-http"] {
+        let mut here: Vec<String> = std::fs::read_dir(root().join("scenarios").join(dir))
+            .unwrap()
+            .map(|e| format!("{dir}/{}", e.unwrap().file_name().to_string_lossy()))
+            .filter(|f| f.ends_with(".toml") && !plan(f).deployment.is_single())
+            .collect();
+        here.sort();
+        files.extend(here);
+    }
     files
 }
 
@@ -292,6 +314,30 @@ fn every_adapter_and_configuration_meets_expect_on_the_canonical_scenarios() {
     assert!(problems.is_empty(), "{} problem(s):\n{}", problems.len(), problems.join("\n"));
 }
 
+/// The SDK adapters deployed as replicas behind HAProxy (docs/replicas.md):
+/// every bundled scenario with a `[deployment]`, in each dialect the
+/// adapter speaks, meets the `[expect]` of the name the adapter gives
+/// itself: `<adapter>` with a store per replica, `<adapter>-redis` with a
+/// shared store, where the adapter keeps its events (and, stateless, its
+/// single-use registry) in the run's Redis. The README's deployment
+/// findings are these entries (the_readme_findings_tables_are_the_expectations).
+fn the_sdk_adapters_behind_haproxy_with_redis_meet_expect_on_every_replica_scenario() {
+    let mut cells = Vec::new();
+    for file in &deployment_scenarios() {
+        let p = plan(file);
+        let shared = p.deployment.store.name() == "shared";
+        for a in [&PYTHON, &TYPESCRIPT_V2, &FASTMCP] {
+            if a.dialects.contains(&p.dialect.name()) {
+                let name = format!("{}{}", a.name, if shared { "-redis" } else { "" });
+                cells.push(Cell { file: file.clone(), name, command: a.command, config: AdapterConfig::default() });
+            }
+        }
+    }
+    assert!(cells.len() >= 25, "{} cells", cells.len());
+    let (_, problems) = play(&cells, 1);
+    assert!(problems.is_empty(), "{} problem(s):\n{}", problems.len(), problems.join("\n"));
+}
+
 /// `confidentiality` sees a leak without a theft: an event store that serves
 /// every session and files each session's standalone stream under one stream
 /// id (the TypeScript SDK v2's examples, the Python SDK's example) replays
@@ -344,8 +390,20 @@ fn the_readme_findings_tables_are_the_expectations() {
             }
             listed.push(file);
         }
-        for file in scenarios_of(&dialect) {
+        // A table of deployments lists every deployment scenario of its
+        // directory that has an `[expect]` for each of its names and where
+        // one of them violates.
+        let deployed = listed.iter().all(|f| !plan(f).deployment.is_single());
+        let candidates = if deployed {
+            deployment_scenarios().into_iter().filter(|f| f.starts_with(&format!("{dialect}/"))).collect()
+        } else {
+            scenarios_of(&dialect)
+        };
+        for file in candidates {
             let expect = plan(&file).expect;
+            if deployed && !names.iter().all(|n| expect.contains_key(*n)) {
+                continue;
+            }
             let violates = names.iter().any(|n| expect.get(*n).is_some_and(|v| !v.is_empty()));
             assert!(!violates || listed.contains(&file), "README's table for {names:?} leaves out {file}");
         }

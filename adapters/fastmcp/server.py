@@ -5,8 +5,27 @@
 
 Configurations (environment; see README.md):
 
-    MCPSIM_EVENT_STORE = memory (default) | none
+    MCPSIM_EVENT_STORE = memory (default) | none | redis (the default when MCPSIM_STORE is set)
     MCPSIM_AUTH        = off (default)    | bearer
+
+Deployments (MCPSIM_STORE=redis://HOST:PORT, which mcpsim sets for a
+`[deployment] store = "shared"`, one link to its Redis per replica): FastMCP's
+own EventStore over py-key-value-aio's Redis backend, as FastMCP's docs show
+it (`EventStore(storage=RedisStore(...))`), with redis-py's own timings
+(retry backoff, socket timeouts) shortened by MCPSIM_TIME_SCALE as the run
+shortened every other timing. When Redis cannot be reached (a `partition`)
+store calls raise; FastMCP and the SDK see the error as a user's deployment
+would (a 500, a replay that ends, a session whose message router stops, after
+which the SDK's sends on that session block for ever), the adapter logs it to
+stderr, and the process runs on; the harness then reports a request it saw
+sent but never stored as issued without an event id, so mcpsim can follow it.
+With MCPSIM_REPLICAS > 1 the stateless-http requestState is sealed under a
+configured key shared by every replica (`RequestStateSecurity(keys=[...])`,
+derived from MCPSIM_SEED in place of a deployer's secret) instead of
+FastMCP's per-process `ephemeral()` default, as FastMCP and the SDK tell
+multi-replica deployments to do. There is no single-use registry (FastMCP
+and the SDK offer none), in a store or not. Sessions stay in each process's
+memory (the SDK's session manager), whatever the store.
 
 Adapt it: keep the "FastMCP" parts as your server already has them (or replace
 them with yours), and keep the "harness" parts, which only tell mcpsim what the
@@ -27,6 +46,7 @@ id and SSE event id of each request and notification.
 
 import asyncio
 import contextvars
+import hashlib
 import json
 import logging
 import os
@@ -63,9 +83,12 @@ def env_choice(key: str, default: str, choices: tuple[str, ...]) -> str:
     return value
 
 
-EVENT_STORE = env_choice("MCPSIM_EVENT_STORE", "memory", ("memory", "none"))
+STORE_URL = os.environ.get("MCPSIM_STORE", "").strip()  # a deployment's shared store: redis://HOST:PORT
+EVENT_STORE = env_choice("MCPSIM_EVENT_STORE", "redis" if STORE_URL else "memory", ("memory", "none", "redis"))
+if EVENT_STORE == "redis" and not STORE_URL:
+    sys.exit("[fastmcp] MCPSIM_EVENT_STORE=redis needs MCPSIM_STORE=redis://HOST:PORT")
 AUTH = env_choice("MCPSIM_AUTH", "off", ("off", "bearer"))
-NAME = "fastmcp" + ("-no-store" if EVENT_STORE == "none" else "") + ("-auth" if AUTH == "bearer" else "")
+NAME = "fastmcp" + {"memory": "", "none": "-no-store", "redis": "-redis"}[EVENT_STORE] + ("-auth" if AUTH == "bearer" else "")
 
 PORT = env_int("MCPSIM_PORT", 3000)
 CONTROL_PORT = env_int("MCPSIM_CONTROL_PORT", None)
@@ -81,6 +104,10 @@ log.setLevel(logging.INFO)
 TOOLS: list[dict[str, Any]] = json.loads(os.environ.get("MCPSIM_TOOLS") or "[]")
 STATE_LIFETIME_MS = env_int("MCPSIM_STATE_LIFETIME_MS", None)  # None: FastMCP's default (the SDK's 600 s)
 LIFE = env_int("MCPSIM_LIFE", 1)
+REPLICA = env_int("MCPSIM_REPLICA", 1)
+REPLICAS = env_int("MCPSIM_REPLICAS", 1)
+SEED = env_int("MCPSIM_SEED", 0)
+TIME_SCALE = float(os.environ.get("MCPSIM_TIME_SCALE") or 1.0)
 
 if DIALECT not in ("streamable-http", "stateless-http"):
     log.warning("only streamable-http and stateless-http are served; MCPSIM_DIALECT=%s ignored", DIALECT)
@@ -90,6 +117,8 @@ for key in ("MCPSIM_FIRST_EVENT_ID", "MCPSIM_FENCE_GRACE_MS", "MCPSIM_FENCE_DELA
         log.info("%s=%s ignored: FastMCP (and its EventStore) has no such setting", key, os.environ[key])
 if EVENT_STORE == "none" and "MCPSIM_RETENTION" in os.environ:
     log.info("MCPSIM_RETENTION=%s ignored: no event store", os.environ["MCPSIM_RETENTION"])
+if STORE_URL and EVENT_STORE != "redis":
+    log.info("MCPSIM_STORE=%s unused: MCPSIM_EVENT_STORE=%s, and nothing else here is kept in a store", STORE_URL, EVENT_STORE)
 
 # SSE keep-alive: neither FastMCP nor the SDK exposes it. The SDK's transport
 # builds sse-starlette EventSourceResponses without `ping`, so they take
@@ -155,6 +184,11 @@ class Issuing:
             self.id = wire_id
         if event_store is None:
             self._report(wire_id, None)
+
+    def store_failed(self, message: Any) -> None:
+        """FastMCP's store raised for `message`: a request it was carrying is reported without an event id (none was minted)."""
+        if isinstance(message, types.JSONRPCRequest) and message.method == self.method and not self.reported:
+            self._report(message.id, None)
 
     def stored(self, message: Any, event_id: str) -> None:
         if isinstance(message, types.JSONRPCRequest) and message.method == self.method and not self.reported:
@@ -223,8 +257,39 @@ def sender_context() -> contextvars.Context | None:
     return None
 
 
+# How many store calls have failed in this process (Redis unreachable). The
+# SDK's message router ends at the first exception a store_event raises in
+# it ("Error in message router", mcp/server/streamable_http.py), and then
+# every later send on that session blocks for ever, without an error: after
+# a failure the harness stops waiting for the store to tell it what was sent
+# (see stalled()).
+store_failures = 0
+STALL = 0.25  # s: how long a send may go unstored, once a store call has failed, before the harness reports what it saw
+
+
+async def stalled(done, seen) -> None:
+    """Returns once a store call has failed and, for STALL s since, `seen()` held and `done()` did not."""
+    loop = asyncio.get_running_loop()
+    since = None
+    while True:
+        await asyncio.sleep(STALL / 4)
+        if done():
+            since = None
+            continue
+        if store_failures and seen():
+            since = loop.time() if since is None else since
+            if loop.time() - since >= STALL:
+                return
+        else:
+            since = None
+
+
 class ObservedEventStore(EventStore):
-    """FastMCP's EventStore, observed: every stored message goes to whoever was issuing it."""
+    """FastMCP's EventStore (over whichever storage it was given), observed: every stored message goes to whoever was issuing it.
+
+    A store call that fails (Redis unreachable) is logged and raised again
+    unchanged: FastMCP and the SDK handle it as they would without the harness.
+    """
 
     blind = False  # warned that this SDK version hides the sender
 
@@ -233,11 +298,54 @@ class ObservedEventStore(EventStore):
         if message is not None and sender is None and not self.blind:
             self.blind = True
             log.warning("cannot see who sent the messages FastMCP stores: event ids will be missing")
-        event_id = await super().store_event(stream_id, message)
         issuing = sender.get(ISSUING) if sender is not None else None
+        try:
+            event_id = await super().store_event(stream_id, message)
+        except Exception as e:
+            global store_failures
+            store_failures += 1
+            what = getattr(message, "method", None) or ("a response" if message is not None else "a priming event")
+            log.warning("EventStore.store_event (%s) failed: %s: %s; FastMCP sees the error", what, type(e).__name__, e)
+            if issuing is not None:
+                issuing.store_failed(message)
+            raise
         if issuing is not None:
             issuing.stored(message, event_id)
         return event_id
+
+    async def replay_events_after(self, last_event_id, send_callback):
+        try:
+            return await super().replay_events_after(last_event_id, send_callback)
+        except Exception as e:
+            log.warning("EventStore.replay_events_after(%s) failed: %s: %s; FastMCP sees the error", last_event_id, type(e).__name__, e)
+            raise
+
+
+def redis_storage(url: str):
+    """py-key-value-aio's RedisStore, FastMCP's documented Redis backend for its EventStore.
+
+    FastMCP's docs: `EventStore(storage=RedisStore(url=...))`. That builds
+    redis-py's asyncio client with its defaults; this builds the same client
+    (`decode_responses=True`, as RedisStore's own) with the timings redis-py
+    draws by itself, its retry backoff (10 retries, 10 ms base, 1 s cap) and
+    its 5 s socket timeouts, multiplied by MCPSIM_TIME_SCALE, so that a
+    store call outlasts a partition as it would at full scale. At scale 1 it
+    is exactly the client of `RedisStore(url=...)`.
+    """
+    from key_value.aio.stores.redis import RedisStore
+    from redis.asyncio import Redis
+    from redis.asyncio.retry import Retry
+    from redis.backoff import ExponentialWithJitterBackoff
+
+    s = TIME_SCALE
+    client = Redis.from_url(
+        url,
+        decode_responses=True,
+        socket_timeout=5 * s,
+        socket_connect_timeout=5 * s,
+        retry=Retry(backoff=ExponentialWithJitterBackoff(base=0.01 * s, cap=1 * s), retries=10),
+    )
+    return RedisStore(client=client)
 
 
 # ---------------------------------------------------------------- application
@@ -275,6 +383,16 @@ async def issue(
 
     issuing = Issuing(method, issued)
     token = ISSUING.set(issuing)
+
+    async def unstored() -> None:
+        # Sent by the SDK but never stored, after a store failure: the session's
+        # router is gone and the SDK's write blocks for ever. The application
+        # did issue it: report it (without an event id) so mcpsim can follow it.
+        await stalled(lambda: issuing.reported, lambda: issuing.id is not None)
+        log.warning("%s (id %s) was sent to the SDK but never stored: the session's message router is gone", label, issuing.id)
+        issuing._report(issuing.id, None)
+
+    watchdog = asyncio.create_task(unstored())
     try:
         request, result_type = server_request(method, label, client)
         metadata = ServerMessageMetadata(related_request_id=related_request_id) if related_request_id is not None else None
@@ -289,6 +407,7 @@ async def issue(
     except Exception as e:  # noqa: BLE001 - reported, never hidden
         outcome, detail = "failed", f"SDK: {type(e).__name__}: {e}"
     finally:
+        watchdog.cancel()
         ISSUING.reset(token)
     if issuing.id is None:  # it never went out
         report({"type": "error", "client": client, "message": f"the SDK did not send {label}: {detail}"})
@@ -520,9 +639,18 @@ class PrincipalTokenVerifier(TokenVerifier):
 # SDK's RequestStateBoundary. Without `request_state_security` it installs
 # RequestStateSecurity.ephemeral() (a key drawn per process, TTL 600 s); the
 # adapter passes the same policy with the scenario's TTL, and observes its codec.
-state_security = RequestStateSecurity.ephemeral(
-    **({"ttl": STATE_LIFETIME_MS / 1000} if STATE_LIFETIME_MS is not None else {})
-)
+# Behind a balancer (MCPSIM_REPLICAS > 1) FastMCP (fastmcp/server/server.py)
+# and the SDK (RequestStateSecurity.ephemeral's docstring) say multi-replica
+# deployments must share a key: `RequestStateSecurity(keys=[secret])`, the
+# same in every replica and every restart. A deployer reads the secret from
+# its configuration; here it is derived from the scenario's seed, which every
+# replica is given. The audience is the server's name, the same everywhere.
+state_ttl = {"ttl": STATE_LIFETIME_MS / 1000} if STATE_LIFETIME_MS is not None else {}
+if REPLICAS > 1:
+    state_key = hashlib.sha256(f"mcpsim-fastmcp request-state key, seed {SEED}".encode()).hexdigest()
+    state_security = RequestStateSecurity(keys=[state_key], **state_ttl)
+else:
+    state_security = RequestStateSecurity.ephemeral(**state_ttl)
 state_security.codec = ObservedCodec(state_security.codec)
 
 mcp = FastMCP(
@@ -589,7 +717,13 @@ class RememberSessions(Middleware):
 
 mcp.add_middleware(RememberSessions())
 
-event_store = ObservedEventStore(max_events_per_stream=RETENTION) if EVENT_STORE == "memory" else None
+# As in FastMCP's docs: EventStore() (in memory), or EventStore(storage=RedisStore(...)).
+if EVENT_STORE == "memory":
+    event_store = ObservedEventStore(max_events_per_stream=RETENTION)
+elif EVENT_STORE == "redis":
+    event_store = ObservedEventStore(storage=redis_storage(STORE_URL), max_events_per_stream=RETENTION)
+else:
+    event_store = None
 # As in FastMCP's docs: http_app() (Streamable HTTP at /mcp), with an EventStore for resumability.
 starlette_app = mcp.http_app(event_store=event_store) if event_store is not None else mcp.http_app()
 
@@ -613,7 +747,16 @@ async def notify(session: ServerSession, sid: str, client: str, count: int) -> N
             note = types.LoggingMessageNotificationParams(level="info", data=f"note {n}")
             # No related request: the SDK sends it on the session's standalone GET stream.
             stored = len(issuing.event_ids)
-            await session.send_notification(types.LoggingMessageNotification(params=note))
+            send = asyncio.ensure_future(session.send_notification(types.LoggingMessageNotification(params=note)))
+            stall = asyncio.ensure_future(stalled(send.done, lambda: True))
+            await asyncio.wait({send, stall}, return_when=asyncio.FIRST_COMPLETED)
+            stall.cancel()
+            if not send.done():
+                # After a store failure: the SDK's send blocks for ever (its router is
+                # gone). It stays blocked, as the application would; report what was stored.
+                log.warning("notification %d of %d is blocked in the SDK: the session's message router is gone", n + 1, count)
+                break
+            send.result()
             if event_store is not None:
                 await issuing.stored_notifications(stored + 1)
     finally:
@@ -719,13 +862,18 @@ async def main() -> None:
             sys.exit(1)
         await asyncio.sleep(0.005)
     log.info(
-        "Streamable HTTP (and MCP 2026-07-28, %d scenario tools) on http://127.0.0.1:%s/mcp (%s, %s; SSE ping %s ms, request timeout %s)",
+        "Streamable HTTP (and MCP 2026-07-28, %d scenario tools) on http://127.0.0.1:%s/mcp (%s, %s; SSE ping %s ms, request timeout %s; requestState key %s)",
         len(TOOLS),
         PORT,
-        f"FastMCP EventStore in memory, {RETENTION} events per stream" if event_store is not None else "no event store",
+        {
+            "memory": f"FastMCP EventStore in memory, {RETENTION} events per stream",
+            "redis": f"FastMCP EventStore over RedisStore at {STORE_URL}, {RETENTION} events per stream",
+            "none": "no event store",
+        }[EVENT_STORE],
         "bearer tokens = principals" if AUTH == "bearer" else "no auth",
         HEARTBEAT_MS,
         f"{REQUEST_TIMEOUT_MS} ms" if REQUEST_TIMEOUT_MS is not None else "none",
+        f"configured, shared by {REPLICAS} replicas (this is {REPLICA})" if REPLICAS > 1 else "ephemeral (per process)",
     )
     if CONTROL_PORT is not None:
         t0 = asyncio.get_running_loop().time()

@@ -7,13 +7,16 @@
 The configuration users deploy, chosen by environment variables (README.md):
     MCPSIM_EVENT_STORE=memory (default: the SDK example's InMemoryEventStore)
                        none   (no event store: the SDK's default, no resumability)
+                       redis  (the default when MCPSIM_STORE=redis://HOST:PORT is set, as
+                               mcpsim sets it for a deployment with a shared store: an
+                               EventStore over Redis, shared by every replica; redis-py)
     MCPSIM_AUTH=off    (default: no authentication)
                 bearer (the SDK's own auth: a TokenVerifier + AuthSettings, so
                         BearerAuthBackend / RequireAuthMiddleware; the token is
                         the principal's name; the SDK's session manager binds
                         each session to the principal that created it)
-The name in `ready` says which: python-sdk, python-sdk-no-store, python-sdk-auth,
-python-sdk-no-store-auth.
+The name in `ready` says which: python-sdk, python-sdk-no-store, python-sdk-redis,
+each with -auth under MCPSIM_AUTH=bearer.
 
 Adapt it: keep the "SDK" parts as your server already has them (or replace them
 with yours), and keep the "harness" parts, which only tell mcpsim what the
@@ -25,7 +28,9 @@ a low-level `Server`, `server.streamable_http_app(event_store=...)` (which build
 the `StreamableHTTPSessionManager`: stateful sessions, SSE responses, and
 DNS-rebinding protection for 127.0.0.1 because `host` defaults to 127.0.0.1),
 one example `InMemoryEventStore` (from the SDK's sdist, see install.sh) shared by every
-session (none with MCPSIM_EVENT_STORE=none), `auth=` and `token_verifier=` with
+session (none with MCPSIM_EVENT_STORE=none; behind a load balancer with a shared store,
+`RedisEventStore` below, the SDK's `EventStore` interface over Redis, which is how a
+deployer makes events outlive a replica: the SDK ships no Redis store), `auth=` and `token_verifier=` with
 MCPSIM_AUTH=bearer, served by uvicorn on 127.0.0.1.
 Harness part: the `ask` tool, the control connection, and an observer of (never
 a change to) what the SDK emits, to learn the JSON-RPC id and SSE event id the
@@ -40,6 +45,7 @@ import logging
 import os
 import sys
 from typing import Any
+from uuid import uuid4
 
 import httpx2
 import mcp.types as types
@@ -48,6 +54,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.session import ServerSession
+from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import ValidationError
@@ -72,10 +79,15 @@ def env_choice(key: str, values: tuple[str, ...]) -> str:
     return value
 
 
-EVENT_STORE = env_choice("MCPSIM_EVENT_STORE", ("memory", "none"))
+STORE_URL = os.environ.get("MCPSIM_STORE", "")  # a deployment's shared store (redis://HOST:PORT)
+EVENT_STORE = env_choice("MCPSIM_EVENT_STORE", ("redis", "memory", "none") if STORE_URL else ("memory", "none", "redis"))
+if EVENT_STORE == "redis" and not STORE_URL:
+    print("[python-sdk] MCPSIM_EVENT_STORE=redis needs MCPSIM_STORE=redis://HOST:PORT", file=sys.stderr)
+    sys.exit(2)
 AUTH = env_choice("MCPSIM_AUTH", ("off", "bearer"))
 # The key in [expect]: the base name is the default configuration (memory, off).
-NAME = "python-sdk" + ("-no-store" if EVENT_STORE == "none" else "") + ("-auth" if AUTH == "bearer" else "")
+STORE_SUFFIX = {"memory": "", "none": "-no-store", "redis": "-redis"}[EVENT_STORE]
+NAME = "python-sdk" + STORE_SUFFIX + ("-auth" if AUTH == "bearer" else "")
 
 PORT = env_int("MCPSIM_PORT", 3000)
 CONTROL_PORT = env_int("MCPSIM_CONTROL_PORT", None)
@@ -96,9 +108,14 @@ for key in ("MCPSIM_FIRST_EVENT_ID", "MCPSIM_FENCE_GRACE_MS", "MCPSIM_FENCE_DELA
     if key in os.environ:
         log.info("%s=%s ignored: the SDK (and its example event store) has no such setting", key, os.environ[key])
 
+STORE_NAMES = {
+    "memory": "the example InMemoryEventStore",
+    "none": "none (no resumability)",
+    "redis": f"RedisEventStore at {STORE_URL}",
+}
 log.info(
     "event store: %s; auth: %s",
-    "the example InMemoryEventStore" if EVENT_STORE == "memory" else "none (no resumability)",
+    STORE_NAMES[EVENT_STORE],
     "bearer (token = principal)" if AUTH == "bearer" else "off",
 )
 
@@ -170,8 +187,57 @@ def sender_context() -> contextvars.Context | None:
     return getattr(reader, "last_context", None)
 
 
-class ObservedEventStore(InMemoryEventStore):
-    """The example store, observed: every stored message goes to whoever was issuing it."""
+# ---------------------------------------------------------------- SDK part: an event store in Redis
+class RedisEventStore(EventStore):
+    """The SDK's `EventStore` interface over Redis, shared by every replica of a deployment.
+
+    As the example InMemoryEventStore, in Redis: each stream's newest
+    `max_events_per_stream` event ids in a list (`mcp:stream:<id>`), each
+    event's stream and message under its id (`mcp:event:<id>`), so that any
+    replica can replay what another one stored. redis-py's asyncio client;
+    a command that Redis does not answer within 2 s fails (the SDK sees the
+    error), and the client connects again on the next one.
+    """
+
+    def __init__(self, url: str, max_events_per_stream: int = 100):
+        import redis.asyncio
+
+        self.max_events_per_stream = max_events_per_stream
+        self.redis = redis.asyncio.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+
+    async def store_event(self, stream_id: StreamId, message: Any) -> EventId:
+        event_id = str(uuid4())
+        body = message.model_dump(mode="json", by_alias=True, exclude_unset=True) if message is not None else None
+        stream = f"mcp:stream:{stream_id}"
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.set(f"mcp:event:{event_id}", json.dumps({"stream": stream_id, "message": body}))
+            pipe.rpush(stream, event_id)
+            pipe.ltrim(stream, -self.max_events_per_stream, -1)
+            await pipe.execute()
+        return event_id
+
+    async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
+        last = await self.redis.get(f"mcp:event:{last_event_id}")
+        if last is None:
+            log.warning("event id %s not found in the Redis store", last_event_id)
+            return None
+        stream_id = json.loads(last)["stream"]
+        ids = [i.decode() for i in await self.redis.lrange(f"mcp:stream:{stream_id}", 0, -1)]
+        if last_event_id not in ids:  # evicted: as the example store, nothing to replay from
+            log.warning("event id %s is no longer retained in stream %s", last_event_id, stream_id)
+            return None
+        for event_id in ids[ids.index(last_event_id) + 1 :]:
+            raw = await self.redis.get(f"mcp:event:{event_id}")
+            body = json.loads(raw)["message"] if raw is not None else None
+            if body is not None:  # priming events carry no message
+                message = types.jsonrpc_message_adapter.validate_python(body, by_name=False)
+                await send_callback(EventMessage(message, event_id))
+        return stream_id
+
+
+# ---------------------------------------------------------------- harness: the observed stores
+class Observing:
+    """An event store, observed: every stored message goes to whoever was issuing it."""
 
     blind = False  # warned that this SDK version hides the sender
 
@@ -185,6 +251,14 @@ class ObservedEventStore(InMemoryEventStore):
         if issuing is not None:
             issuing.stored(message, event_id)
         return event_id
+
+
+class ObservedEventStore(Observing, InMemoryEventStore):
+    """The example store, observed."""
+
+
+class ObservedRedisEventStore(Observing, RedisEventStore):
+    """The Redis store, observed."""
 
 
 class ObservedWriteStream:
@@ -333,7 +407,11 @@ class PrincipalTokenVerifier:
 # ---------------------------------------------------------------- SDK: the example's server
 app = Server("mcpsim-python-sdk-app", on_list_tools=handle_list_tools, on_call_tool=handle_call_tool)
 # Resumability as in the example, or the SDK's default: none.
-event_store = ObservedEventStore(max_events_per_stream=RETENTION) if EVENT_STORE == "memory" else None
+event_store: EventStore | None = None
+if EVENT_STORE == "memory":
+    event_store = ObservedEventStore(max_events_per_stream=RETENTION)
+elif EVENT_STORE == "redis":
+    event_store = ObservedRedisEventStore(STORE_URL, max_events_per_stream=RETENTION)
 auth_options: dict[str, Any] = {}
 if AUTH == "bearer":
     # The SDK's resource-server auth: AuthSettings and a token verifier (the
@@ -488,7 +566,7 @@ async def main() -> None:
         PORT,
         HEARTBEAT_MS,
         f"{REQUEST_TIMEOUT_MS} ms" if REQUEST_TIMEOUT_MS is not None else "none",
-        f"example store keeps {RETENTION} events per stream" if event_store is not None else "no event store",
+        f"{STORE_NAMES[EVENT_STORE]} keeps {RETENTION} events per stream" if event_store is not None else "no event store",
     )
     if CONTROL_PORT is not None:
         t0 = asyncio.get_running_loop().time()

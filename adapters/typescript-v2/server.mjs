@@ -6,10 +6,26 @@
 //   mcpsim run --live 'node adapters/typescript-v2/server.mjs' FILE --time-scale 0.1
 //
 // Configurations (environment; see README.md):
-//   MCPSIM_EVENT_STORE = memory (default) | none
+//   MCPSIM_EVENT_STORE = memory (default) | none | redis (the default when MCPSIM_STORE is set)
 //   MCPSIM_AUTH        = off (default)    | bearer
 // The name in `ready` encodes them: typescript-v2, typescript-v2-no-store,
-// typescript-v2-auth, typescript-v2-no-store-auth.
+// typescript-v2-redis, each with -auth under bearer.
+//
+// Deployments (MCPSIM_STORE=redis://HOST:PORT, which mcpsim sets for each
+// replica of a `[deployment]` with `store = "shared"`): with `redis`,
+// redisStore.mjs keeps in that Redis what the SDK's docs
+// (docs/serving/sessions-state-scaling.md, "Scale across nodes") tell a
+// multi-node deployment to share: the event store ("point every node at the
+// same eventStore"), a port of the example InMemoryEventStore to Redis,
+// observed like it; in stateless-http the application's single-use registry
+// (SET NX). The sessions themselves (one transport + McpServer each) stay in
+// this process's map: the SDK has no other place for them and no way to move
+// one, so a request of a session created on another replica gets 404, store
+// or not. The client is node-redis (`redis`, pinned in package.json) with
+// `disableOfflineQueue`, a command timeout and its own reconnection; a store
+// call that fails is logged to stderr and its error handed to the SDK
+// (which answers 400/500, or drops the message, README.md); nothing a
+// partition does ends the process.
 //
 // Adapt it: keep the "SDK" parts as your server already has them (or replace
 // them with yours), and keep the "harness" parts, which only tell mcpsim what
@@ -40,6 +56,7 @@ import { isInitializeRequest, McpServer, OAuthError, OAuthErrorCode, SdkError, S
 import { NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
 import { createMcpExpressApp, requireBearerAuth } from '@modelcontextprotocol/express';
 import { InMemoryEventStore } from './inMemoryEventStore.mjs';
+import { connectRedis, RedisEventStore } from './redisStore.mjs';
 
 const env = (k, d) => (process.env[k] === undefined || process.env[k] === '' ? d : Number(process.env[k]));
 const choice = (k, d, allowed) => {
@@ -50,15 +67,24 @@ const choice = (k, d, allowed) => {
     }
     return v;
 };
-const EVENT_STORE = choice('MCPSIM_EVENT_STORE', 'memory', ['memory', 'none']);
+// A deployment's shared store (redis://127.0.0.1:PORT), when mcpsim runs replicas with `store = "shared"`.
+const STORE_URL = (process.env.MCPSIM_STORE ?? '').trim() || undefined;
+// `redis` is the default when there is a shared store to use.
+const EVENT_STORE = choice('MCPSIM_EVENT_STORE', STORE_URL ? 'redis' : 'memory', ['memory', 'none', 'redis']);
+if (EVENT_STORE === 'redis' && !STORE_URL?.startsWith('redis://')) {
+    console.error(`[typescript-v2] MCPSIM_EVENT_STORE=redis needs MCPSIM_STORE=redis://HOST:PORT (got ${STORE_URL ?? 'none'})`);
+    process.exit(2);
+}
 const AUTH = choice('MCPSIM_AUTH', 'off', ['off', 'bearer']);
 const DIALECT = choice('MCPSIM_DIALECT', 'streamable-http', ['streamable-http', 'stateless-http', 'legacy-sse']);
-const NAME = 'typescript-v2' + (EVENT_STORE === 'none' ? '-no-store' : '') + (AUTH === 'bearer' ? '-auth' : '');
+const NAME = 'typescript-v2' + { memory: '', none: '-no-store', redis: '-redis' }[EVENT_STORE] + (AUTH === 'bearer' ? '-auth' : '');
 const PORT = env('MCPSIM_PORT', 3000);
 const CONTROL_PORT = env('MCPSIM_CONTROL_PORT', undefined);
 const HEARTBEAT_MS = env('MCPSIM_HEARTBEAT_MS', 15000); // SDK default keepAliveMs is 15000
 const REQUEST_TIMEOUT_MS = env('MCPSIM_REQUEST_TIMEOUT_MS', 60000); // SDK default request timeout is 60000
-const log = (...a) => console.error(`[${NAME}]`, ...a);
+const TIME_SCALE = env('MCPSIM_TIME_SCALE', 1);
+const REPLICA = process.env.MCPSIM_REPLICA;
+const log = (...a) => console.error(`[${NAME}${REPLICA ? ` replica ${REPLICA}` : ''}]`, ...a);
 // The dialects this process serves (it serves the one MCPSIM_DIALECT names).
 const DIALECTS = ['streamable-http', 'stateless-http'];
 
@@ -79,14 +105,19 @@ const report = msg => {
 // transport calls storeEvent from send, so both see the message the call made.
 const issuing = new AsyncLocalStorage();
 
-/** The example store, observed: every stored message goes to whoever is issuing. */
-class ObservedEventStore extends InMemoryEventStore {
-    async storeEvent(streamId, message) {
-        const eventId = await super.storeEvent(streamId, message);
-        issuing.getStore()?.stored?.(message, eventId);
-        return eventId;
-    }
-}
+/** An event store, observed: every stored message goes to whoever is issuing. */
+const observed = Store =>
+    class extends Store {
+        async storeEvent(streamId, message) {
+            const eventId = await super.storeEvent(streamId, message);
+            issuing.getStore()?.stored?.(message, eventId);
+            return eventId;
+        }
+    };
+/** The example store, observed. */
+const ObservedEventStore = observed(InMemoryEventStore);
+/** The Redis store of a deployment (redisStore.mjs), observed the same way. */
+const ObservedRedisEventStore = observed(RedisEventStore);
 
 /**
  * Observes the transport's send (the one point every outgoing message of the
@@ -206,7 +237,10 @@ function buildServer() {
         { description: 'enables a tool: the session is told its tool list changed', inputSchema: z.object({ tool: z.string() }) },
         async ({ tool }) => {
             // Not related to this call: the SDK sends it on the session's standalone GET stream.
-            server.sendToolListChanged();
+            // McpServer.sendToolListChanged() drops the promise of the low-level
+            // Server's, whose rejection (the event store failing) would then be
+            // unhandled: the same call one level down, with its failure logged.
+            if (server.isConnected()) server.server.sendToolListChanged().catch(e => log('the SDK could not send tools/list_changed:', e?.message ?? e));
             return { content: [{ type: 'text', text: `${tool} enabled` }] };
         }
     );
@@ -231,7 +265,11 @@ const principalOf = req => req.auth?.clientId;
 
 // ---------------------------------------------------------------- SDK: stateful HTTP (the docs' routing)
 const sessions = new Map(); // Mcp-Session-Id -> { transport, server, owner }
-const eventStore = EVENT_STORE === 'memory' ? new ObservedEventStore() : undefined; // one store, every session (examples/sse-polling, examples/repl)
+// One store for every session (examples/sse-polling, examples/repl); in a
+// deployment with a shared store, the Redis one every replica shares (the
+// docs' "point every node at the same eventStore"). The sessions themselves
+// (transports) stay in this process's `sessions`: the SDK has nothing else.
+let eventStore;
 
 function statefulApp() {
     const app = createMcpExpressApp(); // host 127.0.0.1: Host and Origin validation on
@@ -350,7 +388,7 @@ function serve(app, warmUp, onCommand, what) {
             log('cannot serve:', error);
             process.exit(1);
         }
-        log(`${what} on http://127.0.0.1:${PORT}/mcp (event store ${EVENT_STORE}, auth ${AUTH}, keepAliveMs=${HEARTBEAT_MS}, request timeout ${REQUEST_TIMEOUT_MS} ms)`);
+        log(`${what} on http://127.0.0.1:${PORT}/mcp (event store ${EVENT_STORE === 'redis' ? `redis at ${STORE_URL}` : EVENT_STORE}, auth ${AUTH}, keepAliveMs=${HEARTBEAT_MS}, request timeout ${REQUEST_TIMEOUT_MS} ms)`);
         if (CONTROL_PORT === undefined) return; // no live run: just serve
         const t0 = Date.now();
         const limit = new Promise((_, fail) => setTimeout(() => fail(new Error('no end within 3 s')), 3000).unref());
@@ -418,10 +456,25 @@ async function readSse(response, onMessage) {
 }
 
 // ---------------------------------------------------------------- main
+// A deployment's shared store, with MCPSIM_EVENT_STORE=redis (the default when
+// MCPSIM_STORE is set): the Redis client of the event store (streamable-http)
+// or of the single-use registry (stateless-http).
+if (STORE_URL !== undefined && EVENT_STORE !== 'redis') {
+    log(`MCPSIM_STORE=${STORE_URL} unused: MCPSIM_EVENT_STORE=${EVENT_STORE} keeps everything in this process`);
+}
+const redis = EVENT_STORE === 'redis' ? await connectRedis(STORE_URL, { log, timeScale: TIME_SCALE }) : undefined;
+if (redis) {
+    // Last resort: a store failure in a promise nobody awaits (the SDK has such
+    // places, e.g. McpServer.sendToolListChanged) must not end the replica.
+    process.on('unhandledRejection', e => log('unhandled rejection (the process goes on):', e?.message ?? e));
+}
+
 if (DIALECT === 'stateless-http') {
     const { statelessMain } = await import('./stateless.mjs');
-    statelessMain({ PORT, HEARTBEAT_MS, AUTH, log, auth, report, serve, readSse });
+    statelessMain({ PORT, HEARTBEAT_MS, AUTH, log, auth, report, serve, readSse, redis });
 } else {
+    if (EVENT_STORE === 'memory') eventStore = new ObservedEventStore();
+    if (EVENT_STORE === 'redis') eventStore = new ObservedRedisEventStore(redis, { log });
     if (DIALECT !== 'streamable-http') log(`MCPSIM_DIALECT=${DIALECT} is not served (the v2 SDK has no HTTP+SSE server); serving streamable-http`);
     // Settings this SDK has no equivalent for (see README.md).
     for (const k of ['MCPSIM_RETENTION', 'MCPSIM_FIRST_EVENT_ID', 'MCPSIM_FENCE_GRACE_MS', 'MCPSIM_FENCE_DELAY_MS']) {

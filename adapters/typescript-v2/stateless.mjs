@@ -14,7 +14,10 @@
 // handler.notify.toolsChanged() (examples/subscriptions).
 // What is the application's (the SDK leaves it to the author): binding the
 // state to the tool and its arguments (a field of the sealed payload the
-// verify hook compares), and a single-use registry for `once` tools.
+// verify hook compares), and a single-use registry for `once` tools: in
+// memory, or in Redis (SET NX, redisStore.mjs) with MCPSIM_EVENT_STORE=redis,
+// the default when a deployment hands the replicas a shared store
+// (MCPSIM_STORE); a registry that does not answer refuses the state.
 // Harness part: the reports (execution, state-minted, state-checked,
 // tools-changed); they never change what the SDK sends.
 
@@ -23,6 +26,7 @@ import * as z from 'zod/v4';
 import { createMcpHandler, createRequestStateCodec, inputRequired, inputResponse, McpServer } from '@modelcontextprotocol/server';
 import { toNodeHandler } from '@modelcontextprotocol/node';
 import { createMcpExpressApp } from '@modelcontextprotocol/express';
+import { RedisOnceRegistry } from './redisStore.mjs';
 
 const PROTOCOL_VERSION = '2026-07-28';
 /** The key of the one input request a tool asks in its first round. */
@@ -106,14 +110,26 @@ function waitOrAbort(ms, signal) {
     });
 }
 
-export function statelessMain({ PORT, HEARTBEAT_MS, AUTH, log, auth, report, serve, readSse }) {
+/** The single-use registry in this process's memory (no shared store). */
+function localOnceRegistry() {
+    const spent = new Set();
+    return {
+        async redeem(n) {
+            if (spent.has(n)) return false;
+            spent.add(n);
+            return true;
+        }
+    };
+}
+
+export function statelessMain({ PORT, HEARTBEAT_MS, AUTH, log, auth, report, serve, readSse, redis }) {
     const tools = toolsFromEnv(log);
     const lifetimeMs = Number(process.env.MCPSIM_STATE_LIFETIME_MS || 600000); // the codec's default ttl is 600 s
     const seed = process.env.MCPSIM_SEED ?? '0';
     for (const k of ['MCPSIM_REQUEST_TIMEOUT_MS', 'MCPSIM_RETENTION', 'MCPSIM_FIRST_EVENT_ID', 'MCPSIM_FENCE_GRACE_MS', 'MCPSIM_FENCE_DELAY_MS']) {
         if (process.env[k] !== undefined) log(`${k}=${process.env[k]} ignored: nothing in stateless-http uses it`);
     }
-    if (process.env.MCPSIM_EVENT_STORE === 'none') log('MCPSIM_EVENT_STORE=none changes nothing in stateless-http: there is no event store to leave out');
+    if (process.env.MCPSIM_EVENT_STORE === 'none') log('MCPSIM_EVENT_STORE=none changes nothing in stateless-http but the name and, in a deployment, where the single-use registry is (in memory): there is no event store to leave out');
 
     // A configured key, as the codec's docs ask of any deployment where another
     // process may see the retry ("the same key must be available to every
@@ -128,8 +144,13 @@ export function statelessMain({ PORT, HEARTBEAT_MS, AUTH, log, auth, report, ser
         bind: ctx => `${ctx.mcpReq.method}\0${ctx.http?.authInfo?.clientId ?? ''}`
     });
     // The single-use registry for `once` tools (the codec's docs leave it to
-    // the server). In memory: a restart forgets it, as any process would.
-    const redeemed = new Set();
+    // the server). In memory: a restart forgets it, as any process would; in
+    // a deployment with a shared store (MCPSIM_STORE), in Redis (SET NX), so
+    // that a state redeemed on one replica is spent on every other. A key
+    // outlives the state it spends (the codec accepts a state up to a second
+    // past its ttl, whole-second resolution), then expires.
+    const redeemed = redis ? new RedisOnceRegistry(redis, { log, keepMs: lifetimeMs + 2000 }) : localOnceRegistry();
+    if (redis) log('single-use registry in Redis', process.env.MCPSIM_STORE);
     let execs = 0;
     let changes = 0;
 
@@ -168,11 +189,21 @@ export function statelessMain({ PORT, HEARTBEAT_MS, AUTH, log, auth, report, ser
                             checked(false, `minted for another request (${p?.t} with other arguments)`);
                             throw new Error('request');
                         }
-                        if (p.once && redeemed.has(p.n)) {
-                            checked(false, 'this one-time state was already redeemed');
-                            throw new Error('redeemed');
+                        if (p.once) {
+                            let first;
+                            try {
+                                first = await redeemed.redeem(p.n);
+                            } catch (e) {
+                                // The registry did not answer (the store is cut off): refuse, the
+                                // state stays unredeemed here (Redis may have recorded it).
+                                checked(false, `the single-use registry did not answer: ${e?.message ?? e}`);
+                                throw e;
+                            }
+                            if (!first) {
+                                checked(false, 'this one-time state was already redeemed');
+                                throw new Error('redeemed');
+                            }
                         }
-                        if (p.once) redeemed.add(p.n);
                         checked(true);
                         return p;
                     }

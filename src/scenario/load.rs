@@ -784,15 +784,18 @@ impl Loader<'_> {
 }
 
 /// The live-only names for an error message: each adapter once, its
-/// configurations (`-no-store`, `-auth`, `-no-store-auth`) said once for all.
+/// configurations (`-no-store`, `-redis`, `-auth`, ...) said once for all.
 fn short_live_names(live: &[&str]) -> String {
-    const CONFIGS: [&str; 3] = ["-no-store-auth", "-no-store", "-auth"];
+    const CONFIGS: [&str; 5] = ["-no-store-auth", "-redis-auth", "-no-store", "-redis", "-auth"];
     let is_config = |n: &str| CONFIGS.iter().any(|c| n.strip_suffix(c).is_some_and(|base| live.contains(&base)));
     let bases: Vec<&str> = live.iter().copied().filter(|n| !is_config(n)).collect();
     let configured = live.iter().any(|n| is_config(n));
     let mut out = bases.join(", ");
     if configured {
-        out.push_str("; each adapter also as <name>-no-store, <name>-auth, <name>-no-store-auth");
+        out.push_str(
+            "; each adapter also as <name>-no-store, <name>-auth, <name>-no-store-auth, and the SDK adapters as \
+             <name>-redis, <name>-redis-auth (a deployment's shared store)",
+        );
     }
     out
 }

@@ -8,6 +8,18 @@ use mcpsim::live::{AdapterConfig, LiveOptions};
 use mcpsim::scenario::Plan;
 use std::path::Path;
 
+/// What a live deployment needs and this machine lacks (HAProxy and Redis,
+/// Debian's packages; `.ci/run` installs both).
+pub fn deployment_parts_missing() -> Option<String> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let missing: Vec<&str> = ["haproxy", "redis-server"]
+        .into_iter()
+        .filter(|p| !std::env::split_paths(&path).any(|d| d.join(p).is_file()))
+        .collect();
+    (!missing.is_empty())
+        .then(|| format!("live deployments need {} (apt-get install haproxy redis-server)", missing.join(" and ")))
+}
+
 /// The documented scale for the bundled scenarios: nat-rebind (400 s) plays in 40 s.
 pub const SCALE: f64 = 0.1;
 
@@ -81,7 +93,14 @@ pub fn live_runs_with(jobs: &[(String, String, AdapterConfig)], times: usize) ->
 /// the client's own pace needs more real time on a loaded machine).
 pub fn live_runs_scaled(jobs: &[(String, String, AdapterConfig)], times: usize, scale: f64) -> Vec<Vec<LiveVerdict>> {
     let serve = format!("'{}' serve ", env!("CARGO_BIN_EXE_mcpsim"));
-    let limit = if jobs.iter().all(|(_, c, _)| c.starts_with(&serve)) { SERVE_SLOTS } else { SLOTS };
+    let serves = jobs.iter().all(|(_, c, _)| c.starts_with(&serve));
+    // A deployment starts a process per replica: SDK adapters deployed take two slots' worth.
+    let deployed = jobs.iter().any(|(f, _, _)| !plan(f).deployment.is_single());
+    let limit = match (serves, deployed) {
+        (true, _) => SERVE_SLOTS,
+        (false, false) => SLOTS,
+        (false, true) => SLOTS / 2,
+    };
     let handles: Vec<Vec<_>> = jobs
         .iter()
         .map(|(file, command, config)| {
