@@ -9,7 +9,7 @@
 
 mod common;
 use common::harness::{run_with_threads, Case};
-use common::live::{deployment_parts_missing, live_runs, plan};
+use common::live::{deployment_parts_missing, deployment_scenarios, live_runs, plan};
 use common::text;
 use std::time::Duration;
 
@@ -44,28 +44,13 @@ fn main() {
     )
 }
 
-/// The bundled scenarios that deploy replicas.
-fn deployed_scenarios() -> Vec<String> {
-    let mut files = Vec::new();
-    for dir in ["stateless-http", "replicas"] {
-        let mut here: Vec<String> = std::fs::read_dir(format!("{}/scenarios/{dir}", env!("CARGO_MANIFEST_DIR")))
-            .unwrap()
-            .map(|e| format!("{dir}/{}", e.unwrap().file_name().to_string_lossy()))
-            .filter(|f| f.ends_with(".toml") && !plan(f).deployment.is_single())
-            .collect();
-        here.sort();
-        files.extend(here);
-    }
-    files
-}
-
 /// Every bundled scenario that deploys replicas, on naive
 /// and guarded and on the mutants and rmcp where a replica breaks them,
 /// live against `mcpsim serve` behind HAProxy: the verdicts of the
 /// simulation. Where the balancer routes by source address, HAProxy sends
 /// each address to the replica the simulated balancer sends it to.
 fn deployments_give_live_the_verdicts_they_give_simulated() {
-    let files = deployed_scenarios();
+    let files = deployment_scenarios();
     assert!(files.iter().filter(|f| f.starts_with("stateless-http/")).count() >= 4, "{files:?}");
     assert!(files.iter().filter(|f| f.starts_with("replicas/")).count() >= 8, "{files:?}");
     // Crashes and drains go through HAProxy's health checks and runtime API.

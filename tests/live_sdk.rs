@@ -18,7 +18,7 @@
 
 mod common;
 use common::harness::{run, Case};
-use common::live::{live_runs_scaled, live_runs_with, plan, LiveVerdict, SCALE};
+use common::live::{deployment_scenarios, live_runs_scaled, live_runs_with, plan, LiveVerdict, SCALE};
 use mcpsim::live::{AdapterConfig, Auth, EventStore};
 use std::path::Path;
 use std::process::Command;
@@ -161,22 +161,6 @@ fn scenarios_of(dialect: &str) -> Vec<String> {
         .filter(|f| plan(f).deployment.is_single())
         .collect();
     files.sort();
-    files
-}
-
-/// The bundled scenarios with a `[deployment]` (`replicas/`, and the
-/// stateless-http ones), sorted, relative to `scenarios/`.
-fn deployment_scenarios() -> Vec<String> {
-    let mut files: Vec<String> = Vec::new();
-    for dir in ["replicas", "stateless-http"] {
-        let mut here: Vec<String> = std::fs::read_dir(root().join("scenarios").join(dir))
-            .unwrap()
-            .map(|e| format!("{dir}/{}", e.unwrap().file_name().to_string_lossy()))
-            .filter(|f| f.ends_with(".toml") && !plan(f).deployment.is_single())
-            .collect();
-        here.sort();
-        files.extend(here);
-    }
     files
 }
 

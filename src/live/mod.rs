@@ -176,6 +176,18 @@ struct Replica {
     app: AppHook,
 }
 
+impl Replica {
+    /// Stops its control tasks and kills its process, and reaps it.
+    async fn stop(&mut self) {
+        if let Some(t) = self.tasks.take() {
+            t.abort();
+        }
+        self.process.kill();
+        let _ = self.process.exited().await;
+        self.process.settle().await;
+    }
+}
+
 /// Execution numbers as the trace shows them: each process numbers its own
 /// from 1 (again after a restart); the trace numbers every execution of
 /// the run once, in the order they are first reported.
@@ -352,13 +364,7 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
         // crash-replica: the process is killed and stays down; HAProxy's
         // health check takes it out of rotation.
         for i in crash {
-            let r = &mut replicas[i];
-            if let Some(t) = r.tasks.take() {
-                t.abort();
-            }
-            r.process.kill();
-            let _ = r.process.exited().await;
-            r.process.settle().await;
+            replicas[i].stop().await;
             down[i] = true;
         }
         for i in drain {
@@ -375,13 +381,7 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
             // killed and started again, with nothing of its memory; each must
             // say `ready` again.
             for &i in &which {
-                let r = &mut replicas[i];
-                if let Some(t) = r.tasks.take() {
-                    t.abort();
-                }
-                r.process.kill();
-                let _ = r.process.exited().await;
-                r.process.settle().await;
+                replicas[i].stop().await;
             }
             for &i in &which {
                 let r = &mut replicas[i];

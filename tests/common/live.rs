@@ -20,6 +20,23 @@ pub fn deployment_parts_missing() -> Option<String> {
         .then(|| format!("live deployments need {} (apt-get install haproxy redis-server)", missing.join(" and ")))
 }
 
+/// The bundled scenarios with a `[deployment]` (`replicas/`, and the
+/// stateless-http ones), sorted per directory, relative to `scenarios/`.
+pub fn deployment_scenarios() -> Vec<String> {
+    let mut files: Vec<String> = Vec::new();
+    for dir in ["replicas", "stateless-http"] {
+        let mut here: Vec<String> =
+            std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(dir))
+                .unwrap()
+                .map(|e| format!("{dir}/{}", e.unwrap().file_name().to_string_lossy()))
+                .filter(|f| f.ends_with(".toml") && !plan(f).deployment.is_single())
+                .collect();
+        here.sort();
+        files.extend(here);
+    }
+    files
+}
+
 /// The documented scale for the bundled scenarios: nat-rebind (400 s) plays in 40 s.
 pub const SCALE: f64 = 0.1;
 
