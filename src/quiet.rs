@@ -14,6 +14,14 @@
 //!   that keep-alive re-arms before it fires, now and at every later beat
 //!   (the beat plus the way to the client is shorter than the silence).
 //!
+//! - a replica's poll of the shared store ([`Kind::While`]) that would find
+//!   nothing to do: no take-over of a session it holds, no queued command,
+//!   no write its sessions wait for. Its commands and replies on their way
+//!   do not count as in flight while that holds ([`quiet_conn`]).
+//!
+//! A pending turmoil connect keeps the world from being still whatever its
+//! timeout ([`connecting`]): its handshake completes without a message.
+//!
 //! A keep-alive is an SSE comment, which neither the NAT nor the client
 //! records. So a run that ends when the world is still has the trace the
 //! whole run would have had, byte for byte (`tests/determinism.rs` compares
@@ -81,6 +89,9 @@ struct Registry {
     ports: Vec<((String, u32), u16)>,
     paths: Vec<Path>,
     relays: Vec<Relay>,
+    /// Connections whose messages on their way change nothing while their
+    /// condition holds (a replica's polls of the store): by local address.
+    conns: Vec<(SocketAddr, Box<dyn Fn() -> bool>)>,
 }
 
 impl Registry {
@@ -159,6 +170,39 @@ pub(crate) fn register(deadline: Option<Duration>, kind: Kind) -> Option<Guard> 
     })
 }
 
+/// Runs `connect`, a turmoil TCP connect, keeping the world from being
+/// still while it is pending, whatever its timeout. Its handshake
+/// completes through an in-process channel, not a message: once the
+/// listening host accepted, the connecting task is runnable with nothing
+/// in flight, and stays so across a tick boundary when its host ticked
+/// first (found by hunting: a balancer's connect to a replica, whose
+/// timeout fell after the end, was cut off with its request).
+pub(crate) async fn connecting<F: std::future::Future>(connect: F) -> F::Output {
+    let _busy = register(Some(Duration::ZERO), Kind::Plain);
+    connect.await
+}
+
+/// Notes that the messages on their way on the connection from `local`
+/// (either way) change nothing any client sees while `harmless` holds: a
+/// replica's poll of the store that finds nothing to do.
+pub(crate) fn quiet_conn(local: SocketAddr, harmless: Box<dyn Fn() -> bool>) {
+    REG.with(|r| {
+        if let Some(reg) = r.borrow_mut().as_mut() {
+            reg.conns.push((local, harmless));
+        }
+    });
+}
+
+/// Whether a message on its way from `from` to `to` changes nothing any
+/// client sees ([`quiet_conn`]); every other message may.
+pub(crate) fn harmless_message(from: SocketAddr, to: SocketAddr) -> bool {
+    REG.with(|r| {
+        let r = r.borrow();
+        let Some(reg) = r.as_ref() else { return false };
+        reg.conns.iter().rev().find(|(local, _)| *local == from || *local == to).is_some_and(|(_, harmless)| harmless())
+    })
+}
+
 /// Notes that `client`'s connection `conn` has local port `port`.
 pub(crate) fn conn_port(client: &str, conn: u32, port: u16) {
     REG.with(|r| {
@@ -229,6 +273,7 @@ pub(crate) fn still(end: Duration, way: Duration) -> bool {
 mod tests {
     use super::*;
     use std::cell::Cell;
+    use std::future::Future;
     use std::rc::Rc;
 
     fn secs(s: u64) -> Option<Duration> {
@@ -292,6 +337,33 @@ mod tests {
         let _slow = register(secs(12), Kind::KeepAlive { peer: up, every: Duration::from_secs(5) });
         let _dog = register(secs(14), watchdog);
         assert!(!still(END, WAY));
+    }
+
+    #[test]
+    fn a_quiet_connections_messages_are_harmless_only_while_its_condition_holds() {
+        let _s = begin();
+        let local: SocketAddr = "192.168.0.3:49153".parse().unwrap();
+        let store: SocketAddr = "192.168.0.2:6379".parse().unwrap();
+        let other: SocketAddr = "192.168.0.4:49153".parse().unwrap();
+        assert!(!harmless_message(local, store), "a message on any other connection may matter");
+        let calm = Rc::new(Cell::new(true));
+        let c = calm.clone();
+        quiet_conn(local, Box::new(move || c.get()));
+        assert!(harmless_message(local, store) && harmless_message(store, local), "either way");
+        assert!(!harmless_message(other, store));
+        calm.set(false);
+        assert!(!harmless_message(store, local));
+    }
+
+    #[test]
+    fn a_pending_connect_keeps_the_world_from_being_still_whatever_its_timeout() {
+        let _s = begin();
+        let mut connect = Box::pin(connecting(std::future::pending::<()>()));
+        let waker = futures::task::noop_waker();
+        assert!(connect.as_mut().poll(&mut std::task::Context::from_waker(&waker)).is_pending());
+        assert!(!still(END, WAY), "a handshake may complete without a message");
+        drop(connect);
+        assert!(still(END, WAY));
     }
 
     #[test]

@@ -160,3 +160,25 @@ fn an_early_end_keeps_hunt_seeds_traces() {
     }
     assert!(early > 30, "only {early} of 60 replica seeds ended early");
 }
+
+#[test]
+fn an_early_end_keeps_stateful_replica_seeds_traces() {
+    // Sessions in the shared store: each replica polls it every 250 ms. A
+    // poll that finds nothing to do (its traffic on its way included) does
+    // not keep the run going; one that would fence, drain or write does.
+    let servers = ["naive", "guarded", "local-fence"];
+    let mut early = 0;
+    // Seed 101 in streamable-http on naive: a balancer's connect to a replica
+    // completed (through turmoil's in-process handshake) after a still tick
+    // boundary; the run had ended with the request unsent.
+    let seeds = std::iter::once((101, Dialect::StreamableHttp, "naive")).chain((0..60u64).map(|seed| {
+        let dialect = [Dialect::LegacySse, Dialect::StreamableHttp][seed as usize % 2];
+        (seed, dialect, servers[seed as usize / 2 % 3])
+    }));
+    for (seed, dialect, server) in seeds {
+        let plan = mcpsim::hunt::generate_for(seed, dialect, 2).unwrap();
+        let what = format!("replica hunt seed {seed} ({dialect:?}, 2 replicas) on {server}");
+        early += ends_early_with_the_same_trace(&plan, server, &what) as usize;
+    }
+    assert!(early > 45, "only {early} of 61 stateful replica seeds ended early");
+}

@@ -39,7 +39,7 @@ pub struct SimDialer {
 impl Dialer for SimDialer {
     fn dial(&self) -> Pin<Box<dyn Future<Output = io::Result<Dialed>> + '_>> {
         Box::pin(async move {
-            let s = turmoil::net::TcpStream::connect((self.host.as_str(), self.port)).await?;
+            let s = crate::quiet::connecting(turmoil::net::TcpStream::connect((self.host.as_str(), self.port))).await?;
             let local_port = s.local_addr().map(|a| a.port()).unwrap_or(0);
             Ok(Dialed { stream: Box::new(s), local_port })
         })

@@ -14,10 +14,24 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// persistence).
 pub async fn serve(listener: crate::net::Listener) {
     let db = Rc::new(RefCell::new(Db::default()));
+    SIMULATED.with(|s| *s.borrow_mut() = Rc::downgrade(&db));
     loop {
         let Ok((stream, _peer)) = listener.accept().await else { continue };
         tokio::task::spawn_local(connection(stream, db.clone()));
     }
+}
+
+thread_local! {
+    /// The data of the simulated store serving on this thread (a simulation
+    /// runs on one thread): what [`peek`] reads.
+    static SIMULATED: RefCell<std::rc::Weak<RefCell<Db>>> = const { RefCell::new(std::rc::Weak::new()) };
+}
+
+/// Reads the simulated store's data as it is now, without a command: for
+/// the early end's view of what a replica's next poll would find
+/// ([`crate::quiet`]). `None` when no simulated store serves on this thread.
+pub(crate) fn peek<R>(f: impl FnOnce(&Db) -> R) -> Option<R> {
+    SIMULATED.with(|s| s.borrow().upgrade().map(|db| f(&db.borrow())))
 }
 
 async fn connection(mut stream: Box<dyn crate::net::Connection>, db: Rc<RefCell<Db>>) {

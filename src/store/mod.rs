@@ -18,6 +18,7 @@ use crate::wire::resp::{self, Frame};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::time::Duration;
@@ -57,6 +58,11 @@ pub trait Store {
     /// that a background task's commands never queue in front of a
     /// request's); the store itself when it has no connections.
     fn another(self: Rc<Self>) -> Rc<dyn Store>;
+    /// Tells the early end ([`crate::quiet`]) that this client's commands
+    /// and replies on their way change nothing any client sees while
+    /// `matters` is false. A store without connections has nothing on its
+    /// way.
+    fn quiet_while(&self, _matters: Rc<dyn Fn() -> bool>) {}
 }
 
 impl dyn Store {
@@ -176,6 +182,9 @@ enum Value {
 pub struct Db {
     /// Each key's value and its expiry (µs of scenario time).
     keys: BTreeMap<Vec<u8>, (Value, Option<u64>)>,
+    /// How many `LPOP`s returned an item: the early end's view of a reply
+    /// still on its way that carries one ([`Db::pops`]).
+    pops: u64,
 }
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
@@ -189,6 +198,28 @@ fn int_arg(a: &[u8]) -> Option<i64> {
 }
 
 impl Db {
+    /// The integer `key` holds (0 when it holds none), as `GET` and a parse
+    /// would read it; for keys without an expiry.
+    pub(crate) fn int(&self, key: &str) -> i64 {
+        match self.keys.get(key.as_bytes()) {
+            Some((Value::Str(v), _)) => int_arg(v).unwrap_or(0),
+            _ => 0,
+        }
+    }
+
+    /// The length of the list `key` holds (0 when it holds none).
+    pub(crate) fn list_len(&self, key: &str) -> usize {
+        match self.keys.get(key.as_bytes()) {
+            Some((Value::List(l), _)) => l.len(),
+            _ => 0,
+        }
+    }
+
+    /// How many `LPOP`s returned an item so far.
+    pub(crate) fn pops(&self) -> u64 {
+        self.pops
+    }
+
     /// Runs `args` at `now_us`; the reply Redis would give.
     pub fn apply(&mut self, now_us: u64, args: &[Vec<u8>]) -> Frame {
         self.keys.retain(|_, (_, exp)| exp.is_none_or(|e| e > now_us));
@@ -256,6 +287,7 @@ impl Db {
                 let Some((v, _)) = self.keys.get_mut(&args[0]) else { return Frame::Bulk(None) };
                 let Value::List(l) = v else { return err(WRONGTYPE) };
                 let first = (!l.is_empty()).then(|| l.remove(0));
+                self.pops += first.is_some() as u64;
                 if l.is_empty() {
                     self.keys.remove(&args[0]);
                 }
@@ -304,7 +336,11 @@ impl Store for MemoryStore {
 }
 
 /// Opens a new connection to the store.
-pub type Connector = Rc<dyn Fn() -> Pin<Box<dyn Future<Output = std::io::Result<Box<dyn crate::net::Connection>>>>>>;
+/// Opens a connection to the store: the connection, and its local address
+/// when it is a simulated one (for [`crate::quiet`]).
+pub type Connector = Rc<
+    dyn Fn() -> Pin<Box<dyn Future<Output = std::io::Result<(Box<dyn crate::net::Connection>, Option<SocketAddr>)>>>>,
+>;
 
 /// A command on its way, and where its reply goes.
 type Pending = (Vec<u8>, tokio::sync::oneshot::Sender<Result<Frame, String>>);
@@ -402,6 +438,8 @@ pub struct RespStore {
     /// rather than trying again (each attempt may take the whole timeout).
     attempts: Cell<u64>,
     last_failure: RefCell<String>,
+    /// [`Store::quiet_while`]'s condition.
+    matters: RefCell<Option<Rc<dyn Fn() -> bool>>>,
 }
 
 impl RespStore {
@@ -414,6 +452,7 @@ impl RespStore {
             opening: tokio::sync::Mutex::new(()),
             attempts: Cell::new(0),
             last_failure: RefCell::default(),
+            matters: RefCell::default(),
         }
     }
 
@@ -423,8 +462,9 @@ impl RespStore {
         let connect: Connector = Rc::new(move || {
             let host = host.clone();
             Box::pin(async move {
-                let s = turmoil::net::TcpStream::connect((host.as_str(), PORT)).await?;
-                Ok(Box::new(s) as Box<dyn crate::net::Connection>)
+                let s = crate::quiet::connecting(turmoil::net::TcpStream::connect((host.as_str(), PORT))).await?;
+                let local = s.local_addr().ok();
+                Ok((Box::new(s) as Box<dyn crate::net::Connection>, local))
             })
         });
         Self::new(connect, timeout)
@@ -436,7 +476,7 @@ impl RespStore {
             Box::pin(async move {
                 let s = tokio::net::TcpStream::connect(addr).await?;
                 let _ = s.set_nodelay(true);
-                Ok(Box::new(s) as Box<dyn crate::net::Connection>)
+                Ok((Box::new(s) as Box<dyn crate::net::Connection>, None))
             })
         });
         Self::new(connect, timeout)
@@ -465,7 +505,7 @@ impl RespStore {
         self.attempts.set(seen + 1);
         // A connection that cannot be made in time (its handshake held up by
         // a partition) fails as a command without a reply does.
-        let stream = match crate::clock::timeout(self.timeout, (self.connect)()).await {
+        let (stream, local) = match crate::clock::timeout(self.timeout, (self.connect)()).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
                 *self.last_failure.borrow_mut() = format!("cannot connect: {e}");
@@ -478,6 +518,12 @@ impl RespStore {
         };
         self.last_failure.borrow_mut().clear();
         let p = Pipe::open(stream);
+        if let (Some(local), Some(matters)) = (local, self.matters.borrow().clone()) {
+            // Quiet while it is the open connection and its traffic does not matter.
+            let open = Rc::downgrade(&p);
+            let harmless = move || open.upgrade().is_some_and(|p| !p.commands.is_closed()) && !matters();
+            crate::quiet::quiet_conn(local, Box::new(harmless));
+        }
         *self.pipe.borrow_mut() = Some(p.clone());
         Ok(p)
     }
@@ -500,7 +546,13 @@ impl RespStore {
             self.drop_pipe(&p);
             return Err("the connection to the store is gone".into());
         }
-        match crate::clock::timeout(self.timeout, rx).await {
+        // A reply that is on its way: its timeout never fires, and matters
+        // only when the traffic does.
+        let kind = match self.matters.borrow().clone() {
+            Some(m) => crate::quiet::Kind::While(m),
+            None => crate::quiet::Kind::Plain,
+        };
+        match crate::clock::timeout_as(self.timeout, kind, rx).await {
             Ok(Ok(Ok(frame))) => Ok(frame),
             Ok(Ok(Err(why))) => {
                 self.drop_pipe(&p);
@@ -531,6 +583,9 @@ impl Store for RespStore {
     }
     fn another(self: Rc<Self>) -> Rc<dyn Store> {
         Rc::new(RespStore::new(self.connect.clone(), self.timeout))
+    }
+    fn quiet_while(&self, matters: Rc<dyn Fn() -> bool>) {
+        *self.matters.borrow_mut() = Some(matters);
     }
 }
 

@@ -252,7 +252,7 @@ impl Balancer {
             source: source.map(|a| a.to_string()),
         });
         let host = replica_host(replica);
-        let connect = turmoil::net::TcpStream::connect((host.as_str(), PORT));
+        let connect = crate::quiet::connecting(turmoil::net::TcpStream::connect((host.as_str(), PORT)));
         // A replica that does not answer: the client's side closes (HAProxy answers 503).
         let Ok(Ok(up)) = crate::clock::timeout(CONNECT_TIMEOUT, connect).await else { return };
         self.picker.opened(replica);

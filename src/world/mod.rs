@@ -23,7 +23,7 @@ use crate::trace::stateless::StateHow;
 use crate::trace::{Recorder, Run, SimTime, What};
 use nat::{Nat, SimNet};
 use std::cell::Cell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -242,6 +242,10 @@ pub(crate) struct World<H> {
     replica_apps: Vec<AppHook>,
     /// Partitions from the store still to heal: when, and which replica.
     heals: Vec<(Duration, u32)>,
+    /// The replicas cut from the store now (healing or for good): a
+    /// replica's poll that cannot reach the store lets its sessions go in
+    /// time, so the world is not still while one is cut.
+    cut: BTreeSet<u32>,
     /// The balancer of a deployment in simulation.
     balancer: Option<Rc<balancer::Balancer>>,
     /// In a deployment: which replica created each session.
@@ -311,6 +315,7 @@ impl<H: Hosts> World<H> {
             server_hosts: vec!["server".to_string()],
             replica_apps: Vec::new(),
             heals: Vec::new(),
+            cut: BTreeSet::new(),
             balancer: None,
             homes: None,
             down_hosts: Default::default(),
@@ -345,14 +350,17 @@ impl<'a> World<turmoil::Sim<'a>> {
     fn still(&self, end: Duration, way: Duration) -> bool {
         let mut in_flight = false;
         self.sim.links(|links| {
-            for mut link in links {
-                if link.next().is_some() {
-                    in_flight = true;
-                    return;
+            for link in links {
+                for m in link {
+                    let (from, to) = m.pair();
+                    if !crate::quiet::harmless_message(from, to) {
+                        in_flight = true;
+                        return;
+                    }
                 }
             }
         });
-        !in_flight && crate::quiet::still(end, way)
+        !in_flight && self.cut.is_empty() && crate::quiet::still(end, way)
     }
 
     /// The turmoil simulation of `plan`: the server host running `plug`, and
@@ -736,6 +744,7 @@ impl<H: Hosts> World<H> {
                 match self.sim.store_link(&host, true) {
                     Ok(()) => {
                         rec.record_at(SimTime::from_duration(at), What::StorePartitioned { replica: *replica });
+                        self.cut.insert(*replica);
                         self.heals.extend(lasts.map(|l| (at + l, *replica)))
                     }
                     Err(why) => self.app.report.error("server", why),
@@ -772,6 +781,7 @@ impl<H: Hosts> World<H> {
         self.heals = later;
         for (_, replica) in due {
             if self.sim.store_link(&balancer::replica_host(replica), false).is_ok() {
+                self.cut.remove(&replica);
                 self.rec.record_at(SimTime::from_duration(now), What::StoreHealed { replica });
             }
         }

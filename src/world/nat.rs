@@ -108,7 +108,7 @@ impl NatNet for SimNet {
         l.accept().await.map(|(s, a)| (s, a.port()))
     }
     async fn connect(&self) -> io::Result<Self::Stream> {
-        turmoil::net::TcpStream::connect((self.server.as_str(), PORT)).await
+        crate::quiet::connecting(turmoil::net::TcpStream::connect((self.server.as_str(), PORT))).await
     }
     fn local_port(s: &Self::Stream) -> u16 {
         s.local_addr().map(|a| a.port()).unwrap_or(0)

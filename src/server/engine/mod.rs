@@ -394,6 +394,11 @@ impl Session {
         }
     }
 
+    /// Whether writes of this session wait for the store.
+    fn holds_writes(&self) -> bool {
+        self.gate.as_ref().is_some_and(|g| !g.queue.is_empty())
+    }
+
     /// The store has every id below `upto`: the writes waiting for them go out.
     fn release(&mut self, upto: u64) {
         let Some(g) = &mut self.gate else { return };

@@ -76,6 +76,27 @@ pub(super) struct Replicated {
     lease: Duration,
     poll: Duration,
     wait: Duration,
+    /// The early end's view of the background connection ([`poll`]): how
+    /// many commands other than a poll's are on it now ([`Busy`]), and,
+    /// while a poll runs, how many items the store had popped when it began.
+    others: Cell<u32>,
+    poll_pops: Cell<Option<u64>>,
+}
+
+/// Counts a use of the background connection that is not a poll.
+struct Busy<'a>(&'a Cell<u32>);
+
+impl<'a> Busy<'a> {
+    fn of(r: &'a Replicated) -> Self {
+        r.others.set(r.others.get() + 1);
+        Busy(&r.others)
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() - 1);
+    }
 }
 
 /// An application command on its way, through the store, to the replica
@@ -112,6 +133,8 @@ impl Replicated {
             lease: LEASE.mul_f64(scale),
             poll: POLL.mul_f64(scale),
             wait: WAIT.mul_f64(scale),
+            others: Cell::new(0),
+            poll_pops: Cell::new(None),
         })
     }
 
@@ -385,7 +408,11 @@ async fn take_over_held(
     // Its lease is this process's from now on: a later take-over waits for it.
     r.renewed.borrow_mut().insert(token.to_string(), now());
     let (store, lease, me, lasts) = (r.background.clone(), key("lease", token), r.me.clone(), r.lease);
-    tokio::task::spawn_local(async move { store.set(&lease, me.as_bytes(), Some(lasts)).await });
+    let held = r.clone();
+    tokio::task::spawn_local(async move {
+        let _busy = Busy::of(&held);
+        store.set(&lease, me.as_bytes(), Some(lasts)).await
+    });
     shared.report.note(&name, format!("session taken over from the shared store (epoch {epoch})"));
     for (label, deadline) in pending {
         let timer = request_timer(shared.clone(), token.to_string(), label, Duration::from_micros(deadline));
@@ -393,7 +420,10 @@ async fn take_over_held(
     }
     // What the session's queue holds runs meanwhile: the request need not wait for it.
     let (shared, r, token) = (shared.clone(), r.clone(), token.to_string());
-    tokio::task::spawn_local(async move { drain_queue(&shared, &r, &token).await });
+    tokio::task::spawn_local(async move {
+        let _busy = Busy::of(&r);
+        drain_queue(&shared, &r, &token).await
+    });
     Ok(())
 }
 
@@ -577,13 +607,57 @@ fn close_writers(shared: &Shared, token: &str, why: &str) {
 /// sessions another replica took over, and drains the queues of those it
 /// holds; forever. On its own connection to the store.
 pub(super) async fn poll(shared: Rc<Shared>, r: Rc<Replicated>) {
+    let (s, w) = (Rc::downgrade(&shared), Rc::downgrade(&r));
+    let matters = move || match (s.upgrade(), w.upgrade()) {
+        (Some(shared), Some(r)) => poll_matters(&shared, &r),
+        _ => false,
+    };
+    // Only what the poll would find makes it show in the trace (the early
+    // end, crate::quiet): a renewed lease and an empty queue do not.
+    let matters: Rc<dyn Fn() -> bool> = Rc::new(matters);
+    // Nor do its commands and replies on their way, while that holds and
+    // nothing else uses the connection: a reply carrying a queued command
+    // is one that popped an item since the poll began.
+    let (m, w) = (matters.clone(), Rc::downgrade(&r));
+    r.background.quiet_while(Rc::new(move || {
+        let Some(r) = w.upgrade() else { return false };
+        let popped = r.poll_pops.get().is_some_and(|p| crate::store::host::peek(|db| db.pops()) != Some(p));
+        r.others.get() > 0 || popped || m()
+    }));
     loop {
-        crate::clock::sleep(r.poll).await;
+        crate::clock::sleep_as(r.poll, crate::quiet::Kind::While(matters.clone())).await;
+        r.poll_pops.set(Some(crate::store::host::peek(|db| db.pops()).unwrap_or(0)));
         let held: Vec<(String, i64)> = r.epochs.borrow().iter().map(|(t, e)| (t.clone(), *e)).collect();
         // Every session at once: their commands share one pipelined connection.
         futures::future::join_all(held.into_iter().map(|(token, epoch)| tend(&shared, &r, token, epoch))).await;
         let _ = flush(&shared).await;
+        r.poll_pops.set(None);
     }
+}
+
+/// Whether this replica's next poll, run now, could change what any client
+/// sees: a session of its own ending or not yet as the store has it (its
+/// held writes go out with the flush), another replica's take-over of one
+/// it holds (the fence closes its writers), or a command in one's queue.
+/// Read from the simulated store's data ([`crate::store::host::peek`]);
+/// without it (another store), always. A store the replica cannot reach
+/// (a partition) is the world's to see: its poll fails, then lets go.
+fn poll_matters(shared: &Shared, r: &Replicated) -> bool {
+    if !r.ending.borrow().is_empty() {
+        return true;
+    }
+    let fences = shared.policy.fences_across_replicas();
+    let st = shared.state.borrow();
+    let written = r.written.borrow();
+    r.epochs.borrow().iter().any(|(token, &epoch)| {
+        let view = crate::store::host::peek(|db| (db.int(&key("epoch", token)), db.list_len(&key("queue", token))));
+        let Some((now_epoch, queued)) = view else { return true };
+        if (fences && now_epoch > epoch) || queued > 0 {
+            return true;
+        }
+        let Some(s) = st.sessions.get(token) else { return false };
+        s.holds_writes() || written.get(token).is_none_or(|w| serde_json::to_vec(s).ok().as_ref() != Some(w))
+    })
 }
 
 /// One poll of session `token`, held at `epoch`: lets go of it if another
@@ -623,6 +697,7 @@ async fn tend(shared: &Rc<Shared>, r: &Replicated, token: String, epoch: i64) {
 /// Another replica took session `token` over at `epoch`: closes the writers
 /// here, writes the session's last state, lets go of it and confirms.
 async fn confirm_fence(shared: &Shared, r: &Replicated, token: &str, epoch: i64) {
+    let _busy = Busy::of(r);
     let last = shared.state.borrow().sessions.get(token).and_then(|s| serde_json::to_vec(s).ok());
     let written = r.written.borrow().get(token).cloned();
     let_go(
