@@ -92,6 +92,9 @@ struct Registry {
     /// Connections whose messages on their way change nothing while their
     /// condition holds (a replica's polls of the store): by local address.
     conns: Vec<(SocketAddr, Box<dyn Fn() -> bool>)>,
+    /// Bumped by each look at the world ([`look`]): what a condition found
+    /// stays true for the rest of that look ([`Memo`]).
+    look: u64,
 }
 
 impl Registry {
@@ -191,6 +194,38 @@ pub(crate) fn quiet_conn(local: SocketAddr, harmless: Box<dyn Fn() -> bool>) {
             reg.conns.push((local, harmless));
         }
     });
+}
+
+/// Starts a look at the world (before [`harmless_message`] and [`still`]):
+/// nothing changes until the next one.
+pub(crate) fn look() {
+    REG.with(|r| {
+        if let Some(reg) = r.borrow_mut().as_mut() {
+            reg.look += 1;
+        }
+    });
+}
+
+/// A condition's answer, kept for the rest of one [`look`] (a condition
+/// asked once per message or timer can be dear).
+#[derive(Default)]
+pub(crate) struct Memo(std::cell::Cell<Option<(u64, bool)>>);
+
+impl Memo {
+    /// `f()`, or what it answered earlier in this look.
+    pub(crate) fn get(&self, f: impl FnOnce() -> bool) -> bool {
+        let look = REG.with(|r| r.borrow().as_ref().map(|reg| (reg.generation, reg.look)));
+        let Some((generation, look)) = look else { return f() };
+        let id = generation << 32 | look;
+        match self.0.get() {
+            Some((at, answer)) if at == id => answer,
+            _ => {
+                let answer = f();
+                self.0.set(Some((id, answer)));
+                answer
+            }
+        }
+    }
 }
 
 /// Whether a message on its way from `from` to `to` changes nothing any
@@ -353,6 +388,22 @@ mod tests {
         assert!(!harmless_message(other, store));
         calm.set(false);
         assert!(!harmless_message(store, local));
+    }
+
+    #[test]
+    fn a_memo_answers_once_per_look() {
+        let _s = begin();
+        let (memo, asked) = (Memo::default(), Cell::new(0));
+        let ask = || {
+            asked.set(asked.get() + 1);
+            true
+        };
+        look();
+        assert!(memo.get(ask) && memo.get(ask));
+        assert_eq!(asked.get(), 1);
+        look();
+        assert!(memo.get(ask));
+        assert_eq!(asked.get(), 2, "the world may have changed since the last look");
     }
 
     #[test]

@@ -348,6 +348,10 @@ impl<'a> World<turmoil::Sim<'a>> {
     /// Whether the world is still before `end` (crate::quiet): no message is
     /// in flight and every timer left is a healthy stream's keep-alive.
     fn still(&self, end: Duration, way: Duration) -> bool {
+        if !self.cut.is_empty() {
+            return false;
+        }
+        crate::quiet::look();
         let mut in_flight = false;
         self.sim.links(|links| {
             for link in links {
@@ -360,7 +364,7 @@ impl<'a> World<turmoil::Sim<'a>> {
                 }
             }
         });
-        !in_flight && self.cut.is_empty() && crate::quiet::still(end, way)
+        !in_flight && crate::quiet::still(end, way)
     }
 
     /// The turmoil simulation of `plan`: the server host running `plug`, and

@@ -608,9 +608,12 @@ fn close_writers(shared: &Shared, token: &str, why: &str) {
 /// holds; forever. On its own connection to the store.
 pub(super) async fn poll(shared: Rc<Shared>, r: Rc<Replicated>) {
     let (s, w) = (Rc::downgrade(&shared), Rc::downgrade(&r));
-    let matters = move || match (s.upgrade(), w.upgrade()) {
-        (Some(shared), Some(r)) => poll_matters(&shared, &r),
-        _ => false,
+    let memo = crate::quiet::Memo::default();
+    let matters = move || {
+        memo.get(|| match (s.upgrade(), w.upgrade()) {
+            (Some(shared), Some(r)) => poll_matters(&shared, &r),
+            _ => false,
+        })
     };
     // Only what the poll would find makes it show in the trace (the early
     // end, crate::quiet): a renewed lease and an empty queue do not.
