@@ -10,7 +10,7 @@
 use super::process::{describe_exit, Process};
 use crate::error::{Error, Result};
 use crate::scenario::{Deployment, Routing, StoreKind};
-use crate::world::balancer::{CONNECT_TIMEOUT, HEALTH_CHECK};
+use crate::world::balancer::{CONNECT_TIMEOUT, HEALTH_CHECK, REPLICA_HEADER};
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -223,7 +223,7 @@ const ADMIN_SOCKET: &str = "admin.sock";
 /// http-no-delay`: without it HAProxy holds a streamed response's data
 /// for more, up to 200 ms, which delays each SSE event that long), the
 /// routing's `balance`, and each response tagged
-/// with the replica that served it (`X-Mcpsim-Replica`). Each connection
+/// with the replica that served it ([`REPLICA_HEADER`]). Each connection
 /// starts with the PROXY line in which mcpsim's NAT states the client's
 /// public address (`accept-proxy`): `balance source` hashes that address,
 /// as the simulated balancer does.
@@ -252,13 +252,15 @@ pub fn haproxy_config(d: &Deployment, port: u16, replicas: &[u16], scale: f64, a
     };
     let admin = admin.display();
     let connect = CONNECT_TIMEOUT.mul_f64(scale).as_millis().max(10);
+    // The header the NATs read the serving replica from, as in simulation.
+    let tag = REPLICA_HEADER;
     let mut cfg = format!(
         "# Written by mcpsim for one live run (docs/replicas.md).\n\
          global\n    maxconn 4096\n    stats socket {admin} level admin\n\n\
          defaults\n    mode http\n    option http-server-close\n    option http-no-delay\n    option redispatch\n    timeout connect {connect}ms\n    \
          timeout client {STREAM_TIMEOUT}\n    timeout server {STREAM_TIMEOUT}\n    timeout tunnel {STREAM_TIMEOUT}\n\n\
          frontend mcp\n    bind 127.0.0.1:{port} accept-proxy\n    default_backend replicas\n\n\
-         backend replicas\n    balance {balance}\n{stick}    http-response set-header X-Mcpsim-Replica %s\n"
+         backend replicas\n    balance {balance}\n{stick}    http-response set-header {tag} %s\n"
     );
     let inter = HEALTH_CHECK.mul_f64(scale).as_millis().max(10);
     for (i, p) in replicas.iter().enumerate() {
@@ -379,7 +381,7 @@ mod tests {
             "timeout tunnel 1h",
             "bind 127.0.0.1:8080 accept-proxy",
             "balance source",
-            "http-response set-header X-Mcpsim-Replica %s",
+            "http-response set-header x-mcpsim-replica %s",
             "option redispatch",
             "timeout connect 500ms",
             "stats socket /tmp/x/admin.sock level admin",
