@@ -1,6 +1,7 @@
 //! Hunt throughput: seeds per second on 1 and 2 worker threads, for guarded
-//! and naive on each dialect (and rmcp), and on stateless-http deployed on
-//! two replicas with a shared store (`hunt --replicas 2`), and where a seed's time goes
+//! and naive on each dialect (and rmcp), and guarded deployed on two
+//! replicas with a shared store in each dialect (`hunt --replicas 2`; naive
+//! too in stateless-http), and where a seed's time goes
 //! (generate, simulate, judge); then peak memory of 2,000-, 10,000- and
 //! 100,000-seed hunts of guarded (it must stay flat: a hunt keeps counts and
 //! distinct bugs, not seeds).
@@ -66,6 +67,7 @@ fn main() {
         ("guarded", Dialect::StatelessHttp, 2),
         ("naive", Dialect::StatelessHttp, 2),
         ("guarded", Dialect::StreamableHttp, 2),
+        ("guarded", Dialect::LegacySse, 2),
     ];
     // guarded's 2-job seeds/s per dialect and replicas, for the ratios.
     let mut two_jobs: Vec<((Dialect, u32), f64)> = Vec::new();
@@ -122,7 +124,7 @@ fn main() {
             stateless / streamable
         );
     }
-    for dialect in [Dialect::StatelessHttp, Dialect::StreamableHttp] {
+    for dialect in [Dialect::StatelessHttp, Dialect::StreamableHttp, Dialect::LegacySse] {
         if let (Some(replicas), Some(single)) = (rate(dialect, 2), rate(dialect, 1)) {
             println!(
                 "guarded, 2 jobs: 2 replicas / one server seeds/s ({}) = {:.2} (issue 29 asks at least 0.50)",
