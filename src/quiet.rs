@@ -19,8 +19,10 @@
 //!   no write its sessions wait for. Its commands and replies on their way
 //!   do not count as in flight while that holds ([`quiet_conn`]).
 //!
-//! A pending turmoil connect keeps the world from being still whatever its
-//! timeout ([`connecting`]): its handshake completes without a message.
+//! A keep-alive already on its way does not count as in flight either, on
+//! a leg of such a live path ([`harmless_beat`]). A pending turmoil connect
+//! keeps the world from being still whatever its timeout ([`connecting`]):
+//! its handshake completes without a message.
 //!
 //! A keep-alive is an SSE comment, which neither the NAT nor the client
 //! records. So a run that ends when the world is still has the trace the
@@ -67,6 +69,9 @@ struct Timer {
 struct Path {
     client: String,
     down_port: u16,
+    /// The NAT's own address on the client's connection (its bytes to the
+    /// client come from it).
+    down: Option<SocketAddr>,
     up: SocketAddr,
     live: Box<dyn Fn() -> bool>,
 }
@@ -249,13 +254,57 @@ pub(crate) fn conn_port(client: &str, conn: u32, port: u16) {
 
 /// Notes a NAT mapping from `client`'s port `down_port` to the server, which
 /// sees it come from `up`; `live` says whether it still carries bytes.
-pub(crate) fn path(client: &str, down_port: u16, up: SocketAddr, live: Box<dyn Fn() -> bool>) {
+/// `down`: the NAT's own address on the client's connection.
+pub(crate) fn path(
+    client: &str,
+    down_port: u16,
+    down: Option<SocketAddr>,
+    up: SocketAddr,
+    live: Box<dyn Fn() -> bool>,
+) {
     REG.with(|r| {
         if let Some(reg) = r.borrow_mut().as_mut() {
             reg.paths.retain(|p| (p.live)());
-            reg.paths.push(Path { client: client.to_string(), down_port, up, live });
+            reg.paths.push(Path { client: client.to_string(), down_port, down, up, live });
         }
     });
+}
+
+/// Whether `bytes`, a message on its way from `from` to `to`, is a server's
+/// keep-alive (one HTTP chunk holding only an SSE comment) on a leg of a
+/// live path to its client: from the server to the balancer or the NAT,
+/// from the balancer to the NAT, or from the NAT to the client. Such a beat
+/// re-arms the client's watchdog and records nothing, as the keep-alive
+/// timer that sent it ([`Kind::KeepAlive`]).
+pub(crate) fn harmless_beat(from: SocketAddr, to: SocketAddr, bytes: &[u8]) -> bool {
+    if !is_comment_chunk(bytes) {
+        return false;
+    }
+    REG.with(|r| {
+        let r = r.borrow();
+        let Some(reg) = r.as_ref() else { return false };
+        reg.paths.iter().any(|p| {
+            (p.live)()
+                && reg.server_side(p.up).is_some_and(|server_side| {
+                    to == server_side || to == p.up || (p.down == Some(from) && to.port() == p.down_port)
+                })
+        })
+    })
+}
+
+/// Whether `b` is exactly one HTTP/1.1 chunk whose data is SSE comment
+/// lines (`: ...`) ended by a blank line.
+fn is_comment_chunk(b: &[u8]) -> bool {
+    let Some(eol) = b.windows(2).position(|w| w == b"\r\n") else { return false };
+    let Some(len) = std::str::from_utf8(&b[..eol]).ok().and_then(|h| usize::from_str_radix(h, 16).ok()) else {
+        return false;
+    };
+    let rest = &b[eol + 2..];
+    if len < 3 || rest.len() != len + 2 || !rest.ends_with(b"\r\n") {
+        return false;
+    }
+    let data = &rest[..len];
+    data.ends_with(b"\n\n") && data[..len - 2].split(|&c| c == b'\n').all(|line| line.first() == Some(&b':'))
 }
 
 /// Notes a balancer's connection from `from` (a NAT's side) to a replica,
@@ -352,7 +401,7 @@ mod tests {
         let live = Rc::new(Cell::new(true));
         let l = live.clone();
         conn_port("alice", 1, 49152);
-        path("alice", 49152, up, Box::new(move || l.get()));
+        path("alice", 49152, None, up, Box::new(move || l.get()));
         // The server beats every 2 s (next at 12 s); alice's watchdog fires after 5 s of silence (at 14 s).
         let beat = register(secs(12), Kind::KeepAlive { peer: up, every: Duration::from_secs(2) });
         let watchdog = Kind::Watchdog { client: "alice".into(), conn: 1, silence: Duration::from_secs(5) };
@@ -391,6 +440,28 @@ mod tests {
     }
 
     #[test]
+    fn a_beat_on_its_way_is_harmless_only_as_a_comment_chunk_on_a_live_path() {
+        let _s = begin();
+        let nat_down: SocketAddr = "10.0.0.5:80".parse().unwrap();
+        let client: SocketAddr = "10.0.0.6:49152".parse().unwrap();
+        let up: SocketAddr = "10.0.0.5:49153".parse().unwrap();
+        let server: SocketAddr = "10.0.0.2:80".parse().unwrap();
+        let live = Rc::new(Cell::new(true));
+        let l = live.clone();
+        let beat: &[u8] = b"8\r\n: ping\n\n\r\n";
+        assert!(!harmless_beat(server, up, beat), "no path yet");
+        path("alice", 49152, Some(nat_down), up, Box::new(move || l.get()));
+        assert!(harmless_beat(server, up, beat), "server to NAT");
+        assert!(harmless_beat(nat_down, client, beat), "NAT to client");
+        assert!(!harmless_beat(nat_down, "10.0.0.6:49153".parse().unwrap(), beat), "another connection of hers");
+        assert!(!harmless_beat(server, up, b"e\r\ndata: {}\n\n\r\n\r\n"), "an event");
+        assert!(!harmless_beat(server, up, b"8\r\n: ping\n\n\r\n5\r\ndata:\r\n"), "a beat and more");
+        assert!(!harmless_beat(server, up, b"8\r\n: ping\n\n"), "a chunk cut short");
+        live.set(false);
+        assert!(!harmless_beat(server, up, beat), "into a dead mapping: its reset shows");
+    }
+
+    #[test]
     fn a_memo_answers_once_per_look() {
         let _s = begin();
         let (memo, asked) = (Memo::default(), Cell::new(0));
@@ -424,7 +495,7 @@ mod tests {
         let replica_side: SocketAddr = "10.0.0.9:49200".parse().unwrap();
         let beat = register(secs(12), Kind::KeepAlive { peer: replica_side, every: Duration::from_secs(2) });
         assert!(!still(END, WAY), "a beat into a connection no NAT carries");
-        path("alice", 49152, up, Box::new(|| true));
+        path("alice", 49152, None, up, Box::new(|| true));
         assert!(!still(END, WAY), "the NAT's connection is not the replica's");
         let open = Rc::new(Cell::new(true));
         let o = open.clone();

@@ -345,8 +345,10 @@ pub fn without_early_end<R>(f: impl FnOnce() -> R) -> R {
 }
 
 impl<'a> World<turmoil::Sim<'a>> {
-    /// Whether the world is still before `end` (crate::quiet): no message is
-    /// in flight and every timer left is a healthy stream's keep-alive.
+    /// Whether the world is still before `end` (crate::quiet): no message
+    /// that can change the trace is in flight (a keep-alive on a live path
+    /// and a quiet poll of the store cannot), no replica is cut from the
+    /// store, and every timer left is harmless.
     fn still(&self, end: Duration, way: Duration) -> bool {
         if !self.cut.is_empty() {
             return false;
@@ -357,7 +359,13 @@ impl<'a> World<turmoil::Sim<'a>> {
             for link in links {
                 for m in link {
                     let (from, to) = m.pair();
-                    if !crate::quiet::harmless_message(from, to) {
+                    let beat = match m.protocol() {
+                        turmoil::Protocol::Tcp(turmoil::Segment::Data(_, bytes)) => {
+                            crate::quiet::harmless_beat(from, to, bytes)
+                        }
+                        _ => false,
+                    };
+                    if !beat && !crate::quiet::harmless_message(from, to) {
                         in_flight = true;
                         return;
                     }

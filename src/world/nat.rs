@@ -275,7 +275,7 @@ impl<N: NatNet> Nat<N> {
             // While live, the mapping carries a server's keep-alive to its client (crate::quiet).
             let weak = Rc::downgrade(&m);
             let live = move || weak.upgrade().is_some_and(|m| m.status.get() == Status::Live);
-            crate::quiet::path(&self.client, down_port, up, Box::new(live));
+            crate::quiet::path(&self.client, down_port, N::local_addr(&down), up, Box::new(live));
         }
         self.rec.record(What::MappingOpened { client: self.client.clone(), mapping: id, down_port, up_port });
         let (down_r, down_w) = N::split(down);
