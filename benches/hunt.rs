@@ -2,7 +2,8 @@
 //! and naive on each dialect (and rmcp), and guarded deployed on two
 //! replicas with a shared store in each dialect (`hunt --replicas 2`; naive
 //! too in stateless-http), and where a seed's time goes
-//! (generate, simulate, judge); then peak memory of 2,000-, 10,000- and
+//! (generate, simulate, judge), and turmoil's own floor for the same seeds
+//! ([`turmoil_floor`]: what no change inside mcpsim can beat); then peak memory of 2,000-, 10,000- and
 //! 100,000-seed hunts of guarded (it must stay flat: a hunt keeps counts and
 //! distinct bugs, not seeds).
 //!
@@ -53,6 +54,73 @@ fn memory() {
     }
 }
 
+/// A world's shape, as turmoil sees it: how many hosts it has and how many
+/// ticks it ran.
+#[derive(Clone, Copy)]
+struct Shape {
+    hosts: usize,
+    ticks: u32,
+    tick: Duration,
+}
+
+impl Shape {
+    fn of(plan: &mcpsim::scenario::Plan, run: &mcpsim::Run) -> Self {
+        let replicas = plan.deployment.replicas.max(1) as usize;
+        // The server (or, in a deployment, the balancer in its place, its
+        // replicas and a shared store), and per client its NAT and itself.
+        let servers = if replicas == 1 {
+            1
+        } else {
+            1 + replicas + usize::from(plan.deployment.store == mcpsim::scenario::StoreKind::Shared)
+        };
+        let tick = plan.network.tick;
+        Shape {
+            hosts: servers + 2 * plan.clients.len(),
+            ticks: run.simulated.as_nanos().div_ceil(tick.as_nanos()) as u32,
+            tick,
+        }
+    }
+}
+
+/// turmoil alone, with each seed's shape and none of mcpsim: a simulation
+/// with as many hosts, each waiting on a timer (as an idle server, NAT or
+/// client does), stepped as many ticks as mcpsim's run of that seed took;
+/// `shapes` split over two threads as a 2-job hunt splits seeds. Seeds per
+/// second: the ceiling of a hunt with these seeds, as turmoil 0.7.2 costs
+/// every host a tick whether or not it has anything to do.
+fn turmoil_floor(shapes: &[Shape], repeat: usize) -> f64 {
+    fn one(shape: Shape, seed: u64) {
+        let mut sim = turmoil::Builder::new()
+            .rng_seed(seed)
+            .simulation_duration(shape.tick * (shape.ticks + 1))
+            .tick_duration(shape.tick)
+            .build();
+        for h in 0..shape.hosts {
+            sim.host(format!("host-{h}"), || async {
+                loop {
+                    tokio::time::sleep(Duration::from_secs(15)).await;
+                }
+            });
+        }
+        for _ in 0..shape.ticks {
+            sim.step().expect("an idle host does not fail");
+        }
+    }
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        for half in 0..2 {
+            s.spawn(move || {
+                for r in 0..repeat {
+                    for (i, shape) in shapes.iter().enumerate().skip(half).step_by(2) {
+                        one(*shape, (r * shapes.len() + i) as u64);
+                    }
+                }
+            });
+        }
+    });
+    (shapes.len() * repeat) as f64 / t.elapsed().as_secs_f64()
+}
+
 fn main() {
     let seeds: u64 = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(400);
     let with_memory = !std::env::args().any(|a| a == "no-memory");
@@ -80,6 +148,7 @@ fn main() {
         // Split one thread's time into its phases.
         let (mut gen, mut sim, mut judge) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
         let mut virtual_time = Duration::ZERO;
+        let mut shapes = Vec::new();
         for seed in 0..seeds / 4 {
             let t = Instant::now();
             let plan = hunt::generate_for(seed, dialect, replicas).expect("a draw the generator makes");
@@ -88,6 +157,7 @@ fn main() {
             let run = mcpsim::run(&plan, server, None).expect("run");
             sim += t.elapsed();
             virtual_time += plan.duration;
+            shapes.push(Shape::of(&plan, &run));
             let t = Instant::now();
             std::hint::black_box(mcpsim::check::judge(&run.trace));
             judge += t.elapsed();
@@ -100,11 +170,15 @@ fn main() {
             judge.as_secs_f64() * 1e3 / n,
             virtual_time.as_secs_f64() / n
         );
+        let mut hunted = 0.0;
         for jobs in [1, 2] {
             let opts = HuntOptions { jobs, dialect, replicas, ..HuntOptions::new(server, Limit::Seeds(seeds)) };
             let t = Instant::now();
             let report = hunt::hunt(&opts, |_| {}).expect("hunt");
             let wall = t.elapsed().as_secs_f64();
+            if jobs == 2 {
+                hunted = report.seeds_run as f64 / wall;
+            }
             if server == "guarded" && jobs == 2 {
                 two_jobs.push(((dialect, replicas), report.seeds_run as f64 / wall));
             }
@@ -114,6 +188,15 @@ fn main() {
                 report.seeds_run as f64 / wall,
                 report.seeds_run as f64 / wall / jobs as f64,
                 report.failing_seeds
+            );
+        }
+        if server == "guarded" {
+            let floor = turmoil_floor(&shapes, 4);
+            let hosts = shapes.iter().map(|s| s.hosts).sum::<usize>() as f64 / n;
+            let ticks = shapes.iter().map(|s| s.ticks as f64).sum::<f64>() / n;
+            println!(
+                "{name}: turmoil alone, idle hosts, the same seeds' hosts ({hosts:.1}) and ticks ({ticks:.0}), 2 threads: {floor:.0} seeds/s; the hunt's 2 jobs are {:.2} of it",
+                hunted / floor
             );
         }
     }
