@@ -221,8 +221,11 @@ fn one_time_state_across_replicas_needs_the_shared_store_and_is_inherent_without
 
 /// A replica cut from the shared store cannot consult the single-use
 /// registry: guarded (and rmcp) refuse the redemption there, explicitly, and
-/// the refused call is inherent to the partition. Without the partition the
-/// same plan passes; a server that never asks the store (local-once) pays out.
+/// the refused call is inherent to the partition; presented again once the
+/// cut healed, the state is redeemed once. Without the partition the same
+/// plan passes. A server whose registry is in its own memory (local-once)
+/// pays out on the cut replica and again on the other, and `exactly-once`
+/// says the first was on a replica cut from the store.
 #[test]
 fn a_partition_from_the_store_makes_guarded_refuse_and_the_refusal_is_inherent() {
     let plan = bundled("stateless-http/once-during-store-partition.toml");
@@ -240,7 +243,19 @@ fn a_partition_from_the_store_makes_guarded_refuse_and_the_refusal_is_inherent()
     let mut whole = plan.clone();
     whole.steps.retain(|s| s.action.name() != "partition");
     assert!(violated(&mcpsim::run(&whole, "guarded", None).unwrap()).is_empty());
-    assert!(violated(&mcpsim::run(&plan, "local-once", None).unwrap()).is_empty());
+    let verdicts = check::judge(&mcpsim::run(&plan, "local-once", None).unwrap().trace);
+    let once = verdicts.iter().find(|v| v.check == CheckId::ExactlyOnce).unwrap();
+    let check::Status::Violated { violations } = &once.status else { panic!("{:?}", once.status) };
+    assert!(!violations[0].inherent);
+    let text = violations[0].finding.to_string();
+    assert!(text.contains("on replica 2 while a partition cut it from the shared store"), "{text}");
+    assert!(text.ends_with("then on replica 1"), "{text}");
+    // Without the cut, the same server's two redemptions read as before.
+    let verdicts = check::judge(&mcpsim::run(&whole, "local-once", None).unwrap().trace);
+    let once = verdicts.iter().find(|v| v.check == CheckId::ExactlyOnce).unwrap();
+    let check::Status::Violated { violations } = &once.status else { panic!("{:?}", once.status) };
+    let text = violations[0].finding.to_string();
+    assert!(text.ends_with("which share a store that could have refused it"), "{text}");
 }
 
 /// `partition` is written back as read, and refused where it cannot apply.

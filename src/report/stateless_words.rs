@@ -54,7 +54,7 @@ impl fmt::Display for F {
                 list.len(),
                 list.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")
             ),
-            F::OnceRedeemedTwice { fp, call, first, second, by, replicas, shared_store } => {
+            F::OnceRedeemedTwice { fp, call, first, second, by, replicas, shared_store, first_cut } => {
                 write!(
                     f,
                     "one-time requestState {fp} was redeemed twice: for request {} at {}, and again for {by}'s request {} ({call}) at {}",
@@ -64,6 +64,10 @@ impl fmt::Display for F {
                     Some((a, b)) if a != b && !shared_store => write!(
                         f,
                         ", on replica {a} then replica {b}, which keep a store each: no replica can know what another redeemed (the deployment needs a shared store)"
+                    ),
+                    Some((a, b)) if a != b && *first_cut => write!(
+                        f,
+                        ", on replica {a} while a partition cut it from the shared store (it redeemed without consulting the single-use registry, where refusing keeps the state one-time), then on replica {b}"
                     ),
                     Some((a, b)) if a != b => write!(
                         f,

@@ -64,6 +64,10 @@ pub enum StatelessFinding {
         /// and two replicas accepted it, no server could have refused: a
         /// replica never sees another's single-use records (inherent).
         shared_store: bool,
+        /// Whether the first redemption was on a replica cut from the shared
+        /// store: it redeemed without consulting the single-use registry,
+        /// where refusing is the one answer that keeps the state one-time.
+        first_cut: bool,
     },
 
     // ---- state-binding ----

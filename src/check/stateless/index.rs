@@ -125,6 +125,14 @@ pub(crate) struct Index {
 }
 
 impl Index {
+    /// Whether `replica` was cut from the store when it checked a state at
+    /// `at` (its wait for the store's answer may end after the cut healed).
+    pub(crate) fn cut_from_store(&self, replica: u32, at: SimTime) -> bool {
+        self.store_cuts.iter().any(|&(r, from, until)| {
+            r == replica && from <= at && until.is_none_or(|u| at.0 <= u.0 + self.store_timeout.0)
+        })
+    }
+
     pub(crate) fn new(trace: &Trace) -> Index {
         let mut ix = Index::default();
         let mut ports: BTreeMap<(String, ConnId), u16> = BTreeMap::new();

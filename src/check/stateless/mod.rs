@@ -217,6 +217,7 @@ fn exactly_once(ix: &Index) -> Status {
                 by: b.2.clone(),
                 replicas,
                 shared_store: ix.shared_store,
+                first_cut: a.7.is_some_and(|r| ix.cut_from_store(r, a.5)),
             },
             b.5,
             vec![a.6, b.6],
@@ -626,13 +627,8 @@ fn validity(ix: &Index, s: &index::Sent) -> Validity {
     // Refused on a replica cut from the store when it asked (its wait for the
     // store's answer may end after the cut healed).
     let cut = ix.checked.iter().filter(|c| c.3 == p.fp).filter(mine).find_map(|c| {
-        let (replica, at) = (c.7?, c.5);
-        ix.store_cuts
-            .iter()
-            .any(|&(r, from, until)| {
-                r == replica && from <= at && until.is_none_or(|u| at.0 <= u.0 + ix.store_timeout.0)
-            })
-            .then_some(replica)
+        let replica = c.7?;
+        ix.cut_from_store(replica, c.5).then_some(replica)
     });
     if let (Some(replica), true) = (cut, m.once) {
         return Validity::StoreCut(replica);
@@ -644,13 +640,7 @@ fn validity(ix: &Index, s: &index::Sent) -> Validity {
             ix.checked.iter().filter(|c| c.3 == q.fp && c.1 == o.id && c.2 == o.principal).collect();
         let ended = o.end.as_ref().map_or(SimTime(u64::MAX), |e| e.1);
         let across_restart = theirs.is_empty() && ix.restarts.iter().any(|r| o.t < *r && *r <= ended);
-        let refused_cut = theirs.iter().any(|c| {
-            c.7.is_some_and(|replica| {
-                ix.store_cuts.iter().any(|&(r, from, until)| {
-                    r == replica && from <= c.5 && until.is_none_or(|u| c.5 .0 <= u.0 + ix.store_timeout.0)
-                })
-            })
-        });
+        let refused_cut = theirs.iter().any(|c| c.7.is_some_and(|replica| ix.cut_from_store(replica, c.5)));
         across_restart || refused_cut
     });
     if m.once && unseen {
