@@ -9,7 +9,7 @@
 
 mod common;
 use common::harness::{run_with_threads, Case};
-use common::live::{deployment_parts_missing, deployment_scenarios, live_runs, plan};
+use common::live::{deployment_parts_missing, deployment_scenarios, live_runs, plan, routed_in_order};
 use common::text;
 use std::time::Duration;
 
@@ -48,7 +48,9 @@ fn main() {
 /// and guarded and on the mutants and rmcp where a replica breaks them,
 /// live against `mcpsim serve` behind HAProxy: the verdicts of the
 /// simulation. Where the balancer routes by source address, HAProxy sends
-/// each address to the replica the simulated balancer sends it to.
+/// each address to the replica the simulated balancer sends it to; where it
+/// takes the replicas in turn, it sends each connection where the simulated
+/// balancer does (a replica that restarted is back in its turn).
 fn deployments_give_live_the_verdicts_they_give_simulated() {
     let files = deployment_scenarios();
     assert!(files.iter().filter(|f| f.starts_with("stateless-http/")).count() >= 4, "{files:?}");
@@ -79,6 +81,7 @@ fn deployments_give_live_the_verdicts_they_give_simulated() {
     let commands: Vec<(String, String)> = jobs.iter().map(|(f, s)| (f.clone(), serve(s))).collect();
     let mut caught = 0;
     let mut by_source = 0;
+    let mut in_turn = 0;
     for ((file, server), runs) in jobs.iter().zip(live_runs(&commands, 1)) {
         let run = mcpsim::run(&plan(file), server, None).unwrap();
         let sim: Vec<String> =
@@ -91,6 +94,15 @@ fn deployments_give_live_the_verdicts_they_give_simulated() {
         );
         let (live, simulated) = (routes(&runs[0].trace), routes(&run.trace.to_jsonl()));
         assert!(!live.is_empty(), "{file} on {server}: no live connection was tagged with its replica");
+        if plan(file).deployment.routing.name() == "round-robin" {
+            assert_eq!(
+                routed_in_order(&runs[0].trace),
+                routed_in_order(&run.trace.to_jsonl()),
+                "{file} on {server}: HAProxy took the replicas in another order than the simulation:\n{}",
+                runs[0].report
+            );
+            in_turn += 1;
+        }
         if plan(file).deployment.routing.name() == "source" {
             for (source, replica) in &live {
                 if let Some(r) = simulated.get(source) {
@@ -102,6 +114,7 @@ fn deployments_give_live_the_verdicts_they_give_simulated() {
     }
     assert!(caught >= 12, "the live runs include findings, not only clean runs: {caught}");
     assert!(by_source >= 20, "addresses HAProxy and the simulation both routed by source: {by_source}");
+    assert!(in_turn >= 12, "round-robin runs whose order HAProxy and the simulation share: {in_turn}");
 }
 
 /// The replica each client address was sent to (`routed` events), from a

@@ -18,7 +18,7 @@
 
 mod common;
 use common::harness::{run, Case};
-use common::live::{deployment_scenarios, live_runs_scaled, live_runs_with, plan, LiveVerdict, SCALE};
+use common::live::{deployment_scenarios, live_runs_scaled, live_runs_with, plan, routed_in_order, LiveVerdict, SCALE};
 use mcpsim::live::{AdapterConfig, Auth, EventStore};
 use std::path::Path;
 use std::process::Command;
@@ -318,7 +318,27 @@ fn the_sdk_adapters_behind_haproxy_with_redis_meet_expect_on_every_replica_scena
         }
     }
     assert!(cells.len() >= 25, "{} cells", cells.len());
-    let (_, problems) = play(&cells, 1);
+    let (results, mut problems) = play(&cells, 1);
+    // Where the balancer takes the replicas in turn, HAProxy sends each
+    // connection where the simulated balancer sends guarded's: the run
+    // tests what the scenario describes (a retry reaches the replica that
+    // restarted, once it is back).
+    for (c, runs) in cells.iter().zip(&results) {
+        let p = plan(&c.file);
+        if p.deployment.routing.name() != "round-robin" {
+            continue;
+        }
+        let simulated = routed_in_order(&mcpsim::run(&p, "guarded", None).unwrap().trace.to_jsonl());
+        for r in runs {
+            let live = routed_in_order(&r.trace);
+            if live != simulated {
+                problems.push(format!(
+                    "{} on {}: HAProxy sent the connections to replicas {live:?}, the simulation to {simulated:?}\n{}",
+                    c.file, c.name, r.report
+                ));
+            }
+        }
+    }
     assert!(problems.is_empty(), "{} problem(s):\n{}", problems.len(), problems.join("\n"));
 }
 

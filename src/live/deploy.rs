@@ -239,7 +239,7 @@ const ADMIN_SOCKET: &str = "admin.sock";
 /// which a `drain` step drains a replica.
 pub fn haproxy_config(d: &Deployment, port: u16, replicas: &[u16], scale: f64, admin: &Path) -> String {
     let balance = match d.routing {
-        Routing::RoundRobin | Routing::Session => "roundrobin",
+        Routing::RoundRobin | Routing::Session => "static-rr",
         Routing::LeastConnections => "leastconn",
         Routing::Source => "source",
     };
@@ -391,7 +391,7 @@ mod tests {
             assert!(cfg.contains(line), "{line} missing:\n{cfg}");
         }
         let rr = Deployment { routing: Routing::RoundRobin, ..d.clone() };
-        assert!(haproxy_config(&rr, 1, &[2], 1.0, admin).contains("balance roundrobin"));
+        assert!(haproxy_config(&rr, 1, &[2], 1.0, admin).contains("balance static-rr"));
         let lc = Deployment { routing: Routing::LeastConnections, ..d.clone() };
         assert!(haproxy_config(&lc, 1, &[2], 1.0, admin).contains("balance leastconn"));
         let sticky = haproxy_config(&Deployment { routing: Routing::Session, ..d }, 1, &[2], 1.0, admin);

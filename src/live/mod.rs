@@ -379,7 +379,10 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
         if !which.is_empty() {
             // restart-server (every process) or restart-replica (one): each is
             // killed and started again, with nothing of its memory; each must
-            // say `ready` again.
+            // say `ready` again. Meanwhile the NATs hold new connections (a
+            // simulated restart takes no time).
+            let gate = orders.borrow().gate.clone();
+            gate.close();
             for &i in &which {
                 replicas[i].stop().await;
             }
@@ -419,6 +422,10 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
                     }
                 }
             }
+            rec.record(What::ServerBack {
+                replicas: if deployed { which.iter().map(|&i| i as u32 + 1).collect() } else { Vec::new() },
+            });
+            gate.open();
         }
         if let Some(why) = fatal.borrow_mut().take() {
             let tails: Vec<String> = replicas.iter().map(|r| r.process.tail()).collect();
@@ -871,6 +878,8 @@ struct Orders {
     crash: std::collections::BTreeSet<usize>,
     /// Drain through HAProxy's runtime API (`drain`).
     drain: std::collections::BTreeSet<usize>,
+    /// Closed while the step loop restarts server processes.
+    gate: Rc<net::RestartGate>,
 }
 
 /// The index of replica host `replica-N` (N from 1).
@@ -907,8 +916,9 @@ async fn build(
     // and learns from HAProxy's tags which replica served each connection.
     let homes = (!plan.deployment.is_single()).then(|| Rc::new(crate::world::balancer::Homes::default()));
     for spec in &plan.clients {
+        let gate = hosts.orders.borrow().gate.clone();
         let (nat_net, nat_port) =
-            net::TcpNat::bind(port).await.map_err(|e| Error::io(format!("cannot listen for a NAT: {e}")))?;
+            net::TcpNat::bind(port, gate).await.map_err(|e| Error::io(format!("cannot listen for a NAT: {e}")))?;
         let nat_inbox: Inbox<NatCmd> = Inbox::new();
         let (client, lifetime) = (spec.name.clone(), plan.network.half_open_lifetime);
         let nat = match &homes {

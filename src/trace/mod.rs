@@ -389,6 +389,13 @@ pub enum What {
         /// The replica, from 1.
         replica: u32,
     },
+    /// Live only: server processes a restart step restarted are ready again
+    /// (in a deployment, back in HAProxy's rotation). New connections waited
+    /// for this at the NATs: a simulated restart takes no time.
+    ServerBack {
+        /// The replicas, from 1; empty for a single server.
+        replicas: Vec<u32>,
+    },
     /// A `crash-replica` step stopped a replica's host; the balancer takes
     /// it out of rotation `out_after_us` later (its health check).
     ReplicaCrashed {

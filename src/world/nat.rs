@@ -76,6 +76,12 @@ pub trait NatNet: 'static {
     fn listen(&self) -> impl std::future::Future<Output = io::Result<Self::Listener>>;
     /// The next client connection and its source port.
     fn accept(l: &Self::Listener) -> impl std::future::Future<Output = io::Result<(Self::Stream, u16)>>;
+    /// Returns once the server may be connected to: live, not while server
+    /// processes restart (a simulated restart takes no time). Not bounded
+    /// by the connect timeout.
+    fn settled(&self) -> impl std::future::Future<Output = ()> {
+        async {}
+    }
     /// Opens a connection to the server.
     fn connect(&self) -> impl std::future::Future<Output = io::Result<Self::Stream>>;
     /// A connection's own port.
@@ -253,6 +259,7 @@ impl<N: NatNet> Nat<N> {
     async fn open(self: Rc<Self>, down: N::Stream, down_port: u16) {
         // A dead server host never answers the SYN: bound the wait, then
         // close the client's side so it sees the failure.
+        self.net.settled().await;
         let Ok(Ok(up)) = crate::clock::timeout(UPSTREAM_CONNECT_TIMEOUT, self.net.connect()).await else {
             return;
         };

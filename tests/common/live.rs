@@ -89,6 +89,18 @@ pub struct LiveVerdict {
     pub trace: String,
 }
 
+/// The replica each connection the balancer routed went to, in the order
+/// they were routed (`routed` events), from a JSON Lines trace.
+#[allow(dead_code)]
+pub fn routed_in_order(jsonl: &str) -> Vec<u64> {
+    jsonl
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["kind"] == "routed")
+        .filter_map(|e| e["replica"].as_u64())
+        .collect()
+}
+
 /// Runs each `(scenario file, server command)` live `times` times, side by
 /// side at [`SCALE`]; per job, its runs in order. A run that fails or stops
 /// early fails the test, naming the job, but only once every run has ended:
