@@ -440,15 +440,18 @@ pub fn describe(what: &What) -> String {
         What::StorePartitioned { replica } => format!("replica {replica} is cut from the store"),
         What::StoreHealed { replica } => format!("replica {replica}'s link to the store is back"),
         What::ServerBack { replicas } => {
-            let who = match replicas[..] {
-                [] => "the server process is".to_string(),
-                [r] => format!("replica {r}'s process is"),
-                _ => format!(
-                    "the processes of replicas {} are",
-                    replicas.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ")
+            let (who, it) = match replicas[..] {
+                [] => ("the server process is".to_string(), "it"),
+                [r] => (format!("replica {r}'s process is"), "it"),
+                _ => (
+                    format!(
+                        "the processes of replicas {} are",
+                        replicas.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ")
+                    ),
+                    "them",
                 ),
             };
-            format!("{who} back after the restart (new connections waited for it at the NATs)")
+            format!("{who} back after the restart (new connections waited for {it} at the NATs)")
         }
         What::ReplicaCrashed { replica, out_after_us } => format!(
             "replica {replica} crashed; the balancer's health check takes it out of rotation {} later",
