@@ -63,6 +63,20 @@ async fn listening(port: u16, proc: &mut Process, what: &str) -> Result<()> {
     }
 }
 
+/// Whether the process listening on `port` is a Redis: it answers `PING`
+/// with `+PONG` within a second.
+async fn answers_ping(port: u16) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let ask = async {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+        s.write_all(b"PING\r\n").await.ok()?;
+        let mut reply = [0u8; 7];
+        s.read_exact(&mut reply).await.ok()?;
+        Some(&reply == b"+PONG\r\n")
+    };
+    tokio::time::timeout(Duration::from_secs(1), ask).await.ok().flatten().unwrap_or(false)
+}
+
 /// A TCP proxy from one replica to the store that can be cut: while cut,
 /// it closes every connection it carries and every new one at once (the
 /// replica's store client sees an error and gives up, as over a partition).
@@ -149,20 +163,44 @@ impl LiveStore {
         let mut redis_port = None;
         if d.store == StoreKind::Shared {
             let exe = program("redis-server", "redis-server", "shared store")?;
-            let p = port().await?;
-            // No persistence, loopback only: the run's store lives and dies
-            // with it. Its process title names the mcpsim run that owns it.
-            let cmd = format!(
-                "exec {} --port {p} --bind 127.0.0.1 --save '' --appendonly no --protected-mode no \
-                 --proc-title-template '{{title}} {{listen-addr}} mcpsim-store-{}'",
-                exe.display(),
-                std::process::id()
-            );
-            let mut proc = Process::spawn(&cmd, &[], false)
-                .map_err(|e| Error::io(format!("cannot start redis-server (the shared store): {e}")))?;
-            listening(p, &mut proc, "redis-server (the shared store)").await?;
-            store.redis = Some(proc);
-            redis_port = Some(p);
+            // A port checked free may be taken by another process before
+            // Redis binds it (then Redis exits, and what listens there is not
+            // Redis): Redis must answer PING, or it starts again on another port.
+            let mut tries = 0;
+            loop {
+                tries += 1;
+                let p = port().await?;
+                // No persistence, loopback only: the run's store lives and dies
+                // with it. Its process title names the mcpsim run that owns it.
+                let cmd = format!(
+                    "exec {} --port {p} --bind 127.0.0.1 --save '' --appendonly no --protected-mode no \
+                     --proc-title-template '{{title}} {{listen-addr}} mcpsim-store-{}'",
+                    exe.display(),
+                    std::process::id()
+                );
+                let mut proc = Process::spawn(&cmd, &[], false)
+                    .map_err(|e| Error::io(format!("cannot start redis-server (the shared store): {e}")))?;
+                let up = listening(p, &mut proc, "redis-server (the shared store)").await;
+                let failed = match up {
+                    Ok(()) if answers_ping(p).await && proc.try_exited().is_none() => {
+                        store.redis = Some(proc);
+                        redis_port = Some(p);
+                        break;
+                    }
+                    Ok(()) => {
+                        proc.kill();
+                        proc.settle().await;
+                        Error::io(format!(
+                            "redis-server (the shared store) did not answer PING on port {p}\nits last output lines:\n{}",
+                            proc.tail()
+                        ))
+                    }
+                    Err(e) => e,
+                };
+                if tries == 3 {
+                    return Err(failed);
+                }
+            }
         }
         let mut slots = Vec::new();
         for _ in 0..d.replicas {
@@ -368,6 +406,33 @@ impl Drop for Balancer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only a Redis passes for one: a listener that answers PING with
+    /// `+PONG` does, one that answers something else, or nothing, does not.
+    #[test]
+    fn only_a_listener_that_answers_pong_passes_for_redis() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            for (reply, redis) in
+                [(&b"+PONG\r\n"[..], true), (&b"HTTP/1.1 400 Bad Request\r\n"[..], false), (&b""[..], false)]
+            {
+                let l = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+                let port = l.local_addr().unwrap().port();
+                let server = tokio::spawn(async move {
+                    let (mut s, _) = l.accept().await.unwrap();
+                    let mut ping = [0u8; 6];
+                    s.read_exact(&mut ping).await.unwrap();
+                    assert_eq!(&ping, b"PING\r\n");
+                    s.write_all(reply).await.unwrap();
+                    // Held open: a silent listener must not pass either.
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                });
+                assert_eq!(answers_ping(port).await, redis, "{:?}", String::from_utf8_lossy(reply));
+                server.abort();
+            }
+        });
+    }
 
     #[test]
     fn the_haproxy_configuration_balances_each_request_as_the_routing_says() {

@@ -628,28 +628,26 @@ async fn ports(port: Option<u16>) -> Result<(u16, TcpListener)> {
 /// a port the kernel handed out for `:0` may be handed out again, to an
 /// outgoing connection of a parallel run, before the server process binds it
 /// (a possible cause of one failed start in 240 parallel live runs). Ports are tried
-/// from a starting point spread over processes, each checked free by binding
-/// it. Within one process the ports handed out cycle through all 12,000
-/// before one comes again: a run whose server restarts leaves its port free
-/// for a moment, and a parallel run of the same process (`run --jobs`, the
-/// tests) must not take it then (it did once: the restarted server found
-/// its port in use).
+/// along a walk of the span drawn for each process ([`port_walk`]), each
+/// checked free by binding it. Within one process the ports handed out cycle
+/// through all 12,000 before one comes again: a run whose server restarts
+/// leaves its port free for a moment, and a parallel run of the same process
+/// (`run --jobs`, the tests) must not take it then (it did once: the
+/// restarted server found its port in use).
 async fn free_port() -> Result<u16> {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(0);
-    static SPREAD: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    const FIRST: u32 = 20_000;
-    const SPAN: u32 = 12_000;
-    // Wall clock and pid only spread the start over processes: ports are no
-    // part of any trace. 613 is prime to SPAN: k * 613 visits every port of
-    // the span once in SPAN steps.
-    let spread = *SPREAD.get_or_init(|| {
-        std::process::id().wrapping_mul(7_919)
-            ^ std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos())
-    }) % SPAN;
+    static WALK: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
+    // Wall clock and pid only draw the walk: ports are no part of any trace.
+    let (start, stride) = *WALK.get_or_init(|| {
+        port_walk(
+            std::process::id().wrapping_mul(7_919)
+                ^ std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos()),
+        )
+    });
     for _ in 0..200 {
         let k = NEXT.fetch_add(1, Ordering::Relaxed);
-        let port = (FIRST + (spread + (k % SPAN) * 613) % SPAN) as u16;
+        let port = (PORT_SPAN.0 + (start + (k % PORT_SPAN.1) * stride) % PORT_SPAN.1) as u16;
         if TcpListener::bind(("127.0.0.1", port)).await.is_ok() {
             return Ok(port);
         }
@@ -658,6 +656,28 @@ async fn free_port() -> Result<u16> {
         .await
         .map_err(|e| Error::io(format!("cannot find a free port on 127.0.0.1: {e}")))?;
     Ok(l.local_addr().map_err(|e| Error::io(e.to_string()))?.port())
+}
+
+/// The ports [`free_port`] hands out: the first, and how many.
+const PORT_SPAN: (u32, u32) = (20_000, 12_000);
+
+/// A process's walk of the span, drawn from `seed`: where it starts, and
+/// its step, prime to the span's length (so that it visits every port once
+/// per 12,000 steps). Both differ between processes: with one step for all
+/// (613 until 2026-12-07), two processes walked the same order from two
+/// starts, and one whose start trailed the other's by a few steps took, a
+/// moment later, each port the other had just checked free (a Redis found
+/// its port held by a parallel run's server).
+fn port_walk(seed: u32) -> (u32, u32) {
+    let h = u64::from(seed).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let span = PORT_SPAN.1;
+    let start = ((h >> 32) as u32) % span;
+    let mut stride = (h as u32) % span;
+    // 12,000 = 2^5 * 3 * 5^3.
+    while stride % 2 == 0 || stride % 3 == 0 || stride % 5 == 0 {
+        stride += 1;
+    }
+    (start, stride % span)
 }
 
 type Lines = tokio::io::Lines<BufReader<tokio::net::tcp::OwnedReadHalf>>;
@@ -1031,6 +1051,28 @@ mod config_tests {
         let distinct: std::collections::BTreeSet<u16> = ports.iter().copied().collect();
         assert_eq!(distinct.len(), ports.len(), "a port came twice: {ports:?}");
         assert!(ports.iter().all(|p| (20_000..32_000).contains(p)), "{ports:?}");
+    }
+
+    /// Each process walks the span in its own order: two processes share
+    /// few of their first hundred ports, however their starts fall (with
+    /// one step for all, a process starting a step behind another took
+    /// each port the other took, a moment later).
+    #[test]
+    fn two_processes_walk_the_ports_in_different_orders() {
+        let walk = |seed: u32| {
+            let (start, stride) = port_walk(seed);
+            assert!(stride % 2 != 0 && stride % 3 != 0 && stride % 5 != 0, "{stride}");
+            (0..100u32).map(move |k| (start + k * stride) % PORT_SPAN.1).collect::<std::collections::BTreeSet<_>>()
+        };
+        for (a, b) in [(1, 2), (7_919, 15_838), (123_456, 123_457), (0, u32::MAX)] {
+            let shared = walk(a).intersection(&walk(b)).count();
+            assert!(shared < 10, "seeds {a} and {b} share {shared} of their first 100 ports");
+        }
+        // Every port of the span, once per cycle.
+        let (start, stride) = port_walk(42);
+        let all: std::collections::BTreeSet<u32> =
+            (0..PORT_SPAN.1).map(|k| (start + k * stride) % PORT_SPAN.1).collect();
+        assert_eq!(all.len() as u32, PORT_SPAN.1);
     }
 
     #[test]
