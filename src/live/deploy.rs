@@ -63,16 +63,22 @@ async fn listening(port: u16, proc: &mut Process, what: &str) -> Result<()> {
     }
 }
 
-/// Whether the process listening on `port` is a Redis: it answers `PING`
-/// with `+PONG` within a second.
-async fn answers_ping(port: u16) -> bool {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+/// Whether what listens on `port` is the Redis with process id `pid`: it
+/// answers `INFO server` with that `process_id`, within a second. (Another
+/// run's Redis on the port would answer PING too.)
+async fn is_redis(port: u16, pid: u32) -> bool {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
     let ask = async {
-        let mut s = TcpStream::connect(("127.0.0.1", port)).await.ok()?;
-        s.write_all(b"PING\r\n").await.ok()?;
-        let mut reply = [0u8; 7];
-        s.read_exact(&mut reply).await.ok()?;
-        Some(&reply == b"+PONG\r\n")
+        let mut s = tokio::io::BufReader::new(TcpStream::connect(("127.0.0.1", port)).await.ok()?);
+        s.get_mut().write_all(b"INFO server\r\n").await.ok()?;
+        // A bulk string: `$<length>`, then that many bytes.
+        let mut head = String::new();
+        s.read_line(&mut head).await.ok()?;
+        let len: usize = head.trim_end().strip_prefix('$')?.parse().ok()?;
+        let mut body = vec![0u8; len.min(1 << 16)];
+        s.read_exact(&mut body).await.ok()?;
+        let body = String::from_utf8_lossy(&body);
+        Some(body.lines().any(|l| l.trim_end().strip_prefix("process_id:") == Some(pid.to_string().as_str())))
     };
     tokio::time::timeout(Duration::from_secs(1), ask).await.ok().flatten().unwrap_or(false)
 }
@@ -165,7 +171,8 @@ impl LiveStore {
             let exe = program("redis-server", "redis-server", "shared store")?;
             // A port checked free may be taken by another process before
             // Redis binds it (then Redis exits, and what listens there is not
-            // Redis): Redis must answer PING, or it starts again on another port.
+            // this Redis): it must answer with its own process id, or it
+            // starts again on another port.
             let mut tries = 0;
             loop {
                 tries += 1;
@@ -182,7 +189,7 @@ impl LiveStore {
                     .map_err(|e| Error::io(format!("cannot start redis-server (the shared store): {e}")))?;
                 let up = listening(p, &mut proc, "redis-server (the shared store)").await;
                 let failed = match up {
-                    Ok(()) if answers_ping(p).await && proc.try_exited().is_none() => {
+                    Ok(()) if is_redis(p, proc.pid().unwrap_or(0)).await => {
                         store.redis = Some(proc);
                         redis_port = Some(p);
                         break;
@@ -191,7 +198,7 @@ impl LiveStore {
                         proc.kill();
                         proc.settle().await;
                         Error::io(format!(
-                            "redis-server (the shared store) did not answer PING on port {p}\nits last output lines:\n{}",
+                            "what listens on port {p} is not the redis-server (the shared store) just started\nits last output lines:\n{}",
                             proc.tail()
                         ))
                     }
@@ -407,28 +414,38 @@ impl Drop for Balancer {
 mod tests {
     use super::*;
 
-    /// Only a Redis passes for one: a listener that answers PING with
-    /// `+PONG` does, one that answers something else, or nothing, does not.
+    /// Only the Redis just started passes: a listener that answers `INFO
+    /// server` with that process id does; one with another process id (a
+    /// parallel run's Redis), one that answers something else, or nothing,
+    /// does not.
     #[test]
-    fn only_a_listener_that_answers_pong_passes_for_redis() {
+    fn only_the_redis_just_started_passes_for_it() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
-            for (reply, redis) in
-                [(&b"+PONG\r\n"[..], true), (&b"HTTP/1.1 400 Bad Request\r\n"[..], false), (&b""[..], false)]
-            {
+            let info = |pid: u32| {
+                let body = format!("# Server\r\nredis_version:7.0.15\r\nprocess_id:{pid}\r\ntcp_port:6379\r\n");
+                format!("${}\r\n{body}\r\n", body.len()).into_bytes()
+            };
+            for (reply, ours) in [
+                (info(4242), true),
+                (info(4243), false),
+                (b"HTTP/1.1 400 Bad Request\r\n".to_vec(), false),
+                (Vec::new(), false),
+            ] {
                 let l = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
                 let port = l.local_addr().unwrap().port();
+                let shown = String::from_utf8_lossy(&reply).to_string();
                 let server = tokio::spawn(async move {
                     let (mut s, _) = l.accept().await.unwrap();
-                    let mut ping = [0u8; 6];
-                    s.read_exact(&mut ping).await.unwrap();
-                    assert_eq!(&ping, b"PING\r\n");
-                    s.write_all(reply).await.unwrap();
+                    let mut ask = [0u8; 13];
+                    s.read_exact(&mut ask).await.unwrap();
+                    assert_eq!(&ask, b"INFO server\r\n");
+                    s.write_all(&reply).await.unwrap();
                     // Held open: a silent listener must not pass either.
                     tokio::time::sleep(Duration::from_secs(2)).await;
                 });
-                assert_eq!(answers_ping(port).await, redis, "{:?}", String::from_utf8_lossy(reply));
+                assert_eq!(is_redis(port, 4242).await, ours, "{shown:?}");
                 server.abort();
             }
         });

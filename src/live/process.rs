@@ -66,6 +66,11 @@ impl Process {
         self.child.wait().await
     }
 
+    /// Its process id (the shell's; with `exec`, the command's), while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// Its exit status, if it has exited (without waiting).
     pub fn try_exited(&mut self) -> Option<ExitStatus> {
         self.child.try_wait().ok().flatten()
