@@ -7,6 +7,7 @@ use mcpsim::check::{self, Status, Verdict};
 use mcpsim::scenario::{Dialect, Plan};
 use mcpsim::server::policy::Mutation;
 use std::collections::BTreeMap;
+use std::path::Path;
 
 /// Bundled scenarios, loaded by relative path so reports name them portably.
 fn scenarios() -> Vec<Plan> {
@@ -31,6 +32,7 @@ fn applies(plan: &Plan, server: &str) -> bool {
 
 struct Cell {
     verdicts: Vec<Verdict>,
+    expectation: Option<check::Expectation>,
     report: String,
     dialect: Dialect,
 }
@@ -41,9 +43,12 @@ fn matrix() -> BTreeMap<(String, String), Cell> {
         for server in mcpsim::server::known_servers().into_iter().filter(|s| applies(&plan, s)) {
             let run = mcpsim::run(&plan, server, None).unwrap();
             let verdicts = check::judge(&run.trace);
-            let e = check::expectation(&plan, server, &verdicts);
+            let e = check::expectation(&plan, server, &verdicts, &run.trace);
             let report = mcpsim::report::text(&run, &verdicts, e.as_ref());
-            m.insert((plan.name.clone(), server.to_string()), Cell { verdicts, report, dialect: plan.dialect });
+            m.insert(
+                (plan.name.clone(), server.to_string()),
+                Cell { verdicts, expectation: e, report, dialect: plan.dialect },
+            );
         }
     }
     m
@@ -100,9 +105,8 @@ fn the_matrix_proves_every_check_and_every_mutant() {
     for plan in scenarios() {
         for server in mcpsim::server::known_servers().into_iter().filter(|s| applies(&plan, s)) {
             let cell = &m[&(plan.name.clone(), server.to_string())];
-            let e = check::expectation(&plan, server, &cell.verdicts)
-                .unwrap_or_else(|| panic!("{} has no [expect] for {server}", plan.name));
-            assert!(e.met, "{} on {server}: expected {:?}, violated {:?}", plan.name, e.expected, e.violated);
+            let e = cell.expectation.as_ref().unwrap_or_else(|| panic!("{} has no [expect] for {server}", plan.name));
+            assert!(e.met, "{} on {server}: {}", plan.name, mcpsim::report::expectation_line(server, e));
         }
     }
     // Each mutant is caught by its own check in at least one scenario of each dialect.
@@ -158,4 +162,52 @@ fn the_matrix_proves_every_check_and_every_mutant() {
             .any(|cell| cell.verdicts.iter().any(|v| v.check == c.id && !matches!(v.status, Status::Violated { .. })));
         assert!(fired && quiet, "{}: fired {fired}, quiet somewhere {quiet}", c.id);
     }
+}
+
+/// `[expect]` names every check violated, `[expect_inherent]` those violated
+/// only inherently: a run is met only when both match, so an inherent
+/// finding that turns plain (or a plain one called inherent) is not met.
+#[test]
+fn expect_inherent_must_match_as_well() {
+    let file = |name: &str| Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(name);
+    let judge = |text: &str, server: &str| {
+        let plan = Plan::from_toml_str(text, "x.toml").unwrap();
+        let run = mcpsim::run(&plan, server, None).unwrap();
+        let verdicts = check::judge(&run.trace);
+        let e = check::expectation(&plan, server, &verdicts, &run.trace).unwrap();
+        (e.met, mcpsim::report::text(&run, &verdicts, Some(&e)))
+    };
+    // With the credential, guarded's leak is inherent: the bundled file says so and is met.
+    let with = std::fs::read_to_string(file("theft-with-credential.toml")).unwrap();
+    let (met, report) = judge(&with, "guarded");
+    assert!(met, "{report}");
+    assert!(report.contains("INHERENT") && !report.contains("VIOLATED"), "{report}");
+    assert!(report.contains("expectation met: guarded violates nothing (inherent only: confidentiality)"), "{report}");
+    // The same file without its [expect_inherent] table: the inherent finding is not expected as plain.
+    let stripped = with[..with.find("[expect_inherent]").expect("the file lists its inherent findings")].to_string();
+    let (met, report) = judge(&stripped, "guarded");
+    assert!(!met, "{report}");
+    // Without the credential naive's leak is plain: calling it inherent is not met.
+    let without = std::fs::read_to_string(file("theft-without-credential.toml")).unwrap();
+    assert!(without.contains("naive = [\"confidentiality\"]"), "the file's naive entry moved");
+    let (met, _) = judge(&without, "naive");
+    assert!(met);
+    let (met, report) = judge(&format!("{without}\n[expect_inherent]\nnaive = [\"confidentiality\"]\n"), "naive");
+    assert!(!met, "{report}");
+    assert!(report.contains("VIOLATED"), "{report}");
+}
+
+/// `[expect_inherent]` may name only checks its server's `[expect]` lists.
+#[test]
+fn expect_inherent_names_only_what_expect_lists() {
+    let with =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/clean-resume.toml")).unwrap();
+    let err =
+        Plan::from_toml_str(&format!("{with}\n[expect_inherent]\nguarded = [\"liveness\"]\n"), "x.toml").unwrap_err();
+    let err = err.to_string();
+    assert!(
+        err.contains("[expect_inherent] names \"liveness\" for guarded, which its [expect] entry does not list"),
+        "{err}"
+    );
+    assert!(err.contains("x.toml:"), "{err}");
 }

@@ -252,3 +252,83 @@ fn guarded_rejects_an_evicted_id_explicitly_kills_the_token_and_the_client_reini
     let naive = mcpsim::run(&plan, "naive", None).unwrap();
     assert!(!naive.trace.iter().any(|e| matches!(&e.what, What::Rejected { .. })));
 }
+
+/// The steps of a run that acted on nothing, as the trace records them.
+fn missed(run: &Run) -> Vec<(usize, String)> {
+    run.trace
+        .events
+        .iter()
+        .filter_map(|e| match &e.what {
+            What::StepMissed { index, why, .. } => Some((*index, why.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A fault that hits nothing says so, and a run with `[expect]` is then not
+/// met, unless the step says it may miss: a pass must prove itself.
+#[test]
+fn a_fault_that_hits_nothing_is_recorded_and_fails_expect_unless_it_may_miss() {
+    // Alice's uplink is severed before her NAT has any mapping (her
+    // connect is at 0 s; the NAT opens its mapping a hop later), then
+    // severed again once it is open.
+    let steps = |may: &str| {
+        format!(
+            "[[step]]\nat = \"0s\"\ndo = \"rebind\"\nclient = \"bob\"\n{may}\n\
+             [[step]]\nat = \"5s\"\ndo = \"sever\"\nclient = \"alice\"\n\
+             [expect]\nguarded = []\n"
+        )
+    };
+    let plan = Plan::from_toml_str(&format!("{BASE}{}", steps("")), "faults.toml").unwrap();
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
+    let misses = missed(&run);
+    assert_eq!(misses.len(), 1, "{misses:?}");
+    assert_eq!(misses[0].0, 2, "the rebind at 0 s: {misses:?}");
+    assert!(misses[0].1.contains("no connection open"), "{misses:?}");
+    // The sever that landed is tied to its step: the mapping it dropped names it.
+    assert!(run.trace.events.iter().any(|e| matches!(&e.what, What::MappingDropped { step: Some(3), .. })));
+    let verdicts = mcpsim::check::judge(&run.trace);
+    let e = mcpsim::check::expectation(&plan, "guarded", &verdicts, &run.trace).unwrap();
+    assert!(!e.met, "a miss is not a pass: {e:?}");
+    assert_eq!(e.missed.len(), 1, "{e:?}");
+    let report = mcpsim::report::text(&run, &verdicts, Some(&e));
+    assert!(report.contains("MISSED: step 2 (rebind) at 0.000 s acted on nothing"), "{report}");
+    assert!(report.contains("EXPECTATION NOT MET: 1 step(s) acted on nothing"), "{report}");
+    // JSON carries it too.
+    let json =
+        mcpsim::report::json(&[mcpsim::report::Judged { run: &run, verdicts: &verdicts, expectation: Some(&e) }]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["runs"][0]["missed_steps"][0]["step"], 2, "{json}");
+    assert_eq!(v["runs"][0]["expectation"]["met"], false, "{json}");
+
+    // The same step allowed to miss: the run is met, and the miss still shows.
+    let plan = Plan::from_toml_str(&format!("{BASE}{}", steps("may_miss = true")), "faults.toml").unwrap();
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
+    assert_eq!(missed(&run).len(), 1);
+    let verdicts = mcpsim::check::judge(&run.trace);
+    let e = mcpsim::check::expectation(&plan, "guarded", &verdicts, &run.trace).unwrap();
+    assert!(e.met, "{e:?}");
+    assert!(mcpsim::report::text(&run, &verdicts, Some(&e)).contains("MISSED: step 2"));
+    // And it survives a write and a reload.
+    assert!(Plan::from_toml_str(&plan.to_toml(&[]), "again.toml").unwrap().steps[2].may_miss);
+}
+
+/// A step whose client cannot carry it out acts on nothing: a resume with
+/// no id to resume from, a step for a crashed client, a crash of a client
+/// already down.
+#[test]
+fn steps_a_client_cannot_carry_out_are_misses() {
+    let run = run(
+        "[[step]]\nat = \"1s\"\ndo = \"resume\"\nclient = \"bob\"\nlast_event_id = { seen_by = \"alice\", nth = 40 }\n\
+         [[step]]\nat = \"2s\"\ndo = \"crash-client\"\nclient = \"alice\"\n\
+         [[step]]\nat = \"3s\"\ndo = \"crash-client\"\nclient = \"alice\"\n\
+         [[step]]\nat = \"4s\"\ndo = \"resume\"\nclient = \"alice\"\nlast_event_id = \"last-seen\"\n",
+        "guarded",
+    );
+    let misses = missed(&run);
+    let indexes: Vec<usize> = misses.iter().map(|m| m.0).collect();
+    assert_eq!(indexes, [2, 4, 5], "{misses:?}");
+    assert!(misses[0].1.contains("no id to resume from"), "{misses:?}");
+    assert!(misses[1].1.contains("alice has crashed"), "{misses:?}");
+    assert!(misses[2].1.contains("alice has crashed"), "{misses:?}");
+}

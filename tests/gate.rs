@@ -39,8 +39,12 @@ fn the_gate_fails_a_broken_server_and_passes_a_correct_one() {
     ]);
     let stdout = text(&out.stdout);
     assert_eq!(code(&out), 0, "{stdout}");
+    // Inherent findings print as INHERENT, never as the server's VIOLATED.
     assert!(
-        stdout.contains("VIOLATED") && stdout.contains("gate passed: guarded violates nothing that is not inherent")
+        stdout.contains("INHERENT")
+            && !stdout.contains("VIOLATED")
+            && stdout.contains("gate passed: guarded violates nothing that is not inherent"),
+        "{stdout}"
     );
 }
 

@@ -149,6 +149,7 @@ fn merge_keeps_the_smallest_reproducer_of_a_signature() {
         failing_seeds: 3,
         bugs: vec![b],
         reach: Default::default(),
+        faults: Default::default(),
         harness_failures: Vec::new(),
     };
     let merged =
@@ -182,10 +183,10 @@ fn shrink_canonical(file: &str, check: &str) -> usize {
     let run = mcpsim::run(&reloaded, "naive", None).unwrap();
     let verdicts = mcpsim::check::judge(&run.trace);
     assert!(mcpsim::check::violated(&verdicts).iter().any(|c| *c == check));
-    assert!(mcpsim::check::expectation(&reloaded, "naive", &verdicts).unwrap().met);
+    assert!(mcpsim::check::expectation(&reloaded, "naive", &verdicts, &run.trace).unwrap().met);
     let run = mcpsim::run(&reloaded, "guarded", None).unwrap();
     let verdicts = mcpsim::check::judge(&run.trace);
-    assert!(mcpsim::check::expectation(&reloaded, "guarded", &verdicts).unwrap().met);
+    assert!(mcpsim::check::expectation(&reloaded, "guarded", &verdicts, &run.trace).unwrap().met);
     reloaded.steps.len()
 }
 
@@ -587,6 +588,7 @@ fn a_nondeterministic_seed_counts_once() {
             bug(&["replay-integrity"], 5, None),
         ],
         reach: Default::default(),
+        faults: Default::default(),
         harness_failures: Vec::new(),
     };
     assert_eq!(report.nondeterministic_seeds(), 1);

@@ -88,6 +88,7 @@ const TESTED: &[(&str, &str, &str)] = &[
     ("toml", "# .cargo/config.toml", ".ci/scratch-crate.sh"),
     ("rust", "// tests/resume.rs", ".ci/scratch-crate.sh; the_own_cargo_test_snippet_works"),
     ("sh", "mcpsim run --live 'node adapters/typescript/server.mjs'", "tests/live_sdk.rs the_readmes_adapter_commands_give_their_cells"),
+    ("toml", "[expect]\nnaive = ", "the_expect_inherent_example_is_the_bundled_files"),
     ("sh", "cargo bench", "STATIC (its figures are this machine's of the day, about ±10 %): the_bench_commands_name_real_benchmarks"),
 ];
 
@@ -315,12 +316,12 @@ fn the_authoring_guides_error_is_the_loaders() {
 fn the_own_cargo_test_snippet_works() {
     let md = readme();
     assert!(md.contains("let run = mcpsim::run(&plan, \"guarded\", None).unwrap();"));
-    assert!(md.contains("let e = check::expectation(&plan, \"guarded\", &verdicts).unwrap();"));
+    assert!(md.contains("let e = check::expectation(&plan, \"guarded\", &verdicts, &run.trace).unwrap();"));
     use mcpsim::{check, scenario::Plan};
     let plan = Plan::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/window-edge.toml")).unwrap();
     let run = mcpsim::run(&plan, "guarded", None).unwrap();
     let verdicts = check::judge(&run.trace);
-    let e = check::expectation(&plan, "guarded", &verdicts).unwrap();
+    let e = check::expectation(&plan, "guarded", &verdicts, &run.trace).unwrap();
     assert!(e.met, "{}", mcpsim::report::text(&run, &verdicts, Some(&e)));
 }
 
@@ -371,7 +372,7 @@ fn the_guides_scenario_meets_its_expectations() {
     for server in plan.expect.keys() {
         let run = mcpsim::run(&plan, server, None).unwrap();
         let verdicts = mcpsim::check::judge(&run.trace);
-        let e = mcpsim::check::expectation(&plan, server, &verdicts).unwrap();
+        let e = mcpsim::check::expectation(&plan, server, &verdicts, &run.trace).unwrap();
         assert!(e.met, "{}", mcpsim::report::text(&run, &verdicts, Some(&e)));
     }
 }
@@ -412,4 +413,27 @@ fn the_bench_commands_name_real_benchmarks() {
     assert!(words.next().and_then(|n| n.parse::<u64>().ok()).is_some(), "a seed count: {quoted:.40}");
     assert_eq!(words.next(), Some("no-memory"));
     assert!(hunt.contains("a == \"no-memory\""));
+}
+
+/// The README's `[expect]`/`[expect_inherent]` example is what the bundled
+/// file it quotes says, and that file's runs meet it.
+#[test]
+fn the_expect_inherent_example_is_the_bundled_files() {
+    let block = joined(&block_of("toml", "[expect]\nnaive = "));
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/second-client-leak-credential.toml");
+    let plan = mcpsim::scenario::Plan::load(&file).unwrap();
+    let table: toml::Table = block.parse().unwrap();
+    for (key, of_plan) in [("expect", &plan.expect), ("expect_inherent", &plan.expect_inherent)] {
+        for (server, checks) in table[key].as_table().unwrap() {
+            let mut want: Vec<&str> = checks.as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+            want.sort();
+            assert_eq!(of_plan[server.as_str()], want, "[{key}] {server}");
+        }
+    }
+    for server in ["naive", "guarded"] {
+        let run = mcpsim::run(&plan, server, None).unwrap();
+        let verdicts = mcpsim::check::judge(&run.trace);
+        let e = mcpsim::check::expectation(&plan, server, &verdicts, &run.trace).unwrap();
+        assert!(e.met, "{}", mcpsim::report::text(&run, &verdicts, Some(&e)));
+    }
 }

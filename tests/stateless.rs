@@ -20,15 +20,18 @@ fn plans() -> Vec<Plan> {
     common::stateless_scenarios().iter().map(|p| Plan::load(p).unwrap()).collect()
 }
 
-fn matrix() -> BTreeMap<(String, String), (Vec<Verdict>, String)> {
+/// A run's verdicts, its report and its expectation.
+type Cell = (Vec<Verdict>, String, Option<check::Expectation>);
+
+fn matrix() -> BTreeMap<(String, String), Cell> {
     let mut m = BTreeMap::new();
     for plan in plans() {
         for server in servers() {
             let run = mcpsim::run(&plan, server, None).unwrap();
             let verdicts = check::judge(&run.trace);
-            let e = check::expectation(&plan, server, &verdicts);
+            let e = check::expectation(&plan, server, &verdicts, &run.trace);
             let report = mcpsim::report::text(&run, &verdicts, e.as_ref());
-            m.insert((plan.name.clone(), server.to_string()), (verdicts, report));
+            m.insert((plan.name.clone(), server.to_string()), (verdicts, report, e));
         }
     }
     m
@@ -63,11 +66,10 @@ fn the_stateless_matrix_meets_every_expectation_and_matches_its_snapshots() {
     for plan in &plans {
         table.push_str(&format!("{:<44}", plan.name));
         for s in &servers {
-            let (verdicts, _) = &m[&(plan.name.clone(), s.to_string())];
+            let (verdicts, _, e) = &m[&(plan.name.clone(), s.to_string())];
             // Every stateless scenario states its expectation for every server that speaks it, and meets it.
-            let e = check::expectation(plan, s, verdicts)
-                .unwrap_or_else(|| panic!("{} has no [expect] for {s}", plan.name));
-            assert!(e.met, "{} on {s}: expected {:?}, violated {:?}", plan.name, e.expected, e.violated);
+            let e = e.as_ref().unwrap_or_else(|| panic!("{} has no [expect] for {s}", plan.name));
+            assert!(e.met, "{} on {s}: {}", plan.name, mcpsim::report::expectation_line(s, e));
             let short: Vec<String> = check::violated(verdicts)
                 .iter()
                 .map(|c| c.as_str().split('-').map(|w| w[..1].to_uppercase()).collect::<String>())
@@ -79,7 +81,7 @@ fn the_stateless_matrix_meets_every_expectation_and_matches_its_snapshots() {
     }
     table.push_str("\nSB state-binding, SI state-integrity, EO exactly-once, C cancellation (or confidentiality), L liveness, P protocol\n");
     common::snapshot("matrix", "stateless", &table, None);
-    for ((scenario, server), (_, report)) in &m {
+    for ((scenario, server), (_, report, _)) in &m {
         common::snapshot("report/stateless-http", &format!("{scenario}__{server}"), report, None);
     }
 }
@@ -108,9 +110,10 @@ fn every_stateless_check_fires_somewhere_and_each_mutant_is_caught_by_its_own_ch
         assert!(!caught.is_empty(), "{mutant} is never caught by {own}");
     }
     for c in &check::stateless::CHECKS {
-        let fired = m.values().any(|(v, _)| check::violated(v).contains(&c.id));
-        let quiet =
-            m.values().any(|(v, _)| v.iter().any(|x| x.check == c.id && !matches!(x.status, Status::Violated { .. })));
+        let fired = m.values().any(|(v, _, _)| check::violated(v).contains(&c.id));
+        let quiet = m
+            .values()
+            .any(|(v, _, _)| v.iter().any(|x| x.check == c.id && !matches!(x.status, Status::Violated { .. })));
         // No built-in stateless server garbles the wire: the hand-built
         // traces (src/check/tests/stateless.rs) prove that protocol fires.
         if c.id != CheckId::Protocol {

@@ -289,7 +289,10 @@ fn a_fence_that_comes_after_the_new_writer_is_attached() {
             What::MappingOpened { client: "alice".into(), mapping: MappingId(1), down_port: 40001, up_port: 50001 },
         );
         t.notify(200, 1, &[1000, 1001]).notified(1000, &[1002, 1003]);
-        t.at(900, What::MappingDropped { client: "alice".into(), mapping: MappingId(1), fault: "sever".into() });
+        t.at(
+            900,
+            What::MappingDropped { client: "alice".into(), mapping: MappingId(1), fault: "sever".into(), step: None },
+        );
         t.at(
             1000,
             What::DroppedWrite {

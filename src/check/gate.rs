@@ -83,7 +83,10 @@ pub fn gate(scenario: &str, verdicts: &[Verdict], baseline: &Baseline) -> Expect
     let met = failing.iter().all(|c| accepted.contains(c)) && stale.is_empty();
     Expectation {
         expected: accepted.iter().map(|c| c.to_string()).collect(),
+        expected_inherent: Vec::new(),
         violated: failing.iter().map(|c| c.to_string()).collect(),
+        inherent: Vec::new(),
+        missed: Vec::new(),
         met,
         gate: true,
         stale,

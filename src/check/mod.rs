@@ -31,6 +31,7 @@ mod testkit;
 #[cfg(test)]
 mod tests;
 
+pub use crate::trace::{missed_steps, MissedStep};
 use crate::trace::{SimTime, Trace};
 pub use crate::vocab::CheckId;
 pub use finding::Finding;
@@ -267,11 +268,23 @@ pub struct Expectation {
     /// The checks `[expect]` says this server must violate, as the file
     /// lists them; under the gate, the checks the baseline accepts.
     pub expected: Vec<String>,
+    /// Of those, the checks `[expect_inherent]` says it violates only
+    /// inherently (every finding one no server could prevent).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub expected_inherent: Vec<String>,
     /// The checks the run violated, in check order; under the gate, those
     /// with a violation that is not inherent.
     pub violated: Vec<String>,
-    /// Whether both name the same checks (in any order); under the gate,
-    /// whether every failing check is accepted and no entry is stale.
+    /// Of the checks violated, those whose every finding is inherent.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inherent: Vec<String>,
+    /// Steps that acted on nothing and do not say `may_miss = true`: the run
+    /// did not play what the scenario describes, so it is never met.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missed: Vec<String>,
+    /// Whether both name the same checks (in any order), the inherent ones
+    /// as well, and no step missed; under the gate, whether every failing
+    /// check is accepted, no entry is stale and no step missed.
     pub met: bool,
     /// Judged by the gate (`run --gate`), not by `[expect]`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -284,13 +297,55 @@ pub struct Expectation {
     pub cut: Option<String>,
 }
 
-/// Compares the violated checks with `[expect]` for this server, if it has one.
-pub fn expectation(plan: &crate::scenario::Plan, server: &str, verdicts: &[Verdict]) -> Option<Expectation> {
+/// The checks violated whose every finding is inherent (reported as `INHERENT`).
+pub fn inherent_only(verdicts: &[Verdict]) -> Vec<CheckId> {
+    verdicts
+        .iter()
+        .filter(|v| !v.violations().is_empty() && v.violations().iter().all(|x| x.inherent))
+        .map(|v| v.check)
+        .collect()
+}
+
+/// Compares the violated checks with `[expect]` and `[expect_inherent]` for
+/// this server, if it has an entry, and counts the steps of `trace` that
+/// acted on nothing without being allowed to.
+pub fn expectation(
+    plan: &crate::scenario::Plan,
+    server: &str,
+    verdicts: &[Verdict],
+    trace: &Trace,
+) -> Option<Expectation> {
     let expected = plan.expect.get(server)?.clone();
+    let expected_inherent = plan.expect_inherent.get(server).cloned().unwrap_or_default();
     let violated: Vec<String> = violated(verdicts).into_iter().map(String::from).collect();
-    let mut a = expected.clone();
-    a.sort();
-    let mut b = violated.clone();
-    b.sort();
-    Some(Expectation { met: a == b, expected, violated, gate: false, stale: Vec::new(), cut: None })
+    let inherent: Vec<String> = inherent_only(verdicts).into_iter().map(String::from).collect();
+    let same = |a: &[String], b: &[String]| {
+        let (mut a, mut b) = (a.to_vec(), b.to_vec());
+        a.sort();
+        b.sort();
+        a == b
+    };
+    let met = same(&expected, &violated) && same(&expected_inherent, &inherent);
+    let e = Expectation {
+        met,
+        expected,
+        expected_inherent,
+        violated,
+        inherent,
+        missed: Vec::new(),
+        gate: false,
+        stale: Vec::new(),
+        cut: None,
+    };
+    Some(e.with_misses(missed_steps(plan, trace)))
+}
+
+impl Expectation {
+    /// The same judgement, with the steps that missed and may not: any of
+    /// them makes it not met.
+    pub fn with_misses(mut self, missed: Vec<MissedStep>) -> Self {
+        self.missed = missed.iter().filter(|m| !m.allowed).map(MissedStep::line).collect();
+        self.met &= self.missed.is_empty();
+        self
+    }
 }

@@ -206,7 +206,12 @@ impl Tb {
 
     /// The NAT dropped mapping `m` silently (`fault`: rebind, sever).
     pub fn drop_mapping(self, client: &str, m: u32, fault: &str) -> Tb {
-        self.push(What::MappingDropped { client: client.into(), mapping: MappingId(m), fault: fault.into() })
+        self.push(What::MappingDropped {
+            client: client.into(),
+            mapping: MappingId(m),
+            fault: fault.into(),
+            step: None,
+        })
     }
 
     /// The server wrote notifications `ids` into dropped mapping `m`.

@@ -333,18 +333,21 @@ fn write_regression_named(
     plan.name = name.to_string();
     plan.description = format!("shrunk from hunt seed {seed}: {server} violates {target}");
     plan.expect.clear();
-    plan.expect.insert(server.to_string(), violated);
+    plan.expect_inherent.clear();
     // Every built-in server that speaks the dialect, so that the file,
     // promoted into scenarios/regressions/, judges every run `mcpsim run` makes of it.
     for other in crate::server::known_servers() {
-        if other == server || !crate::server::speaks(other, plan.dialect) {
+        if other != server && !crate::server::speaks(other, plan.dialect) {
             continue;
         }
-        let run = crate::run(&plan, other, None)?;
-        plan.expect.insert(
-            other.to_string(),
-            check::violated(&check::judge(&run.trace)).into_iter().map(String::from).collect(),
-        );
+        let verdicts = check::judge(&crate::run(&plan, other, None)?.trace);
+        let names = |ids: Vec<check::CheckId>| ids.into_iter().map(String::from).collect::<Vec<_>>();
+        let inherent = names(check::inherent_only(&verdicts));
+        if !inherent.is_empty() {
+            plan.expect_inherent.insert(other.to_string(), inherent);
+        }
+        let all = if other == server { violated.clone() } else { names(check::violated(&verdicts)) };
+        plan.expect.insert(other.to_string(), all);
     }
     let header = vec![
         format!("Found with server {server} at seed {seed} (mcpsim {}).", env!("CARGO_PKG_VERSION")),

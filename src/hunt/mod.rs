@@ -118,6 +118,11 @@ pub struct SeedOutcome {
     /// The hard situations the run reached ([`reach::SITUATIONS`]).
     #[serde(default)]
     pub reached: Vec<String>,
+    /// The faults the plan drew, by kind: how many were applied, and how
+    /// many of those acted on something (a generated step may miss: a
+    /// rebind before any connection opened drops nothing).
+    #[serde(default)]
+    pub faults: BTreeMap<String, [u64; 2]>,
     /// Set when the watchdog stopped the run: not a verdict on the server.
     #[serde(default)]
     pub harness: Option<String>,
@@ -216,6 +221,7 @@ fn run_seed_with(
             trace_hash,
             nondeterminism: None,
             reached: Vec::new(),
+            faults: BTreeMap::new(),
             harness,
             failures: Vec::new(),
         });
@@ -251,7 +257,31 @@ fn run_seed_with(
             defect: "nondeterminism".into(),
         });
     }
-    Ok(SeedOutcome { seed, violated, headline, trace_hash, nondeterminism, reached, harness: None, failures })
+    let faults = landed_faults(&run.trace);
+    Ok(SeedOutcome { seed, violated, headline, trace_hash, nondeterminism, reached, faults, harness: None, failures })
+}
+
+/// Per fault kind, how many steps of the trace were applied, and how many of
+/// them acted on something (no `step-missed` for them).
+fn landed_faults(trace: &crate::trace::Trace) -> BTreeMap<String, [u64; 2]> {
+    use crate::trace::What;
+    let mut out: BTreeMap<String, [u64; 2]> = BTreeMap::new();
+    for e in &trace.events {
+        match &e.what {
+            What::Step { action, .. } if action.is_fault() => {
+                let n = out.entry(action.to_string()).or_default();
+                n[0] += 1;
+                n[1] += 1;
+            }
+            What::StepMissed { action, .. } if action.is_fault() => {
+                if let Some(n) = out.get_mut(action.as_str()) {
+                    n[1] = n[1].saturating_sub(1);
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// A live hunt's second look: each bug is played live [`LIVE_REPLAYS`]
@@ -460,6 +490,9 @@ pub struct HuntReport {
     /// How many seeds reached each hard situation ([`reach::SITUATIONS`]).
     #[serde(default)]
     pub reach: BTreeMap<String, u64>,
+    /// Per fault kind: the steps applied, and those that acted on something.
+    #[serde(default)]
+    pub faults: BTreeMap<String, [u64; 2]>,
     /// Seeds the harness could not judge (the watchdog stopped them), sorted by seed.
     #[serde(default)]
     pub harness_failures: Vec<HarnessFailure>,
@@ -536,6 +569,7 @@ pub fn hunt(opts: &HuntOptions, on: impl FnMut(Progress)) -> Result<HuntReport> 
         failing_seeds: 0,
         bugs: Vec::new(),
         reach: situations(opts.dialect).iter().map(|s| (s.to_string(), 0)).collect(),
+        faults: BTreeMap::new(),
         harness_failures: Vec::new(),
     };
     let mut first_error = None;
@@ -636,6 +670,11 @@ impl HuntReport {
                 for s in &outcome.reached {
                     *self.reach.entry(s.clone()).or_default() += 1;
                 }
+                for (k, [applied, landed]) in &outcome.faults {
+                    let n = self.faults.entry(k.clone()).or_default();
+                    n[0] += applied;
+                    n[1] += landed;
+                }
                 for i in table.add(&outcome) {
                     on(Progress::NewBug(&table.bugs[i]));
                 }
@@ -701,6 +740,11 @@ pub fn merge(reports: Vec<HuntReport>) -> Result<HuntReport> {
         merged.failing_seeds += r.failing_seeds;
         for (s, n) in r.reach {
             *merged.reach.entry(s).or_default() += n;
+        }
+        for (k, [applied, landed]) in r.faults {
+            let n = merged.faults.entry(k).or_default();
+            n[0] += applied;
+            n[1] += landed;
         }
         bugs::merge_bugs(&mut merged.bugs, r.bugs);
         merged.harness_failures.extend(r.harness_failures);

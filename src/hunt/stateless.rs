@@ -92,7 +92,7 @@ struct Draft {
 
 impl Draft {
     fn push(&mut self, at: Duration, action: Action) {
-        self.steps.push(Step { at, after: None, id: None, action });
+        self.steps.push(Step { at, after: None, id: None, action, may_miss: true });
     }
 
     fn call(&mut self, at: Duration, client: &str, tool: &str) {
@@ -214,6 +214,7 @@ impl Draft {
             steps: self.steps,
             tools: self.tools,
             expect: BTreeMap::new(),
+            expect_inherent: BTreeMap::new(),
             source: None,
         }
     }
@@ -291,7 +292,13 @@ pub fn generate_deployed(seed: u64, replicas: u32) -> Plan {
         let at = ms(rng.random_range(500..FAULTS_END.as_millis() as u64));
         let replica = rng.random_range(1..=replicas);
         let lasts = Some(ms(rng.random_range(1_000..6_000)));
-        plan.steps.push(Step { at, after: None, id: None, action: Action::Partition { replica, lasts } });
+        plan.steps.push(Step {
+            at,
+            after: None,
+            id: None,
+            action: Action::Partition { replica, lasts },
+            may_miss: true,
+        });
     }
     // Stable: the generated steps keep their order among equal times.
     plan.steps.sort_by_key(|s| s.at);

@@ -35,7 +35,7 @@ use crate::scenario::{Dialect, Plan, Routing};
 use crate::server::{AppHook, AppReporter};
 use crate::trace::LateStep;
 use crate::trace::{LiveInfo, Recorder, Run, SimTime, What};
-use crate::world::nat::{Nat, NatCmd, ServedBy};
+use crate::world::nat::{Fault, Nat, ServedBy};
 use crate::world::{record_header, start_client, Hosts, Schedule, World};
 use control::{FromServer, ToServer, PROTOCOL};
 use process::{describe_exit, Process};
@@ -490,6 +490,7 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
         }
     }
     let notes = unreported(plan, &trace);
+    let late_misses = late_misses(plan, &trace, !late_steps.is_empty());
     Ok(Run {
         scenario: plan.name.clone(),
         server,
@@ -507,8 +508,39 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
             notes,
             late_steps,
             lateness_bound,
+            late_misses,
         }),
     })
+}
+
+/// The steps of a live run that acted on nothing (and may not) for a reason
+/// lateness explains: the run had late steps (`late`), or a client the step
+/// names (or whose ids it resumes from) went on to connect or to receive an
+/// event with an id after it: what the step needed came, later than the
+/// scenario's timing wanted. A miss lateness does not explain (a step for a
+/// crashed client) stays a miss, and the run is not met.
+fn late_misses(plan: &Plan, trace: &crate::trace::Trace, late: bool) -> Vec<String> {
+    use crate::scenario::{Action, LastEventId};
+    crate::trace::missed_steps(plan, trace)
+        .into_iter()
+        .filter(|m| !m.allowed)
+        .filter(|m| {
+            if late {
+                return true;
+            }
+            let Some(step) = plan.steps.get(m.index) else { return false };
+            let mut names: Vec<&str> = step.action.clients();
+            if let Action::Resume { last_event_id: LastEventId::Seen { client, .. }, .. } = &step.action {
+                names.push(client);
+            }
+            trace.events.iter().filter(|e| e.t_us > m.t).any(|e| match &e.what {
+                What::Connect { client, .. } => names.contains(&client.as_str()),
+                What::SseEvent { client, id: Some(_), .. } => names.contains(&client.as_str()),
+                _ => false,
+            })
+        })
+        .map(|m| m.line())
+        .collect()
 }
 
 /// Whether the process `server`, which declared `dialects` in `ready`,
@@ -939,7 +971,7 @@ async fn build(
         let gate = hosts.orders.borrow().gate.clone();
         let (nat_net, nat_port) =
             net::TcpNat::bind(port, gate).await.map_err(|e| Error::io(format!("cannot listen for a NAT: {e}")))?;
-        let nat_inbox: Inbox<NatCmd> = Inbox::new();
+        let nat_inbox: Inbox<Fault> = Inbox::new();
         let (client, lifetime) = (spec.name.clone(), plan.network.half_open_lifetime);
         let nat = match &homes {
             None => Nat::new(nat_net, client, lifetime, rec.clone(), nat_inbox.clone()),

@@ -8,6 +8,8 @@
 //!   "runs": [{
 //!     "scenario": str, "file": str|null, "server": str, "seed": u64,
 //!     "repro": str, "outcome": str, "aborted": str|null,
+//!     "missed_steps": [{"step": u64, "do": str, "t": u64 (µs), "why": str}]
+//!                                       (only when a step acted on nothing),
 //!     "live": {"command": str, "time_scale": f64, "reproducible": false,
 //!              "notes": [str], "timing_unreliable": bool,
 //!              "lateness_bound_us": u64,
@@ -24,6 +26,12 @@
 //!       }]
 //!     }],
 //!     "expectation": {"expected": [str], "violated": [str], "met": bool,
+//!                     "expected_inherent": [str], "inherent": [str]
+//!                                 (only when not empty: of the checks, those
+//!                                  [expect_inherent] names, and those violated
+//!                                  only inherently),
+//!                     "missed": [str]  (only when not empty: steps that acted on
+//!                                       nothing without may_miss; met is then false),
 //!                     "gate": true, "stale": [str]   (run --gate only: expected is what the
 //!                                                     baseline accepts, violated the checks
 //!                                                     with a violation that is not inherent,
@@ -70,8 +78,21 @@ struct JsonRun<'a> {
     /// Only for live runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     live: Option<JsonLive<'a>>,
+    /// Steps that acted on nothing (absent when none did).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    missed_steps: Vec<JsonMissed<'a>>,
     verdicts: &'a [Verdict],
     expectation: Option<&'a Expectation>,
+}
+
+/// A step that acted on nothing.
+#[derive(Serialize)]
+struct JsonMissed<'a> {
+    step: usize,
+    #[serde(rename = "do")]
+    action: &'static str,
+    t: u64,
+    why: &'a str,
 }
 
 /// How a live run was made.
@@ -136,6 +157,18 @@ pub fn json(runs: &[Judged]) -> String {
                 repro: j.run.repro(),
                 outcome: super::outcome(j.run),
                 aborted: j.run.aborted.as_deref(),
+                missed_steps: j
+                    .run
+                    .trace
+                    .events
+                    .iter()
+                    .filter_map(|e| match &e.what {
+                        crate::trace::What::StepMissed { index, action, why } => {
+                            Some(JsonMissed { step: *index, action: action.as_str(), t: e.t_us.0, why })
+                        }
+                        _ => None,
+                    })
+                    .collect(),
                 live: j.run.live.as_ref().map(|l| JsonLive {
                     command: &l.command,
                     time_scale: l.time_scale,

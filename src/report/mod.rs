@@ -61,6 +61,11 @@ pub fn text(run: &Run, verdicts: &[Verdict], expectation: Option<&Expectation>) 
         }
     }
     let _ = writeln!(out, "outcome: {}", outcome(run));
+    // A step that acted on nothing: the run did not play what the scenario
+    // describes there, and says so on a line of its own.
+    for line in missed_lines(run) {
+        let _ = writeln!(out, "{line}");
+    }
     match (expectation, &unreliable) {
         (Some(_), Some(_)) => {
             let _ = writeln!(out, "expectation not judged: timing unreliable (see the first line)");
@@ -89,7 +94,10 @@ pub fn verdicts_text(run: &Run, verdicts: &[Verdict]) -> String {
             Status::Violated { violations } => {
                 for (i, x) in violations.iter().enumerate() {
                     let name = if i == 0 { v.check.as_str() } else { "" };
-                    let _ = writeln!(out, "  {name:<24} VIOLATED at {}: {}", x.t, x.headline());
+                    // A finding no server could prevent reads INHERENT, never
+                    // as the server's failure.
+                    let word = if x.inherent { "INHERENT" } else { "VIOLATED" };
+                    let _ = writeln!(out, "  {name:<24} {word} at {}: {}", x.t, x.headline());
                     for seq in x.evidence.iter().take(MAX_EVIDENCE) {
                         if let Some(e) = run.trace.events.get(*seq as usize) {
                             let _ =
@@ -106,9 +114,31 @@ pub fn verdicts_text(run: &Run, verdicts: &[Verdict]) -> String {
     out
 }
 
+/// The report's lines for the steps of a run that acted on nothing.
+pub fn missed_lines(run: &Run) -> Vec<String> {
+    run.trace
+        .events
+        .iter()
+        .filter_map(|e| match &e.what {
+            What::StepMissed { index, action, why } => {
+                Some(format!("MISSED: step {index} ({action}) at {} acted on nothing: {why}", fmt_time(e.t_us)))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// "expected: naive violates [a, b]: met" (or NOT MET with what happened).
 pub fn expectation_line(server: &str, e: &Expectation) -> String {
     let list = |v: &[String]| if v.is_empty() { "nothing".to_string() } else { v.join(", ") };
+    // What a server violated, its inherent findings apart: "a, b; inherent: c".
+    let plain_and_inherent = |all: &[String], inherent: &[String]| {
+        let plain: Vec<String> = all.iter().filter(|c| !inherent.contains(c)).cloned().collect();
+        match inherent.is_empty() {
+            true => list(&plain),
+            false => format!("{} (inherent only: {})", list(&plain), inherent.join(", ")),
+        }
+    };
     if let Some(why) = &e.cut {
         return format!(
             "NOT JUDGED IN FULL: the run was cut short ({why}); judged up to there, {server} violated {}, and a run cut short never counts as expected",
@@ -134,17 +164,38 @@ pub fn expectation_line(server: &str, e: &Expectation) -> String {
                 if e.stale.len() == 1 { "s" } else { "" }
             ));
         }
+        if !e.missed.is_empty() {
+            why.push(format!(
+                "{} step(s) acted on nothing, so the run did not play what the scenario describes",
+                e.missed.len()
+            ));
+        }
         return format!("GATE FAILED: {}", why.join("; "));
     }
     if e.met {
-        format!("expectation met: {server} violates {}", list(&e.expected))
-    } else {
-        format!(
-            "EXPECTATION NOT MET: {server} was expected to violate {}, but violated {}",
-            list(&e.expected),
-            list(&e.violated)
-        )
+        return format!("expectation met: {server} violates {}", plain_and_inherent(&e.expected, &e.expected_inherent));
     }
+    let mut why = Vec::new();
+    let (mut a, mut b) = (e.expected.clone(), e.violated.clone());
+    a.sort();
+    b.sort();
+    let (mut ai, mut bi) = (e.expected_inherent.clone(), e.inherent.clone());
+    ai.sort();
+    bi.sort();
+    if a != b || ai != bi {
+        why.push(format!(
+            "{server} was expected to violate {}, but violated {}",
+            plain_and_inherent(&e.expected, &e.expected_inherent),
+            plain_and_inherent(&e.violated, &e.inherent)
+        ));
+    }
+    if !e.missed.is_empty() {
+        why.push(format!(
+            "{} step(s) acted on nothing, so the run did not play what the scenario describes (a step that may miss says `may_miss = true`)",
+            e.missed.len()
+        ));
+    }
+    format!("EXPECTATION NOT MET: {}", why.join("; "))
 }
 
 /// " on replica N", for an application report that names its replica.
@@ -397,6 +448,7 @@ pub fn describe(what: &What) -> String {
         What::RunStarted { scenario, server, seed, .. } => format!("run of {scenario} on {server}, seed {seed}"),
         What::ClientJoined { client, principal, .. } => format!("client {client} (principal {principal})"),
         What::Step { detail, .. } => format!("step: {detail}"),
+        What::StepMissed { index, action, why } => format!("step {index} ({action}) acted on nothing: {why}"),
         What::Connect { client, conn, port, purpose } => {
             format!("{client} opened conn {conn} (port {port}, {purpose:?})")
         }
@@ -467,7 +519,7 @@ pub fn describe(what: &What) -> String {
         What::MappingOpened { client, mapping, down_port, up_port } => {
             format!("nat-{client}: mapping {mapping} opened ({down_port} → server from port {up_port})")
         }
-        What::MappingDropped { client, mapping, fault } => {
+        What::MappingDropped { client, mapping, fault, .. } => {
             format!("nat-{client}: mapping {mapping} dropped silently ({fault})")
         }
         What::DroppedWrite { client, mapping, bytes, events } => {
@@ -478,7 +530,7 @@ pub fn describe(what: &What) -> String {
             let what = if what.is_empty() { "no event (heartbeats)".to_string() } else { what.join(", ") };
             format!("nat-{client}: server wrote {bytes} bytes into dropped mapping {mapping}: {what}")
         }
-        What::MappingReset { client, mapping, why } => format!("nat-{client}: mapping {mapping} reset ({why})"),
+        What::MappingReset { client, mapping, why, .. } => format!("nat-{client}: mapping {mapping} reset ({why})"),
         What::MappingClosed { client, mapping, by } => format!("nat-{client}: mapping {mapping} closed by the {by}"),
         What::RequestIssued { label, method, event_id, client, .. } => format!(
             "app: {label} ({method}) issued on {client}'s session{}",

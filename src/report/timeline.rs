@@ -266,8 +266,8 @@ impl Chart {
                 self.next_row();
             }
             What::DroppedWrite { client, mapping, events, .. } => self.dropped_write(e, client, *mapping, events),
-            What::MappingDropped { client, mapping, fault } => self.mapping_dropped(e, client, *mapping, fault),
-            What::MappingReset { client, mapping, why } => self.mapping_reset(t, client, *mapping, why),
+            What::MappingDropped { client, mapping, fault, .. } => self.mapping_dropped(e, client, *mapping, fault),
+            What::MappingReset { client, mapping, why, .. } => self.mapping_reset(t, client, *mapping, why),
             // The reference engine's fence of a prior writer (an explanation, drawn on the server lane).
             What::ServerNote { note, .. } if note.contains("fenced before the new writer") => {
                 self.time_label(t);
@@ -279,6 +279,7 @@ impl Chart {
             | What::Rejected { .. }
             | What::RequestOutcome { .. }
             | What::ServerStopped { .. }
+            | What::StepMissed { .. }
             | What::RunCut { .. } => {
                 self.time_label(t);
                 let x = match &e.what {

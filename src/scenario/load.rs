@@ -90,7 +90,24 @@ impl Plan {
                 ));
             }
         }
-        let expect = l.expect(raw.expect)?;
+        // [expect_inherent] names, per server, checks its [expect] entry lists.
+        for (server, list) in &raw.expect_inherent {
+            let plain = raw.expect.get(server.get_ref().as_str()).map(|l| l.get_ref());
+            for c in list.get_ref() {
+                if !plain.is_some_and(|p| p.iter().any(|x| x.get_ref() == c.get_ref())) {
+                    return Err(l.err(
+                        c.span(),
+                        format!(
+                            "[expect_inherent] names {:?} for {}, which its [expect] entry does not list: [expect] lists every check a server violates, [expect_inherent] those of them it violates only inherently",
+                            c.get_ref(),
+                            server.get_ref()
+                        ),
+                    ));
+                }
+            }
+        }
+        let expect = l.expect("[expect]", raw.expect)?;
+        let expect_inherent = l.expect("[expect_inherent]", raw.expect_inherent)?;
         let plan = Plan {
             name: raw.scenario.name,
             description: raw.scenario.description,
@@ -104,6 +121,7 @@ impl Plan {
             steps,
             tools: l.tools.clone(),
             expect,
+            expect_inherent,
             source: None,
         };
         // The checks above locate each problem exactly; this is the one
@@ -302,7 +320,7 @@ impl Loader<'_> {
         };
         let action = self.action(&s)?;
         self.only_fields_that_apply(&s, &action)?;
-        Ok(Step { at, after, id, action })
+        Ok(Step { at, after, id, action, may_miss: s.may_miss })
     }
 
     /// `at` (in time order) or `after` (an event of an earlier step), not both.
@@ -700,6 +718,7 @@ impl Loader<'_> {
     /// `[expect]`: known servers, known checks, each list sorted and unique.
     fn expect(
         &self,
+        table: &str,
         raw: BTreeMap<Spanned<String>, Spanned<Vec<Spanned<String>>>>,
     ) -> Result<BTreeMap<String, Vec<String>>> {
         let mut expect = BTreeMap::new();
@@ -730,19 +749,19 @@ impl Loader<'_> {
                     server.span(),
                     if other {
                         format!(
-                            "[expect] names server {name:?}, which does not speak dialect {:?} (those that do: {})",
+                            "{table} names server {name:?}, which does not speak dialect {:?} (those that do: {})",
                             self.dialect.name(),
                             servers.join(", ")
                         )
                     } else if live.is_empty() {
                         format!(
-                            "[expect] names unknown server {name:?}{} (known: {})",
+                            "{table} names unknown server {name:?}{} (known: {})",
                             hint(name, servers.iter().copied()),
                             servers.join(", ")
                         )
                     } else {
                         format!(
-                            "[expect] names unknown server {name:?}{} (known: {}; live only: {})",
+                            "{table} names unknown server {name:?}{} (known: {}; live only: {})",
                             hint(name, servers.iter().chain(live).copied()),
                             servers.join(", "),
                             short_live_names(live)
@@ -758,14 +777,14 @@ impl Loader<'_> {
                         c.span(),
                         if other {
                             format!(
-                                "[expect] names check {:?}, which dialect {:?} does not have (its checks: {})",
+                                "{table} names check {:?}, which dialect {:?} does not have (its checks: {})",
                                 c.get_ref(),
                                 self.dialect.name(),
                                 checks.join(", ")
                             )
                         } else {
                             format!(
-                                "[expect] names unknown check {:?}{} (known: {})",
+                                "{table} names unknown check {:?}{} (known: {})",
                                 c.get_ref(),
                                 hint(c.get_ref(), checks.iter().copied()),
                                 checks.join(", ")

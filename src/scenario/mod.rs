@@ -838,6 +838,12 @@ pub struct Step {
     /// What it does (the `do` key and its fields).
     #[serde(flatten)]
     pub action: Action,
+    /// `may_miss = true`: the step may act on nothing (its fault find
+    /// nothing to hit, its client be unable to carry it out) without failing
+    /// the run's `[expect]`. Generated plans set it on every step: a hunt
+    /// counts what landed instead.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub may_miss: bool,
 }
 
 /// A protocol-aware trigger and its delay.
@@ -905,6 +911,10 @@ pub struct Plan {
     pub tools: Vec<ToolSpec>,
     /// server name → the checks it must violate (empty: must pass all).
     pub expect: BTreeMap<String, Vec<String>>,
+    /// server name → the checks of its `expect` entry that it violates only
+    /// inherently (`[expect_inherent]`; none listed: none may be inherent).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub expect_inherent: BTreeMap<String, Vec<String>>,
     /// The file the plan was loaded from (set by [`Plan::load`]; none for a plan built in code).
     #[serde(skip)]
     pub source: Option<PathBuf>,

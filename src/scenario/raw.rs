@@ -32,6 +32,11 @@ pub(super) struct RawFile {
     #[serde(default)]
     #[schemars(schema_with = "expect_schema")]
     pub(super) expect: BTreeMap<Spanned<String>, Spanned<Vec<Spanned<String>>>>,
+    /// Of the checks `[expect]` lists for a server, those it violates only
+    /// inherently (every finding one no server could prevent).
+    #[serde(default)]
+    #[schemars(schema_with = "expect_inherent_schema")]
+    pub(super) expect_inherent: BTreeMap<Spanned<String>, Spanned<Vec<Spanned<String>>>>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -126,6 +131,10 @@ pub(super) struct RawStep {
     pub(super) after: Option<Spanned<RawTrigger>>,
     /// With `after`: how long after the event.
     pub(super) delay: Option<Dur>,
+    /// The step may act on nothing (a fault that may find nothing to hit, a
+    /// resume that may find no id) without failing the run's `[expect]`.
+    #[serde(default)]
+    pub(super) may_miss: bool,
     #[serde(rename = "do")]
     #[schemars(schema_with = "step_kind_schema")]
     pub(super) action: Spanned<String>,
@@ -241,6 +250,15 @@ pub(super) fn step_kind_schema(_: &mut schemars::SchemaGenerator) -> schemars::S
 
 pub(super) fn method_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({ "type": "string", "enum": SERVER_REQUEST_METHODS })
+}
+
+pub(super) fn expect_inherent_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "description": "server name -> the checks of its [expect] entry that it violates only inherently (every finding one no server could prevent)",
+        "propertyNames": { "enum": crate::vocab::expect_keys().collect::<Vec<_>>() },
+        "additionalProperties": { "type": "array", "items": { "enum": CHECK_IDS }, "uniqueItems": true }
+    })
 }
 
 pub(super) fn expect_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {

@@ -56,6 +56,13 @@ impl Plan {
                 let _ = writeln!(out, "{server} = [{}]", list.join(", "));
             }
         }
+        if !self.expect_inherent.is_empty() {
+            out.push_str("\n[expect_inherent]\n");
+            for (server, checks) in &self.expect_inherent {
+                let list: Vec<String> = checks.iter().map(|c| q(c)).collect();
+                let _ = writeln!(out, "{server} = [{}]", list.join(", "));
+            }
+        }
         out
     }
 
@@ -150,6 +157,9 @@ fn write_step(out: &mut String, step: &Step) {
         }
     }
     let _ = writeln!(out, "do = {}", q(step.action.name()));
+    if step.may_miss {
+        out.push_str("may_miss = true\n");
+    }
     match &step.action {
         Action::Connect { client }
         | Action::Rebind { client }

@@ -27,9 +27,11 @@ use std::fmt;
 use std::rc::Rc;
 use std::time::Duration;
 
+mod missed;
 mod recorder;
 pub(crate) mod run;
 pub mod stateless;
+pub use missed::{missed_steps, MissedStep};
 pub use recorder::{Clock, Recorder};
 pub use run::{Fnv1a, LateStep, LiveInfo, Run};
 
@@ -176,6 +178,21 @@ pub enum What {
         /// issues rides that call's stream, never the session's GET stream.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         call: Option<String>,
+    },
+
+    /// A step acted on nothing: its fault found nothing to hit (a rebind
+    /// before any mapping was open), or its client could not carry it out
+    /// (a `call` by a crashed client, a `resume` with no id to resume
+    /// from). A run with `[expect]` is not met because of it unless the
+    /// step says `may_miss = true`.
+    StepMissed {
+        /// The step's index in the plan's `steps`.
+        index: usize,
+        /// The step's kind (`do = "..."`).
+        #[serde(rename = "do")]
+        action: StepKind,
+        /// Why it acted on nothing, in words.
+        why: String,
     },
 
     // ---- observed by clients ----
@@ -443,6 +460,9 @@ pub enum What {
         mapping: MappingId,
         /// The fault that dropped it (`rebind` or `sever`).
         fault: String,
+        /// The scenario step that dropped it, by index (what the step acted on).
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        step: Option<usize>,
     },
     /// Bytes the server wrote into a dropped mapping, and the SSE events in them.
     DroppedWrite {
@@ -463,6 +483,9 @@ pub enum What {
         mapping: MappingId,
         /// Why: the reset fault, or the keepalive expiry.
         why: String,
+        /// The scenario step that reset it, by index (none for an expiry).
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        step: Option<usize>,
     },
     /// One side closed a live mapping (`client` or `server`).
     MappingClosed {

@@ -56,6 +56,11 @@ pub struct LiveInfo {
     /// How late a step may run: two of the scenario's ticks, at least 250 ms
     /// of scenario time.
     pub lateness_bound: Duration,
+    /// Steps that acted on nothing, and lateness explains why: the run had
+    /// late steps, or what the step needed came after it (the server sent
+    /// the request the owner's id would come from late). In words, as
+    /// [`crate::trace::MissedStep::line`] gives them.
+    pub late_misses: Vec<String>,
 }
 
 /// A live step that ran late, in scenario time.
@@ -74,12 +79,19 @@ pub struct LateStep {
 impl LiveInfo {
     /// Whether a step ran later than the bound: the run is "timing unreliable".
     pub fn timing_unreliable(&self) -> bool {
-        !self.late_steps.is_empty()
+        !self.late_steps.is_empty() || !self.late_misses.is_empty()
     }
 
     /// The words for the latest step, when the timing is unreliable.
     pub fn timing_words(&self) -> Option<String> {
-        let worst = self.late_steps.iter().max_by_key(|s| s.ran.saturating_sub(s.due))?;
+        let Some(worst) = self.late_steps.iter().max_by_key(|s| s.ran.saturating_sub(s.due)) else {
+            let first = self.late_misses.first()?;
+            return Some(format!(
+                "TIMING UNRELIABLE: {} step(s) acted on nothing because what they act on came late; the first: {first}. The server could not keep up at time scale {}: the verdicts are not counted (slow the run down with a larger --time-scale, or free the machine)",
+                self.late_misses.len(),
+                self.time_scale
+            ));
+        };
         let f = |d: Duration| crate::trace::SimTime::from_duration(d);
         Some(format!(
             "TIMING UNRELIABLE: {} step(s) ran later than {} after their due time; the latest, step {} ({}), was due at {} and ran at {}, {:.3} s late. The machine could not keep up at time scale {}: the verdicts are not counted (slow the run down with a larger --time-scale, or free the machine)",

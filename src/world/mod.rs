@@ -231,7 +231,7 @@ pub(crate) struct World<H> {
     /// Per client: its command inbox and what it shares with the harness (its token).
     clients: BTreeMap<String, (Inbox<ClientCmd>, Rc<ClientShared>)>,
     /// Per client: its NAT's command inbox.
-    nats: BTreeMap<String, Inbox<NatCmd>>,
+    nats: BTreeMap<String, Inbox<nat::Fault>>,
     /// Clients crashed and not yet restarted.
     crashed: Vec<String>,
     /// The hosts that run the server: `server`, or each replica's.
@@ -303,7 +303,7 @@ impl<H: Hosts> World<H> {
         rec: Recorder,
         app: AppHook,
         clients: BTreeMap<String, (Inbox<ClientCmd>, Rc<ClientShared>)>,
-        nats: BTreeMap<String, Inbox<NatCmd>>,
+        nats: BTreeMap<String, Inbox<nat::Fault>>,
     ) -> Self {
         World {
             sim: hosts,
@@ -461,7 +461,7 @@ impl<'a> World<turmoil::Sim<'a>> {
         let mut nats = BTreeMap::new();
         for spec in &plan.clients {
             let nat_name = format!("nat-{}", spec.name);
-            let nat_inbox: Inbox<NatCmd> = Inbox::new();
+            let nat_inbox: Inbox<nat::Fault> = Inbox::new();
             {
                 let (client, rec, inbox, lifetime) =
                     (spec.name.clone(), rec.clone(), nat_inbox.clone(), plan.network.half_open_lifetime);
@@ -565,27 +565,57 @@ impl<H: Hosts> World<H> {
             SimTime::from_duration(at),
             What::Step { index, action: step.action.kind(), detail: step.action.describe(), expect, call },
         );
-        let client_cmd = |w: &Self, client: &str, cmd: ClientCmd| w.clients[client].0.push_at(at, cmd);
+        let missed = self.act(step, index, at);
+        if let Some(why) = missed {
+            rec.record_at(SimTime::from_duration(at), What::StepMissed { index, action: step.action.kind(), why });
+        }
+    }
+
+    /// Carries out step `index` (see [`World::apply`]); returns why it acted
+    /// on nothing, when it did. (A NAT fault is judged by the NAT, which
+    /// records its own miss: it alone knows which mappings are open.)
+    fn act(&mut self, step: &Step, index: usize, at: Duration) -> Option<String> {
+        let rec = self.rec.clone();
+        // A step for a client that crashed and has not connected again: no
+        // host runs it, so nothing carries it out.
+        let down = |w: &Self, client: &str| {
+            w.crashed.iter().any(|c| c == client).then(|| format!("{client} has crashed and not connected again"))
+        };
+        // A client command, unless the client is down.
+        let client_cmd = |w: &Self, client: &str, cmd: ClientCmd| match down(w, client) {
+            Some(why) => Some(why),
+            None => {
+                w.clients[client].0.push_at(at, cmd);
+                None
+            }
+        };
+        let nat = |w: &Self, client: &str, cmd: NatCmd| {
+            w.nats[client].push_at(at, nat::Fault { step: index, cmd });
+            None
+        };
         match &step.action {
             Action::Connect { client } => {
                 if let Some(i) = self.crashed.iter().position(|c| c == client) {
                     self.crashed.remove(i);
                     self.sim.restart(client);
                 }
-                client_cmd(self, client, ClientCmd::Connect);
+                client_cmd(self, client, ClientCmd::Connect)
             }
             Action::ServerRequest { client, method, label, reissuable } => match self.token_of(client) {
-                Some(token) => self.app_of(&token).commands.push_at(
-                    at,
-                    AppCommand::ServerRequest {
-                        client: client.clone(),
-                        token,
-                        method: method.clone(),
-                        label: label.clone(),
-                        reissuable: *reissuable,
-                    },
-                ),
-                None => self.app.report.error(client, format!("cannot issue {label}: {client} holds no session")),
+                Some(token) => {
+                    self.app_of(&token).commands.push_at(
+                        at,
+                        AppCommand::ServerRequest {
+                            client: client.clone(),
+                            token,
+                            method: method.clone(),
+                            label: label.clone(),
+                            reissuable: *reissuable,
+                        },
+                    );
+                    None
+                }
+                None => Some(format!("cannot issue {label}: {client} holds no session")),
             },
             Action::CallTool { client, method, label } => {
                 client_cmd(self, client, ClientCmd::CallTool { label: label.clone(), method: method.clone() })
@@ -595,19 +625,24 @@ impl<H: Hosts> World<H> {
                 client_cmd(self, client, ClientCmd::EnableTool { tool: tool.clone() })
             }
             Action::Notify { client, count } => match self.token_of(client) {
-                Some(token) => self
-                    .app_of(&token)
-                    .commands
-                    .push_at(at, AppCommand::Notify { client: client.clone(), token, count: *count }),
-                None => self.app.report.error(client, format!("cannot notify: {client} holds no session")),
+                Some(token) => {
+                    self.app_of(&token)
+                        .commands
+                        .push_at(at, AppCommand::Notify { client: client.clone(), token, count: *count });
+                    None
+                }
+                None => Some(format!("cannot notify: {client} holds no session")),
             },
-            Action::Answer { client, label } => client_cmd(self, client, ClientCmd::Answer(rec.ids_for_label(label))),
-            Action::Rebind { client } => self.nats[client].push_at(at, NatCmd::Rebind),
-            Action::Sever { client } => self.nats[client].push_at(at, NatCmd::Sever),
-            Action::Reset { client } => self.nats[client].push_at(at, NatCmd::Reset),
+            Action::Answer { client, label } => match rec.ids_for_label(label) {
+                ids if ids.is_empty() => Some(format!("no request {label} was issued: nothing to answer")),
+                ids => client_cmd(self, client, ClientCmd::Answer(ids)),
+            },
+            Action::Rebind { client } => nat(self, client, NatCmd::Rebind),
+            Action::Sever { client } => nat(self, client, NatCmd::Sever),
+            Action::Reset { client } => nat(self, client, NatCmd::Reset),
             Action::Resume { client, last_event_id, .. } => match self.resume_from(client, last_event_id) {
                 Some(from) => client_cmd(self, client, ClientCmd::Resume(from)),
-                None => self.app.report.error(client, format!("cannot resume: {}", step.action.describe())),
+                None => Some(format!("cannot resume: no id to resume from ({})", step.action.describe())),
             },
             Action::StealToken { from, to, credential } => {
                 let token = self.token_of(from);
@@ -615,20 +650,25 @@ impl<H: Hosts> World<H> {
                     SimTime::from_duration(at),
                     What::TokenStolen { from: from.clone(), to: to.clone(), credential: *credential },
                 );
-                if let Some(token) = token {
-                    let cred = credential.then(|| self.clients[from].1.credential.borrow().clone());
-                    client_cmd(self, to, ClientCmd::Adopt { token, credential: cred });
+                match token {
+                    Some(token) => {
+                        let cred = credential.then(|| self.clients[from].1.credential.borrow().clone());
+                        client_cmd(self, to, ClientCmd::Adopt { token, credential: cred })
+                    }
+                    None => Some(format!("{from} holds no session token: nothing to steal")),
                 }
             }
-            Action::CrashClient { client } => {
-                if !self.crashed.contains(client) {
+            Action::CrashClient { client } => match down(self, client) {
+                Some(why) => Some(why),
+                None => {
                     self.sim.crash(client);
                     self.crashed.push(client.clone());
                     // Crashes fire between ticks (`Schedule::due`): `at` is now.
                     rec.record_at(SimTime::from_duration(at), What::ClientCrashed { client: client.clone() });
+                    None
                 }
-            }
-            Action::Wait => {}
+            },
+            Action::Wait => None,
             Action::Call { client, tool, label } => {
                 client_cmd(self, client, ClientCmd::Call { label: label.clone(), tool: tool.clone() })
             }
@@ -641,9 +681,7 @@ impl<H: Hosts> World<H> {
                         let (call, tool) = (label.clone(), held.tool.clone());
                         client_cmd(self, to, ClientCmd::Present { call, tool, held, how, credential: cred })
                     }
-                    None => {
-                        self.app.report.error(to, format!("cannot steal: {from} holds no requestState for {label}"))
-                    }
+                    None => Some(format!("cannot steal: {from} holds no requestState for {label}")),
                 }
             }
             Action::TamperRequestState { client, label, how } => {
@@ -665,10 +703,7 @@ impl<H: Hosts> World<H> {
                         };
                         client_cmd(self, client, ClientCmd::Present { call, tool, held, how, credential: None })
                     }
-                    None => self
-                        .app
-                        .report
-                        .error(client, format!("cannot tamper: {client} holds no requestState for {label}")),
+                    None => Some(format!("cannot tamper: {client} holds no requestState for {label}")),
                 }
             }
             Action::SeverCall { client, label } | Action::ResetCall { client, label } => {
@@ -680,11 +715,9 @@ impl<H: Hosts> World<H> {
                         } else {
                             NatCmd::ResetPort(port)
                         };
-                        self.nats[client].push_at(at, cmd);
+                        nat(self, client, cmd)
                     }
-                    None => {
-                        self.app.report.error(client, format!("no request of {client}'s call {label} is in flight"))
-                    }
+                    None => Some(format!("no request of {client}'s call {label} is in flight")),
                 }
             }
             Action::Listen { client } => client_cmd(self, client, ClientCmd::Listen),
@@ -692,6 +725,7 @@ impl<H: Hosts> World<H> {
                 for app in std::iter::once(&self.app).chain(&self.replica_apps) {
                     app.commands.push_at(at, AppCommand::ToolsChanged);
                 }
+                None
             }
             Action::RestartServer => {
                 // With replicas, the deployment restarts: every replica's process.
@@ -700,9 +734,7 @@ impl<H: Hosts> World<H> {
                 } else {
                     self.server_hosts.clone().iter().try_for_each(|h| self.sim.restart_host(h))
                 };
-                if let Err(why) = restarted {
-                    self.app.report.error("server", format!("cannot restart the server: {why}"));
-                }
+                restarted.err().map(|why| format!("cannot restart the server: {why}"))
             }
             Action::RestartReplica { replica } => {
                 let host = balancer::replica_host(*replica);
@@ -712,14 +744,15 @@ impl<H: Hosts> World<H> {
                         if let Some(b) = &self.balancer {
                             b.picker().restarted(*replica);
                         }
+                        None
                     }
-                    Err(why) => self.app.report.error("server", format!("cannot restart replica {replica}: {why}")),
+                    Err(why) => Some(format!("cannot restart replica {replica}: {why}")),
                 }
             }
             Action::CrashReplica { replica } => {
                 let host = balancer::replica_host(*replica);
                 if self.down_hosts.contains(&host) {
-                    return;
+                    return Some(format!("replica {replica} is already down"));
                 }
                 match self.sim.crash_host(&host) {
                     Ok(()) => {
@@ -734,8 +767,9 @@ impl<H: Hosts> World<H> {
                                 out_after_us: balancer::HEALTH_CHECK.as_micros() as u64,
                             },
                         );
+                        None
                     }
-                    Err(why) => self.app.report.error("server", format!("cannot crash replica {replica}: {why}")),
+                    Err(why) => Some(format!("cannot crash replica {replica}: {why}")),
                 }
             }
             Action::Drain { replica } => {
@@ -747,8 +781,11 @@ impl<H: Hosts> World<H> {
                     None => self.sim.drain_host(&balancer::replica_host(*replica)),
                 };
                 match drained {
-                    Ok(()) => rec.record_at(SimTime::from_duration(at), What::ReplicaDrained { replica: *replica }),
-                    Err(why) => self.app.report.error("server", format!("cannot drain replica {replica}: {why}")),
+                    Ok(()) => {
+                        rec.record_at(SimTime::from_duration(at), What::ReplicaDrained { replica: *replica });
+                        None
+                    }
+                    Err(why) => Some(format!("cannot drain replica {replica}: {why}")),
                 }
             }
             Action::Partition { replica, lasts } => {
@@ -757,9 +794,10 @@ impl<H: Hosts> World<H> {
                     Ok(()) => {
                         rec.record_at(SimTime::from_duration(at), What::StorePartitioned { replica: *replica });
                         self.cut.insert(*replica);
-                        self.heals.extend(lasts.map(|l| (at + l, *replica)))
+                        self.heals.extend(lasts.map(|l| (at + l, *replica)));
+                        None
                     }
-                    Err(why) => self.app.report.error("server", why),
+                    Err(why) => Some(why),
                 }
             }
             Action::ReplayRequestState { client, label } => {
@@ -773,10 +811,7 @@ impl<H: Hosts> World<H> {
                             ClientCmd::Present { call, tool, held, how: StateHow::Replayed, credential: None },
                         )
                     }
-                    None => self
-                        .app
-                        .report
-                        .error(client, format!("cannot present again: {client} holds no requestState for {label}")),
+                    None => Some(format!("cannot present again: {client} holds no requestState for {label}")),
                 }
             }
         }

@@ -42,6 +42,29 @@ pub enum NatCmd {
     ResetPort(u16),
 }
 
+impl NatCmd {
+    /// The step kind that hands the NAT this command.
+    fn kind(self) -> crate::vocab::StepKind {
+        use crate::vocab::StepKind;
+        match self {
+            NatCmd::Rebind => StepKind::Rebind,
+            NatCmd::Sever | NatCmd::SeverPort(_) => StepKind::Sever,
+            NatCmd::Reset | NatCmd::ResetPort(_) => StepKind::Reset,
+        }
+    }
+}
+
+/// A fault as the step loop hands it to a NAT: the command, and the index of
+/// the scenario step it carries out (the NAT records what the step acted
+/// on, or that it found nothing to act on).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fault {
+    /// The step's index in the plan's `steps`.
+    pub step: usize,
+    /// What to do.
+    pub cmd: NatCmd,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Status {
     Live,
@@ -133,7 +156,7 @@ pub struct Nat<N: NatNet> {
     client: String,
     half_open_lifetime: Duration,
     rec: Recorder,
-    inbox: Inbox<NatCmd>,
+    inbox: Inbox<Fault>,
     mappings: RefCell<BTreeMap<MappingId, Rc<Mapping>>>,
     next: Cell<u32>,
     /// Behind a deployment's balancer: the NAT's public address, which it
@@ -200,7 +223,7 @@ const PORT: u16 = 80;
 const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl<N: NatNet> Nat<N> {
-    pub fn new(net: N, client: String, half_open_lifetime: Duration, rec: Recorder, inbox: Inbox<NatCmd>) -> Rc<Self> {
+    pub fn new(net: N, client: String, half_open_lifetime: Duration, rec: Recorder, inbox: Inbox<Fault>) -> Rc<Self> {
         Rc::new(Nat {
             net,
             client,
@@ -223,7 +246,7 @@ impl<N: NatNet> Nat<N> {
         client: String,
         half_open_lifetime: Duration,
         rec: Recorder,
-        inbox: Inbox<NatCmd>,
+        inbox: Inbox<Fault>,
         mut rng: rand_chacha::ChaCha8Rng,
     ) -> Rc<Self> {
         let addr = draw_address(&mut rng);
@@ -410,62 +433,73 @@ impl<N: NatNet> Nat<N> {
         }
     }
 
-    fn apply(self: &Rc<Self>, cmd: NatCmd) {
+    fn apply(self: &Rc<Self>, fault: Fault) {
         let live: Vec<Rc<Mapping>> =
             self.mappings.borrow().values().filter(|m| m.status.get() == Status::Live).cloned().collect();
         let uplink = live.iter().rev().find(|m| m.is_uplink.get()).cloned();
-        match cmd {
+        let step = Some(fault.step);
+        let missed = match fault.cmd {
             NatCmd::Rebind => {
                 for m in &live {
-                    self.drop_mapping(m, "rebind");
+                    self.drop_mapping(m, "rebind", step);
                 }
                 if let Some(public) = &self.public {
                     let (addr, rng) = &mut *public.borrow_mut();
                     *addr = draw_address(rng);
                 }
+                // A rebind with no connection open dropped nothing: its new
+                // address alone changes nothing a client has.
+                live.is_empty().then(|| format!("{} had no connection open: the rebind dropped nothing", self.client))
             }
-            NatCmd::Sever => {
-                if let Some(m) = uplink {
-                    self.drop_mapping(&m, "sever");
+            NatCmd::Sever | NatCmd::Reset => match uplink {
+                Some(m) if fault.cmd == NatCmd::Sever => {
+                    self.drop_mapping(&m, "sever", step);
+                    None
                 }
-            }
-            NatCmd::Reset => {
-                if let Some(m) = uplink {
-                    self.reset(&m, "reset fault");
+                Some(m) => {
+                    self.reset(&m, "reset fault", step);
+                    None
                 }
-            }
-            NatCmd::SeverPort(port) => {
-                if let Some(m) = live.iter().find(|m| m.down_port == port) {
-                    self.drop_mapping(m, "sever");
+                None => Some(format!("{} had no event stream open: nothing to cut", self.client)),
+            },
+            NatCmd::SeverPort(port) | NatCmd::ResetPort(port) => match live.iter().find(|m| m.down_port == port) {
+                Some(m) if matches!(fault.cmd, NatCmd::SeverPort(_)) => {
+                    self.drop_mapping(m, "sever", step);
+                    None
                 }
-            }
-            NatCmd::ResetPort(port) => {
-                if let Some(m) = live.iter().find(|m| m.down_port == port) {
-                    self.reset(m, "reset fault");
+                Some(m) => {
+                    self.reset(m, "reset fault", step);
+                    None
                 }
-            }
+                None => {
+                    Some(format!("{}'s connection from port {port} was no longer open: nothing to cut", self.client))
+                }
+            },
+        };
+        if let Some(why) = missed {
+            self.rec.record(What::StepMissed { index: fault.step, action: fault.cmd.kind(), why });
         }
     }
 
-    fn drop_mapping(self: &Rc<Self>, m: &Rc<Mapping>, fault: &str) {
+    fn drop_mapping(self: &Rc<Self>, m: &Rc<Mapping>, fault: &str, step: Option<usize>) {
         m.status.set(Status::Dropped);
-        self.rec.record(What::MappingDropped { client: self.client.clone(), mapping: m.id, fault: fault.into() });
+        self.rec.record(What::MappingDropped { client: self.client.clone(), mapping: m.id, fault: fault.into(), step });
         let me = self.clone();
         let m = m.clone();
         let lifetime = self.half_open_lifetime;
         tokio::task::spawn_local(async move {
             crate::clock::sleep(lifetime).await;
             if m.status.get() == Status::Dropped {
-                me.reset(&m, &format!("keepalive: half-open for {}", crate::scenario::format_duration(lifetime)));
+                me.reset(&m, &format!("keepalive: half-open for {}", crate::scenario::format_duration(lifetime)), None);
             }
         });
     }
 
-    fn reset(&self, m: &Mapping, why: &str) {
+    fn reset(&self, m: &Mapping, why: &str, step: Option<usize>) {
         m.status.set(Status::Closed);
         let _ = m.kill.send(true);
         self.mappings.borrow_mut().remove(&m.id);
-        self.rec.record(What::MappingReset { client: self.client.clone(), mapping: m.id, why: why.into() });
+        self.rec.record(What::MappingReset { client: self.client.clone(), mapping: m.id, why: why.into(), step });
     }
 }
 

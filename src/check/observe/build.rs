@@ -191,7 +191,7 @@ impl<'a> Observed<'a> {
                         },
                     );
                 }
-                What::MappingDropped { client, mapping, fault } => {
+                What::MappingDropped { client, mapping, fault, .. } => {
                     if let Some(m) = o.mappings.get_mut(&(client.clone(), *mapping)) {
                         m.dropped = Some((t, seq, fault.clone()));
                     }

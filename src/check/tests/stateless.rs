@@ -111,11 +111,21 @@ impl Sb {
     }
 
     fn reset(self, client: &str, mapping: u32) -> Sb {
-        self.push(What::MappingReset { client: client.into(), mapping: MappingId(mapping), why: "reset".into() })
+        self.push(What::MappingReset {
+            client: client.into(),
+            mapping: MappingId(mapping),
+            why: "reset".into(),
+            step: None,
+        })
     }
 
     fn dropped(self, client: &str, mapping: u32) -> Sb {
-        self.push(What::MappingDropped { client: client.into(), mapping: MappingId(mapping), fault: "rebind".into() })
+        self.push(What::MappingDropped {
+            client: client.into(),
+            mapping: MappingId(mapping),
+            fault: "rebind".into(),
+            step: None,
+        })
     }
 
     fn minted(self, call: &str, id: i64, principal: &str, fp: &str, lifetime_s: u64, once: bool) -> Sb {

@@ -176,6 +176,15 @@ fn summary(report: &mcpsim::hunt::HuntReport, opts: &HuntOptions) -> String {
             let n = report.reach.get(s).copied().unwrap_or(0);
             summary.push_str(&format!("\n  {s:<width$} {n:>7} ({:.1} %)", 100.0 * n as f64 / report.seeds_run as f64));
         }
+        // A generated fault may hit nothing (a rebind before any connection
+        // opened): the faults that landed are the ones that tested anything.
+        if !report.faults.is_empty() {
+            summary.push_str("\nfaults that landed (acted on a connection, client, state or replica) / drawn:");
+            for (kind, [applied, landed]) in &report.faults {
+                let pct = if *applied == 0 { 0.0 } else { 100.0 * *landed as f64 / *applied as f64 };
+                summary.push_str(&format!("\n  {kind:<width$} {landed:>7} / {applied} ({pct:.1} %)"));
+            }
+        }
     }
     if opts.check_determinism {
         let differed = report.nondeterministic_seeds();

@@ -154,6 +154,7 @@ pub(crate) fn run(
         unreliable: Vec::new(),
         judged: Vec::new(),
         counts: (0, 0, 0, 0),
+        inherent_runs: 0,
         skipped: std::collections::BTreeMap::new(),
         gate,
         live_skipped: 0,
@@ -298,6 +299,8 @@ struct Runs {
     judged: Vec<(mcpsim::Run, Vec<mcpsim::check::Verdict>, Option<mcpsim::check::Expectation>)>,
     /// "scenario on server" for each live run whose timing was unreliable.
     unreliable: Vec<String>,
+    /// Runs with a finding no server could prevent (counted apart: never a failure by itself).
+    inherent_runs: usize,
     /// (as expected, not met, without expectation, timing unreliable)
     counts: (usize, usize, usize, usize),
     /// Runs skipped because the server does not speak the scenario's dialect, per server.
@@ -315,8 +318,11 @@ impl Runs {
         let server = run.server.clone();
         let verdicts = mcpsim::check::judge(&run.trace);
         let expectation = match &self.gate {
-            Some(baseline) => Some(mcpsim::check::gate::gate(&plan.name, &verdicts, baseline)),
-            None => mcpsim::check::expectation(plan, &server, &verdicts),
+            Some(baseline) => Some(
+                mcpsim::check::gate::gate(&plan.name, &verdicts, baseline)
+                    .with_misses(mcpsim::check::missed_steps(plan, &run.trace)),
+            ),
+            None => mcpsim::check::expectation(plan, &server, &verdicts, &run.trace),
         };
         // A live run whose steps ran late did not play the scenario: its
         // verdicts are not counted, either way.
@@ -330,6 +336,9 @@ impl Runs {
             },
             None => e,
         });
+        if verdicts.iter().any(|v| v.violations().iter().any(|x| x.inherent)) {
+            self.inherent_runs += 1;
+        }
         match &expectation {
             _ if unreliable => self.counts.3 += 1,
             Some(e) if e.met => self.counts.0 += 1,
@@ -396,11 +405,18 @@ impl Runs {
     ) {
         let server = &run.server;
         let line = || {
-            let violated = mcpsim::check::violated(verdicts);
-            let violated = if violated.is_empty() {
-                "no violation".to_string()
-            } else {
-                format!("violated: {}", violated.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", "))
+            let inherent = mcpsim::check::inherent_only(verdicts);
+            let plain: Vec<&str> = mcpsim::check::violated(verdicts)
+                .into_iter()
+                .filter(|c| !inherent.contains(c))
+                .map(|c| c.as_str())
+                .collect();
+            let inherent: Vec<&str> = inherent.iter().map(|c| c.as_str()).collect();
+            let violated = match (plain.is_empty(), inherent.is_empty()) {
+                (true, true) => "no violation".to_string(),
+                (false, true) => format!("violated: {}", plain.join(", ")),
+                (true, false) => format!("no violation; inherent only: {}", inherent.join(", ")),
+                (false, false) => format!("violated: {}; inherent only: {}", plain.join(", "), inherent.join(", ")),
             };
             let expect = match expectation {
                 Some(e) if e.met && e.gate => " · gate passed".to_string(),
@@ -492,6 +508,12 @@ impl Runs {
         };
         if unreliable > 0 {
             tally.push_str(&format!(", {unreliable} timing unreliable"));
+        }
+        if self.inherent_runs > 0 {
+            tally.push_str(&format!(
+                "; {} run(s) had inherent findings (INHERENT: no server could have prevented them)",
+                self.inherent_runs
+            ));
         }
         if without > 0 && self.gate.is_none() {
             tally.push_str(" (without expectation: the scenario has no [expect] entry for that server, so its verdicts count neither way)");
