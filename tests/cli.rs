@@ -267,6 +267,13 @@ fn run_with_a_streamable_only_server_and_no_file_runs_the_scenarios_it_speaks() 
     let out = mcpsim(&["run", "scenarios/nat-rebind.toml", "--server", "rmcp"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("speaks only dialect \"streamable-http\""), "{}", text(&out.stderr));
+    // Found by searching a directory, files of another dialect are skipped with a note.
+    let out = mcpsim(&["run", "scenarios/regressions", "--server", "rmcp"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    let last = stdout.lines().last().unwrap();
+    assert!(last.contains("; 2 legacy-sse scenario(s) skipped for rmcp, which speaks only "), "{last}");
+    assert!(!stdout.contains("no-fence-1-session-binding · rmcp"), "{stdout}");
 }
 
 #[test]

@@ -125,6 +125,9 @@ pub(crate) fn run(
         (None, Some(_)) => 1,
         (None, None) => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
+    // Files named on the command line, not found by searching a directory:
+    // a server named for one of another dialect is a mistake to explain.
+    let named: std::collections::BTreeSet<PathBuf> = files.iter().filter(|f| !f.is_dir()).cloned().collect();
     let files = collect(if bundled { vec![bundled_dir()] } else { files })?;
     let explicit = !servers.is_empty();
     let servers = if servers.is_empty() {
@@ -165,8 +168,10 @@ pub(crate) fn run(
     for plan in &plans {
         for server in &servers {
             // A server that speaks only streamable-http skips legacy-sse scenarios,
-            // unless both were asked for by name (then the run explains the mismatch).
-            if (!explicit || bundled)
+            // unless both were asked for by name (then the run explains the
+            // mismatch): a file found by searching a directory is skipped, with a note.
+            let file_named = plan.source.as_ref().is_some_and(|s| named.contains(s));
+            if (!explicit || bundled || !file_named)
                 && live.is_none()
                 && mcpsim::server::is_known_server(server)
                 && !mcpsim::server::speaks(server, plan.dialect)
