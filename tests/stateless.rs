@@ -411,3 +411,45 @@ fn rmcp_is_clean_on_stateless_hunt_seeds_and_its_plain_path_is_one_state_integri
     let rows: Vec<&str> = report.bugs.iter().map(|b| b.signature.as_str()).collect();
     assert_eq!(rows, ["state-integrity | tampered-state"], "{} failing seeds", report.failing_seeds);
 }
+
+/// A JSON response written into a dead mapping is a response lost, not a
+/// heartbeat: the trace says what the bytes were, and so do the report and
+/// the outcome.
+#[test]
+fn a_json_response_into_a_dead_mapping_is_named_not_called_heartbeats() {
+    let plan = Plan::load(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/stateless-http/input-lost-half-open.toml"),
+    )
+    .unwrap();
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
+    let responses: Vec<&str> = run
+        .trace
+        .events
+        .iter()
+        .filter_map(|e| match &e.what {
+            mcpsim::trace::What::DroppedWrite { response, .. } => response.as_deref(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(responses, ["a JSON response (response to 1)"]);
+    let report = mcpsim::report::text(&run, &check::judge(&run.trace), None);
+    assert!(report.contains("into dropped mapping 1: a JSON response (response to 1)"), "{report}");
+    assert!(!report.contains("heartbeat"), "{report}");
+    assert!(report.contains("1 carried a whole response (not an event stream)"), "{report}");
+}
+
+/// listen-half-open lets its rebind miss, for a server that offers no
+/// listen (FastMCP); every built-in server offers one, and the rebind lands
+/// on each.
+#[test]
+fn the_listen_rebind_lands_on_every_built_in_server() {
+    let plan = Plan::load(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/stateless-http/listen-half-open.toml"),
+    )
+    .unwrap();
+    assert!(plan.steps.iter().any(|s| s.may_miss));
+    for server in servers() {
+        let run = mcpsim::run(&plan, server, None).unwrap();
+        assert!(mcpsim::check::missed_steps(&plan, &run.trace).is_empty(), "{server}");
+    }
+}

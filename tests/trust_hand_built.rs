@@ -302,6 +302,8 @@ fn a_fence_that_comes_after_the_new_writer_is_attached() {
                 events: ["1002", "1003"]
                     .map(|i| SseSeen { id: Some(i.into()), event: "message".into(), rpc: None })
                     .to_vec(),
+                response: None,
+                closing: false,
             },
         );
         t.resume(3000, 1001);
@@ -321,6 +323,8 @@ fn a_fence_that_comes_after_the_new_writer_is_attached() {
                         params: None,
                     }),
                 }],
+                response: None,
+                closing: false,
             },
         );
         t.notify(3100, 2, &[1002, 1003]).notify(3300, 2, &[1004]);

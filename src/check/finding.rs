@@ -47,6 +47,20 @@ pub enum Rivalry {
     /// the request was issued: a correct server sends nothing the store has
     /// not taken, so the request waited for the partition to heal.
     HeldForStore(u32),
+    /// The owner's answer reached a replica that never held the session (a
+    /// store each, and the balancer moved the owner's address), which
+    /// refused it as unknown: what an inherent refusal loses is inherent.
+    AnsweredElsewhere(u32),
+    /// Not an excuse: the owner could not be reached only because the server
+    /// refused every reconnection of hers (`status`) from `from` to `until`.
+    LockedOut {
+        /// The status of the first refusal.
+        status: u16,
+        /// The first refusal in the request's window.
+        from: SimTime,
+        /// The last.
+        until: SimTime,
+    },
 }
 
 /// What keeps a client's latest uplink from being live at the end.

@@ -151,7 +151,12 @@ fn unresolved_requests(o: &Observed) -> Vec<Violation> {
             let (from, to) = ((*a).max(r.issued.0), (*b).min(deadline));
             to.0 > from.0 && to.0 - from.0 >= needed
         });
-        if !reachable {
+        // Unreachable only because the server refused her every
+        // reconnection (a 409 while her old stream stays half-open): a
+        // lock-out the server made, not an excuse.
+        let settled = r.resolution().map_or(deadline, |x| x.0).min(deadline);
+        let locked = if reachable { None } else { o.locked_out(&r.owner, token, r.issued.0, settled) };
+        if !reachable && locked.is_none() {
             continue;
         }
         let stolen = o.rival_holder(&r.owner, token, deadline);
@@ -168,7 +173,17 @@ fn unresolved_requests(o: &Observed) -> Vec<Violation> {
             .session_store_cut(&r.owner, token, r.issued.0, SimTime(r.issued.0 .0 + round_trip(o)))
             .filter(|(_, healed)| healed.is_none_or(|h| h.0 + needed > deadline.0))
             .map(|(replica, _)| replica);
-        let inherent = stolen || foreign || cut || held.is_some();
+        // Its owner's answer went to a replica that never held the session,
+        // which refused it (404, 410): no replica could have taken it.
+        let elsewhere = o
+            .answers
+            .iter()
+            .filter(|a| a.client == r.owner && r.ids.contains(&a.id) && matches!(a.status, Some(404 | 410)))
+            .find_map(|a| {
+                let c = o.conns.get(&(a.client.clone(), a.conn?))?;
+                o.never_held(c, token).then(|| o.replica_of(c).map(|(r, _)| r)).flatten()
+            });
+        let inherent = stolen || foreign || cut || held.is_some() || elsewhere.is_some();
         let rivalry = if stolen {
             Rivalry::RivalHolder
         } else if foreign {
@@ -177,6 +192,10 @@ fn unresolved_requests(o: &Observed) -> Vec<Violation> {
             Rivalry::StoreCut
         } else if let Some(replica) = held {
             Rivalry::HeldForStore(replica)
+        } else if let Some(replica) = elsewhere {
+            Rivalry::AnsweredElsewhere(replica)
+        } else if let Some((status, from, until)) = locked {
+            Rivalry::LockedOut { status, from, until }
         } else {
             Rivalry::None
         };

@@ -247,6 +247,12 @@ fn valid_refused(o: &Observed, c: &Conn, (t_rej, rej_seq, how): (SimTime, u64, R
     if o.token_owner.get(token) != Some(&c.client) || c.credential.is_some() || o.foreign_on(c, token) {
         return None;
     }
+    // A replica that never held the session (a store each, and not the
+    // replica that created it) cannot resume it: any explicit refusal of its
+    // own is valid, whatever status or event it uses.
+    if o.never_held(c, token) {
+        return None;
+    }
     // Received on this stream, before the request went out.
     let received = o
         .conns

@@ -199,6 +199,27 @@ impl Tb {
         self.push(What::UplinkEnded { client: client.into(), conn: ConnId(conn), reason: reason.into() })
     }
 
+    /// A deployment of `replicas` replicas, each with its own store.
+    pub fn replicas_with_a_store_each(self, replicas: u32) -> Tb {
+        self.push(What::DeploymentStarted {
+            replicas,
+            routing: "source".into(),
+            store: "per-replica".into(),
+            store_timeout_us: None,
+        })
+    }
+
+    /// The balancer sent `client`'s connection `conn` to `replica`.
+    pub fn routed(self, client: &str, conn: u32, replica: u32) -> Tb {
+        self.push(What::Routed {
+            client: client.into(),
+            up_port: 40000 + conn as u16,
+            replica,
+            routing: "source".into(),
+            source: None,
+        })
+    }
+
     /// The client saw its resumption on `conn` refused.
     pub fn refused(self, client: &str, conn: u32, how: Refused) -> Tb {
         self.push(What::Rejected { client: client.into(), conn: ConnId(conn), how })
@@ -223,13 +244,22 @@ impl Tb {
             mapping: MappingId(m),
             bytes: 100 * ids.len(),
             events: events.collect(),
+            response: None,
+            closing: false,
         })
     }
 
     /// The server wrote server request `rpc_id` as event `id` into dropped mapping `m`.
     pub fn dropped_request(self, client: &str, m: u32, id: &str, rpc_id: &str) -> Tb {
         let events = vec![SseSeen { id: Some(id.into()), event: "message".into(), rpc: request(rpc_id) }];
-        self.push(What::DroppedWrite { client: client.into(), mapping: MappingId(m), bytes: 200, events })
+        self.push(What::DroppedWrite {
+            client: client.into(),
+            mapping: MappingId(m),
+            bytes: 200,
+            events,
+            response: None,
+            closing: false,
+        })
     }
 
     /// The application emitted notifications `ids` on `client`'s session `token`.

@@ -514,31 +514,50 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
 }
 
 /// The steps of a live run that acted on nothing (and may not) for a reason
-/// lateness explains: the run had late steps (`late`), or a client the step
-/// names (or whose ids it resumes from) went on to connect or to receive an
-/// event with an id after it: what the step needed came, later than the
-/// scenario's timing wanted. A miss lateness does not explain (a step for a
-/// crashed client) stays a miss, and the run is not met.
+/// lateness explains: the run had late steps (`late`), or what the step
+/// needed was on its way and came after it. For a resume with no id to
+/// resume from: the client whose ids it takes received an event with an id
+/// later. For a NAT fault that found nothing to cut: one of the client's
+/// requests was in flight at the step (sent before it, answered after it).
+/// A miss lateness does not explain (a step for a crashed client, a fault
+/// on a feature the server does not offer) stays a miss, and the run is
+/// not met.
 fn late_misses(plan: &Plan, trace: &crate::trace::Trace, late: bool) -> Vec<String> {
     use crate::scenario::{Action, LastEventId};
+    let explained = |m: &crate::trace::MissedStep| {
+        let Some(step) = plan.steps.get(m.index) else { return false };
+        match &step.action {
+            Action::Resume { client, last_event_id, .. } => {
+                let by = match last_event_id {
+                    LastEventId::Seen { client, .. } => client,
+                    _ => client,
+                };
+                trace
+                    .events
+                    .iter()
+                    .filter(|e| e.t_us > m.t)
+                    .any(|e| matches!(&e.what, What::SseEvent { client, id: Some(_), .. } if client == by))
+            }
+            Action::Rebind { client } | Action::Sever { client } | Action::Reset { client } => {
+                let sent: Vec<crate::trace::ConnId> = trace
+                    .events
+                    .iter()
+                    .filter(|e| e.t_us <= m.t)
+                    .filter_map(|e| match &e.what {
+                        What::HttpRequest { client: c, conn, .. } if c == client => Some(*conn),
+                        _ => None,
+                    })
+                    .collect();
+                trace.events.iter().filter(|e| e.t_us > m.t).any(|e| {
+                    matches!(&e.what, What::HttpResponse { client: c, conn, .. } if c == client && sent.contains(conn))
+                })
+            }
+            _ => false,
+        }
+    };
     crate::trace::missed_steps(plan, trace)
         .into_iter()
-        .filter(|m| !m.allowed)
-        .filter(|m| {
-            if late {
-                return true;
-            }
-            let Some(step) = plan.steps.get(m.index) else { return false };
-            let mut names: Vec<&str> = step.action.clients();
-            if let Action::Resume { last_event_id: LastEventId::Seen { client, .. }, .. } = &step.action {
-                names.push(client);
-            }
-            trace.events.iter().filter(|e| e.t_us > m.t).any(|e| match &e.what {
-                What::Connect { client, .. } => names.contains(&client.as_str()),
-                What::SseEvent { client, id: Some(_), .. } => names.contains(&client.as_str()),
-                _ => false,
-            })
-        })
+        .filter(|m| !m.allowed && (late || explained(m)))
         .map(|m| m.line())
         .collect()
 }

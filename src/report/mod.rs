@@ -331,7 +331,7 @@ fn timeline(run: &Run) -> Vec<(SimTime, String)> {
             What::HttpResponse { client, conn, status, .. } => {
                 response_line(conns.get(&(client.clone(), *conn)), client, *conn, *status, what)
             }
-            What::DroppedWrite { events, .. } if events.is_empty() => {
+            What::DroppedWrite { events, response: None, .. } if events.is_empty() => {
                 heartbeat_only += 1;
                 None
             }
@@ -371,6 +371,7 @@ pub fn outcome(run: &Run) -> String {
     let mut last: BTreeMap<String, Outcome> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
     let mut dropped_with_events = 0;
+    let mut responses = 0;
     for e in run.trace.iter() {
         match &e.what {
             What::RequestIssued { label, .. } if !order.contains(label) => {
@@ -380,6 +381,7 @@ pub fn outcome(run: &Run) -> String {
                 last.insert(label.clone(), *outcome);
             }
             What::DroppedWrite { events, .. } if !events.is_empty() => dropped_with_events += 1,
+            What::DroppedWrite { response: Some(_), .. } => responses += 1,
             _ => {}
         }
     }
@@ -388,14 +390,14 @@ pub fn outcome(run: &Run) -> String {
         .map(|l| format!("{l} {}", last.get(l).map_or("unresolved at the end", |o| outcome_word(*o))))
         .collect();
     let reqs = if reqs.is_empty() { "no server requests".to_string() } else { reqs.join(", ") };
-    format!("{reqs}; {dropped_with_events} write(s) carried events into dropped mappings")
+    format!("{reqs}; {dropped_with_events} write(s) carried events into dropped mappings{}", responses_words(responses))
 }
 
 /// [`outcome`] of a stateless-http run: each call, and the executions.
 fn stateless_outcome(run: &Run) -> String {
     use crate::trace::stateless::{CallEnd, ExecStep};
     let mut calls: Vec<(String, usize, Option<&'static str>)> = Vec::new();
-    let (mut execs, mut effects, mut cancelled, mut dropped) = (0, 0, 0, 0);
+    let (mut execs, mut effects, mut cancelled, mut dropped, mut responses) = (0, 0, 0, 0, 0);
     for e in run.trace.iter() {
         match &e.what {
             What::CallSent { client, call, .. } => {
@@ -429,6 +431,7 @@ fn stateless_outcome(run: &Run) -> String {
                 ExecStep::Completed => {}
             },
             What::DroppedWrite { events, .. } if !events.is_empty() => dropped += 1,
+            What::DroppedWrite { response: Some(_), .. } => responses += 1,
             _ => {}
         }
     }
@@ -438,8 +441,19 @@ fn stateless_outcome(run: &Run) -> String {
         .collect();
     let calls = if calls.is_empty() { "no calls".to_string() } else { calls.join(", ") };
     format!(
-        "{calls}; {execs} execution(s), {effects} side effect(s), {cancelled} cancelled; {dropped} write(s) carried events into dropped mappings"
+        "{calls}; {execs} execution(s), {effects} side effect(s), {cancelled} cancelled; {dropped} write(s) carried events into dropped mappings{}",
+        responses_words(responses)
     )
+}
+
+/// The outcome's words for writes into dropped mappings that carried a
+/// whole response (a JSON response, not an event stream): none, nothing.
+fn responses_words(n: usize) -> String {
+    if n == 0 {
+        String::new()
+    } else {
+        format!(", {n} carried a whole response (not an event stream)")
+    }
 }
 
 /// One event in words (used for timelines and violation evidence).
@@ -522,11 +536,17 @@ pub fn describe(what: &What) -> String {
         What::MappingDropped { client, mapping, fault, .. } => {
             format!("nat-{client}: mapping {mapping} dropped silently ({fault})")
         }
-        What::DroppedWrite { client, mapping, bytes, events } => {
-            let what: Vec<String> = events
+        What::DroppedWrite { client, mapping, bytes, events, response, closing } => {
+            if *closing {
+                return format!(
+                    "nat-{client}: server wrote {bytes} bytes into dropped mapping {mapping}: the end of its response (it closed the stream)"
+                );
+            }
+            let mut what: Vec<String> = events
                 .iter()
                 .map(|ev| format!("{} {}", ev.id.as_deref().unwrap_or("-"), describe_rpc(&ev.rpc, &ev.event)))
                 .collect();
+            what.extend(response.clone());
             let what = if what.is_empty() { "no event (heartbeats)".to_string() } else { what.join(", ") };
             format!("nat-{client}: server wrote {bytes} bytes into dropped mapping {mapping}: {what}")
         }

@@ -265,7 +265,9 @@ impl Chart {
                 self.arrow(e, cx, nx, &format!("answer {id} ({st})"), "answer");
                 self.next_row();
             }
-            What::DroppedWrite { client, mapping, events, .. } => self.dropped_write(e, client, *mapping, events),
+            What::DroppedWrite { client, mapping, events, response, .. } => {
+                self.dropped_write(e, client, *mapping, events, response.as_deref())
+            }
             What::MappingDropped { client, mapping, fault, .. } => self.mapping_dropped(e, client, *mapping, fault),
             What::MappingReset { client, mapping, why, .. } => self.mapping_reset(t, client, *mapping, why),
             // The reference engine's fence of a prior writer (an explanation, drawn on the server lane).
@@ -397,9 +399,16 @@ impl Chart {
         self.next_row();
     }
 
-    fn dropped_write(&mut self, e: &Event, client: &str, mapping: MappingId, events: &[crate::trace::SseSeen]) {
+    fn dropped_write(
+        &mut self,
+        e: &Event,
+        client: &str,
+        mapping: MappingId,
+        events: &[crate::trace::SseSeen],
+        response: Option<&str>,
+    ) {
         let Some(nx) = self.nat_lane(client) else { return };
-        if events.is_empty() && !self.evidence.contains_key(&e.seq) {
+        if events.is_empty() && response.is_none() && !self.evidence.contains_key(&e.seq) {
             self.heartbeats += 1;
             return;
         }
@@ -408,6 +417,8 @@ impl Chart {
             .iter()
             .map(|ev| format!("{} {}", ev.id.as_deref().unwrap_or("-"), describe_rpc(&ev.rpc, &ev.event)))
             .collect();
+        let mut what = what;
+        what.extend(response.map(String::from));
         let label = if what.is_empty() { "heartbeat".to_string() } else { what.join(", ") };
         let from = self.mapping_lane(client, mapping);
         self.arrow(e, from, nx + 8.0, &format!("{label} into dead mapping {mapping}"), "dropped");

@@ -89,6 +89,12 @@ fn rivalry(r: Rivalry) -> String {
         Rivalry::StoreCut => {
             " (the owner's answer reached a replica that a partition cut from the shared store, which could not take it: inherent)".into()
         }
+        Rivalry::LockedOut { status, from, until } => format!(
+            " (its owner held no live stream only because the server refused every reconnection of hers, HTTP {status}, from {from} to {until}: a lock-out, not an excuse)"
+        ),
+        Rivalry::AnsweredElsewhere(replica) => format!(
+            " (the owner's answer reached replica {replica}, which never held the session and refused it as unknown: with a store each, no replica can take another's answers: inherent)"
+        ),
         Rivalry::HeldForStore(replica) => format!(
             " (replica {replica}, which held the session, was cut from the shared store when it was issued: a server that writes through sends nothing the store has not taken, so it waited for the partition to end: inherent)"
         ),

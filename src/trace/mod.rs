@@ -474,6 +474,14 @@ pub enum What {
         bytes: usize,
         /// The complete SSE events in those bytes (none when they held only heartbeats).
         events: Vec<SseSeen>,
+        /// A response that is not an event stream (a JSON response, say an
+        /// MRTR `input_required`) whose body these bytes carried, in words.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        response: Option<String>,
+        /// The bytes only ended the response (a chunked body's last chunk):
+        /// the server closing the stream, which is its fence, not a write.
+        #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+        closing: bool,
     },
     /// The NAT reset a mapping (a fault, or keepalive expiry of a half-open one).
     MappingReset {

@@ -77,6 +77,9 @@ struct Mapping {
     status: Cell<Status>,
     /// Set once the server answered with `text/event-stream` on it.
     is_uplink: Cell<bool>,
+    /// The content type of the response being read, when it is not an
+    /// event stream (its body is reported whole, not as SSE events).
+    plain_body: RefCell<Option<String>>,
     /// Directions that saw an orderly end of stream.
     eofs: Cell<u8>,
     kill: watch::Sender<bool>,
@@ -296,6 +299,7 @@ impl<N: NatNet> Nat<N> {
             id,
             status: Cell::new(Status::Live),
             is_uplink: Cell::new(false),
+            plain_body: RefCell::new(None),
             eofs: Cell::new(0),
             kill,
             down_port,
@@ -411,7 +415,8 @@ impl<N: NatNet> Nat<N> {
             if learn.as_mut().is_some_and(|l| l.feed(bytes)) {
                 learn = None;
             }
-            let events = if from_server { sniff(&m, &mut sniffer, &mut sse, bytes) } else { Vec::new() };
+            let (events, response, closing) =
+                if from_server { sniff(&m, &mut sniffer, &mut sse, bytes) } else { (Vec::new(), None, false) };
             match m.status.get() {
                 Status::Live => {
                     if to.write_all(bytes).await.is_err() {
@@ -425,6 +430,8 @@ impl<N: NatNet> Nat<N> {
                             mapping: m.id,
                             bytes: n,
                             events,
+                            response,
+                            closing,
                         });
                     }
                 }
@@ -505,35 +512,98 @@ impl<N: NatNet> Nat<N> {
 
 /// Reads one chunk the server wrote into mapping `m`: marks the mapping as
 /// an event stream when a response says so, and returns the complete SSE
-/// events the chunk finished.
-fn sniff(m: &Mapping, sniffer: &mut ResponseSniffer, sse: &mut Decoder, bytes: &[u8]) -> Vec<SseSeen> {
+/// events the chunk finished, and, for a response that is not an event
+/// stream, what its body bytes in the chunk were (a JSON response); and
+/// whether the chunk did nothing but end the response.
+fn sniff(
+    m: &Mapping,
+    sniffer: &mut ResponseSniffer,
+    sse: &mut Decoder,
+    bytes: &[u8],
+) -> (Vec<SseSeen>, Option<String>, bool) {
     let mut events = Vec::new();
-    for s in sniffer.feed(bytes) {
+    let mut response = None;
+    let sniffed = sniffer.feed(bytes);
+    let closing = !sniffed.is_empty() && sniffed.iter().all(|s| matches!(s, Sniffed::End));
+    for s in sniffed {
         match s {
             Sniffed::Head { content_type, .. } => {
                 *sse = Decoder::new();
-                if content_type.is_some_and(|c| c.starts_with("text/event-stream")) {
+                let stream = content_type.as_deref().is_some_and(|c| c.starts_with("text/event-stream"));
+                if stream {
                     m.is_uplink.set(true);
                 }
+                m.plain_body.replace((!stream).then(|| content_type.unwrap_or_else(|| "no content type".into())));
             }
-            Sniffed::Body(b) => {
-                for item in sse.feed(&b) {
-                    if let Item::Event(ev) = item {
-                        let rpc = Message::parse(&ev.data).ok().map(|m| m.summary());
-                        events.push(SseSeen { id: ev.id, event: ev.event, rpc });
+            Sniffed::Body(b) => match m.plain_body.borrow().as_deref() {
+                // The body of a plain response: one JSON-RPC message when it
+                // is JSON and whole in this chunk.
+                Some(ct) => {
+                    let what = std::str::from_utf8(&b)
+                        .ok()
+                        .and_then(|t| Message::parse(t.trim()).ok())
+                        .map(|m| crate::trace::describe_rpc(&Some(m.summary()), "message"));
+                    let kind =
+                        if ct.starts_with("application/json") { "a JSON".to_string() } else { format!("a {ct}") };
+                    response = Some(match what {
+                        Some(w) => format!("{kind} response ({w})"),
+                        None => format!("{kind} response"),
+                    });
+                }
+                None => {
+                    for item in sse.feed(&b) {
+                        if let Item::Event(ev) = item {
+                            let rpc = Message::parse(&ev.data).ok().map(|m| m.summary());
+                            events.push(SseSeen { id: ev.id, event: ev.event, rpc });
+                        }
                     }
                 }
-            }
+            },
             Sniffed::End => {}
         }
     }
-    events
+    (events, response, closing)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use rand::SeedableRng;
+
+    /// What the NAT makes of a server's bytes, chunk by chunk: SSE events, a
+    /// whole JSON response, and a chunk that only ends the response (the
+    /// server closing the stream: its fence, not a write).
+    #[test]
+    fn sniff_names_events_json_responses_and_the_end_of_a_response() {
+        let m = Mapping {
+            id: MappingId(1),
+            status: Cell::new(Status::Live),
+            is_uplink: Cell::new(false),
+            plain_body: RefCell::new(None),
+            eofs: Cell::new(0),
+            kill: watch::channel(false).0,
+            down_port: 1,
+        };
+        let (mut sniffer, mut sse) = (ResponseSniffer::default(), Decoder::new());
+        let head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+        let (events, response, closing) = sniff(&m, &mut sniffer, &mut sse, head);
+        assert!(events.is_empty() && response.is_none() && !closing && m.is_uplink.get());
+        let (events, _, closing) = sniff(&m, &mut sniffer, &mut sse, b"f\r\nid: 7\ndata: x\n\n\r\n");
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert!(!closing);
+        let (_, _, closing) = sniff(&m, &mut sniffer, &mut sse, b"8\r\n: ping\n\n\r\n");
+        assert!(!closing, "a heartbeat is a write");
+        let (events, response, closing) = sniff(&m, &mut sniffer, &mut sse, b"0\r\n\r\n");
+        assert!(events.is_empty() && response.is_none() && closing, "the terminator closes the stream");
+        let json = br#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
+        let head =
+            format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", json.len());
+        let mut bytes = head.into_bytes();
+        bytes.extend_from_slice(json);
+        let (events, response, closing) = sniff(&m, &mut sniffer, &mut sse, &bytes);
+        assert!(events.is_empty() && !closing);
+        assert_eq!(response.as_deref(), Some("a JSON response (response to 1)"));
+    }
 
     /// Drawn addresses stay in 100.64.0.0/10, and route on HAProxy's hash
     /// (the value modulo the replicas up) as the hash of the address first

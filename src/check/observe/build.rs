@@ -196,7 +196,10 @@ impl<'a> Observed<'a> {
                         m.dropped = Some((t, seq, fault.clone()));
                     }
                 }
-                What::DroppedWrite { client, mapping, bytes, events } => {
+                // The last chunk of a response is the server closing the
+                // stream (its fence), not a write into it.
+                What::DroppedWrite { closing: true, .. } => {}
+                What::DroppedWrite { client, mapping, bytes, events, .. } => {
                     if let Some(m) = o.mappings.get_mut(&(client.clone(), *mapping)) {
                         m.dropped_writes.push((t, seq, *bytes, events.clone()));
                     }

@@ -282,6 +282,54 @@ impl Observed<'_> {
             })
     }
 
+    /// Whether the server locked `client` out of session `token`'s GET
+    /// stream from `from` to `to`: she kept reconnecting (no gap longer than
+    /// her longest backoff plus a round trip, from `from` to `to`), and
+    /// every attempt, two at least, was refused with a client error other
+    /// than 404 or 410 (which may be the session's own end), by a replica
+    /// that held the session. Returns the first status and the first and
+    /// last refusals.
+    pub fn locked_out(&self, client: &str, token: &str, from: SimTime, to: SimTime) -> Option<(u16, SimTime, SimTime)> {
+        let attempts: Vec<&Conn> = self
+            .conns
+            .values()
+            .filter(|c| c.client == client && c.method == "GET" && c.stream.is_get() && c.token() == Some(token))
+            .filter(|c| c.request_t.is_some_and(|t| t >= from && t < to))
+            .collect();
+        let mut refusals = Vec::new();
+        for c in &attempts {
+            match c.rejected {
+                Some((t, _, Refused::Status(s)))
+                    if (400..500).contains(&s) && s != 404 && s != 410 && !self.never_held(c, token) =>
+                {
+                    refusals.push((t, s))
+                }
+                _ => return None,
+            }
+        }
+        // A refusal ends a session (the client re-initializes): a second one
+        // on the same session says the server kept it alive and kept
+        // refusing its owner. One refusal is the protocol, not a lock-out.
+        if refusals.len() < 2 {
+            return None;
+        }
+        refusals.sort();
+        let (first, last) = (*refusals.first()?, *refusals.last()?);
+        let gap = self.max_backoffs.get(client).map_or(10_000_000, |b| b.0) + 2_000_000;
+        let spans = first.0 .0 <= from.0 + gap
+            && last.0 .0 + gap >= to.0
+            && refusals.windows(2).all(|w| w[1].0 .0 <= w[0].0 .0 + gap);
+        spans.then_some((first.1, first.0, last.0))
+    }
+
+    /// In a deployment where each replica keeps its own store: whether
+    /// connection `c` went to a replica other than the one that created
+    /// session `token`, which therefore never held it.
+    pub fn never_held(&self, c: &Conn, token: &str) -> bool {
+        self.shared_store == Some(false)
+            && matches!((self.replica_of(c), self.home_of(token)), (Some((r, _)), Some(home)) if r != home)
+    }
+
     /// In a deployment: the replica whose response handed out session
     /// `token` (where it was created).
     pub fn home_of(&self, token: &str) -> Option<u32> {

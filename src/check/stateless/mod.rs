@@ -508,12 +508,17 @@ fn liveness(ix: &Index) -> Status {
 fn listens(ix: &Index, out: &mut Vec<Violation>) {
     // Refusals in a row (no listen accepted between them) are one lock-out.
     let mut run: BTreeMap<&str, (F, SimTime, Vec<u64>)> = BTreeMap::new();
+    // A server that never accepted a listen and answers it "method not
+    // found" does not offer the feature (FastMCP: `tools.listChanged =
+    // false`): nothing to lock anyone out of, so no refusal is judged.
+    let not_found = |l: &&index::Listen| matches!(&l.end, Some((CallEnd::Error { code: -32601, .. }, _, _)));
+    let not_offered = ix.listens.iter().all(|l| l.acked.is_none()) && ix.listens.iter().any(|l| not_found(&l));
     let flush = |run: &mut BTreeMap<&str, (F, SimTime, Vec<u64>)>, client: &str, out: &mut Vec<Violation>| {
         if let Some((f, at, evidence)) = run.remove(client) {
             out.push(v(CheckId::Liveness, f, at, evidence, false));
         }
     };
-    for l in &ix.listens {
+    for l in ix.listens.iter().filter(|l| !(not_offered && not_found(l))) {
         let refused = match &l.end {
             Some((CallEnd::Status { status }, t, seq)) => Some((format!("HTTP {status}"), *t, *seq)),
             Some((CallEnd::Error { code, message }, t, seq)) => {

@@ -1,5 +1,6 @@
 use super::*;
 use crate::trace::Outcome;
+use crate::trace::What;
 use crate::vocab::StepKind;
 
 /// alice's uplink is live from 0.1 s; the server issues r1 at 5 s on it.
@@ -144,4 +145,84 @@ fn an_id_received_in_a_later_session_does_not_count_for_an_earlier_one() {
         headlines(&t, CheckId::Liveness),
         ["1 of 2 notifications emitted on alice's session at 5.000 s never reached it (event 1002), though its uplink (conn 1) was live from 0.000 s to 30.000 s"]
     );
+}
+
+/// Issue 49, item 6: with a store each, the owner's answer reached replica
+/// 2, which never held the session, and was refused (404): the request's
+/// timeout is lost to that inherent refusal, and inherent too. The same
+/// answer refused by the replica that holds the session is not excused.
+#[test]
+fn a_timeout_after_an_answer_refused_by_a_replica_that_never_held_the_session_is_inherent() {
+    let run = |answered_on: u32| {
+        Tb::new(400)
+            .replicas_with_a_store_each(2)
+            .client("alice")
+            .request("alice", 1, crate::trace::Purpose::Uplink, "GET", "/mcp/sse", None)
+            .routed("alice", 1, 1)
+            .stream("alice", 1)
+            .push(What::SessionToken { client: "alice".into(), conn: crate::vocab::ConnId(1), token: "tok-1".into() })
+            .at(5_000)
+            .issued("alice", "r1", "tok-1", "1001")
+            .request_event("alice", 1, "1001", "r1")
+            .at(6_000)
+            .request("alice", 2, crate::trace::Purpose::Post, "POST", "/mcp/messages?sessionId=tok-1", None)
+            .routed("alice", 2, answered_on)
+            .status("alice", 2, 404, None)
+            .push(What::Answer {
+                client: "alice".into(),
+                id: crate::wire::jsonrpc::RpcId::Str("r1".into()),
+                method: "sampling/createMessage".into(),
+                status: Some(404),
+                session: Some("tok-1".into()),
+                conn: Some(crate::vocab::ConnId(2)),
+            })
+            .at(305_000)
+            .outcome("r1", Outcome::TimedOut)
+            .trace()
+    };
+    let of = |t: &Trace| match verdict(t, CheckId::Liveness) {
+        Status::Violated { violations } => violations,
+        other => panic!("{other:?}"),
+    };
+    let violations = of(&run(2));
+    assert!(violations.iter().all(|x| x.inherent), "{violations:?}");
+    assert!(violations[0].headline().contains("replica 2, which never held the session"), "{violations:?}");
+    let violations = of(&run(1));
+    assert!(violations.iter().any(|x| !x.inherent), "{violations:?}");
+}
+
+/// Issue 49, item 4: alice's stream goes half-open at 8 s; she reconnects
+/// every 5 s and the server refuses each reconnection with `status` while
+/// the half-open stream stays registered; r1, issued at 20 s, is written
+/// into the dead mapping and times out at 50 s.
+fn locked_out(status: u16) -> Trace {
+    let mut t = Tb::new(150).client("alice").uplink("alice", 1, "tok-1").at(8_000).drop_mapping("alice", 1, "sever");
+    for (k, at) in (10_000..=95_000).step_by(5_000).enumerate() {
+        let conn = 2 + k as u32;
+        t = t.at(at).resume("alice", conn, "tok-1", None).at(at + 50).status("alice", conn, status, None).refused(
+            "alice",
+            conn,
+            crate::trace::Refused::Status(status),
+        );
+        if at == 20_000 {
+            t = t.issued("alice", "r1", "tok-1", "1001").dropped_request("alice", 1, "1001", "r1");
+        }
+        if at == 50_000 {
+            t = t.outcome("r1", Outcome::TimedOut);
+        }
+    }
+    t.trace()
+}
+
+#[test]
+fn a_request_lost_while_the_server_locked_its_owner_out_is_not_excused() {
+    let h = headlines(&locked_out(409), CheckId::Liveness);
+    assert!(
+        h.iter().any(|h| h.starts_with("r1 (sampling/createMessage) issued at 20.050 s timed out")
+            && h.contains("refused every reconnection of hers, HTTP 409, from 25.050 s to 50.050 s")),
+        "{h:?}"
+    );
+    // A 404 may be the session's own end: the request stays excused.
+    let h = headlines(&locked_out(404), CheckId::Liveness);
+    assert!(!h.iter().any(|h| h.starts_with("r1 ")), "{h:?}");
 }

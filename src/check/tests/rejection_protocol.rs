@@ -1,5 +1,5 @@
 use super::*;
-use crate::trace::{Purpose, Refused};
+use crate::trace::{ConnId, Purpose, Refused, What};
 
 #[test]
 fn a_refusal_by_an_empty_stream_is_silent() {
@@ -221,4 +221,45 @@ fn a_refusal_with_anything_newer_in_the_window_is_not_judged_valid() {
         .refused("mallory", 1, Refused::Status(403))
         .trace();
     assert!(passed(&t, CheckId::RejectionProtocol), "{:?}", verdict(&t, CheckId::RejectionProtocol));
+}
+
+/// Issue 49, item 6: with a store each, a crash of alice's replica moves her
+/// to a survivor, which never held her session. Any explicit refusal of its
+/// own (409, an error event) is valid there; on the replica that created
+/// the session, the same refusal is judged as before.
+#[test]
+fn a_refusal_by_a_replica_that_never_held_the_session_is_valid() {
+    let deployed = |resumed_on: u32, how: Refused| {
+        let t = Tb::new(60)
+            .replicas_with_a_store_each(2)
+            .client("alice")
+            .request("alice", 1, Purpose::Uplink, "GET", "/mcp/sse", None)
+            .routed("alice", 1, 1)
+            .stream("alice", 1)
+            .push(What::SessionToken { client: "alice".into(), conn: ConnId(1), token: "tok-1".into() })
+            .at(200)
+            .notes("alice", 1, &["1000", "1001", "1002"])
+            .at(8_000)
+            .ended("alice", 1, "stream error: connection reset")
+            .at(10_000)
+            .resume("alice", 2, "tok-1", Some("1002"))
+            .routed("alice", 2, resumed_on)
+            .at(10_100);
+        let t = match how {
+            Refused::Status(s) => t.status("alice", 2, s, None),
+            _ => t.stream("alice", 2),
+        };
+        t.refused("alice", 2, how).at(10_500).uplink("alice", 3, "tok-2").trace()
+    };
+    for how in [Refused::Status(409), Refused::ErrorEvent] {
+        let t = deployed(2, how);
+        assert!(passed(&t, CheckId::RejectionProtocol), "{how:?}: {:?}", verdict(&t, CheckId::RejectionProtocol));
+        // The replica that created it refusing the same resumption is judged.
+        let t = deployed(1, how);
+        assert!(
+            headlines(&t, CheckId::RejectionProtocol).iter().any(|h| h.contains("from 1002 was refused")),
+            "{how:?}: {:?}",
+            verdict(&t, CheckId::RejectionProtocol)
+        );
+    }
 }

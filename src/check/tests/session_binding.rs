@@ -190,3 +190,27 @@ fn a_message_lost_to_a_half_open_stream_beside_a_fresh_one_is_a_second_writer() 
     let t = fresh_get_beside_a_half_open_one().notes("alice", 2, &["1003"]).trace();
     assert!(passed(&t, CheckId::SessionBinding), "{:?}", verdict(&t, CheckId::SessionBinding));
 }
+
+/// Issue 49, item 7: the last chunk of the fenced stream's response (the
+/// TypeScript v2 SDK's 5-byte chunked terminator when it closes it) is the
+/// fence itself, not a second writer; heartbeats after the acceptance are.
+#[test]
+fn the_end_of_the_fenced_streams_response_is_not_a_second_writer() {
+    let late = |closing: bool| {
+        rebind_then_resume()
+            .at(20_200)
+            .push(What::DroppedWrite {
+                client: "alice".into(),
+                mapping: crate::vocab::MappingId(1),
+                bytes: 5,
+                events: Vec::new(),
+                response: None,
+                closing,
+            })
+            .trace()
+    };
+    let t = late(true);
+    assert!(passed(&t, CheckId::SessionBinding), "{:?}", verdict(&t, CheckId::SessionBinding));
+    let h = headlines(&late(false), CheckId::SessionBinding);
+    assert!(h.len() == 1 && h[0].contains("a second writer"), "{h:?}");
+}

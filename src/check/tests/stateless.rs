@@ -649,3 +649,30 @@ impl Sb {
         self.push(What::ListenEnded { client: client.into(), conn: ConnId(conn), id: RpcId::Num(id), end })
     }
 }
+
+/// Issue 49, item 7: a server that never accepted a listen and answers it
+/// "method not found" (FastMCP, `tools.listChanged = false`) does not offer
+/// the feature: no lock-out. A server that accepted one and then answers
+/// -32601 to the next has locked the client out.
+#[test]
+fn a_listen_a_server_does_not_offer_is_not_a_lock_out() {
+    let not_found = || CallEnd::Error { code: -32601, message: "Method not found".into() };
+    let never = Sb::new(60)
+        .client("alice")
+        .at(1_000)
+        .listen("alice", 1, 1)
+        .end_listen("alice", 1, 1, not_found())
+        .at(20_000)
+        .listen("alice", 2, 2)
+        .end_listen("alice", 2, 2, not_found())
+        .trace();
+    assert!(
+        !matches!(verdict(&never, CheckId::Liveness), Status::Violated { .. }),
+        "{:?}",
+        verdict(&never, CheckId::Liveness)
+    );
+    let withdrawn = listening().at(10_000).dropped("alice", 1).at(40_000).listen("alice", 2, 2);
+    let withdrawn = withdrawn.end_listen("alice", 2, 2, not_found()).trace();
+    let h = headlines(&withdrawn, CheckId::Liveness);
+    assert!(h.len() == 1 && h[0].contains("alice's listen 2 was refused at 40.000 s (JSON-RPC error -32601"), "{h:?}");
+}
