@@ -262,10 +262,12 @@ const CLAIMS: &[(&str, &str, &str)] = &[
     // Not re-issued, but the client's answer over POST completes it.
     ("call-stream-reset", "typescript-sdk", "call-1 answered"),
     ("call-stream-reset", "python-sdk", "call-1 answered"),
-    ("standalone-sever", "typescript-sdk", "alice has no live uplink at the end (90.000 s)"),
+    ("standalone-sever", "typescript-sdk", "refused every reconnection of hers, HTTP 409"),
+    ("standalone-sever", "typescript-sdk", "a lock-out, not an excuse"),
     ("standalone-sever", "typescript-sdk", "ended: HTTP 409"),
     ("standalone-sever", "typescript-sdk", "req-1 timed out"),
-    ("standalone-sever", "python-sdk", "alice has no live uplink at the end (90.000 s)"),
+    ("standalone-sever", "python-sdk", "refused every reconnection of hers, HTTP 409"),
+    ("standalone-sever", "python-sdk", "a lock-out, not an excuse"),
     ("standalone-sever", "python-sdk", "ended: HTTP 409"),
     ("standalone-sever", "python-sdk", "req-1 timed out"),
 ];

@@ -437,3 +437,23 @@ fn the_expect_inherent_example_is_the_bundled_files() {
         assert!(e.met, "{}", mcpsim::report::text(&run, &verdicts, Some(&e)));
     }
 }
+
+/// The README's rmcp hunt figure is the hunt's own: "fails N of 400 seeds".
+#[test]
+fn the_readmes_rmcp_hunt_figure_is_what_the_hunt_prints() {
+    let md = readme();
+    let at = md.find("--no-shrink`) fails ").expect("the README's rmcp hunt figure");
+    let rest = &md[at + "--no-shrink`) fails ".len()..];
+    let n: u64 = rest[..rest.find(' ').unwrap()].parse().unwrap();
+    assert!(rest.starts_with(&format!("{n} of 400 seeds")), "{}", &rest[..40]);
+    let dir = common::tmp("readme", "rmcp-figure");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpsim"))
+        .args(["hunt", "--server", "rmcp", "--seeds", "400", "--seed", "0", "--no-shrink"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let stdout = common::text(&out.stdout);
+    assert!(stdout.contains(&format!("hunted 400 seeds: {n} failing")), "README: {n}; the hunt: {stdout}");
+}

@@ -453,3 +453,32 @@ fn the_listen_rebind_lands_on_every_built_in_server() {
         assert!(mcpsim::check::missed_steps(&plan, &run.trace).is_empty(), "{server}");
     }
 }
+
+/// Issue 49, item 5: on a server that authenticates no one, a principal is
+/// a name a request asserts. guarded, run so (`[server] authenticate =
+/// false`), binds the state to nobody and acts on mallory's presentation:
+/// state-binding and confidentiality report it, as inherent, and say why.
+/// The header records it, and the same run on an authenticating guarded
+/// refuses mallory.
+#[test]
+fn on_a_server_that_authenticates_no_one_findings_between_principals_are_inherent() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/second-client-leak-unauthenticated.toml");
+    let plan = Plan::load(&path).unwrap();
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
+    assert!(matches!(&run.trace.events[0].what, mcpsim::trace::What::RunStarted { authenticates: false, .. }));
+    assert!(run.trace.to_jsonl().lines().next().unwrap().contains("\"authenticates\":false"));
+    let verdicts = check::judge(&run.trace);
+    let e = check::expectation(&plan, "guarded", &verdicts, &run.trace).unwrap();
+    let report = mcpsim::report::text(&run, &verdicts, Some(&e));
+    assert!(e.met, "{report}");
+    assert!(report.contains("the server authenticates no one"), "{report}");
+    assert!(!report.contains("VIOLATED"), "{report}");
+    // Authenticating, guarded refuses mallory: nothing to report.
+    let mut authenticated = plan.clone();
+    authenticated.server.authenticate = true;
+    let run = mcpsim::run(&authenticated, "guarded", None).unwrap();
+    assert!(check::violated(&check::judge(&run.trace)).is_empty());
+    // Written back, the setting survives.
+    assert!(plan.to_toml(&[]).contains("authenticate = false"));
+}

@@ -21,6 +21,7 @@ impl T {
                 seed: 0,
                 duration_us: 60_000_000,
                 liveness_bound_us: 30_000_000,
+                authenticates: true,
             },
         );
         t.at(

@@ -802,7 +802,7 @@ async def control_loop() -> None:
     global control
     try:
         reader, control = await asyncio.open_connection("127.0.0.1", CONTROL_PORT)
-        report({"type": "ready", "protocol": "mcpsim-control/1", "server": NAME, "dialects": ["streamable-http", "stateless-http"]})
+        report({"type": "ready", "protocol": "mcpsim-control/1", "server": NAME, "dialects": ["streamable-http", "stateless-http"], "authenticates": AUTH == "bearer"})
         while line := await reader.readline():
             try:
                 cmd = json.loads(line)

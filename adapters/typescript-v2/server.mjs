@@ -361,7 +361,7 @@ function connectControl(onCommand) {
     pending = [];
     const socket = net.connect(CONTROL_PORT, '127.0.0.1', () => {
         control = socket;
-        report({ type: 'ready', protocol: 'mcpsim-control/1', server: NAME, dialects: DIALECTS });
+        report({ type: 'ready', protocol: 'mcpsim-control/1', server: NAME, dialects: DIALECTS, authenticates: AUTH === 'bearer' });
         for (const msg of pending) report(msg);
         pending = null;
     });

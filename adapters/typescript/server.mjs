@@ -348,7 +348,7 @@ app.listen(PORT, '127.0.0.1', error => {
             pending = [];
             const socket = net.connect(CONTROL_PORT, '127.0.0.1', () => {
                 control = socket;
-                report({ type: 'ready', protocol: 'mcpsim-control/1', server: NAME, dialects: ['streamable-http'] });
+                report({ type: 'ready', protocol: 'mcpsim-control/1', server: NAME, dialects: ['streamable-http'], authenticates: AUTH === 'bearer' });
                 for (const msg of pending) report(msg);
                 pending = null;
             });

@@ -51,8 +51,10 @@ pub fn judge(o: &Observed) -> Status {
             .filter(|d| d.rpc.as_ref().is_some_and(|r| r.kind == RpcKind::Request))
             .map(|d| Msg { rpc: d.rpc.clone(), event: d.event.clone() })
             .collect();
-        // Did the thief present the session's credential? Then no server could tell.
-        let inherent = !o.foreign_on(c, token);
+        // Did the thief present the session's credential (or does the server
+        // authenticate no one)? Then no server could tell.
+        let why = o.indistinguishable(c, token, owner);
+        let inherent = why.is_some();
         out.push(Violation {
             check: ID,
             finding: Finding::Leak {
@@ -64,7 +66,7 @@ pub fn judge(o: &Observed) -> Status {
                 first_id: first.id.clone(),
                 last_id: last.id.clone(),
                 requests,
-                why: inherent.then(|| o.why_indistinguishable(token, owner)),
+                why,
             },
             t: first.t,
             evidence: c.request_seq.into_iter().chain(leaked.iter().map(|d| d.seq)).collect(),
@@ -209,7 +211,8 @@ fn foreign_tool_changes(o: &Observed, out: &mut Vec<Violation>) -> bool {
         if !enabled && told.is_none() {
             continue;
         }
-        let inherent = !o.foreign_on(c, token);
+        let why = o.indistinguishable(c, token, owner);
+        let inherent = why.is_some();
         let t = told.map_or(e.t, |(_, d)| d.t.min(e.t));
         out.push(Violation {
             check: ID,
@@ -221,7 +224,7 @@ fn foreign_tool_changes(o: &Observed, out: &mut Vec<Violation>) -> bool {
                 tool: e.tool.clone(),
                 enabled,
                 told: told.map(|(k, d)| (k, d.id.clone(), d.t)),
-                why: inherent.then(|| o.why_indistinguishable(token, owner)),
+                why,
             },
             t,
             evidence: c.request_seq.into_iter().chain([e.seq]).chain(told.map(|(_, d)| d.seq)).collect(),
@@ -244,7 +247,8 @@ fn foreign_acts(o: &Observed, out: &mut Vec<Violation>) -> bool {
         }
         judged = true;
         let Some((status, _, t, seq)) = c.response.filter(|r| (200..300).contains(&r.0)) else { continue };
-        let inherent = !o.foreign_on(c, token);
+        let why = o.indistinguishable(c, token, owner);
+        let inherent = why.is_some();
         out.push(Violation {
             check: ID,
             finding: Finding::ForeignDelete {
@@ -254,7 +258,7 @@ fn foreign_acts(o: &Observed, out: &mut Vec<Violation>) -> bool {
                 conn: c.conn,
                 status,
                 at: t,
-                why: inherent.then(|| o.why_indistinguishable(token, owner)),
+                why,
             },
             t,
             evidence: c.request_seq.into_iter().chain([seq]).collect(),

@@ -29,6 +29,9 @@ pub enum Indistinguishable {
         /// The principal the session is bound to.
         principal: String,
     },
+    /// The server authenticates no one: a principal is only the name a
+    /// request asserts, and the session id is the only credential.
+    Unauthenticated,
 }
 
 /// Why a request's timeout is inherent, if it is.

@@ -55,8 +55,17 @@ impl Tb {
             seed: 0,
             duration_us: duration_s * 1_000_000,
             liveness_bound_us: 300_000_000,
+            authenticates: true,
         };
         Tb { now_us: 0, events: vec![(0, started)], principals: Default::default(), presenting: Default::default() }
+    }
+
+    /// The server authenticates no one (the header says so).
+    pub fn unauthenticated(mut self) -> Tb {
+        if let Some((_, What::RunStarted { authenticates, .. })) = self.events.first_mut() {
+            *authenticates = false;
+        }
+        self
     }
 
     /// Moves the clock to `ms` (never backwards).

@@ -34,6 +34,11 @@ pub enum FromServer {
         /// `stateless-http`); left out: every one, with a warning.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         dialects: Option<Vec<String>>,
+        /// Whether it authenticates its clients (verifies the bearer
+        /// token); `false`: the principal a request names is self-asserted,
+        /// and findings between principals are inherent. Left out: it does.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        authenticates: Option<bool>,
     },
     /// It issued the server request `label` as JSON-RPC id `id`.
     Issued {
@@ -390,6 +395,9 @@ pub fn environment(
         ("MCPSIM_TIME_SCALE", scale.to_string()),
         ("MCPSIM_SEED", seed.to_string()),
     ]
+    .into_iter()
+    .chain((!cfg.authenticate).then(|| ("MCPSIM_AUTHENTICATE", "false".to_string())))
+    .collect()
 }
 
 /// A `[[tool]]` as `MCPSIM_TOOLS` carries it (a JSON array): its times in

@@ -231,7 +231,7 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
         // on it gets another port, twice at most. A port the user fixed
         // (--live-port) is never changed.
         let mut retries = if opts.port.is_some() { 0 } else { 2 };
-        let (env, process, ((server, dialects), lines, writer)) = loop {
+        let (env, process, ((server, dialects, authenticates), lines, writer)) = loop {
             let mut env = control::environment(
                 slot.port,
                 control_port,
@@ -272,7 +272,7 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
             }
         };
         speaks(&server, dialects.as_deref(), plan)?;
-        hellos.push((server, lines, writer));
+        hellos.push((server, lines, writer, authenticates));
         replicas.push(Replica { env, process, tasks: None, app: AppHook::new(Inbox::new(), AppReporter::detached()) });
     }
     let mut balancer = None;
@@ -285,11 +285,13 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
         });
     }
     let server = hellos[0].0.clone();
+    // Every replica runs the same command: the first one's word holds.
+    let authenticates = hellos[0].3.unwrap_or(true);
 
     // Scenario time 0 is when the server is ready.
     let _clock = clock::go_live(opts.time_scale);
     let rec = Recorder::with_clock(Rc::new(clock::now));
-    record_header(&rec, plan, &server, plan.seed);
+    record_header(&rec, plan, &server, plan.seed, authenticates);
     if deployed {
         rec.record(What::DeploymentStarted {
             replicas: plan.deployment.replicas,
@@ -302,7 +304,7 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
     let fatal: Rc<RefCell<Option<String>>> = Rc::default();
     let control = Control { fatal: fatal.clone(), scale: opts.time_scale, listener: control };
     let execs: Rc<RefCell<ExecNumbers>> = Rc::default();
-    for (i, (r, (_, lines, writer))) in replicas.iter_mut().zip(hellos).enumerate() {
+    for (i, (r, (_, lines, writer, _))) in replicas.iter_mut().zip(hellos).enumerate() {
         let report =
             if deployed { AppReporter::for_replica(rec.clone(), i as u32 + 1) } else { AppReporter::new(rec.clone()) };
         r.app = AppHook::new(Inbox::new(), report);
@@ -735,8 +737,8 @@ type Lines = tokio::io::Lines<BufReader<tokio::net::tcp::OwnedReadHalf>>;
 type Writer = tokio::net::tcp::OwnedWriteHalf;
 
 /// Waits for the process to connect to the control port and say `ready`.
-/// A process's name and the dialects it declared in `ready`.
-type Hello = (String, Option<Vec<String>>);
+/// A process's name, the dialects it declared in `ready`, and whether it said it authenticates.
+type Hello = (String, Option<Vec<String>>, Option<bool>);
 
 async fn ready(control: &TcpListener, process: &mut Process, opts: &LiveOptions) -> Result<(Hello, Lines, Writer)> {
     let fail = |what: String, process: &Process| {
@@ -773,8 +775,8 @@ async fn ready(control: &TcpListener, process: &mut Process, opts: &LiveOptions)
         return Err(fail("the server process closed the control connection without saying `ready`".into(), process));
     };
     match serde_json::from_str::<FromServer>(&first) {
-        Ok(FromServer::Ready { protocol, server, dialects }) if protocol == PROTOCOL => {
-            Ok(((server, dialects), lines, writer))
+        Ok(FromServer::Ready { protocol, server, dialects, authenticates }) if protocol == PROTOCOL => {
+            Ok(((server, dialects, authenticates), lines, writer))
         }
         Ok(FromServer::Ready { protocol, .. }) => Err(fail(
             format!("the server process speaks control protocol {protocol:?}; this mcpsim speaks {PROTOCOL:?}"),

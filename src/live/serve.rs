@@ -123,6 +123,13 @@ impl ServeOptions {
         if let Some(v) = ms("MCPSIM_STATE_LIFETIME_MS")? {
             config.state_lifetime = v;
         }
+        if let Some(v) = get("MCPSIM_AUTHENTICATE") {
+            config.authenticate = match v.trim() {
+                "false" => false,
+                "true" => true,
+                _ => return Err(Error::usage(format!("MCPSIM_AUTHENTICATE={v} is neither true nor false"))),
+            };
+        }
         let tools = match get("MCPSIM_TOOLS") {
             None => default_tools(),
             Some(v) => serde_json::from_str::<Vec<super::control::ToolWire>>(&v)
@@ -261,7 +268,14 @@ pub fn serve(opts: &ServeOptions) -> Result<()> {
             .map_err(|e| Error::io(format!("cannot reach the control port {control_port}: {e}")))?;
         let (r, mut w) = stream.into_split();
         let dialects = Some(opts.speaks.iter().map(|d| d.name().to_string()).collect());
-        let ready = FromServer::Ready { protocol: PROTOCOL.into(), server: opts.server.clone(), dialects };
+        // The reference engines take the bearer principal as verified, as in
+        // simulation, unless the scenario says `authenticate = false`.
+        let ready = FromServer::Ready {
+            protocol: PROTOCOL.into(),
+            server: opts.server.clone(),
+            dialects,
+            authenticates: Some(opts.config.authenticate),
+        };
         let line = serde_json::to_string(&ready).expect("ready serializes") + "\n";
         w.write_all(line.as_bytes()).await.map_err(|e| Error::io(format!("control connection: {e}")))?;
         tokio::task::spawn_local(async move {

@@ -77,8 +77,13 @@ impl fmt::Display for F {
                     None => Ok(()),
                 }
             }
-            F::StolenStateHonoured { req, victim, thief_principal, at, how, with_credential } => {
-                if *with_credential {
+            F::StolenStateHonoured { req, victim, thief_principal, at, how, with_credential, unauthenticated } => {
+                if *unauthenticated && !*with_credential {
+                    write!(
+                        f,
+                        "{req} presented {victim}'s requestState as principal {thief_principal}, and the server {how} at {at}: the server authenticates no one, so a principal is only the name a request asserts, and the thief could assert {victim}'s as easily (MRTR binds the authenticated principal)"
+                    )
+                } else if *with_credential {
                     write!(
                         f,
                         "{req} presented {victim}'s requestState and {victim}'s credential, and the server {how} at {at}: no server can tell the thief from {victim}"
@@ -102,10 +107,16 @@ impl fmt::Display for F {
                 f,
                 "{req} presented a requestState at {sent_at} that expired at {expired_at} by the server's own lifetime, and the server {how} (MRTR: a short expiry is a SHOULD)"
             ),
-            F::OtherPrincipalsResult { req, principal, data_of, at, with_credential } => write!(
+            F::OtherPrincipalsResult { req, principal, data_of, at, with_credential, unauthenticated } => write!(
                 f,
                 "{req} (principal {principal}) received {data_of}'s result at {at}{}",
-                if *with_credential { format!(", presenting {data_of}'s credential: no server can tell them apart") } else { String::new() }
+                if *with_credential {
+                    format!(", presenting {data_of}'s credential: no server can tell them apart")
+                } else if *unauthenticated {
+                    ", from a server that authenticates no one: principals there are self-asserted names, and no server can tell them apart".to_string()
+                } else {
+                    String::new()
+                }
             ),
             F::CallNeverCompleted { client, call, attempts, last } => {
                 write!(f, "{client}'s call {call} never completed after {attempts} request(s): {last}")

@@ -64,6 +64,9 @@ fn why(why: &Option<Indistinguishable>, client: &str, owner: &str) -> String {
         Some(Indistinguishable::OwnersCredential) => {
             " (it held the owner's credential: no server can tell them apart)".to_string()
         }
+        Some(Indistinguishable::Unauthenticated) => {
+            " (the server authenticates no one: the session id is the only credential, and it held it; its principal is a name it asserted, as the owner's is)".to_string()
+        }
         Some(Indistinguishable::OpenedWith { principal }) => format!(
             " ({owner} opened the session with principal {principal}'s credential, which {client} presents: no server can tell them apart)"
         ),

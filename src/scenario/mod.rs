@@ -227,6 +227,11 @@ pub struct ServerConfig {
     pub request_timeout: Dur,
     /// stateless-http: how long a `requestState` the reference server mints stays valid.
     pub state_lifetime: Dur,
+    /// Whether the server authenticates its clients (default true). False:
+    /// the principal in `Authorization: Bearer` is self-asserted, as on a
+    /// live adapter run with `--auth off`; the reference server then binds
+    /// no state to it, and findings between principals are inherent.
+    pub authenticate: bool,
 }
 
 impl Default for ServerConfig {
@@ -239,6 +244,7 @@ impl Default for ServerConfig {
             fence_delay: Dur(Duration::ZERO),
             request_timeout: Dur(Duration::from_secs(300)),
             state_lifetime: Dur(Duration::from_secs(60)),
+            authenticate: true,
         }
     }
 }

@@ -111,6 +111,9 @@ impl Plan {
             out.pop();
             let _ = writeln!(out, "fence_delay = {}\n", d(s.fence_delay.0));
         }
+        if !s.authenticate {
+            out.push_str("authenticate = false\n");
+        }
         if s.state_lifetime != ServerConfig::default().state_lifetime {
             out.pop();
             let _ = writeln!(out, "state_lifetime = {}\n", d(s.state_lifetime.0));

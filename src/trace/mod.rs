@@ -147,6 +147,12 @@ pub enum What {
         duration_us: u64,
         /// The server's `request_timeout`, in microseconds: `liveness` judges against it.
         liveness_bound_us: u64,
+        /// Whether the server authenticates its clients (absent: it does).
+        /// When it does not, a principal is only the name a request's
+        /// `Authorization` header asserts, and findings between principals
+        /// are inherent: a thief can assert the owner's name as easily.
+        #[serde(default = "yes", skip_serializing_if = "is_true")]
+        authenticates: bool,
     },
     /// A client of the scenario and the principal it is.
     ClientJoined {

@@ -256,8 +256,9 @@ pub(crate) struct World<H> {
 }
 
 /// Records a run's header: what runs against what, and each client.
-pub(crate) fn record_header(rec: &Recorder, plan: &Plan, server: &str, seed: Seed) {
+pub(crate) fn record_header(rec: &Recorder, plan: &Plan, server: &str, seed: Seed, authenticates: bool) {
     rec.record(What::RunStarted {
+        authenticates,
         scenario: plan.name.clone(),
         server: server.to_string(),
         dialect: plan.dialect.name().to_string(),
@@ -393,7 +394,7 @@ impl<'a> World<turmoil::Sim<'a>> {
             .tcp_capacity(1 << 16);
         let mut sim = builder.build();
 
-        record_header(&rec, plan, plug.name(), seed);
+        record_header(&rec, plan, plug.name(), seed, plan.server.authenticate);
         let replicas = plan.deployment.replicas.max(1);
         let mut deployed = None;
         let server_hosts: Vec<String> = if replicas == 1 {

@@ -17,7 +17,8 @@ impl<'a> Observed<'a> {
             let (t, seq) = (e.t_us, e.seq);
             o.end = o.end.max(t);
             match &e.what {
-                What::RunStarted { duration_us, liveness_bound_us, .. } => {
+                What::RunStarted { duration_us, liveness_bound_us, authenticates, .. } => {
+                    o.unauthenticated = !*authenticates;
                     o.end = o.end.max(SimTime(*duration_us));
                     o.liveness_bound = SimTime(*liveness_bound_us);
                 }

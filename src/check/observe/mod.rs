@@ -289,6 +289,9 @@ pub struct Observed<'a> {
     pub end: SimTime,
     /// The server's request timeout, the bound `liveness` judges against.
     pub liveness_bound: SimTime,
+    /// The server authenticates no one (the run's header says so): a
+    /// principal is only the name a request asserts.
+    pub unauthenticated: bool,
     /// Each client's principal.
     pub principals: BTreeMap<String, String>,
     /// Each client's heartbeat timeout.

@@ -298,10 +298,14 @@ impl Observed<'_> {
             .collect();
         let mut refusals = Vec::new();
         for c in &attempts {
-            match c.rejected {
-                Some((t, _, Refused::Status(s)))
-                    if (400..500).contains(&s) && s != 404 && s != 410 && !self.never_held(c, token) =>
-                {
+            // A resumption refused, or a plain GET answered with an error.
+            let refused = match (c.rejected, c.response) {
+                (Some((t, _, Refused::Status(s))), _) => Some((t, s)),
+                (None, Some((s, _, t, _))) if s >= 400 => Some((t, s)),
+                _ => None,
+            };
+            match refused {
+                Some((t, s)) if (400..500).contains(&s) && s != 404 && s != 410 && !self.never_held(c, token) => {
                     refusals.push((t, s))
                 }
                 _ => return None,
@@ -421,6 +425,17 @@ impl Observed<'_> {
     /// Why no server could tell a client presenting session `token` from its
     /// holder `owner`: it presented the owner's credential, or the owner
     /// opened the session with the credential the client presents.
+    /// Why no server could tell connection `c`, presenting session `token`,
+    /// from its holder `owner`; `None` when one could (it presented a
+    /// credential of its own to a server that authenticates).
+    pub fn indistinguishable(&self, c: &Conn, token: &str, owner: &str) -> Option<Indistinguishable> {
+        match self.foreign_on(c, token) {
+            false => Some(self.why_indistinguishable(token, owner)),
+            true if self.unauthenticated => Some(Indistinguishable::Unauthenticated),
+            true => None,
+        }
+    }
+
     pub fn why_indistinguishable(&self, token: &str, owner: &str) -> Indistinguishable {
         match self.session_principal(token) {
             Some(p) if p != self.principal(owner) => Indistinguishable::OpenedWith { principal: p.to_string() },

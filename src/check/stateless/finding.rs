@@ -79,6 +79,9 @@ pub enum StatelessFinding {
         at: SimTime,
         how: &'static str,
         with_credential: bool,
+        /// The server authenticates no one: the thief's principal is as
+        /// self-asserted as the owner's.
+        unauthenticated: bool,
     },
 
     // ---- state-integrity ----
@@ -89,7 +92,15 @@ pub enum StatelessFinding {
 
     // ---- confidentiality ----
     /// A client received a result carrying another principal's data.
-    OtherPrincipalsResult { req: Req, principal: String, data_of: String, at: SimTime, with_credential: bool },
+    OtherPrincipalsResult {
+        req: Req,
+        principal: String,
+        data_of: String,
+        at: SimTime,
+        with_credential: bool,
+        /// The server authenticates no one: principals are self-asserted.
+        unauthenticated: bool,
+    },
 
     // ---- liveness ----
     /// A call never completed.

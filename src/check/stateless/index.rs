@@ -122,6 +122,9 @@ pub(crate) struct Index {
     pub end: SimTime,
     /// How long a call may take (`[server] request_timeout`).
     pub bound: SimTime,
+    /// The server authenticates no one (the header says so): a principal
+    /// is only the name a request asserts.
+    pub unauthenticated: bool,
 }
 
 impl Index {
@@ -143,9 +146,10 @@ impl Index {
             match &e.what {
                 // Cut short: nothing is judged past this moment.
                 What::RunCut { .. } => cut = Some(t),
-                What::RunStarted { duration_us, liveness_bound_us, .. } => {
+                What::RunStarted { duration_us, liveness_bound_us, authenticates, .. } => {
                     ix.end = SimTime(*duration_us);
                     ix.bound = SimTime(*liveness_bound_us);
+                    ix.unauthenticated = !*authenticates;
                 }
                 What::ClientJoined { client, principal, .. } => {
                     ix.clients.insert(client.clone(), principal.clone());

@@ -279,10 +279,11 @@ fn state_binding(ix: &Index) -> Status {
                 at,
                 how,
                 with_credential,
+                unauthenticated: ix.unauthenticated,
             },
             at,
             vec![s.seq, seq],
-            with_credential,
+            with_credential || ix.unauthenticated,
         ));
     }
     if !judged {
@@ -368,10 +369,11 @@ fn confidentiality(ix: &Index) -> Status {
                     data_of: d.clone(),
                     at: *at,
                     with_credential,
+                    unauthenticated: ix.unauthenticated,
                 },
                 *at,
                 vec![s.seq, *seq],
-                with_credential,
+                with_credential || ix.unauthenticated,
             ));
         }
     }

@@ -72,3 +72,14 @@ fn a_session_opened_with_anothers_credential_is_bound_to_that_principal() {
         violations[0].headline()
     );
 }
+
+/// Issue 49, item 5: on a server that authenticates no one, the session id
+/// is the only credential: a thief holding it is the owner to the server,
+/// whatever name it asserts. The leak is inherent, and says why.
+#[test]
+fn a_thief_on_a_server_that_authenticates_no_one_is_reported_as_inherent() {
+    let t = mallory_resumes(false).unauthenticated().stream("mallory", 1).notes("mallory", 1, &["1001"]).trace();
+    let Status::Violated { violations } = verdict(&t, CheckId::Confidentiality) else { panic!() };
+    assert!(violations[0].inherent);
+    assert!(violations[0].headline().contains("the server authenticates no one"), "{}", violations[0].headline());
+}

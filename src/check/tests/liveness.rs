@@ -196,14 +196,20 @@ fn a_timeout_after_an_answer_refused_by_a_replica_that_never_held_the_session_is
 /// the half-open stream stays registered; r1, issued at 20 s, is written
 /// into the dead mapping and times out at 50 s.
 fn locked_out(status: u16) -> Trace {
+    locked_out_by(status, true)
+}
+
+/// The same, with each reconnection a plain GET answered `status` (the
+/// SDKs' standalone stream: no `Last-Event-ID`, so no resumption refused)
+/// when `resumptions` is false.
+fn locked_out_by(status: u16, resumptions: bool) -> Trace {
     let mut t = Tb::new(150).client("alice").uplink("alice", 1, "tok-1").at(8_000).drop_mapping("alice", 1, "sever");
     for (k, at) in (10_000..=95_000).step_by(5_000).enumerate() {
         let conn = 2 + k as u32;
-        t = t.at(at).resume("alice", conn, "tok-1", None).at(at + 50).status("alice", conn, status, None).refused(
-            "alice",
-            conn,
-            crate::trace::Refused::Status(status),
-        );
+        t = t.at(at).resume("alice", conn, "tok-1", None).at(at + 50).status("alice", conn, status, None);
+        if resumptions {
+            t = t.refused("alice", conn, crate::trace::Refused::Status(status));
+        }
         if at == 20_000 {
             t = t.issued("alice", "r1", "tok-1", "1001").dropped_request("alice", 1, "1001", "r1");
         }
@@ -222,6 +228,8 @@ fn a_request_lost_while_the_server_locked_its_owner_out_is_not_excused() {
             && h.contains("refused every reconnection of hers, HTTP 409, from 25.050 s to 50.050 s")),
         "{h:?}"
     );
+    let h = headlines(&locked_out_by(409, false), CheckId::Liveness);
+    assert!(h.iter().any(|h| h.contains("a lock-out, not an excuse")), "{h:?}");
     // A 404 may be the session's own end: the request stays excused.
     let h = headlines(&locked_out(404), CheckId::Liveness);
     assert!(!h.iter().any(|h| h.starts_with("r1 ")), "{h:?}");

@@ -23,6 +23,7 @@ impl Sb {
             seed: 0,
             duration_us: duration_s * 1_000_000,
             liveness_bound_us: 300_000_000,
+            authenticates: true,
         };
         Sb { now_us: 0, events: vec![(0, started)] }
     }

@@ -531,7 +531,9 @@ async fn check_state(
     if pol.bind_request && (p.t != tool.name || p.a != digest) {
         return Err(format!("it was minted for another request ({} with other arguments)", p.t));
     }
-    if pol.bind_principal && p.p != principal {
+    // A server that does not authenticate has no principal to bind to: the
+    // name in `Authorization` is self-asserted, and binds nothing.
+    if pol.bind_principal && shared.cfg.authenticate && p.p != principal {
         return Err(format!("it was minted for {}, not {principal}", p.p));
     }
     if pol.expiry && now_us() > p.e {
