@@ -532,7 +532,11 @@ async fn commands(
                 for n in 0..count {
                     let param = LoggingMessageNotificationParam::new(
                         LoggingLevel::Info,
-                        serde_json::json!(format!("note {n}")),
+                        // Unique per session: rmcp numbers every session's
+                        // events from 0, so the same text on two sessions
+                        // would be the same event to confidentiality's
+                        // "same id, same bytes" rule (a false leak).
+                        serde_json::json!(format!("note {n} on session {token}")),
                     );
                     if let Err(e) = peer.notify_logging_message(param).await {
                         app.report.error(&client, format!("rmcp could not notify: {e}"));
