@@ -164,6 +164,16 @@ fn exactly_once(ix: &Index) -> Status {
             let (effect_at, _) = x.at(&ExecStep::Effect)?;
             (closed_at.0 + CLOSE_GRACE.0 < effect_at.0).then_some((x.exec, closed_at))
         });
+        // The same one-time state redeemed again: a server can tell that
+        // from a new call (guarded does), and OnceRedeemedTwice below
+        // judges it; "nothing tells a re-issue from a new call" is false.
+        let state_of = |x: &&index::Exec| x.sent.and_then(|i| ix.sent[i].state.as_ref().map(|p| p.fp.clone()));
+        let one_state = state_of(&xs[0]).filter(|fp| {
+            ix.minted.get(fp).is_some_and(|m| m.once) && xs.iter().all(|x| state_of(x).as_ref() == Some(fp))
+        });
+        if shown.is_none() && one_state.is_some() {
+            continue;
+        }
         match shown {
             Some((cancelled_exec, closed_at)) => out.push(v(
                 CheckId::ExactlyOnce,

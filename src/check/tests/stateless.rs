@@ -677,3 +677,37 @@ fn a_listen_a_server_does_not_offer_is_not_a_lock_out() {
     let h = headlines(&withdrawn, CheckId::Liveness);
     assert!(h.len() == 1 && h[0].contains("alice's listen 2 was refused at 40.000 s (JSON-RPC error -32601"), "{h:?}");
 }
+
+/// Issue 49, item 9: alice's retry with her one-time state is re-issued (its
+/// response was lost) and the server redeems the state again: two side
+/// effects of one call. That is the one-time state redeemed twice, which a
+/// server can tell apart from a new call; no extra inherent "nothing tells
+/// a re-issue from a new call" finding rides along. Two effects from two
+/// different states (a re-issued first round) keep it.
+#[test]
+fn a_one_time_state_redeemed_by_a_reissued_retry_is_not_called_unpreventable() {
+    let run = |second_fp: &str| {
+        Sb::new(60)
+            .client("alice")
+            .tool("t", true, false)
+            .at(1_000)
+            .send("alice", 1, "v", 1, Attempt::First, None)
+            .minted("v", 1, "alice", "fp1", 60, true)
+            .minted("v", 1, "alice", "fp2", 60, true)
+            .at(2_000)
+            .send("alice", 2, "v", 2, Attempt::Retry, state("fp1", StateHow::AsReceived))
+            .checked("v", 2, "alice", "fp1", StateVerdict::Accepted)
+            .exec(1, "v", 2, "alice", Some("alice"), ExecStep::Started)
+            .exec(1, "v", 2, "alice", Some("alice"), ExecStep::Effect)
+            .at(30_000)
+            .send("alice", 3, "v", 3, Attempt::Retry, state(second_fp, StateHow::AsReceived))
+            .checked("v", 3, "alice", second_fp, StateVerdict::Accepted)
+            .exec(2, "v", 3, "alice", Some("alice"), ExecStep::Started)
+            .exec(2, "v", 3, "alice", Some("alice"), ExecStep::Effect)
+            .trace()
+    };
+    let h = headlines(&run("fp1"), CheckId::ExactlyOnce);
+    assert!(h.len() == 1 && h[0].contains("one-time requestState fp1 was redeemed twice"), "{h:?}");
+    let h = headlines(&run("fp2"), CheckId::ExactlyOnce);
+    assert!(h.iter().any(|h| h.contains("nothing in MCP 2026-07-28 tells a re-issue from a new call")), "{h:?}");
+}
