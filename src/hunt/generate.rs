@@ -213,13 +213,7 @@ pub fn stateful_deployed(seed: u64, dialect: Dialect, replicas: u32) -> Plan {
         let at = Duration::from_millis(rng.random_range(500..FAULTS_END.as_millis() as u64));
         let replica = rng.random_range(1..=replicas);
         let lasts = Some(Duration::from_millis(rng.random_range(1_000..6_000)));
-        plan.steps.push(Step {
-            at,
-            after: None,
-            id: None,
-            action: Action::Partition { replica, lasts },
-            may_miss: true,
-        });
+        plan.steps.push(Step::generated(at, Action::Partition { replica, lasts }));
     }
     // Stable: the generated steps keep their order among equal times.
     plan.steps.sort_by_key(|s| s.at);
@@ -328,7 +322,7 @@ impl Draft {
     }
 
     fn push(&mut self, at: Duration, action: Action) {
-        self.steps.push(Step { after: None, id: None, at, action, may_miss: true });
+        self.steps.push(Step::generated(at, action));
     }
 
     fn owner(&mut self) -> String {

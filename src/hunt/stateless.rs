@@ -92,7 +92,7 @@ struct Draft {
 
 impl Draft {
     fn push(&mut self, at: Duration, action: Action) {
-        self.steps.push(Step { at, after: None, id: None, action, may_miss: true });
+        self.steps.push(Step::generated(at, action));
     }
 
     fn call(&mut self, at: Duration, client: &str, tool: &str) {
@@ -292,13 +292,7 @@ pub fn generate_deployed(seed: u64, replicas: u32) -> Plan {
         let at = ms(rng.random_range(500..FAULTS_END.as_millis() as u64));
         let replica = rng.random_range(1..=replicas);
         let lasts = Some(ms(rng.random_range(1_000..6_000)));
-        plan.steps.push(Step {
-            at,
-            after: None,
-            id: None,
-            action: Action::Partition { replica, lasts },
-            may_miss: true,
-        });
+        plan.steps.push(Step::generated(at, Action::Partition { replica, lasts }));
     }
     // Stable: the generated steps keep their order among equal times.
     plan.steps.sort_by_key(|s| s.at);

@@ -852,6 +852,14 @@ pub struct Step {
     pub may_miss: bool,
 }
 
+impl Step {
+    /// A step a hunt's generator drew: at a time, no id, and allowed to
+    /// miss (a hunt counts what landed instead).
+    pub fn generated(at: Duration, action: Action) -> Step {
+        Step { at, after: None, id: None, action, may_miss: true }
+    }
+}
+
 /// A protocol-aware trigger and its delay.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct After {
