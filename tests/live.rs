@@ -264,10 +264,12 @@ fn a_step_that_runs_late_makes_the_run_timing_unreliable_with_exit_code_5() {
     let json: serde_json::Value = serde_json::from_str(&out).unwrap();
     let live = &json["runs"][0]["live"];
     assert_eq!(live["timing_unreliable"], true, "{live}");
-    assert_eq!(live["late_steps"][0]["step"], 3, "{live}");
-    assert_eq!(live["late_steps"][0]["do"], "resume", "{live}");
-    let lateness =
-        live["late_steps"][0]["ran_us"].as_u64().unwrap() - live["late_steps"][0]["due_us"].as_u64().unwrap();
+    // The stalled step is among the late ones (on a loaded machine an
+    // earlier step can run a little late too: it is listed, in step order).
+    let steps = live["late_steps"].as_array().unwrap();
+    let stalled = steps.iter().find(|s| s["step"] == 3).unwrap_or_else(|| panic!("{live}"));
+    assert_eq!(stalled["do"], "resume", "{live}");
+    let lateness = stalled["ran_us"].as_u64().unwrap() - stalled["due_us"].as_u64().unwrap();
     assert!(lateness >= 5_000_000, "{live}");
     assert_eq!(json["summary"]["timing_unreliable"], 1, "{json}");
     assert_eq!(json["summary"]["met"], 0, "a run cut loose from its timing never counts as met: {json}");
