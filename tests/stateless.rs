@@ -482,3 +482,39 @@ fn on_a_server_that_authenticates_no_one_findings_between_principals_are_inheren
     // Written back, the setting survives.
     assert!(plan.to_toml(&[]).contains("authenticate = false"));
 }
+
+/// Issue 49, item 1: a `call` by a client that crashed and did not connect
+/// again does nothing; the trace says so and the run is not met.
+#[test]
+fn a_call_by_a_crashed_client_is_a_step_that_missed() {
+    let text = r#"
+[scenario]
+name = "call-after-crash"
+dialect = "stateless-http"
+duration = "30s"
+[[client]]
+name = "alice"
+[[tool]]
+name = "echo"
+[[step]]
+at = "1s"
+do = "crash-client"
+client = "alice"
+[[step]]
+at = "2s"
+do = "call"
+client = "alice"
+tool = "echo"
+label = "e1"
+[expect]
+guarded = []
+"#;
+    let plan = Plan::from_toml_str(text, "call-after-crash.toml").unwrap();
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
+    let missed = check::missed_steps(&plan, &run.trace);
+    assert_eq!(missed.len(), 1, "{missed:?}");
+    assert_eq!((missed[0].index, missed[0].action.as_str()), (1, "call"));
+    assert!(missed[0].why.contains("alice has crashed"), "{missed:?}");
+    let verdicts = check::judge(&run.trace);
+    assert!(!check::expectation(&plan, "guarded", &verdicts, &run.trace).unwrap().met);
+}
