@@ -135,8 +135,14 @@ impl ServerPlug for Engine {
                         if resp.status() == StatusCode::SERVICE_UNAVAILABLE {
                             return Ok::<_, Infallible>(resp);
                         }
-                        // With a shared store, what the client is about to learn is there first.
-                        if let Err(e) = replicated::flush(&shared).await {
+                        // With a shared store, what the client is about to learn is there
+                        // first: for a refusal, only that its session ended.
+                        let flushed = if resp.status().is_client_error() {
+                            replicated::flush_ending(&shared).await
+                        } else {
+                            replicated::flush(&shared).await
+                        };
+                        if let Err(e) = flushed {
                             let why = format!("the session store did not take this request's state: {e}");
                             return Ok::<_, Infallible>(rpc_error(StatusCode::SERVICE_UNAVAILABLE, &why));
                         }
