@@ -60,6 +60,14 @@ impl Tb {
         Tb { now_us: 0, events: vec![(0, started)], principals: Default::default(), presenting: Default::default() }
     }
 
+    /// The server's request timeout (the liveness bound) is `secs`.
+    pub fn bound(mut self, secs: u64) -> Tb {
+        if let Some((_, What::RunStarted { liveness_bound_us, .. })) = self.events.first_mut() {
+            *liveness_bound_us = secs * 1_000_000;
+        }
+        self
+    }
+
     /// The server authenticates no one (the header says so).
     pub fn unauthenticated(mut self) -> Tb {
         if let Some((_, What::RunStarted { authenticates, .. })) = self.events.first_mut() {

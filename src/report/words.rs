@@ -99,7 +99,7 @@ fn rivalry(r: Rivalry) -> String {
             " (the owner's answer reached replica {replica}, which never held the session and refused it as unknown: with a store each, no replica can take another's answers: inherent)"
         ),
         Rivalry::HeldForStore(replica) => format!(
-            " (replica {replica}, which held the session, was cut from the shared store when it was issued: a server that writes through sends nothing the store has not taken, so it waited for the partition to end: inherent)"
+            " (replica {replica}, which held the session, was cut from the shared store before the request reached its owner: a server that writes through sends nothing the store has not taken, so it waited for the partition to end, too long to be answered in time: inherent)"
         ),
     }
 }

@@ -234,3 +234,54 @@ fn a_request_lost_while_the_server_locked_its_owner_out_is_not_excused() {
     let h = headlines(&locked_out(404), CheckId::Liveness);
     assert!(!h.iter().any(|h| h.starts_with("r1 ")), "{h:?}");
 }
+
+/// A shared store: alice's replica 1 is cut from it at 4.6 s, 0.2 s after
+/// r1 was issued (before the write-through was taken), until 7.6 s. Had r1
+/// gone out at the heal, alice (1 s think time, 3 s allowed for the round
+/// trips) could have answered within its 8 s timeout; it reached her only at
+/// 9.4 s, too late. It waited for the store: inherent (legacy-sse replica hunt,
+/// seed 9501047). Just as late without a partition, it is not excused.
+#[test]
+fn a_request_held_for_the_store_until_too_late_is_inherent() {
+    let run = |delivered_ms: u64, cut: bool| {
+        let t = Tb::new(60)
+            .bound(8)
+            .push(What::DeploymentStarted {
+                replicas: 2,
+                routing: "source".into(),
+                store: "shared".into(),
+                store_timeout_us: None,
+            })
+            .push(What::ClientJoined {
+                client: "alice".into(),
+                principal: "alice".into(),
+                heartbeat_timeout_us: 37_500_000,
+                think_time_us: 1_000_000,
+                max_backoff_us: 10_000_000,
+            })
+            .request("alice", 1, crate::trace::Purpose::Uplink, "GET", "/mcp/sse", None)
+            .routed("alice", 1, 1)
+            .stream("alice", 1)
+            .push(What::SessionToken { client: "alice".into(), conn: crate::vocab::ConnId(1), token: "tok-1".into() })
+            .at(4_400)
+            .issued("alice", "r1", "tok-1", "1001");
+        let deliver = |t: Tb| t.at(delivered_ms).request_event("alice", 1, "1001", "r1");
+        let t = if delivered_ms < 4_600 { deliver(t) } else { t };
+        let t = match cut {
+            true => {
+                t.at(4_600).push(What::StorePartitioned { replica: 1 }).at(7_600).push(What::StoreHealed { replica: 1 })
+            }
+            false => t,
+        };
+        let t = if delivered_ms >= 4_600 { deliver(t) } else { t };
+        let t = t.at(12_400).outcome("r1", Outcome::TimedOut);
+        let Status::Violated { violations } = verdict(&t.trace(), CheckId::Liveness) else { panic!("no finding") };
+        violations
+    };
+    let late = run(9_400, true);
+    assert!(late.iter().all(|v| v.inherent), "{late:?}");
+    assert!(late[0].headline().contains("cut from the shared store before the request reached its owner"), "{late:?}");
+    // Just as late with no partition: nothing held it for the store.
+    let no_cut = run(9_400, false);
+    assert!(no_cut.iter().any(|v| !v.inherent), "{no_cut:?}");
+}
