@@ -173,27 +173,30 @@ fn unresolved_requests(o: &Observed) -> Vec<Violation> {
         // which was then too late to answer in time (found by a replica
         // hunt, legacy-sse seed 9501047: cut 0.2 s after the issue, before
         // the write-through was taken; delivered 1.8 s after the link came back).
-        let delivered = o
-            .conns
-            .values()
-            .filter(|c| c.client == r.owner && c.token() == Some(token))
-            .flat_map(|c| c.delivered.iter())
-            .filter(|d| {
-                d.rpc.as_ref().is_some_and(|x| {
-                    x.kind == crate::wire::jsonrpc::RpcKind::Request && x.id.as_ref().is_some_and(|i| r.ids.contains(i))
-                })
-            })
-            .map(|d| d.t)
-            .min();
-        // (Only a request that did reach its owner: one never delivered was
-        // lost some other way, a dead writer say.)
         let held_first = o
             .session_store_cut(&r.owner, token, r.issued.0, SimTime(r.issued.0 .0 + round_trip(o)))
             .filter(|(_, healed)| healed.is_none_or(|h| h.0 + needed > deadline.0));
-        let held_late = delivered
-            .filter(|d| d.0 + needed > deadline.0)
-            .and_then(|d| o.session_store_cut(&r.owner, token, r.issued.0, d));
-        let held = held_first.or(held_late).map(|(replica, _)| replica);
+        // (Only a request that did reach its owner: one never delivered was
+        // lost some other way, a dead writer say. Looked up only when a
+        // partition could have held it.)
+        let held_late = || {
+            if o.store_cuts.is_empty() {
+                return None;
+            }
+            let is_it = |x: &crate::wire::jsonrpc::RpcSummary| {
+                x.kind == crate::wire::jsonrpc::RpcKind::Request && x.id.as_ref().is_some_and(|i| r.ids.contains(i))
+            };
+            let delivered = o
+                .conns
+                .values()
+                .filter(|c| c.client == r.owner && c.token() == Some(token))
+                .flat_map(|c| c.delivered.iter())
+                .filter(|d| d.rpc.as_ref().is_some_and(is_it))
+                .map(|d| d.t)
+                .min()?;
+            (delivered.0 + needed > deadline.0).then(|| o.session_store_cut(&r.owner, token, r.issued.0, delivered))?
+        };
+        let held = held_first.or_else(held_late).map(|(replica, _)| replica);
         // Its owner's answer went to a replica that never held the session,
         // which refused it (404, 410): no replica could have taken it.
         let elsewhere = o

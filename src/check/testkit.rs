@@ -216,12 +216,13 @@ impl Tb {
         self.push(What::UplinkEnded { client: client.into(), conn: ConnId(conn), reason: reason.into() })
     }
 
-    /// A deployment of `replicas` replicas, each with its own store.
-    pub fn replicas_with_a_store_each(self, replicas: u32) -> Tb {
+    /// A deployment of `replicas` replicas routing by source, with `store`
+    /// (`shared`, or `per-replica`: a store each).
+    pub fn deployment(self, replicas: u32, store: &str) -> Tb {
         self.push(What::DeploymentStarted {
             replicas,
             routing: "source".into(),
-            store: "per-replica".into(),
+            store: store.into(),
             store_timeout_us: None,
         })
     }

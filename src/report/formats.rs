@@ -80,19 +80,19 @@ struct JsonRun<'a> {
     live: Option<JsonLive<'a>>,
     /// Steps that acted on nothing (absent when none did).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    missed_steps: Vec<JsonMissed<'a>>,
+    missed_steps: Vec<JsonMissed>,
     verdicts: &'a [Verdict],
     expectation: Option<&'a Expectation>,
 }
 
 /// A step that acted on nothing.
 #[derive(Serialize)]
-struct JsonMissed<'a> {
+struct JsonMissed {
     step: usize,
     #[serde(rename = "do")]
-    action: &'static str,
+    action: String,
     t: u64,
-    why: &'a str,
+    why: String,
 }
 
 /// How a live run was made.
@@ -157,17 +157,9 @@ pub fn json(runs: &[Judged]) -> String {
                 repro: j.run.repro(),
                 outcome: super::outcome(j.run),
                 aborted: j.run.aborted.as_deref(),
-                missed_steps: j
-                    .run
-                    .trace
-                    .events
-                    .iter()
-                    .filter_map(|e| match &e.what {
-                        crate::trace::What::StepMissed { index, action, why } => {
-                            Some(JsonMissed { step: *index, action: action.as_str(), t: e.t_us.0, why })
-                        }
-                        _ => None,
-                    })
+                missed_steps: crate::trace::step_misses(&j.run.trace)
+                    .into_iter()
+                    .map(|m| JsonMissed { step: m.index, action: m.action, t: m.t.0, why: m.why })
                     .collect(),
                 live: j.run.live.as_ref().map(|l| JsonLive {
                     command: &l.command,

@@ -116,15 +116,9 @@ pub fn verdicts_text(run: &Run, verdicts: &[Verdict]) -> String {
 
 /// The report's lines for the steps of a run that acted on nothing.
 pub fn missed_lines(run: &Run) -> Vec<String> {
-    run.trace
-        .events
+    crate::trace::step_misses(&run.trace)
         .iter()
-        .filter_map(|e| match &e.what {
-            What::StepMissed { index, action, why } => {
-                Some(format!("MISSED: step {index} ({action}) at {} acted on nothing: {why}", fmt_time(e.t_us)))
-            }
-            _ => None,
-        })
+        .map(|m| format!("MISSED: step {} ({}) at {} acted on nothing: {}", m.index, m.action, fmt_time(m.t), m.why))
         .collect()
 }
 

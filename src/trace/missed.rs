@@ -37,6 +37,16 @@ impl MissedStep {
 /// which of them may (`may_miss = true`); a step the plan does not have
 /// (a trace of another plan) may not.
 pub fn missed_steps(plan: &crate::scenario::Plan, trace: &super::Trace) -> Vec<MissedStep> {
+    let mut missed = step_misses(trace);
+    for m in &mut missed {
+        m.allowed = plan.steps.get(m.index).is_some_and(|s| s.may_miss);
+    }
+    missed
+}
+
+/// The steps of a run that acted on nothing, in trace order, read from the
+/// trace alone (none is taken to be allowed: that is the plan's to say).
+pub fn step_misses(trace: &super::Trace) -> Vec<MissedStep> {
     trace
         .events
         .iter()
@@ -46,7 +56,7 @@ pub fn missed_steps(plan: &crate::scenario::Plan, trace: &super::Trace) -> Vec<M
                 action: action.to_string(),
                 t: e.t_us,
                 why: why.clone(),
-                allowed: plan.steps.get(*index).is_some_and(|s| s.may_miss),
+                allowed: false,
             }),
             _ => None,
         })

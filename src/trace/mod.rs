@@ -31,7 +31,7 @@ mod missed;
 mod recorder;
 pub(crate) mod run;
 pub mod stateless;
-pub use missed::{missed_steps, MissedStep};
+pub use missed::{missed_steps, step_misses, MissedStep};
 pub use recorder::{Clock, Recorder};
 pub use run::{Fnv1a, LateStep, LiveInfo, Run};
 

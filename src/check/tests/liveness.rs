@@ -155,7 +155,7 @@ fn an_id_received_in_a_later_session_does_not_count_for_an_earlier_one() {
 fn a_timeout_after_an_answer_refused_by_a_replica_that_never_held_the_session_is_inherent() {
     let run = |answered_on: u32| {
         Tb::new(400)
-            .replicas_with_a_store_each(2)
+            .deployment(2, "per-replica")
             .client("alice")
             .request("alice", 1, crate::trace::Purpose::Uplink, "GET", "/mcp/sse", None)
             .routed("alice", 1, 1)
@@ -246,12 +246,7 @@ fn a_request_held_for_the_store_until_too_late_is_inherent() {
     let run = |delivered_ms: u64, cut: bool| {
         let t = Tb::new(60)
             .bound(8)
-            .push(What::DeploymentStarted {
-                replicas: 2,
-                routing: "source".into(),
-                store: "shared".into(),
-                store_timeout_us: None,
-            })
+            .deployment(2, "shared")
             .push(What::ClientJoined {
                 client: "alice".into(),
                 principal: "alice".into(),

@@ -231,7 +231,7 @@ fn a_refusal_with_anything_newer_in_the_window_is_not_judged_valid() {
 fn a_refusal_by_a_replica_that_never_held_the_session_is_valid() {
     let deployed = |resumed_on: u32, how: Refused| {
         let t = Tb::new(60)
-            .replicas_with_a_store_each(2)
+            .deployment(2, "per-replica")
             .client("alice")
             .request("alice", 1, Purpose::Uplink, "GET", "/mcp/sse", None)
             .routed("alice", 1, 1)
