@@ -273,7 +273,12 @@ const MUTANT_TABLE: [(&str, Dialect, &[&str], &str); 14] = [
          (inflight-disposition)",
     ),
     ("truncating-replay", Dialect::LegacySse, &["replay-integrity | left-out"], ""),
-    ("truncating-replay", Dialect::StreamableHttp, &["replay-integrity | left-out"], ""),
+    (
+        "truncating-replay",
+        Dialect::StreamableHttp,
+        &["liveness | result-lost", "replay-integrity | left-out"],
+        "the events left out of a tool call's replay may hold its result: the call then never gets it",
+    ),
     ("answered-replay", Dialect::LegacySse, &["correlation-consistency | stale-correlation"], ""),
     ("answered-replay", Dialect::StreamableHttp, &["correlation-consistency | stale-correlation"], ""),
     ("orphaning", Dialect::LegacySse, &["inflight-disposition | left-in-flight"], ""),

@@ -703,3 +703,86 @@ fn a_replay_that_leaves_out_the_newest_event_is_blamed_on_replay_integrity() {
     assert!(blamed.is_empty(), "{blamed:#?}");
     assert!(caught > 10, "the short replay was caught on {caught} seeds only");
 }
+
+/// Issue "Verdicts you can trust, part 4", item 3: a tool call whose result
+/// never came read "call-1 answered" (the server request the tool issued),
+/// and every check passed.
+#[test]
+fn a_tool_call_whose_result_never_came_is_a_liveness_finding() {
+    let sever = load("scenarios/streamable-http/call-stream-sever.toml");
+    // rmcp ends the resumed POST stream of the severed call without the result.
+    let rmcp = mcpsim::run(&sever, "rmcp", None).unwrap();
+    let v = check::judge(&rmcp.trace);
+    fires(&v, "liveness", &["alice's tools/call for call-1", "never got its result"]);
+    let text = mcpsim::report::text(&rmcp, &v, None);
+    assert!(text.contains("alice's tools/call for call-1 lost at"), "the outcome says so: {text}");
+    // A one-bug guarded: its replay leaves out the newest event, the tool
+    // result the server wrote into the dead stream.
+    fn skips_newest(_: &ResumeView<'_>, d: Decision) -> Decision {
+        match d {
+            Decision::Accept { fence_prior, replay_from, inflight, .. } => {
+                Decision::Accept { fence_prior, replay_from, skip_newest: true, inflight }
+            }
+            d => d,
+        }
+    }
+    fires(&judge_with(&sever, Tweaked("skips-newest", skips_newest)), "liveness", &["never got its result"]);
+    // guarded delivers it on the resumed stream, severed or reset.
+    for rel in ["scenarios/streamable-http/call-stream-sever.toml", "scenarios/streamable-http/call-stream-reset.toml"]
+    {
+        let plan = load(rel);
+        let run = mcpsim::run(&plan, "guarded", None).unwrap();
+        let v = check::judge(&run.trace);
+        quiet(&v, "liveness");
+        assert!(!mcpsim::report::text(&run, &v, None).contains("lost at"), "{rel}");
+    }
+}
+
+/// A `guarded` that refuses a resumption of a session it does not know
+/// with `how` instead of 404: the one-bug server of item 6.
+struct RefusesUnknown(&'static str, mcpsim::server::policy::Refusal);
+
+impl ResumptionPolicy for RefusesUnknown {
+    fn name(&self) -> &'static str {
+        self.0
+    }
+    fn description(&self) -> &'static str {
+        "guarded, but refuses an unknown session's resumption its own way (a test mutant)"
+    }
+    fn binds_principal(&self) -> bool {
+        true
+    }
+    fn decide(&self, v: &ResumeView<'_>) -> Decision {
+        Guarded::decision(v)
+    }
+    fn unknown_session(&self) -> mcpsim::server::policy::Refusal {
+        self.1
+    }
+}
+
+/// Item 6: a replica that never held the session (a store each; the
+/// balancer moved alice there when hers crashed) may refuse her resumption
+/// any explicit way. A 409 or an error event there was flagged as refusing
+/// a valid resumption.
+#[test]
+fn a_replica_that_never_held_the_session_may_refuse_it_any_explicit_way() {
+    use mcpsim::server::policy::Refusal;
+    let plan = load("tests/data/crash-source-affinity.toml");
+    for (name, how, shows) in [
+        ("refuses-unknown-409", Refusal::Status(409), "HTTP 409"),
+        ("refuses-unknown-event", Refusal::ErrorEvent, "error event"),
+    ] {
+        let plug =
+            Rc::new(Engine::new(plan.server.clone(), plan.dialect, Rc::new(RefusesUnknown(name, how)), plan.seed));
+        let run = mcpsim::run_with(&plan, plug, plan.seed).unwrap();
+        // The refusal happened, as this server makes it ...
+        let refused = run.trace.iter().any(|e| {
+            matches!(&e.what, mcpsim::trace::What::Rejected { client, how, .. } if client == "alice" && how.to_string().contains(shows))
+        });
+        assert!(refused, "{name}: alice's resumption was not refused with {shows}");
+        // ... and it is no finding: the replica never held her session.
+        let v = check::judge(&run.trace);
+        quiet(&v, "rejection-protocol");
+        assert!(check::violated(&v).iter().all(|c| *c == "liveness"), "{name}: {:?}", check::violated(&v));
+    }
+}

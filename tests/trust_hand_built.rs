@@ -46,6 +46,7 @@ impl T {
                 last_event_id: None,
                 session: None,
                 credential: None,
+                rpc: None,
             },
         );
         t.at(
@@ -108,6 +109,7 @@ impl T {
                 last_event_id: None,
                 session: None,
                 credential: None,
+                rpc: None,
             },
         );
         self.at(ms + 100, What::HttpResponse { client: "alice".into(), conn, status: 202, content_type: None });
@@ -233,6 +235,7 @@ impl T {
                 last_event_id: Some(last.to_string()),
                 session: None,
                 credential: None,
+                rpc: None,
             },
         );
         self.at(

@@ -306,6 +306,10 @@ pub enum Finding {
     TimedOut { label: String, method: String, issued: SimTime, at: SimTime, rivalry: Rivalry },
     /// A request still unresolved at the end, past the bound.
     Unresolved { label: String, method: String, issued: SimTime, bound: SimTime, rivalry: Rivalry },
+    /// A client's tool call whose result never reached it: the client gave
+    /// up on the call's stream (`why`), or still waited at the end, longer
+    /// than the bound after sending it.
+    ResultLost { client: String, call: String, id: RpcId, sent: SimTime, at: SimTime, why: String, rivalry: Rivalry },
     /// A client with no live uplink at the end.
     NoLiveUplink { client: String, end: SimTime, conn: ConnId, problem: UplinkProblem, shared_credential: bool },
     /// A deployment: the balancer sent a request of a live session to a

@@ -16,8 +16,7 @@ use crate::trace::{Outcome, SimTime};
 use crate::vocab::CheckId;
 
 pub const ID: CheckId = CheckId::Liveness;
-pub const ABOUT: &str =
-    "every server request resolves within the bound; clients converge on a live uplink after faults";
+pub const ABOUT: &str = "every server request resolves within the bound; every tool call gets its result; clients converge on a live uplink after faults";
 
 /// Time to deliver a request and carry its answer back, beyond the think time.
 const ROUND_TRIP_ALLOWANCE_US: u64 = 1_000_000;
@@ -36,7 +35,7 @@ pub(super) fn round_trip(o: &Observed) -> u64 {
 }
 
 pub const EXPLAIN: super::Explain = super::Explain {
-    meaning: "Every server request resolves (answered or failed explicitly) within the bound whenever its owner was reachable long enough to answer; every client that keeps trying converges on a live uplink after faults stop.",
+    meaning: "Every server request resolves (answered or failed explicitly) within the bound whenever its owner was reachable long enough to answer; every tool call a client makes gets its result or an explicit error; every client that keeps trying converges on a live uplink after faults stop.",
     evidence: "Application outcomes and their times, the owner's usable uplinks for the session (accepted, not yet dropped, ended or replaced), its think time; each client's latest uplink at the end of the run.",
     condition: "Operational effect: a request routed to a dead stream times out silently and health checks stay green.",
     to_pass: "Deliver server requests on the live uplink, re-issue them at resumption, and let clients reconnect after faults.",
@@ -44,6 +43,7 @@ pub const EXPLAIN: super::Explain = super::Explain {
 
 pub fn judge(o: &Observed) -> Status {
     let mut out = unresolved_requests(o);
+    out.extend(lost_results(o));
     out.extend(lost_notifications(o));
     out.extend(no_live_uplink(o));
     out.extend(sessions_elsewhere(o));
@@ -241,6 +241,79 @@ fn unresolved_requests(o: &Observed) -> Vec<Violation> {
             }),
             _ => {}
         }
+    }
+    out
+}
+
+/// Tool calls (`call-tool` steps) whose result never reached their client:
+/// it gave up on the call's stream without the result (it could not resume
+/// it, or the server ended it empty), or still waited at the end, the bound
+/// and a round trip after sending the call. A refusal (an HTTP error, a
+/// refused resumption of the stream) is an answer. Plain also when the
+/// server keeps no event store: MCP 2025-11-25 lets a server make its
+/// streams resumable ("to avoid message loss due to disconnection, the
+/// server MAY make the stream resumable"), and a server that does not has
+/// chosen to lose the result; the gate says it was lost (README, "A
+/// client's own requests"). Not judged: a call whose POST never got its
+/// response head (nothing named a stream to resume: the network lost the
+/// call or the head, and the client does not send a tool call twice), one
+/// whose client crashed, or left the session (a theft handed it another,
+/// it started a new one, it ended the session) before the end of the wait.
+fn lost_results(o: &Observed) -> Vec<Violation> {
+    use super::observe::Fate;
+    let mut out = Vec::new();
+    for c in o.conns.values() {
+        let Some((sent, call)) = c.sent.as_ref().and_then(|s| Some((s, s.call.as_ref()?))) else { continue };
+        let (Some(since), Some(token), Some(_)) = (c.request_t, c.token(), c.response) else { continue };
+        let (at, seq, why) = match o.fate(c) {
+            Some(Fate::Lost(t, seq, why)) => (t, Some(seq), why),
+            Some(Fate::Pending) if o.end.0 >= since.0 + o.liveness_bound.0 + round_trip(o) => {
+                (o.end, None, "still awaited at the end".to_string())
+            }
+            _ => continue,
+        };
+        if o.crashed_between(&c.client, since, at) {
+            continue;
+        }
+        let left = o.conns.values().any(|d| {
+            d.client == c.client
+                && d.request_t.is_some_and(|t| t >= since && t <= at)
+                && d.token().is_some_and(|t| t != token)
+        }) || o.thefts.iter().any(|(t, _, to, _)| to == &c.client && *t >= since && *t <= at)
+            || o.reinits.iter().any(|(who, t)| *who == c.client && *t >= since && *t <= at)
+            || o.conns.values().any(|d| {
+                d.client == c.client
+                    && d.method == "DELETE"
+                    && d.token() == Some(token)
+                    && d.request_t.is_some_and(|t| t >= since && t <= at)
+            });
+        if left {
+            continue;
+        }
+        let stolen = o.rival_holder(&c.client, token, at);
+        let foreign = o.presented_foreign_credential(&c.client, token, at);
+        let rivalry = if stolen {
+            Rivalry::RivalHolder
+        } else if foreign {
+            Rivalry::ForeignCredential
+        } else {
+            Rivalry::None
+        };
+        out.push(Violation {
+            check: ID,
+            finding: Finding::ResultLost {
+                client: c.client.clone(),
+                call: call.clone(),
+                id: sent.id.clone(),
+                sent: since,
+                at,
+                why,
+                rivalry,
+            },
+            t: at,
+            evidence: c.request_seq.into_iter().chain(seq).collect(),
+            inherent: stolen || foreign,
+        });
     }
     out
 }

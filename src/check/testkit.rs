@@ -140,6 +140,7 @@ impl Tb {
                 last_event_id: last.map(String::from),
                 session: None,
                 credential,
+                rpc: None,
             })
     }
 

@@ -54,7 +54,16 @@ impl Client {
     ) -> What {
         let presented = self.shared.credential.borrow();
         let credential = (*presented != self.spec.principal).then(|| presented.clone());
-        What::HttpRequest { client: self.name(), conn, method: method.into(), path, last_event_id, session, credential }
+        What::HttpRequest {
+            client: self.name(),
+            conn,
+            method: method.into(),
+            path,
+            last_event_id,
+            session,
+            credential,
+            rpc: None,
+        }
     }
 
     /// A GET for an SSE stream, in the client's dialect.
@@ -132,7 +141,12 @@ impl Client {
                 return Err(None);
             }
         };
-        self.rec.record(self.request_event(conn, "POST", path, None, session));
+        let mut sent = self.request_event(conn, "POST", path, None, session);
+        if let (What::HttpRequest { rpc, .. }, Message::Request { id, method, params }) = (&mut sent, msg) {
+            let call = params.pointer("/arguments/label").and_then(|v| v.as_str()).map(str::to_string);
+            *rpc = Some(crate::trace::Sent { id: id.clone(), method: method.clone(), call });
+        }
+        self.rec.record(sent);
         let resp = match timeout(head_timeout, sender.send_request(req)).await {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {

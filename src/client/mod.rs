@@ -390,10 +390,15 @@ impl Client {
             // The new session's ids may repeat the old one's.
             st.request_token.clear();
             // Tool calls die with their session.
-            for (_, call) in std::mem::take(&mut st.calls) {
+            for (label, call) in std::mem::take(&mut st.calls) {
                 if let Some(task) = call.task {
                     task.abort();
                 }
+                self.rec.record(What::CallAbandoned {
+                    client: self.name(),
+                    call: label,
+                    why: format!("its session ended ({why})"),
+                });
             }
         }
         self.start_uplink(Mode::Fresh);

@@ -178,7 +178,7 @@ impl Client {
     async fn call_tool(self: Rc<Self>, token: String, label: String, method: String, rpc: RpcId, mut gen: u64) {
         let msg = mcp::call_tool(rpc, &self.spec.name, &label, &method);
         let Some(posted) = self.send_post(&msg, Some(&token), Purpose::Call, self.spec.heartbeat_timeout).await else {
-            return self.end_call(&label);
+            return self.give_up_call(&label, "its POST got no response");
         };
         let is_stream = is_event_stream(&posted.resp);
         if posted.resp.status() != 200 || !is_stream {
@@ -200,15 +200,13 @@ impl Client {
                 // (MCP 2025-11-25, SEP-1699): resume again after `retry`, a
                 // few times; a call's stream that stays empty is gone.
                 StreamEnd::Ended if !any_item && empty_polls + 1 >= super::EMPTY_POLLS => {
+                    let why = format!("{} polls in a row returned nothing", super::EMPTY_POLLS);
                     self.rec.record(What::UplinkEnded {
                         client: self.name(),
                         conn,
-                        reason: format!(
-                            "tool call {label}: {} polls in a row returned nothing; giving up",
-                            super::EMPTY_POLLS
-                        ),
+                        reason: format!("tool call {label}: {why}; giving up"),
                     });
-                    return self.end_call(&label);
+                    return self.give_up_call(&label, &why);
                 }
                 StreamEnd::Silent | StreamEnd::Ended | StreamEnd::Broken => {}
             }
@@ -221,12 +219,12 @@ impl Client {
                     conn,
                     reason: format!("tool call {label}: stream lost before any event id; cannot resume"),
                 });
-                return self.end_call(&label);
+                return self.give_up_call(&label, "its stream was lost before any event id: nothing to resume from");
             };
             let delay = self.st.borrow().retry_ms.map_or(Duration::from_secs(1), Duration::from_millis);
             crate::clock::sleep(delay).await;
             if self.shared.token.borrow().as_deref() != Some(token.as_str()) {
-                return self.end_call(&label); // the session was replaced meanwhile
+                return self.give_up_call(&label, "the client left the session meanwhile");
             }
             gen = self.next_call_gen();
             if let Some(c) = self.st.borrow_mut().calls.get_mut(&label) {
@@ -236,7 +234,7 @@ impl Client {
                 Some((c, b, d)) => {
                     (conn, body, _driver) = (c, b, d);
                 }
-                None => return self.end_call(&label),
+                None => return self.give_up_call(&label, "its stream could not be resumed"),
             }
         }
     }
@@ -290,6 +288,12 @@ impl Client {
 
     fn end_call(&self, label: &str) {
         self.st.borrow_mut().calls.remove(label);
+    }
+
+    /// Ends call `label` without its result, and says so in the trace.
+    fn give_up_call(&self, label: &str, why: &str) {
+        self.rec.record(What::CallAbandoned { client: self.name(), call: label.into(), why: why.into() });
+        self.end_call(label);
     }
 
     /// Calls `enable_tool` for `tool` on the held session (whoever's it is)

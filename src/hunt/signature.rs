@@ -117,6 +117,7 @@ pub fn defect(f: &crate::check::Finding) -> &'static str {
             "foreign-principal"
         }
         F::TimedOut { .. } | F::Unresolved { .. } | F::NoLiveUplink { .. } | F::NotificationsLost { .. } => "stuck",
+        F::ResultLost { .. } => "result-lost",
         F::SessionElsewhere { .. } => "session-elsewhere",
         F::SilentRefusal { .. } => "silent-refusal",
         F::TokenStillWorked { .. } | F::OwnerSessionKilled { .. } => "token-lifetime",

@@ -384,7 +384,39 @@ pub fn outcome(run: &Run) -> String {
         .map(|l| format!("{l} {}", last.get(l).map_or("unresolved at the end", |o| outcome_word(*o))))
         .collect();
     let reqs = if reqs.is_empty() { "no server requests".to_string() } else { reqs.join(", ") };
-    format!("{reqs}; {dropped_with_events} write(s) carried events into dropped mappings{}", responses_words(responses))
+    format!(
+        "{reqs}{}; {dropped_with_events} write(s) carried events into dropped mappings{}",
+        unanswered_words(run),
+        responses_words(responses)
+    )
+}
+
+/// The requests the clients sent whose response never came, if any: a
+/// tool call whose result was lost, an `initialize` never answered.
+fn unanswered_words(run: &Run) -> String {
+    use crate::check::observe::{Fate, Observed};
+    let o = Observed::new(&run.trace);
+    let lost: Vec<String> = o
+        .conns
+        .values()
+        .filter_map(|c| {
+            let sent = c.sent.as_ref()?;
+            let what = match sent.call.as_deref() {
+                Some(call) => format!("{}'s tools/call for {call}", c.client),
+                None => format!("{}'s {} (id {})", c.client, sent.method, sent.id),
+            };
+            match o.fate(c)? {
+                Fate::Lost(t, _, why) => Some(format!("{what} lost at {t} ({why})")),
+                Fate::Pending if sent.call.is_some() => Some(format!("{what} still unanswered at the end")),
+                _ => None,
+            }
+        })
+        .collect();
+    if lost.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", lost.join(", "))
+    }
 }
 
 /// [`outcome`] of a stateless-http run: each call, and the executions.

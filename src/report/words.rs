@@ -359,6 +359,11 @@ impl fmt::Display for Finding {
                 "{label} ({method}) issued at {issued} was still unresolved at the end, more than {bound} later{}",
                 rivalry(*r)
             ),
+            Finding::ResultLost { client, call, id, sent, at, why, rivalry: r } => write!(
+                f,
+                "{client}'s tools/call for {call} (id {id}), sent at {sent}, never got its result: by {at} {why}{}",
+                rivalry(*r)
+            ),
             Finding::NoLiveUplink { client, end, conn, problem, shared_credential } => {
                 let problem = match problem {
                     UplinkProblem::Refused(how) => format!("refused ({how})"),

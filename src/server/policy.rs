@@ -133,6 +133,11 @@ pub trait ResumptionPolicy {
     fn fences_across_replicas(&self) -> bool {
         true
     }
+    /// How a resumption of a session this process does not know is
+    /// refused: 404 (MCP 2025-11-25: the client then starts a new session).
+    fn unknown_session(&self) -> Refusal {
+        Refusal::Status(404)
+    }
 }
 
 /// The seed's "naive behavior" column: `Last-Event-ID` is taken as proof.

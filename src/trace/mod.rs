@@ -122,6 +122,18 @@ pub enum Outcome {
     TimedOut,
 }
 
+/// The JSON-RPC request a client's POST carried.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sent {
+    /// Its id: the response names it.
+    pub id: RpcId,
+    /// Its method (`tools/call`, `initialize`).
+    pub method: String,
+    /// A tool call's label (the `label` argument of the `ask` tool), if any.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub call: Option<String>,
+}
+
 /// The `reason` of an [`What::UplinkEnded`] when the server ended the stream
 /// in good order (in streamable-http, SSE polling: the client comes back).
 pub const SERVER_ENDED: &str = "server ended the stream";
@@ -244,6 +256,11 @@ pub enum What {
         /// theft took effect.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         credential: Option<String>,
+        /// The JSON-RPC request a POST carried (not a notification or an
+        /// answer): the client waits for its response, and `liveness`
+        /// judges whether it came.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        rpc: Option<Sent>,
     },
     /// A client got the head of an HTTP response.
     HttpResponse {

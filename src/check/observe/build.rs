@@ -61,11 +61,13 @@ impl<'a> Observed<'a> {
                             ended: None,
                             rejected: None,
                             stream: StreamKey::None,
+                            sent: None,
                         },
                     );
                 }
-                What::HttpRequest { client, conn, method, path, last_event_id, session, credential } => {
+                What::HttpRequest { client, conn, method, path, last_event_id, session, credential, rpc } => {
                     if let Some(c) = o.conns.get_mut(&(client.clone(), *conn)) {
+                        c.sent = rpc.clone();
                         c.method = method.clone();
                         c.credential = credential.clone();
                         c.request_t = Some(t);
@@ -154,6 +156,10 @@ impl<'a> Observed<'a> {
                     t,
                     seq,
                 }),
+                What::CallAbandoned { client, call, why } => {
+                    o.abandoned_calls.push((client.clone(), call.clone(), t, seq, why.clone()))
+                }
+                What::Reinitialize { client, .. } => o.reinits.push((client.clone(), t)),
                 What::ClientCrashed { client } => {
                     // The server's session outlives the client; the harness may still act on it.
                     o.crashes.push((client.clone(), t));

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 mod build;
 mod query;
+pub use query::Fate;
 #[cfg(test)]
 mod tests;
 
@@ -90,6 +91,8 @@ pub struct Conn {
     /// The server→client stream this connection carried (a GET with
     /// `Last-Event-ID` carries the stream that id was seen on).
     pub stream: StreamKey,
+    /// The JSON-RPC request its POST carried, if any: the client waits for its response.
+    pub sent: Option<crate::trace::Sent>,
 }
 
 /// A server→client SSE stream of a session, as the checks tell streams apart.
@@ -337,6 +340,10 @@ pub struct Observed<'a> {
     pub store_cuts: Vec<(u32, SimTime, Option<SimTime>)>,
     /// Every `enable_tool` call a client made, as it ended.
     pub tool_enables: Vec<ToolEnable>,
+    /// Tool calls their client gave up on without a result: `(client, call, time, seq, why)`.
+    pub abandoned_calls: Vec<(String, String, SimTime, u64, String)>,
+    /// Each time a client dropped its session to start a fresh one: `(client, time)`.
+    pub reinits: Vec<(String, SimTime)>,
 }
 
 /// A client's `enable_tool` call (an `enable-tool` step).

@@ -577,3 +577,91 @@ impl Observed<'_> {
             .collect()
     }
 }
+
+/// What became of a client's own request: the JSON-RPC request a POST carried.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fate {
+    /// Its response (a result or a JSON-RPC error) reached the client.
+    Answered(SimTime),
+    /// The server refused it, or the resumption of its stream, explicitly.
+    Refused(SimTime, String),
+    /// The client stopped waiting for it without a response: `(time, seq, why)` of the end.
+    Lost(SimTime, u64, String),
+    /// Still awaited when the run ended.
+    Pending,
+}
+
+impl Observed<'_> {
+    /// What became of the request `c`'s POST carried (`None`: it carried none).
+    /// Its response may come on its own stream, on a resumption of that
+    /// stream, or (legacy-sse, whose POSTs are answered 202) on the
+    /// session's stream; a JSON answer is the response itself.
+    pub fn fate(&self, c: &Conn) -> Option<Fate> {
+        let sent = c.sent.as_ref()?;
+        let since = c.request_t?;
+        let answered = self
+            .conns
+            .values()
+            .filter(|d| d.client == c.client && (d.conn == c.conn || (c.token().is_some() && d.token() == c.token())))
+            .flat_map(|d| d.delivered.iter())
+            .filter(|d| d.t >= since)
+            .filter(|d| {
+                d.rpc.as_ref().is_some_and(|r| {
+                    matches!(r.kind, RpcKind::Response | RpcKind::Error) && r.id.as_ref() == Some(&sent.id)
+                })
+            })
+            .map(|d| d.t)
+            .min();
+        if let Some(t) = answered {
+            return Some(Fate::Answered(t));
+        }
+        // An enable_tool call reads its answer whole and says what it was.
+        if let Some(e) = self.tool_enables.iter().find(|e| e.client == c.client && e.conn == c.conn) {
+            return Some(match e.enabled {
+                Some(_) => Fate::Answered(e.t),
+                None => Fate::Lost(e.t, e.seq, "its answer never came whole".into()),
+            });
+        }
+        let Some((status, is_stream, at, _)) = c.response else {
+            return Some(match &c.ended {
+                Some((t, seq, why)) => Fate::Lost(*t, *seq, why.clone()),
+                None => Fate::Pending,
+            });
+        };
+        match status {
+            // The response is owed on the session's stream (legacy-sse).
+            202 => return Some(Fate::Pending),
+            200 => {}
+            s => return Some(Fate::Refused(at, format!("HTTP {s}"))),
+        }
+        // Its stream, then each resumption of it, in order.
+        let own = StreamKey::Call { client: c.client.clone(), conn: c.conn };
+        let mut carriers: Vec<&Conn> =
+            self.conns.values().filter(|d| d.conn == c.conn && d.client == c.client || d.stream == own).collect();
+        carriers.sort_by_key(|d| (d.opened, d.conn));
+        for d in &carriers {
+            if let Some((t, _, how)) = &d.rejected {
+                return Some(Fate::Refused(*t, format!("its resumption was refused ({how})")));
+            }
+            if let Some((s, _, t, _)) = d.response.filter(|r| r.0 != 200) {
+                return Some(Fate::Refused(t, format!("its resumption was answered HTTP {s}")));
+            }
+        }
+        let abandoned = sent.call.as_ref().and_then(|call| {
+            self.abandoned_calls.iter().find(|(who, x, t, _, _)| *who == c.client && x == call && *t >= since)
+        });
+        if let Some((_, _, t, seq, why)) = abandoned {
+            return Some(Fate::Lost(*t, *seq, why.clone()));
+        }
+        let last = carriers.last().copied().unwrap_or(c);
+        Some(match (&last.ended, is_stream || last.conn != c.conn) {
+            // A tool call's client resumes its stream, or says it gave up
+            // (above): it had not yet, or crashed first.
+            (Some(_), _) if sent.call.is_some() => Fate::Pending,
+            (Some((t, seq, why)), _) => Fate::Lost(*t, *seq, why.clone()),
+            // A JSON answer: the body is the response.
+            (None, false) => Fate::Answered(at),
+            (None, true) => Fate::Pending,
+        })
+    }
+}

@@ -29,6 +29,7 @@ fn request(conn: u32, method: &str, path: &str, last: Option<&str>, session: Opt
         last_event_id: last.map(String::from),
         session: session.map(String::from),
         credential: None,
+        rpc: None,
     }
 }
 

@@ -20,7 +20,10 @@ pub(super) async fn resume(
     // new writer is attached.
     let Some(stream) = shared.state.borrow().sessions.get(&token).map(|s| last.map_or(STANDALONE, |n| s.stream_of(n)))
     else {
-        return rpc_error(StatusCode::NOT_FOUND, "unknown or expired session");
+        return match shared.policy.unknown_session() {
+            Refusal::Status(404) => rpc_error(StatusCode::NOT_FOUND, "unknown or expired session"),
+            how => refuse(how, "unknown or expired session"),
+        };
     };
     let mut rounds = 0;
     let (replay_from, skip_newest, inflight) = loop {
