@@ -301,9 +301,15 @@ const MUTANT_TABLE: [(&str, Dialect, &[&str], &str); 14] = [
     (
         "unbound",
         Dialect::StreamableHttp,
-        &["confidentiality | foreign-principal", "liveness | stuck", "rejection-protocol | token-lifetime"],
-        "as in legacy-sse; and a thief that is never refused takes the owner's standalone stream in turn, \
-         carrying only priming events, so nothing leaks and what shows is the owner left without a \
+        &[
+            "confidentiality | foreign-delete",
+            "confidentiality | foreign-principal",
+            "liveness | stuck",
+            "rejection-protocol | token-lifetime",
+        ],
+        "as in legacy-sse; a thief that is never refused ends the owner's session (a DELETE is not a \
+         leak: its own bug); and a thief that is never refused takes the owner's standalone stream in \
+         turn, carrying only priming events, so nothing leaks and what shows is the owner left without a \
          stream (liveness)",
     ),
     (
@@ -643,4 +649,44 @@ fn hunts_draw_the_session_hijack_injection_and_confidentiality_tells_who_lets_it
     assert!(injected("guarded", true) >= 5, "a thief with the credential is inherent");
     // No enable-tool in legacy-sse (no tool calls there).
     assert!(!(1..=300).any(|s| hunt::generate_in(s, Dialect::LegacySse).description.contains("InjectTool")));
+}
+
+/// Issue "Verdicts you can trust, part 4", item 8: a signature joins no two
+/// defects, and the shrinker keeps its bucket's own.
+#[test]
+fn a_thiefs_delete_and_a_leak_are_two_bugs_and_shrinking_keeps_the_bucket() {
+    use mcpsim::hunt::signature::signature;
+    // The defect of each seed's first confidentiality line.
+    let defect = |seed: u64| {
+        let plan = hunt::generate_in(seed, mcpsim::scenario::Dialect::StreamableHttp);
+        let v = mcpsim::check::judge(&mcpsim::run(&plan, "rmcp", None).unwrap().trace);
+        let c = v.iter().find(|x| x.check == "confidentiality").unwrap();
+        let first = c.violations().iter().find(|x| !x.inherent).expect("a confidentiality line");
+        (mcpsim::hunt::signature::defect(&first.finding), first.headline())
+    };
+    // rmcp's bucket 39a98c62 once printed a leak while its regression file showed a thief's DELETE.
+    let (leak, words) = defect(8100010);
+    assert_eq!(leak, "foreign-principal", "{words}");
+    assert!(words.contains("received"), "{words}");
+    let (delete, words) = defect(8100018);
+    assert_eq!(delete, "foreign-delete", "{words}");
+    assert!(words.contains("with DELETE"), "{words}");
+    // A shrink that keeps only the check trades seed 8100014's stuck request
+    // for another liveness line (rmcp's seed 8100021 once traded its liveness
+    // line for a session-binding bug).
+    let plan = hunt::generate_in(8100014, mcpsim::scenario::Dialect::StreamableHttp);
+    let run = mcpsim::run(&plan, "rmcp", None).unwrap();
+    let v = mcpsim::check::judge(&run.trace);
+    let liveness = v.iter().find(|x| x.check == "liveness").unwrap();
+    let first = liveness.violations().iter().find(|x| !x.inherent).expect("a liveness line").finding.clone();
+    let defect = mcpsim::hunt::signature::defect(&first);
+    let shrunk = shrink::shrink_keeping(&plan, "rmcp", "liveness", defect, 150);
+    assert!(shrunk.plan.steps.len() < plan.steps.len(), "it shrank");
+    let after = mcpsim::check::judge(&mcpsim::run(&shrunk.plan, "rmcp", None).unwrap().trace);
+    let kept = after.iter().find(|x| x.check == "liveness").unwrap();
+    assert!(
+        kept.violations().iter().any(|x| !x.inherent && mcpsim::hunt::signature::defect(&x.finding) == defect),
+        "the shrunk plan lost its {defect} line: {}",
+        signature(&after)
+    );
 }

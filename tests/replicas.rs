@@ -1180,3 +1180,34 @@ fn a_deployments_timeline_has_a_lane_per_replica_and_shows_where_each_connection
     assert_eq!(timeline_lanes(&html).last().unwrap().0, "server");
     assert!(!html.contains("<g class=\"route\""));
 }
+
+/// Replica hunt seeds on which `guarded`, a correct server, once failed
+/// (issue "Verdicts you can trust, part 4", done-when: guarded clean with
+/// `--replicas 2`). Each was read in its trace:
+/// - streamable-http 9500014: carol's take-over was refused once (409: the
+///   fence through the store unconfirmed in time) and her next attempt had
+///   no time to be answered by the end (liveness read the refusal as final);
+/// - streamable-http 9500849: alice resumed from "her last id + 1", which
+///   the server minted meanwhile as a tool result on the call's stream, and
+///   resumed that stream (session-binding took it for her standalone one);
+/// - streamable-http 9504960: a notification minted 0.4 s before a
+///   partition cut its replica from the store, which never took it
+///   (replay-integrity: now inherent, as for a gap);
+/// (legacy-sse 9504960 is left: guarded kept its writer past its lease
+/// while each store command waited 2 s for a store a partition hid, and
+/// the replica that took the session over found no writer to fence: a
+/// race in guarded's lease, not yet mended.)
+#[test]
+fn guarded_is_clean_on_the_replica_seeds_it_once_failed() {
+    use mcpsim::scenario::Dialect;
+    for (dialect, seed) in
+        [(Dialect::StreamableHttp, 9500014), (Dialect::StreamableHttp, 9500849), (Dialect::StreamableHttp, 9504960)]
+    {
+        let plan = mcpsim::hunt::generate_for(seed, dialect, 2).unwrap();
+        let run = mcpsim::run(&plan, "guarded", None).unwrap();
+        let v = mcpsim::check::judge(&run.trace);
+        let inherent = mcpsim::check::inherent_only(&v);
+        let plain: Vec<_> = mcpsim::check::violated(&v).into_iter().filter(|c| !inherent.contains(c)).collect();
+        assert!(plain.is_empty(), "{} seed {seed}: {plain:?}", dialect.name());
+    }
+}

@@ -176,7 +176,18 @@ pub enum Finding {
     /// A resumption from an id no event of the session carried.
     NeverCarried { client: String, conn: ConnId, last: String, accepted_at: SimTime },
     /// A replay that skipped owed events.
-    Skipped { client: String, conn: ConnId, last: String, carried: Vec<String>, never: Vec<String> },
+    Skipped {
+        client: String,
+        conn: ConnId,
+        last: String,
+        carried: Vec<String>,
+        never: Vec<String>,
+        /// The replica that held the session when the events that reached
+        /// no socket were minted, if a partition cut it from the shared
+        /// store then (inherent: a server that writes through held them
+        /// for a store that may never have taken them).
+        store_cut: Option<u32>,
+    },
 
     // ---- correlation-consistency ----
     /// A request handed out again after its answer was acknowledged.

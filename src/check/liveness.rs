@@ -361,6 +361,27 @@ fn no_live_uplink(o: &Observed) -> Vec<Violation> {
         if moving_on {
             continue;
         }
+        // Refused once (4xx, not the session's end), and trying again: the
+        // next attempt had no time to be answered. One refusal may pass (a
+        // take-over refused while the fence through the shared store was
+        // unconfirmed: replica hunt, streamable-http seed 9500014); two in a
+        // row is a lock-out no retry ends, and is judged.
+        let refused = |c: &super::observe::Conn| {
+            c.response.is_some_and(|r| (400..500).contains(&r.0) && !matches!(r.0, 404 | 410))
+        };
+        let same_session =
+            |c: &&super::observe::Conn| &c.client == client && c.is_uplink() && c.token() == last.token();
+        let retrying = o.conns.values().filter(same_session).any(|c| (c.opened, c.conn) > (last.opened, last.conn));
+        let refused_before = o
+            .conns
+            .values()
+            .filter(same_session)
+            .filter(|c| (c.opened, c.conn) < (last.opened, last.conn))
+            .max_by_key(|c| (c.opened, c.conn))
+            .is_some_and(refused);
+        if retrying && refused(last) && !refused_before {
+            continue;
+        }
         // A thief presenting another principal's session is kept out by a
         // correct server: no convergence is owed to it (found by fuzzing).
         if last.token().is_some_and(|t| o.foreign_on(last, t)) {

@@ -9,7 +9,7 @@
 //! that came after the new writer was attached).
 
 use super::finding::{Finding, LateWrite, Msg};
-use super::observe::Observed;
+use super::observe::{Conn, Observed};
 use super::{not_applicable, status, Status, Violation};
 use crate::trace::SimTime;
 use crate::vocab::CheckId;
@@ -37,6 +37,9 @@ pub fn judge(o: &Observed) -> Status {
     let mut reported = std::collections::BTreeSet::new();
     for new in o.conns.values() {
         let Some((t_acc, acc_seq)) = new.accepted_resumption() else { continue };
+        if another_streams_id(o, new) {
+            continue;
+        }
         // The connections that carried the same stream before it (a session's
         // uplinks; in streamable-http, the stream the Last-Event-ID belongs to).
         for prior in o.conns.values().filter(|c| {
@@ -243,4 +246,26 @@ fn delivered_to(o: &Observed, new: &super::observe::Conn, e: &crate::trace::SseS
             None => d.rpc == e.rpc,
         })
     })
+}
+
+/// streamable-http: a resumption from an id the client never saw, while a
+/// tool call's stream of the session was open. The server may have minted
+/// that id on the call's stream by the time the request reached it, and
+/// then resumed that stream, not the one whose dropped writer this would
+/// be: which stream it resumed, the trace cannot tell (found by a replica
+/// hunt, streamable-http seed 9500849: "last seen id +1" was the tool
+/// result, minted on the call's stream as the request travelled).
+fn another_streams_id(o: &Observed, new: &Conn) -> bool {
+    let (Some(token), Some(last), Some(sent)) = (new.token(), new.last_event_id.as_deref(), new.request_t) else {
+        return false;
+    };
+    new.session_header
+        && o.stream_of_id(token, last, new.request_seq).is_none()
+        && o.conns.values().any(|c| {
+            c.client == new.client
+                && c.token() == Some(token)
+                && c.stream.is_call()
+                && c.opened <= sent
+                && c.ended.as_ref().is_none_or(|e| e.0 >= sent)
+        })
 }

@@ -169,9 +169,11 @@ impl<'a> Table<'a> {
             let shrunk = match &self.opts.live {
                 // Live: every candidate is a real run of the process (`--shrink-runs` bounds them).
                 Some(live) => {
-                    shrink::shrink_with(&plan, self.opts.shrink_budget, |c| shrink::still_fails_live(c, live, &f.check))
+                    let keep =
+                        shrink::keep_for(&plan, &f.check, &f.defect, |p, k| shrink::still_fails_live(p, live, k));
+                    shrink::shrink_with(&plan, self.opts.shrink_budget, |c| shrink::still_fails_live(c, live, &keep))
                 }
-                None => shrink::shrink(&plan, &self.opts.server, &f.check, self.opts.shrink_budget),
+                None => shrink::shrink_keeping(&plan, &self.opts.server, &f.check, &f.defect, self.opts.shrink_budget),
             };
             let verdicts = self.judged(&shrunk.plan).map(|(_, v)| v).unwrap_or_default();
             let checks = violated_in(&verdicts);

@@ -20,29 +20,75 @@ pub struct Shrunk {
 
 /// Whether `plan` on `server` still violates `target` (inherent violations do not count).
 pub fn still_fails(plan: &Plan, server: &str, target: &str) -> bool {
-    fails(crate::run(plan, server, None), target)
+    fails(crate::run(plan, server, None), &Keep::Check(target))
 }
 
-/// Whether `plan`, played live against `live`'s process, violates `target`.
+/// What a shrunk plan must keep of the seed's failure.
+pub enum Keep<'a> {
+    /// A violation of the check the server could have prevented.
+    Check(&'a str),
+    /// A violation of the check showing this defect ([`super::signature::defect`]).
+    Defect(&'a str, &'a str),
+    /// That defect of that check as the run's first bug (its signature).
+    First(&'a str, &'a str),
+}
+
+/// Whether `plan`, played live against `live`'s process, keeps `keep`.
 /// One live run: a flaky bug may shrink less far than a steady one.
-pub fn still_fails_live(plan: &Plan, live: &crate::live::LiveOptions, target: &str) -> bool {
-    fails(crate::live::run(plan, live), target)
+pub fn still_fails_live(plan: &Plan, live: &crate::live::LiveOptions, keep: &Keep<'_>) -> bool {
+    fails(crate::live::run(plan, live), keep)
 }
 
-/// Whether a run that went to its end violates `target` with a violation
-/// the server could have prevented.
-fn fails(run: crate::error::Result<crate::trace::Run>, target: &str) -> bool {
-    match run {
-        Ok(run) if run.aborted.is_none() => {
-            check::judge(&run.trace).iter().any(|v| v.check == target && v.violations().iter().any(|x| !x.inherent))
-        }
-        _ => false,
+/// Whether a run that went to its end keeps `keep`.
+fn fails(run: crate::error::Result<crate::trace::Run>, keep: &Keep<'_>) -> bool {
+    let Ok(run) = run else { return false };
+    if run.aborted.is_some() {
+        return false;
+    }
+    let verdicts = check::judge(&run.trace);
+    let shows = |target: &str, defect: Option<&str>| {
+        verdicts.iter().any(|v| {
+            v.check == target
+                && v.violations()
+                    .iter()
+                    .any(|x| !x.inherent && defect.is_none_or(|d| super::signature::defect(&x.finding) == d))
+        })
+    };
+    match keep {
+        Keep::Check(target) => shows(target, None),
+        Keep::Defect(target, defect) => shows(target, Some(defect)),
+        Keep::First(target, defect) => super::signature::signature(&verdicts) == format!("{target} | {defect}"),
     }
 }
 
 /// Minimises `plan` while `server` still violates `target`, within `budget` runs.
 pub fn shrink(plan: &Plan, server: &str, target: &str, budget: usize) -> Shrunk {
     shrink_with(plan, budget, |candidate| still_fails(candidate, server, target))
+}
+
+/// Minimises `plan` while `server` still shows `defect` under `target`,
+/// as its first bug when the seed showed it first: a hunt's bucket keeps
+/// its own bug, never trading it for another that fails the same check,
+/// or one that comes before it (rmcp's seed 8100021 once traded a liveness
+/// line for a session-binding bug).
+pub fn shrink_keeping(plan: &Plan, server: &str, target: &str, defect: &str, budget: usize) -> Shrunk {
+    let keep = keep_for(plan, target, defect, |p, k| fails(crate::run(p, server, None), k));
+    shrink_with(plan, budget, |candidate| fails(crate::run(candidate, server, None), &keep))
+}
+
+/// What shrinking `plan` keeps of a failure of `target` with `defect`:
+/// the seed's first bug if it is that one, else that defect of the check.
+pub fn keep_for<'a>(
+    plan: &Plan,
+    target: &'a str,
+    defect: &'a str,
+    holds: impl Fn(&Plan, &Keep<'_>) -> bool,
+) -> Keep<'a> {
+    if holds(plan, &Keep::First(target, defect)) {
+        Keep::First(target, defect)
+    } else {
+        Keep::Defect(target, defect)
+    }
 }
 
 /// Minimises `plan` while `still` holds of the candidate (a simulated run,

@@ -113,9 +113,10 @@ pub fn defect(f: &crate::check::Finding) -> &'static str {
         F::LeftInFlight { .. } | F::ReissueNeverDelivered { .. } => "left-in-flight",
         F::ReissueChanged { .. } => "reissue-changed",
         F::ReachedTwice { .. } => "reached-twice",
-        F::Leak { .. } | F::ForeignDelete { .. } | F::ForeignAnswer { .. } | F::ForeignToolChange { .. } => {
-            "foreign-principal"
-        }
+        F::Leak { .. } | F::ForeignAnswer { .. } | F::ForeignToolChange { .. } => "foreign-principal",
+        // Ending another's session is not handing out its events: rmcp's
+        // bucket 39a98c62 once joined its thief's DELETE to a leak.
+        F::ForeignDelete { .. } => "foreign-delete",
         F::TimedOut { .. } | F::Unresolved { .. } | F::NoLiveUplink { .. } | F::NotificationsLost { .. } => "stuck",
         F::ResultLost { .. } => "result-lost",
         F::SessionElsewhere { .. } => "session-elsewhere",

@@ -212,7 +212,7 @@ impl fmt::Display for Finding {
                 f,
                 "{client}'s resumption from {last:?} was accepted on conn {conn} at {accepted_at}, but no event of the session ever carried that id: it lies in no window"
             ),
-            Finding::Skipped { client, conn, last, carried, never } => {
+            Finding::Skipped { client, conn, last, carried, never, store_cut } => {
                 let what = match (carried.is_empty(), never.is_empty()) {
                     (_, true) => format!(
                         "the stream had carried after it and the client never received ({})",
@@ -230,8 +230,9 @@ impl fmt::Display for Finding {
                 };
                 write!(
                     f,
-                    "{client}'s resumption from {last} on conn {conn} skipped {} event(s) {what}",
-                    carried.len() + never.len()
+                    "{client}'s resumption from {last} on conn {conn} skipped {} event(s) {what}{}",
+                    carried.len() + never.len(),
+                    unstored(*store_cut)
                 )
             }
             Finding::HandedAgain { client, conn, label, method, event, at, answered_by, acked_at } => {

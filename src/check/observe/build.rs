@@ -291,7 +291,7 @@ impl<'a> Observed<'a> {
     /// can open at one instant (found by fuzzing: such a GET was taken for a
     /// resumption of the standalone stream, and guarded's untouched
     /// standalone writer for a second writer on it).
-    fn stream_of_id(&self, token: &str, id: &str, before: Option<u64>) -> Option<StreamKey> {
+    pub(crate) fn stream_of_id(&self, token: &str, id: &str, before: Option<u64>) -> Option<StreamKey> {
         self.conns
             .values()
             .filter(|d| {

@@ -278,8 +278,20 @@ impl Observed<'_> {
             .filter_map(|c| self.replica_of(c))
             .find_map(|(r, _)| {
                 let cut = self.store_cuts.iter().find(|(x, a, b)| *x == r && *a <= until && b.is_none_or(|b| b >= at));
-                cut.map(|(_, _, b)| (r, *b))
+                cut.filter(|(_, from, _)| !self.served_elsewhere(token, r, *from, at)).map(|(_, _, b)| (r, *b))
             })
+    }
+
+    /// Whether a replica other than `replica` served session `token` (a 2xx
+    /// to a request presenting it) from `from` to `at`: the session had moved
+    /// on, and `replica`, cut from the store, went on as if it held it. A
+    /// server that fences across replicas stops it; what it then loses is no
+    /// partition's doing (naive and local-fence on fence-lost-to-partition).
+    fn served_elsewhere(&self, token: &str, replica: u32, from: SimTime, at: SimTime) -> bool {
+        self.conns.values().filter(|d| d.presented_token.as_deref() == Some(token)).any(|d| {
+            d.response.is_some_and(|(s, _, t, _)| (200..300).contains(&s) && t >= from && t <= at)
+                && self.replica_of(d).is_some_and(|(r, _)| r != replica)
+        })
     }
 
     /// Whether the server locked `client` out of session `token`'s GET
