@@ -255,6 +255,7 @@ impl T {
                 client: "alice".into(),
                 event_ids: ids.iter().map(u64::to_string).collect(),
                 session: Some("tok-1".into()),
+                stream: None,
             },
         )
     }

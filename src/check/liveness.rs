@@ -443,7 +443,8 @@ fn uplink_problem(o: &Observed, last: &super::observe::Conn) -> Option<UplinkPro
 /// ids, and not on sessions a theft touched (confidentiality judges those).
 fn lost_notifications(o: &Observed) -> Vec<Violation> {
     let mut out = Vec::new();
-    for n in o.notifications.iter().filter(|n| !n.ids.is_empty()) {
+    // (Events of a tool call's stream are not the uplink's to carry.)
+    for n in o.notifications.iter().filter(|n| !n.ids.is_empty() && n.stream.is_none()) {
         if o.thefts.iter().any(|(_, from, to, _)| from == &n.client || to == &n.client) {
             continue;
         }

@@ -347,7 +347,7 @@ fn unwritten_owed(
         let reported: Vec<(SimTime, &str)> = o
             .notifications
             .iter()
-            .filter(|x| x.token == token)
+            .filter(|x| x.token == token && x.stream.is_none())
             .flat_map(|x| x.ids.iter().map(move |i| (x.t, i.as_str())))
             .collect();
         let after = match reported.iter().position(|(_, i)| *i == last) {

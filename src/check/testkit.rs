@@ -281,12 +281,23 @@ impl Tb {
         })
     }
 
+    /// Like [`Tb::notified`], minted on the server's stream `stream` (a tool call's POST stream).
+    pub fn notified_on_stream(self, client: &str, token: &str, ids: &[&str], stream: &str) -> Tb {
+        self.push(What::Notified {
+            client: client.into(),
+            event_ids: ids.iter().map(|i| (*i).to_string()).collect(),
+            session: Some(token.into()),
+            stream: Some(stream.into()),
+        })
+    }
+
     /// The application emitted notifications `ids` on `client`'s session `token`.
     pub fn notified(self, client: &str, token: &str, ids: &[&str]) -> Tb {
         self.push(What::Notified {
             client: client.into(),
             event_ids: ids.iter().map(|i| (*i).to_string()).collect(),
             session: Some(token.into()),
+            stream: None,
         })
     }
 

@@ -289,7 +289,7 @@ impl FromServer {
                 What::RequestOutcome { label, id, outcome, new_id, detail }
             }
             FromServer::Notified { session, client, event_ids } => {
-                What::Notified { client, event_ids, session: Some(session) }
+                What::Notified { client, event_ids, session: Some(session), stream: None }
             }
             FromServer::Error { client, message } => What::AppError { client, error: message },
             FromServer::Note { session, note } => What::ServerNote { session, note, explanation: true, replica: None },
@@ -335,7 +335,7 @@ impl FromServer {
             What::RequestOutcome { label, id, outcome, new_id, detail } => {
                 FromServer::Outcome { label, id, outcome, new_id, detail }
             }
-            What::Notified { client, event_ids, session } => {
+            What::Notified { client, event_ids, session, .. } => {
                 FromServer::Notified { session: session.unwrap_or_default(), client, event_ids }
             }
             What::AppError { client, error } => FromServer::Error { client, message: error },

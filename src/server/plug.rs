@@ -174,12 +174,18 @@ impl AppReporter {
     /// ids lets `replay-integrity` see a replay skip events that never
     /// reached a socket (logged while the stream had no writer).
     pub fn notified(&self, client: &str, event_ids: Vec<String>) {
-        self.recorder.record(What::Notified { client: client.into(), event_ids, session: None });
+        self.recorder.record(What::Notified { client: client.into(), event_ids, session: None, stream: None });
     }
 
     /// Like [`AppReporter::notified`], naming the session (token) they were emitted on.
     pub fn notified_on(&self, token: &str, client: &str, event_ids: Vec<String>) {
-        self.recorder.record(What::Notified { client: client.into(), event_ids, session: Some(token.into()) });
+        self.notified_on_stream(token, client, event_ids, None);
+    }
+
+    /// Like [`AppReporter::notified_on`], for ids minted on a stream other
+    /// than the session's standalone one (`stream`: the server's name for it).
+    pub fn notified_on_stream(&self, token: &str, client: &str, event_ids: Vec<String>, stream: Option<String>) {
+        self.recorder.record(What::Notified { client: client.into(), event_ids, session: Some(token.into()), stream });
     }
 
     /// Reports that the application could not act for `client` (no such session, say).

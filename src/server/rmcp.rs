@@ -141,8 +141,21 @@ async fn pump(mut rx: mpsc::UnboundedReceiver<Report>, report: AppReporter, clie
                     run.iter().filter_map(|r| if let Report::Minted { id, .. } = r { Some(id.clone()) } else { None });
                 let client = clients.lock().expect("clients lock").get(session).cloned();
                 // A session no command named has no client to report for.
+                // rmcp names a POST stream's events `index/stream`: those of
+                // each such stream are reported as that stream's, never the
+                // standalone stream's (a tool call's event is not owed there).
                 if let Some(client) = client {
-                    report.notified_on(session, &client, ids.collect());
+                    let mut by_stream: Vec<(Option<String>, Vec<String>)> = Vec::new();
+                    for id in ids {
+                        let stream = id.split_once('/').map(|(_, s)| s.to_string());
+                        match by_stream.iter_mut().find(|(s, _)| *s == stream) {
+                            Some((_, v)) => v.push(id),
+                            None => by_stream.push((stream, vec![id])),
+                        }
+                    }
+                    for (stream, ids) in by_stream {
+                        report.notified_on_stream(session, &client, ids, stream);
+                    }
                 }
                 continue;
             }

@@ -583,6 +583,11 @@ pub enum What {
         /// The session token they were emitted on, when the application says.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         session: Option<String>,
+        /// The server's name for the stream they were minted on, when it is
+        /// not the session's standalone stream (a tool call's POST stream):
+        /// the standalone stream never owes them.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        stream: Option<String>,
     },
     /// The application could not act (no such session, server down).
     AppError {

@@ -133,9 +133,10 @@ impl<'a> Observed<'a> {
                     session: session.clone(),
                     conn: *conn,
                 }),
-                What::Notified { client, event_ids, session } => {
+                What::Notified { client, event_ids, session, stream } => {
                     if let Some(token) = session.as_ref().or(current.get(client).map(|(t, _)| t)) {
-                        for id in event_ids.iter().filter_map(|i| i.parse().ok()) {
+                        // (`notified` holds the standalone stream's numbered ids.)
+                        for id in event_ids.iter().filter(|_| stream.is_none()).filter_map(|i| i.parse().ok()) {
                             o.notified.push((token.clone(), t, id, seq));
                         }
                         o.notifications.push(super::Notification {
@@ -144,6 +145,7 @@ impl<'a> Observed<'a> {
                             t,
                             seq,
                             ids: event_ids.clone(),
+                            stream: stream.clone(),
                         });
                     }
                 }

@@ -281,6 +281,9 @@ pub struct Notification {
     pub seq: u64,
     /// Their SSE event ids, in order (empty when the server exposes none).
     pub ids: Vec<String>,
+    /// The server's name for the stream they were minted on, when not the
+    /// session's standalone stream (a tool call's POST stream).
+    pub stream: Option<String>,
 }
 
 /// The observable record of a run, indexed.

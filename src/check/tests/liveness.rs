@@ -280,3 +280,16 @@ fn a_request_held_for_the_store_until_too_late_is_inherent() {
     let no_cut = run(9_400, false);
     assert!(no_cut.iter().any(|v| !v.inherent), "{no_cut:?}");
 }
+
+/// Issue "Verdicts you can trust, part 4", item 8: rmcp's tap reports the
+/// ids it minted into a closed tool call's stream; they are that stream's,
+/// never owed on the live standalone uplink.
+#[test]
+fn events_of_a_call_stream_are_not_owed_on_the_uplink() {
+    let base = || Tb::new(60).client("alice").uplink("alice", 1, "tok-1").at(5_000);
+    let t = base().notified_on_stream("alice", "tok-1", &["3/1"], "1").trace();
+    assert!(passed(&t, CheckId::Liveness), "{:?}", verdict(&t, CheckId::Liveness));
+    // Reported as the standalone stream's, the same id is owed there.
+    let t = base().notified("alice", "tok-1", &["3/1"]).trace();
+    assert_eq!(headlines(&t, CheckId::Liveness).len(), 1, "{:?}", headlines(&t, CheckId::Liveness));
+}
