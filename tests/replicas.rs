@@ -36,7 +36,10 @@ fn violated(run: &mcpsim::Run) -> Vec<String> {
 #[test]
 fn a_retry_on_another_replica_catches_a_per_process_key_and_passes_a_configured_one() {
     let plan = bundled("stateless-http/retry-on-another-replica.toml");
-    assert_eq!(plan.deployment, Deployment { replicas: 2, routing: Routing::RoundRobin, store: StoreKind::Shared });
+    assert_eq!(
+        plan.deployment,
+        Deployment { replicas: 2, routing: Routing::RoundRobin, store: StoreKind::Shared, ..Deployment::default() }
+    );
     let run = mcpsim::run(&plan, "ephemeral-key", None).unwrap();
     assert_eq!(routed(&run), [("alice".to_string(), 1), ("alice".to_string(), 2)]);
     assert_eq!(violated(&run), ["liveness"]);
@@ -88,7 +91,8 @@ fn one_replica_is_the_world_without_a_balancer() {
 #[test]
 fn each_routing_rule_routes_as_it_says() {
     let mut plan = bundled("stateless-http/retry-on-another-replica.toml");
-    plan.deployment = Deployment { replicas: 3, routing: Routing::Source, store: StoreKind::PerReplica };
+    plan.deployment =
+        Deployment { replicas: 3, routing: Routing::Source, store: StoreKind::PerReplica, ..Deployment::default() };
     let run = mcpsim::run(&plan, "ephemeral-key", None).unwrap();
     let replicas: Vec<u32> = routed(&run).into_iter().map(|(_, r)| r).collect();
     assert_eq!(replicas.len(), 2);
@@ -138,7 +142,10 @@ fn the_deployment_table_round_trips_and_its_mistakes_are_located() {
     // Sticky sessions or source routing, with a store each or a shared one, are deployments.
     let ok = |extra: &str| Plan::from_toml_str(&format!("{stateful}{extra}"), "d.toml").map(|p| p.deployment);
     let shared = ok("[deployment]\nreplicas = 2\nrouting = \"source\"\nstore = \"shared\"\n").unwrap();
-    assert_eq!(shared, Deployment { replicas: 2, routing: Routing::Source, store: StoreKind::Shared });
+    assert_eq!(
+        shared,
+        Deployment { replicas: 2, routing: Routing::Source, store: StoreKind::Shared, ..Deployment::default() }
+    );
     let e = err("[deployment]\nrouting = \"session\"\n", base);
     assert!(e.contains("stateless-http has no sessions"), "{e}");
     // A plan built in code is held to the same rule.
@@ -166,7 +173,8 @@ fn the_schema_and_check_know_the_deployment_table() {
 #[test]
 fn restart_server_restarts_every_replica() {
     let mut plan = bundled("stateless-http/restart-between-rounds.toml");
-    plan.deployment = Deployment { replicas: 3, routing: Routing::Source, store: StoreKind::PerReplica };
+    plan.deployment =
+        Deployment { replicas: 3, routing: Routing::Source, store: StoreKind::PerReplica, ..Deployment::default() };
     let run = mcpsim::run(&plan, "ephemeral-key", None).unwrap();
     let replicas: Vec<u32> = routed(&run).into_iter().map(|(_, r)| r).collect();
     assert_eq!(replicas.len(), 2, "{replicas:?}");
@@ -374,7 +382,12 @@ fn sticky_sessions_give_each_stateful_server_its_single_server_verdicts() {
     ] {
         let single = bundled(file);
         let mut sticky = single.clone();
-        sticky.deployment = Deployment { replicas: 2, routing: Routing::Session, store: StoreKind::PerReplica };
+        sticky.deployment = Deployment {
+            replicas: 2,
+            routing: Routing::Session,
+            store: StoreKind::PerReplica,
+            ..Deployment::default()
+        };
         // With a shared store too: sessions kept there, on sticky routing, change no verdict.
         let mut shared = sticky.clone();
         shared.deployment.store = StoreKind::Shared;
@@ -397,7 +410,8 @@ fn sticky_sessions_give_each_stateful_server_its_single_server_verdicts() {
     }
     // Any other routing is refused where it is written.
     let mut p = bundled("streamable-http/nat-rebind.toml");
-    p.deployment = Deployment { replicas: 2, routing: Routing::RoundRobin, store: StoreKind::PerReplica };
+    p.deployment =
+        Deployment { replicas: 2, routing: Routing::RoundRobin, store: StoreKind::PerReplica, ..Deployment::default() };
     let e = mcpsim::run(&p, "guarded", None).unwrap_err().to_string();
     assert!(e.contains("simulated with routing = \"session\" or \"source\" only so far"), "{e}");
     let mut s = bundled("stateless-http/retry-on-another-replica.toml");
@@ -1210,4 +1224,49 @@ fn guarded_is_clean_on_the_replica_seeds_it_once_failed() {
         let plain: Vec<_> = mcpsim::check::violated(&v).into_iter().filter(|c| !inherent.contains(c)).collect();
         assert!(plain.is_empty(), "{} seed {seed}: {plain:?}", dialect.name());
     }
+}
+
+/// Issue "Verdicts you can trust, part 4", item 9: HAProxy's `timeout
+/// server` and `timeout tunnel` are the deployment's to set; a stream the
+/// balancer cuts when one runs out is the balancer's cut, never the server's.
+#[test]
+fn a_balancer_timeout_cuts_a_silent_stream_and_the_cut_is_the_balancers() {
+    let toml = |timeouts: &str| {
+        format!(
+            "[scenario]\nname = \"t\"\ndialect = \"streamable-http\"\nduration = \"60s\"\n\
+             [deployment]\nreplicas = 2\nrouting = \"session\"\nstore = \"shared\"\n{timeouts}\n\
+             [server]\nheartbeat = \"30s\"\n\
+             [[client]]\nname = \"alice\"\nheartbeat_timeout = \"45s\"\n\
+             [[step]]\nat = \"0s\"\ndo = \"connect\"\nclient = \"alice\"\n"
+        )
+    };
+    // Closes from the server's side once the streams are open (the POSTs'
+    // answers before are the replica's own closes).
+    let closed_by = |run: &mcpsim::Run| -> Vec<(u64, String)> {
+        let all = events(run, |w| match w {
+            What::MappingClosed { by, .. } if by != "client" => Some(by.clone()),
+            _ => None,
+        });
+        all.into_iter().filter(|(t, _)| *t > 1_000_000).collect()
+    };
+    // The standalone stream is silent for 30 s between heartbeats: a 10 s
+    // `timeout server` cuts it 10 s after its last byte, and again on each
+    // stream the client opens after.
+    let plan = Plan::from_toml_str(&toml("timeout_server = \"10s\""), "t.toml").unwrap();
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
+    let cuts = closed_by(&run);
+    assert!(cuts.len() >= 2, "{cuts:?}");
+    assert!(cuts.iter().all(|(_, by)| by == "balancer"), "{cuts:?}");
+    assert!(mcpsim::check::violated(&mcpsim::check::judge(&run.trace)).is_empty());
+    // `timeout tunnel` counts both ways' silence: the same cut here.
+    let plan = Plan::from_toml_str(&toml("timeout_tunnel = \"10s\""), "t.toml").unwrap();
+    let cuts = closed_by(&mcpsim::run(&plan, "guarded", None).unwrap());
+    assert!(!cuts.is_empty() && cuts.iter().all(|(_, by)| by == "balancer"), "{cuts:?}");
+    // Unset: an hour, and no cut.
+    let plan = Plan::from_toml_str(&toml(""), "t.toml").unwrap();
+    assert!(closed_by(&mcpsim::run(&plan, "guarded", None).unwrap()).is_empty());
+    // One replica has no balancer to set it on.
+    let one = toml("timeout_server = \"10s\"").replace("replicas = 2", "replicas = 1");
+    let err = Plan::from_toml_str(&one, "t.toml").unwrap_err().to_string();
+    assert!(err.contains("timeout_server") && err.contains("no balancer"), "{err}");
 }

@@ -207,7 +207,7 @@ pub fn stateful_deployed(seed: u64, dialect: Dialect, replicas: u32) -> Plan {
     let mut plan = stateful(seed, dialect);
     let mut rng = Seed(seed).stream("hunt.deploy");
     let routing = *[Routing::Session, Routing::Source].choose(&mut rng).expect("non-empty");
-    plan.deployment = Deployment { replicas, routing, store: StoreKind::Shared };
+    plan.deployment = Deployment { replicas, routing, store: StoreKind::Shared, ..Deployment::default() };
     let cuts = rng.random_range(0..=2);
     for _ in 0..cuts {
         let at = Duration::from_millis(rng.random_range(500..FAULTS_END.as_millis() as u64));

@@ -286,7 +286,7 @@ pub fn generate_deployed(seed: u64, replicas: u32) -> Plan {
     let mut rng = Seed(seed).stream("hunt.stateless.deploy");
     let routing =
         *[Routing::RoundRobin, Routing::LeastConnections, Routing::Source].choose(&mut rng).expect("non-empty");
-    plan.deployment = Deployment { replicas, routing, store: StoreKind::Shared };
+    plan.deployment = Deployment { replicas, routing, store: StoreKind::Shared, ..Deployment::default() };
     let cuts = rng.random_range(0..=2);
     for _ in 0..cuts {
         let at = ms(rng.random_range(500..FAULTS_END.as_millis() as u64));

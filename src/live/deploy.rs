@@ -297,13 +297,19 @@ pub fn haproxy_config(d: &Deployment, port: u16, replicas: &[u16], scale: f64, a
     };
     let admin = admin.display();
     let connect = CONNECT_TIMEOUT.mul_f64(scale).as_millis().max(10);
+    // The deployment's own, scaled as every scenario timing; else an hour.
+    let timeout = |t: Option<crate::scenario::Dur>| match t {
+        Some(t) => format!("{}ms", t.0.mul_f64(scale).as_millis().max(1)),
+        None => STREAM_TIMEOUT.to_string(),
+    };
+    let (server, tunnel) = (timeout(d.timeout_server), timeout(d.timeout_tunnel));
     // The header the NATs read the serving replica from, as in simulation.
     let tag = REPLICA_HEADER;
     let mut cfg = format!(
         "# Written by mcpsim for one live run (docs/replicas.md).\n\
          global\n    maxconn 4096\n    stats socket {admin} level admin\n\n\
          defaults\n    mode http\n    option http-server-close\n    option http-no-delay\n    option redispatch\n    timeout connect {connect}ms\n    \
-         timeout client {STREAM_TIMEOUT}\n    timeout server {STREAM_TIMEOUT}\n    timeout tunnel {STREAM_TIMEOUT}\n\n\
+         timeout client {STREAM_TIMEOUT}\n    timeout server {server}\n    timeout tunnel {tunnel}\n\n\
          frontend mcp\n    bind 127.0.0.1:{port} accept-proxy\n    default_backend replicas\n\n\
          backend replicas\n    balance {balance}\n{stick}    http-response set-header {tag} %s\n"
     );
@@ -453,7 +459,7 @@ mod tests {
 
     #[test]
     fn the_haproxy_configuration_balances_each_request_as_the_routing_says() {
-        let d = Deployment { replicas: 2, routing: Routing::Source, store: StoreKind::Shared };
+        let d = Deployment { replicas: 2, routing: Routing::Source, store: StoreKind::Shared, ..Deployment::default() };
         let admin = Path::new("/tmp/x/admin.sock");
         let cfg = haproxy_config(&d, 8080, &[9001, 9002], 0.1, admin);
         for line in [
@@ -468,6 +474,7 @@ mod tests {
             "timeout connect 500ms",
             "stats socket /tmp/x/admin.sock level admin",
             "server replica-1 127.0.0.1:9001 check inter 200ms fall 1 rise 1",
+            "timeout server 1h",
             "server replica-2 127.0.0.1:9002 check inter 200ms fall 1 rise 1",
         ] {
             assert!(cfg.contains(line), "{line} missing:\n{cfg}");
@@ -479,6 +486,14 @@ mod tests {
         let sticky = haproxy_config(&Deployment { routing: Routing::Session, ..d }, 1, &[2], 1.0, admin);
         assert!(sticky.contains("stick on req.hdr(mcp-session-id)"), "{sticky}");
         assert!(sticky.contains("stick store-response res.hdr(mcp-session-id)"), "{sticky}");
+        // A deployment's own timeouts, scaled as every scenario timing.
+        let short = Deployment {
+            timeout_server: Some(crate::scenario::Dur(Duration::from_secs(30))),
+            timeout_tunnel: Some(crate::scenario::Dur(Duration::from_secs(60))),
+            ..d.clone()
+        };
+        let cfg = haproxy_config(&short, 8080, &[9001, 9002], 0.1, admin);
+        assert!(cfg.contains("timeout server 3000ms") && cfg.contains("timeout tunnel 6000ms"), "{cfg}");
     }
 
     #[test]

@@ -999,8 +999,13 @@ async fn build(
             Some(homes) => {
                 let address = plan.seed.stream(&format!("nat.{}.address", spec.name));
                 let by = ServedBy { homes: homes.clone(), routing: plan.deployment.routing.name().to_string() };
-                Nat::with_public_address(nat_net, client, lifetime, rec.clone(), nat_inbox.clone(), address)
-                    .served_by(by)
+                let nat = Nat::with_public_address(nat_net, client, lifetime, rec.clone(), nat_inbox.clone(), address)
+                    .served_by(by);
+                let d = &plan.deployment;
+                match d.timeout_server.is_some() || d.timeout_tunnel.is_some() {
+                    true => nat.with_balancer_timeouts(d.balancer_timeouts()),
+                    false => nat,
+                }
             }
         };
         tokio::task::spawn_local(async move {

@@ -268,11 +268,26 @@ pub struct Deployment {
     /// Where the replicas keep what must outlive one request: one store
     /// they share, or one store each.
     pub store: StoreKind,
+    /// HAProxy's `timeout server`: the balancer cuts a connection whose
+    /// replica has sent nothing for this long (an SSE stream without
+    /// heartbeats, say). Unset: an hour, past any scenario.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_server: Option<Dur>,
+    /// HAProxy's `timeout tunnel`: the balancer cuts a connection on which
+    /// neither side has sent anything for this long. Unset: an hour.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_tunnel: Option<Dur>,
 }
 
 impl Default for Deployment {
     fn default() -> Self {
-        Self { replicas: 1, routing: Routing::RoundRobin, store: StoreKind::PerReplica }
+        Self {
+            replicas: 1,
+            routing: Routing::RoundRobin,
+            store: StoreKind::PerReplica,
+            timeout_server: None,
+            timeout_tunnel: None,
+        }
     }
 }
 
@@ -282,12 +297,27 @@ impl Deployment {
         self.replicas <= 1
     }
 
+    /// The balancer's `(timeout server, timeout tunnel)`, in scenario time:
+    /// set, or an hour.
+    pub fn balancer_timeouts(&self) -> (Duration, Duration) {
+        let hour = Duration::from_secs(3600);
+        (self.timeout_server.map_or(hour, |d| d.0), self.timeout_tunnel.map_or(hour, |d| d.0))
+    }
+
     /// What the world cannot build of this deployment in `dialect`: the key
     /// of `[deployment]` at fault, and why. One rule for files and for
     /// plans built in code.
     pub fn problem(&self, dialect: Dialect) -> Option<(&'static str, String)> {
         if !(1..=MAX_REPLICAS).contains(&self.replicas) {
             return Some(("replicas", format!("[deployment] replicas must be between 1 and {MAX_REPLICAS}")));
+        }
+        for (key, t) in [("timeout_server", self.timeout_server), ("timeout_tunnel", self.timeout_tunnel)] {
+            if t.is_some() && self.is_single() {
+                return Some((key, format!("[deployment] {key} is the balancer's, and one replica has no balancer")));
+            }
+            if t.is_some_and(|t| t.0.is_zero()) {
+                return Some((key, format!("[deployment] {key} must be longer than zero")));
+            }
         }
         if !dialect.has_sessions() && self.routing == Routing::Session {
             return Some((

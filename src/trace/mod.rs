@@ -524,7 +524,8 @@ pub enum What {
         client: String,
         /// The mapping's number.
         mapping: MappingId,
-        /// The side that closed it: `client` or `server`.
+        /// The side that closed it: `client`, `server`, or `balancer` (a
+        /// deployment's balancer cut it when one of its timeouts ran out).
         by: String,
     },
 

@@ -207,11 +207,21 @@ pub(crate) struct Balancer {
     /// Whether responses name sessions (a stateful dialect): the balancer
     /// reads them, for session routing and for where each session lives.
     sessions: bool,
+    /// `timeout server` and `timeout tunnel`, when the deployment sets
+    /// either: a connection idle that long is cut.
+    timeouts: Option<(Duration, Duration)>,
 }
 
 impl Balancer {
     pub(crate) fn new(replicas: u32, routing: Routing, sessions: bool, rec: Recorder) -> Rc<Self> {
-        Rc::new(Self { picker: Picker::new(replicas, routing), rec, sessions })
+        Rc::new(Self { picker: Picker::new(replicas, routing), rec, sessions, timeouts: None })
+    }
+
+    /// The balancer with HAProxy's `timeout server` and `timeout tunnel`.
+    pub(crate) fn with_timeouts(self: Rc<Self>, timeouts: (Duration, Duration)) -> Rc<Self> {
+        let mut me = Rc::into_inner(self).expect("not shared yet");
+        me.timeouts = Some(timeouts);
+        Rc::new(me)
     }
 
     /// The balancer's routing rule, which a crash or a drain reach.
@@ -268,14 +278,29 @@ impl Balancer {
             self.picker.closed(replica);
             return;
         }
-        let to_replica = pump(down_r, up_w, None);
+        // When each side last sent something (HAProxy's timeouts count from it).
+        let now = || crate::clock::now().unwrap_or_default();
+        let (from_client, from_replica) = (Rc::new(Cell::new(now())), Rc::new(Cell::new(now())));
+        let to_replica = pump(down_r, up_w, None, from_client.clone());
         // Session routing learns the sessions the replica's response names.
         let learn = self.sessions.then(|| {
             let me = self.clone();
             Learner::new(Box::new(move |id: &str| me.picker.learned(id, replica)))
         });
-        let to_client = pump(up_r, down_w, learn);
-        tokio::pin!(to_replica, to_client);
+        let to_client = pump(up_r, down_w, learn, from_replica.clone());
+        // A connection idle past a timeout is cut, both ways (the NAT
+        // names the balancer for it: crate::world::nat).
+        let idle_cut = async {
+            let Some((server, tunnel)) = self.timeouts else { return std::future::pending().await };
+            loop {
+                let due = (from_replica.get() + server).min(from_replica.get().max(from_client.get()) + tunnel);
+                if now() >= due {
+                    return;
+                }
+                crate::clock::sleep(due - now()).await;
+            }
+        };
+        tokio::pin!(to_replica, to_client, idle_cut);
         let (mut a, mut b) = (false, false);
         while !(a && b) {
             // An error either way ends both: the halves drop with the futures.
@@ -283,6 +308,7 @@ impl Balancer {
                 biased;
                 r = &mut to_replica, if !a => { a = true; r.is_err() }
                 r = &mut to_client, if !b => { b = true; r.is_err() }
+                () = &mut idle_cut => true,
             };
             if failed || b {
                 open.set(false);
@@ -302,10 +328,12 @@ async fn pump(
     mut from: impl AsyncRead + Unpin,
     mut to: impl AsyncWrite + Unpin,
     mut learn: Option<Learner>,
+    last: Rc<Cell<Duration>>,
 ) -> io::Result<()> {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         let n = from.read(&mut buf).await?;
+        last.set(crate::clock::now().unwrap_or_default());
         if n == 0 {
             let _ = to.shutdown().await;
             return Ok(());

@@ -407,8 +407,11 @@ impl<'a> World<turmoil::Sim<'a>> {
                 store_timeout_us: (plan.deployment.store == crate::scenario::StoreKind::Shared)
                     .then_some(STORE_TIMEOUT.as_micros() as u64),
             });
-            let b =
+            let mut b =
                 balancer::Balancer::new(replicas, plan.deployment.routing, plan.dialect.has_sessions(), rec.clone());
+            if plan.deployment.timeout_server.is_some() || plan.deployment.timeout_tunnel.is_some() {
+                b = b.with_timeouts(plan.deployment.balancer_timeouts());
+            }
             deployed = Some(b.clone());
             sim.host("server", move || {
                 let balancer = b.clone();
@@ -467,6 +470,8 @@ impl<'a> World<turmoil::Sim<'a>> {
                 let (client, rec, inbox, lifetime) =
                     (spec.name.clone(), rec.clone(), nat_inbox.clone(), plan.network.half_open_lifetime);
                 let behind_balancer = replicas > 1;
+                let timeouts = (plan.deployment.timeout_server.is_some() || plan.deployment.timeout_tunnel.is_some())
+                    .then(|| plan.deployment.balancer_timeouts());
                 sim.host(nat_name.as_str(), move || {
                     let nat = if behind_balancer {
                         Nat::with_public_address(
@@ -485,6 +490,10 @@ impl<'a> World<turmoil::Sim<'a>> {
                             rec.clone(),
                             inbox.clone(),
                         )
+                    };
+                    let nat = match timeouts {
+                        Some(t) => nat.with_balancer_timeouts(t),
+                        None => nat,
                     };
                     async move { Ok(nat.run().await?) }
                 });

@@ -85,6 +85,9 @@ struct Mapping {
     kill: watch::Sender<bool>,
     /// The client's port: which of its connections the mapping carries.
     down_port: u16,
+    /// When each side last sent something through it (scenario time):
+    /// `(from the client, from the server)`.
+    last: Cell<(Duration, Duration)>,
 }
 
 /// The sockets a NAT proxies between: turmoil's in a simulation
@@ -154,6 +157,11 @@ impl NatNet for SimNet {
     fn abortive(_: &Self::Read, _: &Self::Write) {}
 }
 
+/// Scenario time now (zero before a clock runs).
+fn now() -> Duration {
+    crate::clock::now().unwrap_or_default()
+}
+
 pub struct Nat<N: NatNet> {
     net: N,
     client: String,
@@ -169,6 +177,10 @@ pub struct Nat<N: NatNet> {
     /// Live, in front of HAProxy: learns from each response which replica
     /// served the connection (and records it), and where sessions live.
     served: Option<ServedBy>,
+    /// The balancer's `(timeout server, timeout tunnel)` in scenario time,
+    /// when the deployment sets them: a close that comes when one ran out is
+    /// the balancer's cut, not the server's.
+    balancer_timeouts: Option<(Duration, Duration)>,
 }
 
 /// What a live NAT in front of HAProxy learns from the responses HAProxy
@@ -237,7 +249,31 @@ impl<N: NatNet> Nat<N> {
             next: Cell::new(0),
             public: None,
             served: None,
+            balancer_timeouts: None,
         })
+    }
+
+    /// Behind a balancer with these `(timeout server, timeout tunnel)`.
+    pub(crate) fn with_balancer_timeouts(self: Rc<Self>, timeouts: (Duration, Duration)) -> Rc<Self> {
+        let mut nat = Rc::into_inner(self).expect("not shared yet");
+        nat.balancer_timeouts = Some(timeouts);
+        Rc::new(nat)
+    }
+
+    /// Who closed mapping `m` from the server's side: the balancer when
+    /// one of its timeouts ran out (within a tick: live timings jitter),
+    /// else the server.
+    fn closed_by_server_side(&self, m: &Mapping) -> &'static str {
+        let Some((server, tunnel)) = self.balancer_timeouts else { return "server" };
+        let (client, srv) = m.last.get();
+        let now = now();
+        let slack = Duration::from_millis(250);
+        let ran_out = |since: Duration, limit: Duration| now.saturating_sub(since) + slack >= limit;
+        if ran_out(srv, server) || ran_out(srv.max(client), tunnel) {
+            "balancer"
+        } else {
+            "server"
+        }
     }
 
     /// A NAT in front of a deployment's balancer: it draws its public address
@@ -303,6 +339,7 @@ impl<N: NatNet> Nat<N> {
             eofs: Cell::new(0),
             kill,
             down_port,
+            last: Cell::new((now(), now())),
         });
         self.mappings.borrow_mut().insert(id, m.clone());
         if let Some(up) = up_addr {
@@ -378,8 +415,12 @@ impl<N: NatNet> Nat<N> {
                 }
                 r = from.read(&mut buf) => r.unwrap_or(0),
             };
+            if n > 0 {
+                let (c, s) = m.last.get();
+                m.last.set(if from_server { (c, now()) } else { (now(), s) });
+            }
             if n == 0 {
-                let by = if from_server { "server" } else { "client" };
+                let by = if from_server { self.closed_by_server_side(&m) } else { "client" };
                 match m.status.get() {
                     Status::Live => {
                         // An orderly close travels through a live mapping.
@@ -583,6 +624,7 @@ mod tests {
             eofs: Cell::new(0),
             kill: watch::channel(false).0,
             down_port: 1,
+            last: Cell::default(),
         };
         let (mut sniffer, mut sse) = (ResponseSniffer::default(), Decoder::new());
         let head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
