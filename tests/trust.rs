@@ -786,3 +786,23 @@ fn a_replica_that_never_held_the_session_may_refuse_it_any_explicit_way() {
         assert!(check::violated(&v).iter().all(|c| *c == "liveness"), "{name}: {:?}", check::violated(&v));
     }
 }
+
+/// Hunt seed 9911099 (streamable-http): a rebind ate the answer to the
+/// GET that resumed a tool call's stream, and the client gave up the call
+/// while guarded still held its result. The client now tries a resumption
+/// the network lost again; only a refusal ends the call.
+#[test]
+fn a_call_whose_resumption_the_network_lost_is_resumed_again() {
+    let plan = mcpsim::hunt::generate_in(9911099, Dialect::StreamableHttp);
+    let run = mcpsim::run(&plan, "guarded", None).unwrap();
+    let v = check::judge(&run.trace);
+    quiet(&v, "liveness");
+    let resumed_r7 = run
+        .trace
+        .iter()
+        .filter(|e| {
+            matches!(&e.what, mcpsim::trace::What::HttpRequest { client, last_event_id: Some(l), .. } if client == "alice" && l == "1001")
+        })
+        .count();
+    assert!(resumed_r7 >= 2, "the lost resumption was tried again: {resumed_r7}");
+}

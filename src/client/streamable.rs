@@ -19,6 +19,16 @@ pub struct CallState {
     pub task: Option<JoinHandle<()>>,
 }
 
+/// What a GET resuming a call's stream came to.
+enum Resumed {
+    /// The stream, on this connection.
+    Stream(ConnId, hyper::body::Incoming, AbortOnDrop),
+    /// The server refused it (or it could not be sent): the call ends.
+    Refused,
+    /// The network lost it (no connection, no answer): try again.
+    Lost,
+}
+
 /// streamable-http, as the client speaks it.
 pub(super) struct Streamable;
 
@@ -230,27 +240,39 @@ impl Client {
             if let Some(c) = self.st.borrow_mut().calls.get_mut(&label) {
                 c.gen = gen;
             }
-            match self.get_stream(&token, &last).await {
-                Some((c, b, d)) => {
-                    (conn, body, _driver) = (c, b, d);
+            // A resumption the network lost (no connection, no answer) is
+            // tried again, as the standalone stream's is: only the server's
+            // refusal ends the call (found by hunting: a rebind ate the
+            // answer to the call's resumption, and the client gave up a
+            // result the server still held).
+            loop {
+                match self.get_stream(&token, &last).await {
+                    Resumed::Stream(c, b, d) => {
+                        (conn, body, _driver) = (c, b, d);
+                        break;
+                    }
+                    Resumed::Refused => return self.give_up_call(&label, "its stream could not be resumed"),
+                    Resumed::Lost => {
+                        crate::clock::sleep(delay).await;
+                        if self.shared.token.borrow().as_deref() != Some(token.as_str()) {
+                            return self.give_up_call(&label, "the client left the session meanwhile");
+                        }
+                    }
                 }
-                None => return self.give_up_call(&label, "its stream could not be resumed"),
             }
         }
     }
 
-    /// GETs a call's stream from `last`; `None` when it cannot go on.
-    async fn get_stream(
-        self: &Rc<Self>,
-        token: &str,
-        last: &str,
-    ) -> Option<(ConnId, hyper::body::Incoming, AbortOnDrop)> {
-        let (conn, mut sender, driver) = self.open::<Empty<Bytes>>(Purpose::Call).await?;
+    /// GETs a call's stream from `last`.
+    async fn get_stream(self: &Rc<Self>, token: &str, last: &str) -> Resumed {
+        let Some((conn, mut sender, driver)) = self.open::<Empty<Bytes>>(Purpose::Call).await else {
+            return Resumed::Lost;
+        };
         let req = match self.get_request(ENDPOINT, Some(token), Some(last)) {
             Ok(r) => r,
             Err(e) => {
                 self.protocol_error(conn, "unsendable", e);
-                return None;
+                return Resumed::Refused;
             }
         };
         self.rec.record(self.request_event(conn, "GET", ENDPOINT.into(), Some(last.into()), Some(token.into())));
@@ -262,7 +284,7 @@ impl Client {
                     conn,
                     reason: format!("request failed: {e}"),
                 });
-                return None;
+                return Resumed::Lost;
             }
             Err(_) => {
                 self.rec.record(What::UplinkSilent {
@@ -270,7 +292,7 @@ impl Client {
                     conn,
                     silent_ms: self.spec.heartbeat_timeout.as_millis() as u64,
                 });
-                return None;
+                return Resumed::Lost;
             }
         };
         let status = resp.status().as_u16();
@@ -281,9 +303,9 @@ impl Client {
             if status == 404 {
                 self.reinitialize("HTTP 404: the session is gone");
             }
-            return None;
+            return Resumed::Refused;
         }
-        Some((conn, resp.into_body(), driver))
+        Resumed::Stream(conn, resp.into_body(), driver)
     }
 
     fn end_call(&self, label: &str) {
