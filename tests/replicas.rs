@@ -1214,9 +1214,14 @@ fn a_deployments_timeline_has_a_lane_per_replica_and_shows_where_each_connection
 #[test]
 fn guarded_is_clean_on_the_replica_seeds_it_once_failed() {
     use mcpsim::scenario::Dialect;
-    for (dialect, seed) in
-        [(Dialect::StreamableHttp, 9500014), (Dialect::StreamableHttp, 9500849), (Dialect::StreamableHttp, 9504960)]
-    {
+    for (dialect, seed) in [
+        (Dialect::StreamableHttp, 9500014),
+        (Dialect::StreamableHttp, 9500849),
+        (Dialect::StreamableHttp, 9504960),
+        // Two tool calls in flight: r4 rode the first call's stream, whose
+        // POST never got its head; liveness took the second's for it.
+        (Dialect::StreamableHttp, 9803306),
+    ] {
         let plan = mcpsim::hunt::generate_for(seed, dialect, 2).unwrap();
         let run = mcpsim::run(&plan, "guarded", None).unwrap();
         let v = mcpsim::check::judge(&run.trace);

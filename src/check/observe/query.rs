@@ -360,6 +360,16 @@ impl Observed<'_> {
         if !self.call_labels.contains(&r.label) {
             return None;
         }
+        // The call's POST names its label (found by a replica hunt,
+        // streamable-http seed 9803306: with two calls in flight, the
+        // latest POST was taken for the stream of the other's request).
+        let named = self.conns.values().find(|c| {
+            c.client == r.owner && c.sent.as_ref().is_some_and(|s| s.call.as_deref() == Some(r.label.as_str()))
+        });
+        if let Some(c) = named {
+            return Some(StreamKey::Call { client: c.client.clone(), conn: c.conn });
+        }
+        // Traces written before the label was recorded: the latest call before it.
         self.conns
             .values()
             .filter(|c| c.client == r.owner && c.purpose == Purpose::Call && c.last_event_id.is_none())
