@@ -806,3 +806,19 @@ fn a_call_whose_resumption_the_network_lost_is_resumed_again() {
         .count();
     assert!(resumed_r7 >= 2, "the lost resumption was tried again: {resumed_r7}");
 }
+
+/// Item 6, the other half: an empty 200 from a replica that never held the
+/// session is a silent refusal (legacy-sse) and nothing more: the "valid
+/// resumption refused" headline no longer rides along as a second finding.
+#[test]
+fn an_empty_refusal_where_the_session_never_was_is_only_silent() {
+    let mut plan = load("tests/data/crash-source-affinity.toml");
+    plan.dialect = Dialect::LegacySse;
+    let policy = RefusesUnknown("refuses-unknown-empty", mcpsim::server::policy::Refusal::EmptyOk);
+    let plug = Rc::new(Engine::new(plan.server.clone(), plan.dialect, Rc::new(policy), plan.seed));
+    let run = mcpsim::run_with(&plan, plug, plan.seed).unwrap();
+    let v = check::judge(&run.trace);
+    let h = headlines(&v, "rejection-protocol");
+    assert_eq!(h.len(), 1, "{h:?}");
+    assert!(h[0].contains("answered 200 with an empty stream: a silent refusal"), "{h:?}");
+}
