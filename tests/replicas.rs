@@ -1221,6 +1221,7 @@ fn guarded_is_clean_on_the_replica_seeds_it_once_failed() {
         // Two tool calls in flight: r4 rode the first call's stream, whose
         // POST never got its head; liveness took the second's for it.
         (Dialect::StreamableHttp, 9803306),
+        (Dialect::LegacySse, 9504960),
     ] {
         let plan = mcpsim::hunt::generate_for(seed, dialect, 2).unwrap();
         let run = mcpsim::run(&plan, "guarded", None).unwrap();

@@ -419,7 +419,9 @@ async fn take_over_held(
     r.epochs.borrow_mut().insert(token.to_string(), epoch);
     r.written.borrow_mut().insert(token.to_string(), bytes);
     // Its lease is this process's from now on: a later take-over waits for it.
-    r.renewed.borrow_mut().insert(token.to_string(), now());
+    let at = now();
+    r.renewed.borrow_mut().insert(token.to_string(), at);
+    arm_lapse(shared, r, token, at);
     let (store, lease, me, lasts) = (r.background.clone(), key("lease", token), r.me.clone(), r.lease);
     let held = r.clone();
     tokio::task::spawn_local(async move {
@@ -679,7 +681,7 @@ fn poll_matters(shared: &Shared, r: &Replicated) -> bool {
 /// One poll of session `token`, held at `epoch`: lets go of it if another
 /// replica took it over (confirming the fence), else renews its lease and
 /// runs what its queue holds.
-async fn tend(shared: &Rc<Shared>, r: &Replicated, token: String, epoch: i64) {
+async fn tend(shared: &Rc<Shared>, r: &Rc<Replicated>, token: String, epoch: i64) {
     let store = &r.background;
     if shared.policy.fences_across_replicas() {
         match store.get_int(&key("epoch", &token)).await {
@@ -706,8 +708,40 @@ async fn tend(shared: &Rc<Shared>, r: &Replicated, token: String, epoch: i64) {
     let (renewed, _) =
         futures::join!(store.set(&lease, r.me.as_bytes(), Some(r.lease)), drain_queue(shared, r, &token));
     if renewed.is_ok() {
-        r.renewed.borrow_mut().insert(token, at);
+        r.renewed.borrow_mut().insert(token.clone(), at);
+        arm_lapse(shared, r, &token, at);
     }
+}
+
+/// Lets session `token` go before the lease renewed at `at` can lapse in the
+/// store, unless a later renewal went through: on a timer of its own, since
+/// a poll waiting on a store that a partition hides (each command up to the
+/// store's timeout) may look again only after the lease lapsed, and a replica
+/// that took the session over meanwhile found no lease and fenced no one
+/// (replica hunt, legacy-sse seed 9504960: r3 went into the dead uplink).
+fn arm_lapse(shared: &Rc<Shared>, r: &Rc<Replicated>, token: &str, at: Duration) {
+    if !shared.policy.fences_across_replicas() {
+        return;
+    }
+    let due = r.lease.saturating_sub(2 * r.poll);
+    let (s, w, t) = (Rc::downgrade(shared), Rc::downgrade(r), token.to_string());
+    // It matters (crate::quiet) only while no later renewal went through and
+    // the next one is overdue (a poll renews every second or so; one stuck
+    // on the store is late): a healthy poll keeps the run free to end early.
+    let (w2, t2) = (w.clone(), t.clone());
+    let unrenewed = move || {
+        w2.upgrade().is_some_and(|r| {
+            r.holds(&t2) && r.renewed.borrow().get(&t2) == Some(&at) && now().saturating_sub(at) >= r.lease / 2
+        })
+    };
+    tokio::task::spawn_local(async move {
+        crate::clock::sleep_as(due, crate::quiet::Kind::While(Rc::new(unrenewed))).await;
+        let (Some(shared), Some(r)) = (s.upgrade(), w.upgrade()) else { return };
+        if r.holds(&t) && r.renewed.borrow().get(&t) == Some(&at) {
+            fail_unwritten(&shared, &r, &t);
+            let_go(&shared, &r, &t, "its lease on the shared store is lapsing (no renewal went through): another replica may take the session over, and its fence could not reach this one");
+        }
+    });
 }
 
 /// Another replica took session `token` over at `epoch`: closes the writers
