@@ -288,6 +288,22 @@ fn a_step_that_runs_late_makes_the_run_timing_unreliable_with_exit_code_5() {
     );
     assert!(out.contains("expectation not judged: timing unreliable"), "{out}");
     assert!(out.contains("1 run(s): 0 as expected, 0 not met, 0 without expectation, 1 timing unreliable"), "{out}");
+    // Issue "A gate that holds under CI load", item 3: a real violation
+    // outranks a late run (a CI that retries 5 must not retry a regression
+    // into a pass), and a late run never reads "gate passed". naive fails
+    // the gate on inflight-too-late (three steps: none is delayed), and
+    // garbage-id's step 3 runs late.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpsim"))
+        .args(["run", "--live", &serve("naive"), "scenarios/garbage-id.toml", "scenarios/inflight-too-late.toml"])
+        .args(["--time-scale", "0.05", "--gate", "--jobs", "1"])
+        .env("MCPSIM_INJECT_STEP_DELAY", "3:500")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("runs");
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{}", text(&out.stderr));
+    let late = stdout.lines().find(|l| l.starts_with("garbage-id · naive")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(late.ends_with("timing unreliable: not counted"), "{late}");
 }
 
 fn what_a_server_does_not_report_is_said_not_guessed() {

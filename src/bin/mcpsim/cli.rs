@@ -10,7 +10,7 @@ use std::path::PathBuf;
     about = "Deterministic simulation and fault injection for MCP servers that resume SSE streams with Last-Event-ID"
 )]
 #[command(
-    after_help = "Exit codes: 0 ok, 1 check failed / expectation not met, 2 usage, 3 invalid scenario, 4 I/O or internal error, 5 live timing unreliable (a step ran late)"
+    after_help = "Exit codes: 0 ok, 1 check failed / expectation not met, 2 usage, 3 invalid scenario, 4 I/O or internal error, 5 live timing unreliable (a step ran late). Several together: the first of 3 and 2, 1, 4, 5, 0 (a real violation outranks what a CI may retry)"
 )]
 pub(crate) struct Cli {
     #[command(subcommand)]

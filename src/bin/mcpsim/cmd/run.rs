@@ -360,7 +360,7 @@ impl Runs {
                     Some(e) => !e.met,
                     None => !mcpsim::check::violated(&verdicts).is_empty(),
                 };
-            self.print(&run, &verdicts, expectation.as_ref(), &timeline_note, missed);
+            self.print(&run, &verdicts, expectation.as_ref(), &timeline_note, missed, unreliable);
         }
         if unreliable {
             self.unreliable.push(format!("{} on {server}", run.scenario));
@@ -407,6 +407,7 @@ impl Runs {
         expectation: Option<&mcpsim::check::Expectation>,
         timeline_note: &str,
         missed: bool,
+        unreliable: bool,
     ) {
         let server = &run.server;
         let line = || {
@@ -424,6 +425,8 @@ impl Runs {
                 (false, false) => format!("violated: {}; inherent only: {}", plain.join(", "), inherent.join(", ")),
             };
             let expect = match expectation {
+                // Its verdicts are not counted: it passed nothing.
+                _ if unreliable => " · timing unreliable: not counted".to_string(),
                 Some(e) if e.met && e.gate => " · gate passed".to_string(),
                 Some(e) if e.met => " · as expected".to_string(),
                 Some(e) => format!(" · {}", mcpsim::report::expectation_line(server, e)),
