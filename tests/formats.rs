@@ -120,3 +120,35 @@ fn text_is_plain_when_not_a_terminal() {
     let coloured = mcpsim::report::colorize(&out);
     assert!(coloured.contains("\x1b[1;31mVIOLATED\x1b[0m"));
 }
+
+/// Issue "A gate that holds under CI load", item 6 and item 2: with
+/// `--format junit` the console still says why each run failed, and a run
+/// that errored before it was judged (its server never said `ready`) is a
+/// test case with an `<error>`: one per run, never missing.
+#[test]
+fn junit_names_failures_on_the_console_and_keeps_runs_that_errored() {
+    let out = common::mcpsim(&["run", &wrong_expectation_file(), "--server", "guarded", "--format", "junit"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("nat-rebind on guarded (seed 7): no violation"), "{err}");
+    let out = common::mcpsim(&["run", "scenarios/nat-rebind.toml", "--server", "naive", "--gate", "--format", "junit"]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("nat-rebind on naive (seed 7): session-binding: "), "{err}");
+    // A live server that exits at once: neither run is judged.
+    let out = common::mcpsim(&[
+        "run",
+        "--live",
+        "true",
+        "scenarios/nat-rebind.toml",
+        "scenarios/garbage-id.toml",
+        "--format",
+        "junit",
+        "--ready-timeout",
+        "5",
+    ]);
+    let xml = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(4), "{xml}");
+    assert_eq!(xml.matches("<testcase ").count(), 2, "{xml}");
+    assert_eq!(xml.matches("type=\"error\"").count(), 2, "{xml}");
+    assert!(xml.contains("tests=\"2\" failures=\"0\" errors=\"2\""), "{xml}");
+}

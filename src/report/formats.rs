@@ -208,6 +208,16 @@ fn xml_escape(s: &str) -> String {
 /// An unmet expectation is a `<failure>` whose body is the verdicts with their
 /// evidence; a run without an expectation for its server is `<skipped>`.
 pub fn junit(runs: &[Judged]) -> String {
+    junit_with_errors(runs, &[])
+}
+
+/// A run that errored before it could be judged (its server did not say
+/// `ready`, say): `(scenario, server, what went wrong)`.
+pub type Errored = (String, String, String);
+
+/// [`junit`], with the runs that errored before they were judged: each is
+/// a test case with an `<error>`, so that the XML has one per run.
+pub fn junit_with_errors(runs: &[Judged], errored: &[Errored]) -> String {
     let mut suites: Vec<(&str, Vec<&Judged>)> = Vec::new();
     for j in runs {
         match suites.iter_mut().find(|(name, _)| *name == j.run.scenario) {
@@ -215,21 +225,38 @@ pub fn junit(runs: &[Judged]) -> String {
             None => suites.push((&j.run.scenario, vec![j])),
         }
     }
+    for (scenario, _, _) in errored {
+        if !suites.iter().any(|(name, _)| name == scenario) {
+            suites.push((scenario, Vec::new()));
+        }
+    }
     let s = summary(runs);
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     out.push_str(&format!(
         "<testsuites name=\"mcpsim\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\">\n",
-        s.runs, s.unmet, s.timing_unreliable, s.without_expectation
+        s.runs + errored.len(),
+        s.unmet,
+        s.timing_unreliable + errored.len(),
+        s.without_expectation
     ));
     for (name, cases) in suites {
+        let failed: Vec<&Errored> = errored.iter().filter(|e| e.0 == name).collect();
         let failures = cases.iter().filter(|j| !unreliable(j) && j.expectation.is_some_and(|e| !e.met)).count();
-        let errors = cases.iter().filter(|j| unreliable(j)).count();
+        let errors = cases.iter().filter(|j| unreliable(j)).count() + failed.len();
         let skipped = cases.iter().filter(|j| !unreliable(j) && j.expectation.is_none()).count();
         out.push_str(&format!(
             "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\">\n",
             xml_escape(name),
-            cases.len()
+            cases.len() + failed.len()
         ));
+        for (_, server, what) in failed {
+            out.push_str(&format!(
+                "    <testcase classname=\"{}\" name=\"{}\">\n      <error message=\"{}\" type=\"error\"/>\n    </testcase>\n",
+                xml_escape(name),
+                xml_escape(server),
+                xml_escape(what)
+            ));
+        }
         for j in cases {
             // No `time` attribute (it is optional): CI systems read it as wall
             // time, and no wall clock may reach a report (DESIGN.md §3: the same

@@ -11,7 +11,7 @@ mod stateless_words;
 mod timeline;
 mod words;
 
-pub use formats::{colorize, json, junit, Judged};
+pub use formats::{colorize, json, junit, junit_with_errors, Errored, Judged};
 pub use timeline::html as timeline_html;
 
 use crate::check::{Expectation, Status, Verdict};

@@ -156,6 +156,7 @@ pub(crate) fn run(
         failed: Vec::new(),
         unreliable: Vec::new(),
         judged: Vec::new(),
+        errored: Vec::new(),
         counts: (0, 0, 0, 0),
         inherent_runs: 0,
         skipped: std::collections::BTreeMap::new(),
@@ -200,6 +201,7 @@ pub(crate) fn run(
         Err(e) => {
             let on = if live.is_some() { "the live server".to_string() } else { server.clone() };
             eprintln!("error: {} on {on}: {e}", plan.name);
+            runs.errored.push((plan.name.clone(), on, e.to_string()));
             runs.code = exit::worst(runs.code, e.exit_code() as u8);
         }
     });
@@ -302,6 +304,8 @@ struct Runs {
     failed: Vec<String>,
     /// For JSON and JUnit, printed together at the end.
     judged: Vec<(mcpsim::Run, Vec<mcpsim::check::Verdict>, Option<mcpsim::check::Expectation>)>,
+    /// Runs that errored before they were judged: a JUnit test case each.
+    errored: Vec<mcpsim::report::Errored>,
     /// "scenario on server" for each live run whose timing was unreliable.
     unreliable: Vec<String>,
     /// Runs with a finding no server could prevent (counted apart: never a failure by itself).
@@ -381,6 +385,10 @@ impl Runs {
             }
         }
         if self.format != RunFormat::Text {
+            // The console says why each run failed, whatever goes to stdout.
+            if !unreliable && expectation.as_ref().is_some_and(|e| !e.met) {
+                eprintln!("{} on {server} (seed {}): {}", run.scenario, run.seed, failing_headlines(&verdicts));
+            }
             self.judged.push((run, verdicts, expectation));
         }
     }
@@ -484,7 +492,7 @@ impl Runs {
             let text = if self.format == RunFormat::Json {
                 mcpsim::report::json(&views)
             } else {
-                mcpsim::report::junit(&views)
+                mcpsim::report::junit_with_errors(&views, &self.errored)
             };
             out!("{text}");
         }
@@ -579,4 +587,22 @@ pub(crate) fn write_trace(path: &Path, text: &str) -> Result<(), Error> {
         }
     }
     std::fs::write(path, text).map_err(|e| Error::io(format!("{}: cannot write: {e}", path.display())))
+}
+
+/// Each violated check's first finding the server could have prevented, in
+/// one line (`check: headline; ...`), or "no violation" (an expectation of
+/// violations that did not come).
+fn failing_headlines(verdicts: &[mcpsim::check::Verdict]) -> String {
+    let lines: Vec<String> = verdicts
+        .iter()
+        .filter_map(|v| {
+            let first = v.violations().iter().find(|x| !x.inherent)?;
+            Some(format!("{}: {}", v.check, first.headline()))
+        })
+        .collect();
+    if lines.is_empty() {
+        "no violation".to_string()
+    } else {
+        lines.join("; ")
+    }
 }
