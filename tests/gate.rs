@@ -142,3 +142,39 @@ fn a_users_ci_gate_end_to_end_fails_a_broken_server_and_passes_a_correct_one_wit
     assert_eq!(code(&correct), 0, "{xml}\n{}", text(&correct.stderr));
     assert!(xml.contains("tests=\"2\" failures=\"0\" errors=\"0\" skipped=\"0\""), "{xml}");
 }
+
+/// Issue "A gate that holds under CI load", item 5: a baseline is written
+/// by a command, keyed by the files a user sees; a key naming no scenario of
+/// the run is an error, not silently ignored.
+#[test]
+fn a_baseline_is_written_by_the_gate_and_keyed_by_file() {
+    let file = tmp("write-baseline", "baseline.toml");
+    let file_arg = file.to_str().unwrap();
+    let args = ["run", "--gate", "--server", "naive", "scenarios/nat-rebind.toml", "scenarios/second-client-leak.toml"];
+    let out = mcpsim(&[&args[..], &["--write-baseline", file_arg, "--quiet"]].concat());
+    assert_eq!(code(&out), 1, "the run that writes it is judged as ever");
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert!(written.contains("\"scenarios/nat-rebind.toml\" = [\"session-binding\", \"liveness\"]"), "{written}");
+    assert!(
+        written.contains("\"scenarios/second-client-leak.toml\" = [\"correlation-consistency\", \"confidentiality\"]"),
+        "{written}"
+    );
+    // Read back, it accepts exactly those: the gate passes.
+    let out = mcpsim(&[&args[..], &["--baseline", file_arg, "--quiet"]].concat());
+    assert_eq!(code(&out), 0, "{}", text(&out.stdout));
+    // A key may be the scenario's name or its file, with or without .toml.
+    for key in ["nat-rebind", "nat-rebind.toml", "scenarios/nat-rebind"] {
+        std::fs::write(&file, format!("[accepted]\n{key:?} = [\"session-binding\", \"liveness\"]\n")).unwrap();
+        let out = mcpsim(&["run", "--gate", "--server", "naive", "scenarios/nat-rebind.toml", "--baseline", file_arg]);
+        assert_eq!(code(&out), 0, "{key}: {}", text(&out.stdout));
+    }
+    // A key that names nothing is an error that names it.
+    std::fs::write(&file, "[accepted]\n\"nat-rebnd\" = [\"liveness\"]\n").unwrap();
+    let out = mcpsim(&["run", "--gate", "--server", "naive", "scenarios/nat-rebind.toml", "--baseline", file_arg]);
+    assert_eq!(code(&out), 2);
+    assert!(
+        text(&out.stderr).contains("the baseline names no scenario of this run: nat-rebnd"),
+        "{}",
+        text(&out.stderr)
+    );
+}

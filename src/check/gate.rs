@@ -66,6 +66,45 @@ impl Baseline {
     pub fn accepted(&self, scenario: &str) -> &[CheckId] {
         self.accepted.get(scenario).map_or(&[], Vec::as_slice)
     }
+
+    /// The key of `plan`'s entry: its scenario name, or the path of its
+    /// file as a user sees it (as written, or any tail of it: the file name
+    /// with or without `.toml`).
+    pub fn key_for(&self, plan: &crate::scenario::Plan) -> Option<&str> {
+        self.accepted.keys().map(String::as_str).find(|k| names(plan, k))
+    }
+
+    /// The keys that name none of `plans`: a typo, or a scenario this run
+    /// does not play (an error: a key that names nothing accepts nothing).
+    pub fn unknown_keys(&self, plans: &[&crate::scenario::Plan]) -> Vec<String> {
+        self.accepted.keys().filter(|k| !plans.iter().any(|p| names(p, k))).cloned().collect()
+    }
+
+    /// A baseline file accepting `entries` (key → checks), keyed as given.
+    pub fn text(entries: &BTreeMap<String, Vec<CheckId>>) -> String {
+        let mut out = String::from(
+            "# mcpsim gate baseline: findings this server is known to have (mcpsim run --gate --write-baseline).\n\
+             # An entry that no longer fails is stale and fails the gate: remove it as the server gets better.\n\
+             [accepted]\n",
+        );
+        for (key, checks) in entries.iter().filter(|(_, c)| !c.is_empty()) {
+            let checks: Vec<String> = checks.iter().map(|c| format!("{:?}", c.as_str())).collect();
+            out.push_str(&format!("{key:?} = [{}]\n", checks.join(", ")));
+        }
+        out
+    }
+}
+
+/// Whether baseline key `key` names `plan`: its scenario name, or its file.
+fn names(plan: &crate::scenario::Plan, key: &str) -> bool {
+    if key == plan.name {
+        return true;
+    }
+    let Some(path) = &plan.source else { return false };
+    let key = key.trim_start_matches("./");
+    let path = path.to_string_lossy();
+    let with_toml = if key.ends_with(".toml") { key.to_string() } else { format!("{key}.toml") };
+    path == with_toml || path.ends_with(&format!("/{with_toml}"))
 }
 
 /// The checks with at least one violation that is not inherent.
@@ -77,8 +116,17 @@ pub fn failing(verdicts: &[Verdict]) -> Vec<CheckId> {
 /// check that failed (not inherently) is accepted by the baseline, and
 /// every accepted check still fails.
 pub fn gate(scenario: &str, verdicts: &[Verdict], baseline: &Baseline) -> Expectation {
+    gate_with(baseline.accepted(scenario), verdicts)
+}
+
+/// [`gate`] for `plan`, whose entry the baseline may key by its scenario
+/// name or by its file.
+pub fn gate_plan(plan: &crate::scenario::Plan, verdicts: &[Verdict], baseline: &Baseline) -> Expectation {
+    gate_with(baseline.key_for(plan).map_or(&[], |k| baseline.accepted(k)), verdicts)
+}
+
+fn gate_with(accepted: &[CheckId], verdicts: &[Verdict]) -> Expectation {
     let failing = failing(verdicts);
-    let accepted = baseline.accepted(scenario);
     let stale: Vec<String> = accepted.iter().filter(|c| !failing.contains(c)).map(|c| c.to_string()).collect();
     let met = failing.iter().all(|c| accepted.contains(c)) && stale.is_empty();
     Expectation {

@@ -67,6 +67,11 @@ pub(crate) enum Command {
         /// and fails the gate.
         #[arg(long, value_name = "FILE", requires = "gate")]
         baseline: Option<PathBuf>,
+        /// With --gate: write a baseline to FILE that accepts what each judged run violated
+        /// (keyed by scenario file; none from runs that errored or ran late, no inherent finding).
+        /// Read it, then pass it to --baseline.
+        #[arg(long, value_name = "FILE", requires = "gate")]
+        write_baseline: Option<PathBuf>,
         /// Play this many runs at once; each is still printed in order. Live runs spend their
         /// time waiting, so a directory plays much faster with several (each run its own
         /// process and ports) [default: the number of cores; 1 with --live].

@@ -87,6 +87,7 @@ fn main() -> ExitCode {
             watchdog,
             gate,
             baseline,
+            write_baseline,
             jobs,
             live,
         } => {
@@ -104,7 +105,7 @@ fn main() -> ExitCode {
                         (_, true) => Verbosity::Verbose,
                         _ => Verbosity::Normal,
                     };
-                    let output = Output { trace, timeline, verbosity, format, gate };
+                    let output = Output { trace, timeline, verbosity, format, gate, write_baseline };
                     run(files, target, seed.map(Seed), jobs, output)
                 }
             }

@@ -85,6 +85,8 @@ pub(crate) struct Output {
     pub format: RunFormat,
     /// `--gate`: judge by the gate and this baseline instead of `[expect]`.
     pub gate: Option<mcpsim::check::gate::Baseline>,
+    /// `--write-baseline`: where to write a baseline accepting what the judged runs violated.
+    pub write_baseline: Option<PathBuf>,
 }
 
 pub(crate) fn run(
@@ -94,7 +96,7 @@ pub(crate) fn run(
     jobs: Option<usize>,
     output: Output,
 ) -> Result<u8, Error> {
-    let Output { trace, timeline, verbosity, format, gate } = output;
+    let Output { trace, timeline, verbosity, format, gate, write_baseline } = output;
     use std::io::IsTerminal;
     let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let bundled = files.is_empty();
@@ -144,6 +146,17 @@ pub(crate) fn run(
         }
     }
     let plans = load_all(&files)?;
+    // A baseline key that names no scenario of the run accepts nothing: a typo.
+    if let Some(baseline) = &gate {
+        let all: Vec<&Plan> = plans.iter().collect();
+        let unknown = baseline.unknown_keys(&all);
+        if !unknown.is_empty() {
+            return Err(Error::usage(format!(
+                "the baseline names no scenario of this run: {} (a key is a scenario name or its file)",
+                unknown.join(", ")
+            )));
+        }
+    }
     let mut runs = Runs {
         total: plans.len() * servers.len(),
         trace,
@@ -157,6 +170,7 @@ pub(crate) fn run(
         unreliable: Vec::new(),
         judged: Vec::new(),
         errored: Vec::new(),
+        write_baseline: write_baseline.map(|f| (f, std::collections::BTreeMap::new())),
         counts: (0, 0, 0, 0),
         inherent_runs: 0,
         skipped: std::collections::BTreeMap::new(),
@@ -306,6 +320,8 @@ struct Runs {
     judged: Vec<(mcpsim::Run, Vec<mcpsim::check::Verdict>, Option<mcpsim::check::Expectation>)>,
     /// Runs that errored before they were judged: a JUnit test case each.
     errored: Vec<mcpsim::report::Errored>,
+    /// `--write-baseline`: the file, and what each judged run violated, by scenario file.
+    write_baseline: Option<(PathBuf, std::collections::BTreeMap<String, Vec<mcpsim::check::CheckId>>)>,
     /// "scenario on server" for each live run whose timing was unreliable.
     unreliable: Vec<String>,
     /// Runs with a finding no server could prevent (counted apart: never a failure by itself).
@@ -328,7 +344,7 @@ impl Runs {
         let verdicts = mcpsim::check::judge(&run.trace);
         let expectation = match &self.gate {
             Some(baseline) => Some(
-                mcpsim::check::gate::gate(&plan.name, &verdicts, baseline)
+                mcpsim::check::gate::gate_plan(plan, &verdicts, baseline)
                     .with_misses(mcpsim::check::missed_steps(plan, &run.trace)),
             ),
             None => mcpsim::check::expectation(plan, &server, &verdicts, &run.trace),
@@ -365,6 +381,16 @@ impl Runs {
                     None => !mcpsim::check::violated(&verdicts).is_empty(),
                 };
             self.print(&run, &verdicts, expectation.as_ref(), &timeline_note, missed, unreliable);
+        }
+        // What a judged run violated goes into the baseline being written.
+        if let Some((_, entries)) = self.write_baseline.as_mut().filter(|_| !unreliable && run.aborted.is_none()) {
+            let key = plan.source.as_ref().map_or(plan.name.clone(), |p| p.display().to_string());
+            let checks = entries.entry(key).or_default();
+            for c in mcpsim::check::gate::failing(&verdicts) {
+                if !checks.contains(&c) {
+                    checks.push(c);
+                }
+            }
         }
         if unreliable {
             self.unreliable.push(format!("{} on {server}", run.scenario));
@@ -568,6 +594,16 @@ impl Runs {
             out!("{tally}");
         } else {
             eprintln!("{tally}");
+        }
+        if let Some((file, entries)) = &self.write_baseline {
+            match std::fs::write(file, mcpsim::check::gate::Baseline::text(entries)) {
+                Ok(()) => eprintln!(
+                    "baseline written: {} ({} scenario(s) with accepted findings)",
+                    file.display(),
+                    entries.values().filter(|c| !c.is_empty()).count()
+                ),
+                Err(e) => self.io_errors.push(Error::io(format!("{}: cannot write the baseline: {e}", file.display()))),
+            }
         }
         for e in &self.io_errors {
             eprintln!("error: {e}");
