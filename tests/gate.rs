@@ -87,10 +87,14 @@ fn a_baseline_accepts_known_findings_and_a_stale_entry_fails_the_gate() {
     let out =
         mcpsim(&["run", "--gate", "--baseline", b, "--server", "guarded", "scenarios/nat-rebind.toml", "--quiet"]);
     assert_eq!(code(&out), 1);
+    // (One line, after the regressions: stale_entries_are_one_line_after_the_regressions.)
     assert!(
-        text(&out.stdout).contains(&format!("GATE FAILED: stale baseline entries: {}", failing.join(", "))),
+        text(&out.stderr).contains(&format!(
+            "stale baseline entries (they no longer fail: remove them, and the gate passes): scenarios/nat-rebind.toml: {}",
+            failing.join(", ")
+        )),
         "{}",
-        text(&out.stdout)
+        text(&out.stderr)
     );
     // A broken baseline is named, with where.
     std::fs::write(&baseline, "[accepted]\nnat-rebind = [\"sesion-binding\"]\n").unwrap();
@@ -177,4 +181,35 @@ fn a_baseline_is_written_by_the_gate_and_keyed_by_file() {
         "{}",
         text(&out.stderr)
     );
+}
+
+/// Issue "A gate that holds under CI load", item 5: a stale entry is one
+/// line after the regressions, not a report of its own that crowds them out.
+#[test]
+fn stale_entries_are_one_line_after_the_regressions() {
+    let file = tmp("stale-baseline", "baseline.toml");
+    std::fs::write(
+        &file,
+        "[accepted]\n\"nat-rebind\" = [\"session-binding\", \"liveness\"]\n\"clean-resume\" = [\"liveness\"]\n",
+    )
+    .unwrap();
+    let out = mcpsim(&[
+        "run",
+        "--gate",
+        "--server",
+        "naive",
+        "scenarios/nat-rebind.toml",
+        "scenarios/clean-resume.toml",
+        "scenarios/second-client-leak.toml",
+        "--baseline",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), 1, "a stale entry still fails the gate");
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(!stdout.contains("clean-resume · server naive"), "no report of its own: {stdout}");
+    assert!(stdout.contains("second-client-leak · server naive"), "the regression's report: {stdout}");
+    let failed = stderr.find("1 run(s) failed the gate: second-client-leak on naive").expect(&stderr);
+    let stale = stderr.find("stale baseline entries (they no longer fail").expect(&stderr);
+    assert!(failed < stale, "{stderr}");
+    assert!(stderr.contains("scenarios/clean-resume.toml: liveness"), "{stderr}");
 }

@@ -170,6 +170,7 @@ pub(crate) fn run(
         unreliable: Vec::new(),
         judged: Vec::new(),
         errored: Vec::new(),
+        stale: Vec::new(),
         write_baseline: write_baseline.map(|f| (f, std::collections::BTreeMap::new())),
         counts: (0, 0, 0, 0),
         inherent_runs: 0,
@@ -320,6 +321,8 @@ struct Runs {
     judged: Vec<(mcpsim::Run, Vec<mcpsim::check::Verdict>, Option<mcpsim::check::Expectation>)>,
     /// Runs that errored before they were judged: a JUnit test case each.
     errored: Vec<mcpsim::report::Errored>,
+    /// Baseline entries that no longer fail, as `file: checks` (runs with no regression).
+    stale: Vec<String>,
     /// `--write-baseline`: the file, and what each judged run violated, by scenario file.
     write_baseline: Option<(PathBuf, std::collections::BTreeMap<String, Vec<mcpsim::check::CheckId>>)>,
     /// "scenario on server" for each live run whose timing was unreliable.
@@ -371,12 +374,23 @@ impl Runs {
             None => self.counts.2 += 1,
         }
         let timeline_note = self.write_timeline(&run, &verdicts);
+        // A gate failed only by stale baseline entries: no regression. It is
+        // said in one line after the regressions, not with a report of its own.
+        let stale_only = expectation.as_ref().is_some_and(|e| {
+            e.gate
+                && !e.met
+                && e.cut.is_none()
+                && e.missed.is_empty()
+                && !e.stale.is_empty()
+                && e.violated.iter().all(|c| e.expected.contains(c))
+        });
         if self.format == RunFormat::Text {
             // A run to look at: it missed its expectation, has none and
             // violated a check, ran late, or was cut short.
             let missed = unreliable
                 || run.aborted.is_some()
                 || match &expectation {
+                    Some(_) if stale_only => false,
                     Some(e) => !e.met,
                     None => !mcpsim::check::violated(&verdicts).is_empty(),
                 };
@@ -395,6 +409,10 @@ impl Runs {
         if unreliable {
             self.unreliable.push(format!("{} on {server}", run.scenario));
             self.code = exit::worst(self.code, exit::TIMING);
+        } else if let Some(e) = expectation.as_ref().filter(|_| stale_only) {
+            let key = plan.source.as_ref().map_or(plan.name.clone(), |p| p.display().to_string());
+            self.stale.push(format!("{key}: {}", e.stale.join(", ")));
+            self.code = exit::worst(self.code, exit::FINDING);
         } else if expectation.as_ref().is_some_and(|e| !e.met) {
             self.failed.push(format!("{} on {server}", run.scenario));
             self.code = exit::worst(self.code, exit::FINDING);
@@ -531,6 +549,12 @@ impl Runs {
         if !self.failed.is_empty() {
             let what = if self.gate.is_some() { "failed the gate" } else { "did not meet their expectation" };
             eprintln!("{} run(s) {what}: {}", self.failed.len(), self.failed.join(", "));
+        }
+        if !self.stale.is_empty() {
+            eprintln!(
+                "stale baseline entries (they no longer fail: remove them, and the gate passes): {}",
+                self.stale.join("; ")
+            );
         }
         if !self.unreliable.is_empty() {
             eprintln!(
