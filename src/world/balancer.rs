@@ -281,13 +281,15 @@ impl Balancer {
         // When each side last sent something (HAProxy's timeouts count from it).
         let now = || crate::clock::now().unwrap_or_default();
         let (from_client, from_replica) = (Rc::new(Cell::new(now())), Rc::new(Cell::new(now())));
-        let to_replica = pump(down_r, up_w, None, from_client.clone());
+        // (Kept only when a timeout reads them: no clock read per chunk otherwise.)
+        let timed = |c: &Rc<Cell<Duration>>| self.timeouts.is_some().then(|| c.clone());
+        let to_replica = pump(down_r, up_w, None, timed(&from_client));
         // Session routing learns the sessions the replica's response names.
         let learn = self.sessions.then(|| {
             let me = self.clone();
             Learner::new(Box::new(move |id: &str| me.picker.learned(id, replica)))
         });
-        let to_client = pump(up_r, down_w, learn, from_replica.clone());
+        let to_client = pump(up_r, down_w, learn, timed(&from_replica));
         // A connection idle past a timeout is cut, both ways (the NAT
         // names the balancer for it: crate::world::nat).
         let idle_cut = async {
@@ -323,17 +325,20 @@ impl Balancer {
 }
 
 /// Copies `from` into `to` until an orderly end, which it passes on;
-/// `learn` reads the session ids of the responses it copies.
+/// `learn` reads the session ids of the responses it copies; `last`, when
+/// a timeout reads it, keeps when `from` last sent something.
 async fn pump(
     mut from: impl AsyncRead + Unpin,
     mut to: impl AsyncWrite + Unpin,
     mut learn: Option<Learner>,
-    last: Rc<Cell<Duration>>,
+    last: Option<Rc<Cell<Duration>>>,
 ) -> io::Result<()> {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         let n = from.read(&mut buf).await?;
-        last.set(crate::clock::now().unwrap_or_default());
+        if let Some(last) = &last {
+            last.set(crate::clock::now().unwrap_or_default());
+        }
         if n == 0 {
             let _ = to.shutdown().await;
             return Ok(());

@@ -415,7 +415,8 @@ impl<N: NatNet> Nat<N> {
                 }
                 r = from.read(&mut buf) => r.unwrap_or(0),
             };
-            if n > 0 {
+            // (Only a balancer's timeouts read it: no clock read per chunk otherwise.)
+            if n > 0 && self.balancer_timeouts.is_some() {
                 let (c, s) = m.last.get();
                 m.last.set(if from_server { (c, now()) } else { (now(), s) });
             }

@@ -398,8 +398,7 @@ impl Runs {
         }
         // What a judged run violated goes into the baseline being written.
         if let Some((_, entries)) = self.write_baseline.as_mut().filter(|_| !unreliable && run.aborted.is_none()) {
-            let key = plan.source.as_ref().map_or(plan.name.clone(), |p| p.display().to_string());
-            let checks = entries.entry(key).or_default();
+            let checks = entries.entry(file_key(plan)).or_default();
             for c in mcpsim::check::gate::failing(&verdicts) {
                 if !checks.contains(&c) {
                     checks.push(c);
@@ -410,8 +409,7 @@ impl Runs {
             self.unreliable.push(format!("{} on {server}", run.scenario));
             self.code = exit::worst(self.code, exit::TIMING);
         } else if let Some(e) = expectation.as_ref().filter(|_| stale_only) {
-            let key = plan.source.as_ref().map_or(plan.name.clone(), |p| p.display().to_string());
-            self.stale.push(format!("{key}: {}", e.stale.join(", ")));
+            self.stale.push(format!("{}: {}", file_key(plan), e.stale.join(", ")));
             self.code = exit::worst(self.code, exit::FINDING);
         } else if expectation.as_ref().is_some_and(|e| !e.met) {
             self.failed.push(format!("{} on {server}", run.scenario));
@@ -669,4 +667,9 @@ fn failing_headlines(verdicts: &[mcpsim::check::Verdict]) -> String {
     } else {
         lines.join("; ")
     }
+}
+
+/// A baseline's key for `plan`: its file as the user named it, else its name.
+fn file_key(plan: &Plan) -> String {
+    plan.source.as_ref().map_or(plan.name.clone(), |p| p.display().to_string())
 }
