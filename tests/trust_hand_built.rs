@@ -22,6 +22,7 @@ impl T {
                 duration_us: 60_000_000,
                 liveness_bound_us: 30_000_000,
                 authenticates: true,
+                unreported_per_stream: 0,
             },
         );
         t.at(

@@ -56,8 +56,17 @@ impl Tb {
             duration_us: duration_s * 1_000_000,
             liveness_bound_us: 300_000_000,
             authenticates: true,
+            unreported_per_stream: 0,
         };
         Tb { now_us: 0, events: vec![(0, started)], principals: Default::default(), presenting: Default::default() }
+    }
+
+    /// The server may mint `n` event ids per stream that it does not report.
+    pub fn unreported_per_stream(mut self, n: u32) -> Tb {
+        if let Some((_, What::RunStarted { unreported_per_stream, .. })) = self.events.first_mut() {
+            *unreported_per_stream = n;
+        }
+        self
     }
 
     /// The server's request timeout (the liveness bound) is `secs`.

@@ -291,7 +291,8 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
     // Scenario time 0 is when the server is ready.
     let _clock = clock::go_live(opts.time_scale);
     let rec = Recorder::with_clock(Rc::new(clock::now));
-    record_header(&rec, plan, &server, plan.seed, authenticates);
+    let traits = crate::world::ServerTraits { authenticates, unreported_per_stream: 0 };
+    record_header(&rec, plan, &server, plan.seed, traits);
     if deployed {
         rec.record(What::DeploymentStarted {
             replicas: plan.deployment.replicas,

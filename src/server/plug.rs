@@ -391,4 +391,13 @@ pub trait ServerPlug {
     fn quiet_timers(&self) -> bool {
         false
     }
+
+    /// How many event ids per stream the server may mint without reporting
+    /// them (through [`AppReporter::notified`] and [`AppReporter::issued`])
+    /// where no socket shows them either. Zero (the default) when it reports
+    /// every id no socket carried; otherwise no check reads up to this many
+    /// ids per stream that nobody saw as ids the server never minted.
+    fn unreported_per_stream(&self) -> u32 {
+        0
+    }
 }

@@ -459,6 +459,13 @@ impl ServerPlug for Rmcp {
         "rmcp"
     }
 
+    /// The tap reports the ids rmcp fails to send into a closed stream; ids
+    /// still queued in a stream's channel (up to its capacity) when its
+    /// socket went are neither sent nor logged.
+    fn unreported_per_stream(&self) -> u32 {
+        STREAM_CAPACITY as u32
+    }
+
     fn serve(&self, listener: crate::net::Listener, app: AppHook) -> Pin<Box<dyn Future<Output = ()>>> {
         let mut config = StreamableHttpServerConfig::default()
             .with_legacy_session_mode(true)

@@ -165,6 +165,13 @@ pub enum What {
         /// are inherent: a thief can assert the owner's name as easily.
         #[serde(default = "yes", skip_serializing_if = "is_true")]
         authenticates: bool,
+        /// How many event ids per stream the server may mint without
+        /// reporting them, where no socket shows them either (absent: none).
+        /// rmcp's tap reports the ids it fails to send into a closed stream,
+        /// but not those still queued in the stream's channel when its
+        /// socket went: no check may read "not reported" as "never minted".
+        #[serde(default, skip_serializing_if = "is_zero")]
+        unreported_per_stream: u32,
     },
     /// A client of the scenario and the principal it is.
     ClientJoined {
@@ -911,6 +918,10 @@ pub fn outcome_word(o: Outcome) -> &'static str {
         Outcome::Reissued => "re-issued",
         Outcome::TimedOut => "timed out",
     }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 fn is_true(b: &bool) -> bool {

@@ -256,9 +256,19 @@ pub(crate) struct World<H> {
 }
 
 /// Records a run's header: what runs against what, and each client.
-pub(crate) fn record_header(rec: &Recorder, plan: &Plan, server: &str, seed: Seed, authenticates: bool) {
+/// What a server says of itself in the run's header.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ServerTraits {
+    /// It authenticates its clients.
+    pub authenticates: bool,
+    /// Event ids per stream it may mint unreported ([`crate::server::plug::ServerPlug::unreported_per_stream`]).
+    pub unreported_per_stream: u32,
+}
+
+pub(crate) fn record_header(rec: &Recorder, plan: &Plan, server: &str, seed: Seed, traits: ServerTraits) {
     rec.record(What::RunStarted {
-        authenticates,
+        authenticates: traits.authenticates,
+        unreported_per_stream: traits.unreported_per_stream,
         scenario: plan.name.clone(),
         server: server.to_string(),
         dialect: plan.dialect.name().to_string(),
@@ -394,7 +404,8 @@ impl<'a> World<turmoil::Sim<'a>> {
             .tcp_capacity(1 << 16);
         let mut sim = builder.build();
 
-        record_header(&rec, plan, plug.name(), seed, plan.server.authenticate);
+        let traits = ServerTraits { authenticates: plan.server.authenticate, unreported_per_stream: plug.unreported_per_stream() };
+        record_header(&rec, plan, plug.name(), seed, traits);
         let replicas = plan.deployment.replicas.max(1);
         let mut deployed = None;
         let server_hosts: Vec<String> = if replicas == 1 {

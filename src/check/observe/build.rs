@@ -17,8 +17,9 @@ impl<'a> Observed<'a> {
             let (t, seq) = (e.t_us, e.seq);
             o.end = o.end.max(t);
             match &e.what {
-                What::RunStarted { duration_us, liveness_bound_us, authenticates, .. } => {
+                What::RunStarted { duration_us, liveness_bound_us, authenticates, unreported_per_stream, .. } => {
                     o.unauthenticated = !*authenticates;
+                    o.unreported_per_stream = u64::from(*unreported_per_stream);
                     o.end = o.end.max(SimTime(*duration_us));
                     o.liveness_bound = SimTime(*liveness_bound_us);
                 }

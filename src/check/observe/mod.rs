@@ -298,6 +298,9 @@ pub struct Observed<'a> {
     /// The server authenticates no one (the run's header says so): a
     /// principal is only the name a request asserts.
     pub unauthenticated: bool,
+    /// How many event ids per stream the server may mint that neither a
+    /// report nor a socket shows (the run's header says so).
+    pub unreported_per_stream: u64,
     /// Each client's principal.
     pub principals: BTreeMap<String, String>,
     /// Each client's heartbeat timeout.

@@ -560,8 +560,9 @@ impl Observed<'_> {
     }
 
     /// An upper bound on ids a session may have minted that no one observed
-    /// before `until`: a response per POST presenting its token, and a new
-    /// event per re-issued request.
+    /// before `until`: a response per POST presenting its token, a new
+    /// event per re-issued request, and per stream as many as the server
+    /// says it may mint unreported.
     pub fn possible_unseen_ids(&self, token: &str, until: SimTime) -> u64 {
         let posts = self
             .conns
@@ -575,7 +576,12 @@ impl Observed<'_> {
             .flat_map(|r| r.outcomes.iter())
             .filter(|x| x.2 == Outcome::Reissued && x.0 <= until)
             .count() as u64;
-        posts + reissues
+        let streams = self
+            .conns
+            .values()
+            .filter(|c| c.token() == Some(token) && c.opened <= until)
+            .count() as u64;
+        posts + reissues + streams * self.unreported_per_stream
     }
 
     /// The events a client already held for a session before `before`, in order.

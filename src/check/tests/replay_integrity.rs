@@ -45,6 +45,22 @@ fn accepting_a_resumption_from_an_id_never_minted_is_a_violation() {
     assert!(h[0].contains("never showed an id above 1001"), "{}", h[0]);
 }
 
+/// A server that may mint ids it does not report (rmcp's tap: up to a
+/// channel's worth per stream) may have minted 1002–1009 unseen: "never
+/// shown" proves nothing within that many. An id it later mints as new, at
+/// or below the one resumed from, still does.
+#[test]
+fn an_id_never_shown_is_no_proof_within_what_the_server_may_leave_unreported() {
+    let t = resume_from_an_unminted_id().unreported_per_stream(4).stream("alice", 2).trace();
+    assert!(headlines(&t, CheckId::ReplayIntegrity).is_empty(), "{:?}", headlines(&t, CheckId::ReplayIntegrity));
+    let t = resume_from_an_unminted_id().unreported_per_stream(3).stream("alice", 2).trace();
+    assert_eq!(headlines(&t, CheckId::ReplayIntegrity).len(), 1, "two streams × 3 < 8 unseen ids");
+    let t = resume_from_an_unminted_id().unreported_per_stream(4).stream("alice", 2).at(12_000).notified("alice", "tok-1", &["1005"]).trace();
+    let h = headlines(&t, CheckId::ReplayIntegrity);
+    assert_eq!(h.len(), 1, "{h:?}");
+    assert!(h[0].contains("it minted 1005 as new"), "{}", h[0]);
+}
+
 #[test]
 fn refusing_a_resumption_from_an_id_never_minted_leaves_nothing_to_judge() {
     let t = resume_from_an_unminted_id().status("alice", 2, 404, None).trace();

@@ -24,6 +24,7 @@ impl Sb {
             duration_us: duration_s * 1_000_000,
             liveness_bound_us: 300_000_000,
             authenticates: true,
+            unreported_per_stream: 0,
         };
         Sb { now_us: 0, events: vec![(0, started)] }
     }
