@@ -151,6 +151,7 @@ fn merge_keeps_the_smallest_reproducer_of_a_signature() {
         reach: Default::default(),
         faults: Default::default(),
         harness_failures: Vec::new(),
+        stopped: None,
     };
     let merged =
         hunt::merge(vec![report("1/2", bug(4, 5, "big.toml")), report("2/2", bug(7, 2, "small.toml"))]).unwrap();
@@ -601,6 +602,7 @@ fn a_nondeterministic_seed_counts_once() {
         reach: Default::default(),
         faults: Default::default(),
         harness_failures: Vec::new(),
+        stopped: None,
     };
     assert_eq!(report.nondeterministic_seeds(), 1);
 }

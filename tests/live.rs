@@ -39,10 +39,15 @@ fn main() {
                 a_step_that_runs_late_makes_the_run_timing_unreliable_with_exit_code_5,
             ),
             Case::new(
+                "a_late_run_is_replayed_slower_and_judged_at_the_scale_that_kept_time",
+                a_late_run_is_replayed_slower_and_judged_at_the_scale_that_kept_time,
+            ),
+            Case::new(
                 "what_a_server_does_not_report_is_said_not_guessed",
                 what_a_server_does_not_report_is_said_not_guessed,
             ),
             Case::new("the_readmes_live_commands_run_as_written", the_readmes_live_commands_run_as_written),
+            Case::new("the_ci_workflow_files_run_as_written", the_ci_workflow_files_run_as_written),
             Case::new(
                 "a_command_that_cannot_start_is_named_with_its_own_words",
                 a_command_that_cannot_start_is_named_with_its_own_words,
@@ -50,6 +55,10 @@ fn main() {
             Case::new(
                 "a_process_that_never_says_ready_is_given_up_on_in_time",
                 a_process_that_never_says_ready_is_given_up_on_in_time,
+            ),
+            Case::new(
+                "a_live_hunt_that_loses_its_server_goes_on_and_prints_its_table",
+                a_live_hunt_that_loses_its_server_goes_on_and_prints_its_table,
             ),
             Case::new(
                 "a_process_that_ignores_the_control_protocol_is_named",
@@ -259,18 +268,24 @@ fn a_step_that_runs_late_makes_the_run_timing_unreliable_with_exit_code_5() {
             .expect("runs");
         (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
     };
-    let (code, out, err) = late(&["--format", "json"]);
+    // Replayed once, at 0.1 (the ceiling), and late there too: 0.5 s is
+    // 5 s of scenario time at 0.1.
+    let (code, out, err) = late(&["--format", "json", "--max-time-scale", "0.1"]);
     assert_eq!(code, 5, "{out}\n{err}");
     let json: serde_json::Value = serde_json::from_str(&out).unwrap();
     let live = &json["runs"][0]["live"];
     assert_eq!(live["timing_unreliable"], true, "{live}");
+    assert_eq!(live["time_scale"], 0.1, "{live}");
+    assert_eq!(live["max_time_scale"], 0.1, "{live}");
+    assert_eq!(live["replayed"][0]["time_scale"], 0.05, "{live}");
+    assert!(live["replayed"][0]["why"].as_str().unwrap().contains("step 3 (resume)"), "{live}");
     // The stalled step is among the late ones (on a loaded machine an
     // earlier step can run a little late too: it is listed, in step order).
     let steps = live["late_steps"].as_array().unwrap();
     let stalled = steps.iter().find(|s| s["step"] == 3).unwrap_or_else(|| panic!("{live}"));
     assert_eq!(stalled["do"], "resume", "{live}");
     let lateness = stalled["ran_us"].as_u64().unwrap() - stalled["due_us"].as_u64().unwrap();
-    assert!(lateness >= 5_000_000, "{live}");
+    assert!(lateness >= 5_000_000 / 2, "{live}");
     assert_eq!(json["summary"]["timing_unreliable"], 1, "{json}");
     assert_eq!(json["summary"]["met"], 0, "a run cut loose from its timing never counts as met: {json}");
     let (code, out, _) = late(&[]);
@@ -295,7 +310,7 @@ fn a_step_that_runs_late_makes_the_run_timing_unreliable_with_exit_code_5() {
     // garbage-id's step 3 runs late.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpsim"))
         .args(["run", "--live", &serve("naive"), "scenarios/garbage-id.toml", "scenarios/inflight-too-late.toml"])
-        .args(["--time-scale", "0.05", "--gate", "--jobs", "1"])
+        .args(["--time-scale", "0.05", "--gate", "--jobs", "1", "--max-time-scale", "0.05"])
         .env("MCPSIM_INJECT_STEP_DELAY", "3:500")
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
@@ -303,7 +318,47 @@ fn a_step_that_runs_late_makes_the_run_timing_unreliable_with_exit_code_5() {
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{}", text(&out.stderr));
     let late = stdout.lines().find(|l| l.starts_with("garbage-id · naive")).unwrap_or_else(|| panic!("{stdout}"));
-    assert!(late.ends_with("timing unreliable: not counted"), "{late}");
+    assert!(late.ends_with("timing unreliable: not counted · late at time scale 0.05"), "{late}");
+}
+
+/// Issue "A gate that holds under CI load", item 1: a late run is played
+/// again at twice its scale, and judged at the first scale that kept time.
+/// The step loop stalls 40 ms (real) before step 3: 0.8 s of scenario time
+/// at 0.05 and 0.4 s at 0.1 (late: the bound is 250 ms), 0.2 s at 0.2
+/// (on time, unless the machine adds 10 ms).
+fn a_late_run_is_replayed_slower_and_judged_at_the_scale_that_kept_time() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpsim"))
+        .args(["run", "--live", &serve("guarded"), "scenarios/garbage-id.toml", "--time-scale", "0.05", "--gate"])
+        .args(["--max-time-scale", "0.8", "--format", "json"])
+        .env("MCPSIM_INJECT_STEP_DELAY", "3:40")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("runs");
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let live = &json["runs"][0]["live"];
+    assert_eq!(live["timing_unreliable"], false, "{live}");
+    let tries = live["replayed"].as_array().unwrap();
+    assert!(tries.len() >= 2, "late at 0.05 and at 0.1: {live}");
+    assert_eq!(tries[0]["time_scale"], 0.05, "{live}");
+    assert_eq!(tries[1]["time_scale"], 0.1, "{live}");
+    let judged = live["time_scale"].as_f64().unwrap();
+    assert!((0.2..=0.8).contains(&judged), "{live}");
+    assert_eq!(json["runs"][0]["expectation"]["met"], true, "{json}");
+    assert!(json["runs"][0]["repro"].as_str().unwrap().ends_with(&format!("--time-scale {judged}")), "{json}");
+    // The text report says why it was replayed, and which scale judged it.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpsim"))
+        .args(["run", "--live", &serve("guarded"), "scenarios/garbage-id.toml", "--time-scale", "0.05"])
+        .args(["--max-time-scale", "0.4"])
+        .env("MCPSIM_INJECT_STEP_DELAY", "3:35")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("runs");
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("replayed slower: late at time scale 0.05 and 0.1"), "{stdout}");
+    assert!(stdout.contains("step 3 (resume)") && stdout.contains("), judged at 0."), "{stdout}");
 }
 
 fn what_a_server_does_not_report_is_said_not_guessed() {
@@ -336,9 +391,37 @@ fn a_process_that_never_says_ready_is_given_up_on_in_time() {
     let started = Instant::now();
     let (code, _, err) = run_live("echo starting; sleep 30", "scenarios/garbage-id.toml", &["--ready-timeout", "1"]);
     assert_eq!(code, 4, "{err}");
-    assert!(err.contains("did not say `ready` on the control port within 1s"), "{err}");
+    // Issue "A gate that holds under CI load", item 2: a start that misses
+    // the ready timeout (two servers starting at once on a loaded machine)
+    // is tried once more, with twice the time, and said so.
+    assert!(
+        err.contains("note: the server process did not say `ready` within 1s; starting it once more, with 2s"),
+        "{err}"
+    );
+    assert!(err.contains("did not say `ready` on the control port within 2s"), "{err}");
     assert!(err.contains("| starting"), "its output is quoted: {err}");
     assert!(started.elapsed() < Duration::from_secs(20), "it waited for the process to end");
+}
+
+/// Issue "A gate that holds under CI load", item 2: a live hunt whose
+/// server does not start files a harness failure per seed and goes on;
+/// three in a row stop it, and it still prints its table and says why.
+fn a_live_hunt_that_loses_its_server_goes_on_and_prints_its_table() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpsim"))
+        .args(["hunt", "--live", "echo starting; sleep 30", "--seeds", "6", "--seed", "0", "--jobs", "1"])
+        .args(["--no-shrink", "--ready-timeout", "0.3"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("runs");
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(4), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("harness failure: seed 0: the live run did not play: the server process did not say `ready`"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("hunted 3 seeds: 0 failing, 0 distinct bug(s)"), "{stdout}");
+    assert!(stdout.contains("3 harness failure(s)"), "{stdout}");
+    assert!(stdout.contains("the hunt stopped early: the live server broke on 3 plans in a row"), "{stdout}");
 }
 
 fn a_process_that_ignores_the_control_protocol_is_named() {
@@ -448,6 +531,33 @@ fn no_process_is_left_behind_at_the_end_on_error_or_on_ctrl_c() {
     assert!(text(&out.stderr).contains("interrupted (Ctrl-C)"), "{}", text(&out.stderr));
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(processes_with("sleep 4242.4"), Vec::<String>::new());
+    // Issue "A gate that holds under CI load", item 4: one Ctrl-C stops a
+    // whole gate. Two runs in flight (--jobs 2) are cut and judged up to the
+    // cut; the three scenarios after them are not played; it exits 4 at once.
+    let started = Instant::now();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_mcpsim"))
+        .args(["run", "--live", &with_helper("4242.5"), "--time-scale", "0.1", "--gate", "--jobs", "2"])
+        .args(["scenarios/nat-rebind.toml", "scenarios/garbage-id.toml", "scenarios/future-id.toml"])
+        .args(["scenarios/inflight-too-late.toml", "scenarios/nat-rebind.toml"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: signals our own child process.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(4), "{stdout}\n{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(12), "it stopped at once: {:?}", started.elapsed());
+    assert!(stdout.contains("3 run(s) not played: interrupted (Ctrl-C)"), "{stdout}\n{stderr}");
+    assert!(stdout.contains("2 run(s): 0 passed the gate, 2 failed it"), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("gate passed"), "{stdout}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(processes_with("sleep 4242.5"), Vec::<String>::new());
 }
 
 fn rmcp_served_live_gives_its_simulated_verdicts() {
@@ -727,7 +837,8 @@ fn the_readmes_live_commands_run_as_written() {
     };
     let plain = block("sh\nmcpsim run --live 'node my-server.js'");
     let gate = block("sh\nmcpsim run --gate --baseline mcpsim-baseline.toml");
-    assert!(gate.contains("--jobs 8") && gate.contains("> mcpsim.xml"), "{gate}");
+    // No --jobs: a live run's default follows the machine (2 at 0.1 on 2 cores).
+    assert!(!gate.contains("--jobs") && gate.contains("> mcpsim.xml"), "{gate}");
     // Both at once: each waits on real time.
     let ((code, out, err), ((gate_code, gate_out, gate_err), took)) = std::thread::scope(|s| {
         let g = s.spawn(|| {
@@ -749,4 +860,49 @@ fn the_readmes_live_commands_run_as_written() {
     assert!(!accepted.contains("<failure"), "accepted by the baseline: {accepted}");
     assert!(xml.contains("GATE FAILED: naive violated "), "{xml}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue "A gate that holds under CI load", item 7: the workflow files the
+/// README links to run as written. Each one's gate step plays in a checkout
+/// laid out as the workflow lays it out (this repository at `.mcpsim`),
+/// with `mcpsim serve` for the user's server: the TypeScript one against
+/// guarded (it passes), the Python one against naive (it fails, exit 1).
+/// Each writes its JUnit report, timelines and traces where it uploads them.
+fn the_ci_workflow_files_run_as_written() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    for (file, server_cmd, served, code) in [
+        ("docs/ci/mcpsim-gate-typescript.yml", "'node server.mjs'", "guarded", 0),
+        ("docs/ci/mcpsim-gate-python.yml", "'python server.py'", "naive", 1),
+    ] {
+        assert!(readme.contains(&format!("({file})")), "the README links {file}");
+        let yaml = std::fs::read_to_string(root.join(file)).unwrap();
+        // The gate step's script: the lines under its `run: |`, continuation lines joined.
+        let at = yaml.find("- name: gate").unwrap_or_else(|| panic!("{file}: a step named gate"));
+        let run = &yaml[at..];
+        let run = &run[run.find("run: |").unwrap_or_else(|| panic!("{file}: its run: |")) + 6..];
+        let script: Vec<&str> =
+            run.lines().skip(1).take_while(|l| l.starts_with("          ")).map(str::trim).collect();
+        let script = script.join("\n").replace("\\\n", " ");
+        assert!(script.contains(server_cmd) && script.contains("--time-scale 0.1"), "{file}: {script}");
+        let script = script
+            .replace("mcpsim run ", &format!("'{}' run ", env!("CARGO_BIN_EXE_mcpsim")))
+            .replace(server_cmd, &format!("'{} serve --server {served}'", env!("CARGO_BIN_EXE_mcpsim")));
+        let dir = common::tmp("live", &format!("workflow-{served}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::os::unix::fs::symlink(root, dir.join(".mcpsim")).unwrap();
+        let out = std::process::Command::new("sh").args(["-e", "-c", &script]).current_dir(&dir).output().unwrap();
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert_eq!(out.status.code(), Some(code), "{file}\n{script}\n{stdout}\n{stderr}");
+        let xml = std::fs::read_to_string(dir.join("mcpsim-out/mcpsim.xml")).unwrap();
+        let scenarios = std::fs::read_dir(root.join("scenarios/streamable-http")).unwrap().count();
+        assert!(xml.contains(&format!("tests=\"{scenarios}\"")), "{file}: {xml}");
+        assert_eq!(xml.contains("GATE FAILED"), code == 1, "{file}: {xml}");
+        for kept in ["mcpsim-out/timelines", "mcpsim-out/traces"] {
+            let n = std::fs::read_dir(dir.join(kept)).map(|d| d.count()).unwrap_or(0);
+            assert!(n >= scenarios, "{file}: {kept} holds {n} files");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

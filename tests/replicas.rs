@@ -1207,10 +1207,9 @@ fn a_deployments_timeline_has_a_lane_per_replica_and_shows_where_each_connection
 /// - streamable-http 9504960: a notification minted 0.4 s before a
 ///   partition cut its replica from the store, which never took it
 ///   (replay-integrity: now inherent, as for a gap);
-/// (legacy-sse 9504960 is left: guarded kept its writer past its lease
-/// while each store command waited 2 s for a store a partition hid, and
-/// the replica that took the session over found no writer to fence: a
-/// race in guarded's lease, not yet mended.)
+/// - legacy-sse 9504960: guarded let a session go before its lease lapsed
+///   unrenewed, while each store command waited 2 s for a store a partition
+///   hid (a bug in guarded's lease timer, mended).
 #[test]
 fn guarded_is_clean_on_the_replica_seeds_it_once_failed() {
     use mcpsim::scenario::Dialect;

@@ -493,9 +493,14 @@ pub struct HuntReport {
     /// Per fault kind: the steps applied, and those that acted on something.
     #[serde(default)]
     pub faults: BTreeMap<String, [u64; 2]>,
-    /// Seeds the harness could not judge (the watchdog stopped them), sorted by seed.
+    /// Seeds the harness could not judge (the watchdog stopped them, or a
+    /// live server did not start), sorted by seed.
     #[serde(default)]
     pub harness_failures: Vec<HarnessFailure>,
+    /// Why the hunt stopped before its limit (a Ctrl-C, a live server that
+    /// kept failing to start); the seeds judged before are all reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
 }
 
 /// A seed the harness could not judge: the watchdog stopped it.
@@ -571,6 +576,7 @@ pub fn hunt(opts: &HuntOptions, on: impl FnMut(Progress)) -> Result<HuntReport> 
         reach: situations(opts.dialect).iter().map(|s| (s.to_string(), 0)).collect(),
         faults: BTreeMap::new(),
         harness_failures: Vec::new(),
+        stopped: None,
     };
     let mut first_error = None;
     let mut on = on;
@@ -580,7 +586,8 @@ pub fn hunt(opts: &HuntOptions, on: impl FnMut(Progress)) -> Result<HuntReport> 
             let (next, stop) = (&next, &stop);
             let mut runner = crate::watchdog::Runner::new();
             scope.spawn(move || loop {
-                if stop.load(Ordering::Relaxed) {
+                // After a Ctrl-C a live hunt starts no plan.
+                if stop.load(Ordering::Relaxed) || (opts.live.is_some() && crate::live::interrupted().is_some()) {
                     break;
                 }
                 if let Limit::Time(d) = opts.limit {
@@ -635,6 +642,8 @@ impl HuntReport {
         let mut pending: BTreeMap<u64, Result<Seeded>> = BTreeMap::new();
         let mut due = 0u64;
         let mut first_error = None;
+        // Live plans whose server did not start, in a row: three stop the hunt.
+        let mut starts_lost = 0;
         for (i, result) in rx {
             if stop.load(Ordering::Relaxed) {
                 continue; // drain what the workers still send
@@ -642,13 +651,24 @@ impl HuntReport {
             pending.insert(i, result);
             while let Some(result) = pending.remove(&due) {
                 due += 1;
+                let lost = matches!(&result, Ok(Seeded::Harness(h)) if h.why.starts_with(LIVE_START_LOST));
+                starts_lost = if lost { starts_lost + 1 } else { 0 };
                 match result {
                     Ok(seeded) => self.take(seeded, table, on),
                     Err(e) => {
                         first_error.get_or_insert(e);
                     }
                 }
-                if first_error.is_some() || opts.max_bugs.is_some_and(|m| table.bugs.len() >= m) {
+                if starts_lost >= 3 {
+                    self.stopped = Some(format!("the live server broke on {starts_lost} plans in a row"));
+                }
+                if let Some(why) = crate::live::interrupted().filter(|_| opts.live.is_some()) {
+                    self.stopped = Some(why.to_string());
+                }
+                if first_error.is_some()
+                    || self.stopped.is_some()
+                    || opts.max_bugs.is_some_and(|m| table.bugs.len() >= m)
+                {
                     stop.store(true, Ordering::Relaxed);
                     pending.clear();
                     break;
@@ -701,10 +721,19 @@ fn run_guarded(
     match guarded {
         Ok(Ok(o)) if o.harness.is_none() => Ok(Seeded::Judged(Box::new(o))),
         Ok(Ok(o)) => Ok(Seeded::Harness(harness_failure(opts, seed, o.harness.unwrap_or_default()))),
+        // A live server that did not start (or broke) costs its seed, not
+        // the hunt: the hunt goes on, says so, and prints its table.
+        Ok(Err(e)) if opts.live.is_some() && e.kind == crate::ErrorKind::Io => {
+            let first = e.to_string().lines().next().unwrap_or_default().to_string();
+            Ok(Seeded::Harness(harness_failure(opts, seed, format!("{LIVE_START_LOST}{first}"))))
+        }
         Ok(Err(e)) => Err(e),
         Err(stopped) => Ok(Seeded::Harness(harness_failure(opts, seed, stopped.to_string()))),
     }
 }
+
+/// How a harness failure of a live plan whose server broke begins.
+const LIVE_START_LOST: &str = "the live run did not play: ";
 
 /// What a hunt worker hands back for one seed.
 enum Seeded {
@@ -748,6 +777,7 @@ pub fn merge(reports: Vec<HuntReport>) -> Result<HuntReport> {
         }
         bugs::merge_bugs(&mut merged.bugs, r.bugs);
         merged.harness_failures.extend(r.harness_failures);
+        merged.stopped = merged.stopped.take().or(r.stopped);
     }
     merged.shards.sort();
     bugs::sort_bugs(&mut merged.bugs);

@@ -61,6 +61,11 @@ pub struct LiveOptions {
     pub echo: bool,
     /// The configuration asked of the adapter (`--event-store`, `--auth`).
     pub config: AdapterConfig,
+    /// The slowest time scale a late run is replayed at: a run whose timing
+    /// was unreliable is played again at twice its scale, up to this one
+    /// (`--max-time-scale`). Only a run still late here is "timing
+    /// unreliable". At or below `time_scale`: no replay.
+    pub max_time_scale: f64,
 }
 
 /// What a live run asks of the server's configuration, passed on in its
@@ -116,7 +121,8 @@ impl AdapterConfig {
 }
 
 impl LiveOptions {
-    /// Options for `command` at time scale 1, with a 10 s readiness bound.
+    /// Options for `command` at time scale 1, with a 10 s readiness bound,
+    /// and no replay of a late run.
     pub fn new(command: impl Into<String>) -> Self {
         LiveOptions {
             command: command.into(),
@@ -125,6 +131,7 @@ impl LiveOptions {
             port: None,
             echo: false,
             config: AdapterConfig::default(),
+            max_time_scale: 0.0,
         }
     }
 }
@@ -158,12 +165,31 @@ pub fn run(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
             plan.name, plan.deployment.replicas
         )));
     }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::io(format!("cannot start a runtime: {e}")))?;
-    let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, run_async(plan, opts))
+    let ceiling = opts.max_time_scale.max(opts.time_scale);
+    let mut at = opts.clone();
+    let mut earlier = Vec::new();
+    loop {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::io(format!("cannot start a runtime: {e}")))?;
+        let local = tokio::task::LocalSet::new();
+        let mut run = local.block_on(&rt, run_async(plan, &at))?;
+        let live = run.live.as_mut().expect("a live run has its live info");
+        live.max_time_scale = ceiling;
+        // A late run is played again, slower, unless it was cut (Ctrl-C,
+        // a process that died): then it is judged as far as it went.
+        if live.timing_unreliable() && at.time_scale < ceiling && run.aborted.is_none() {
+            earlier.push(crate::trace::EarlierTry {
+                time_scale: at.time_scale,
+                why: live.late_reason().unwrap_or_default(),
+            });
+            at.time_scale = (at.time_scale * 2.0).min(ceiling);
+            continue;
+        }
+        live.earlier = earlier;
+        return Ok(run);
+    }
 }
 
 /// One server process of a live run (one per replica in a deployment):
@@ -231,6 +257,11 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
         // on it gets another port, twice at most. A port the user fixed
         // (--live-port) is never changed.
         let mut retries = if opts.port.is_some() { 0 } else { 2 };
+        // A start that misses the ready timeout (a loaded machine: two
+        // Node or Python processes starting at once) is tried once more,
+        // with twice the time.
+        let mut ready_timeout = opts.ready_timeout;
+        let mut slow_start_retried = false;
         let (env, process, ((server, dialects, authenticates), lines, writer)) = loop {
             let mut env = control::environment(
                 slot.port,
@@ -255,10 +286,22 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
             let started = tokio::select! {
                 biased;
                 why = interrupt.recv() => return Err(Error::io(format!("{why} before the server process was ready"))),
-                r = ready(&control, &mut process, opts) => r,
+                r = ready(&control, &mut process, opts, ready_timeout) => r,
             };
             match started {
                 Ok(hello) => break (env, process, hello),
+                Err(e) if !slow_start_retried && e.to_string().contains(NOT_READY) => {
+                    slow_start_retried = true;
+                    ready_timeout *= 2;
+                    eprintln!(
+                        "note: {} did not say `ready` within {:?}; starting it once more, with {:?}",
+                        whose_at_start(deployed, i),
+                        opts.ready_timeout,
+                        ready_timeout
+                    );
+                    process.kill();
+                    let _ = process.exited().await;
+                }
                 Err(e) if retries > 0 && port_was_taken(&e) => {
                     retries -= 1;
                     process.kill();
@@ -324,16 +367,11 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
     let tick = LOOP_EVERY.div_f64(opts.time_scale);
     let lateness_bound = (plan.network.tick * 2).max(Duration::from_millis(250));
     let mut late_steps = Vec::new();
+    let mut stalls: Vec<(Duration, Duration)> = Vec::new();
     let injected = injected_step_delay()?;
     let mut aborted = None;
     // "the server process", or "the server process of replica N".
-    let whose = |i: usize| {
-        if deployed {
-            format!("the server process of replica {}", i + 1)
-        } else {
-            "the server process".to_string()
-        }
-    };
+    let whose = |i: usize| whose_at_start(deployed, i);
     'run: loop {
         let now = clock::now().unwrap_or_default();
         if now >= plan.duration {
@@ -403,7 +441,7 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
                         break 'run;
                     }
                 };
-                match ready(&control.listener, &mut r.process, opts).await {
+                match ready(&control.listener, &mut r.process, opts, opts.ready_timeout * 2).await {
                     Ok((_hello, lines, writer)) => {
                         r.tasks = Some(control.spawn(&r.app, writer, lines, (i, life), &execs));
                         // Back in HAProxy's rotation before the run goes on (its
@@ -458,6 +496,7 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
             aborted = Some(format!("{why} (at {})", SimTime::from_duration(now)));
             break;
         }
+        let slept = clock::now().unwrap_or_default();
         tokio::select! {
             biased;
             why = interrupt.recv() => {
@@ -465,6 +504,13 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
                 break;
             }
             _ = tokio::time::sleep(LOOP_EVERY) => {}
+        }
+        // The loop's own wake-up is a probe of the machine: a sleep that
+        // overran by more than a step may is a stall, and a timeout that ran
+        // out during one rests on the machine, not on the server.
+        let woke = clock::now().unwrap_or_default();
+        if woke > slept + tick + lateness_bound {
+            stalls.push((slept, woke));
         }
     }
     if let Some(why) = &aborted {
@@ -494,6 +540,7 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
     }
     let notes = unreported(plan, &trace);
     let late_misses = late_misses(plan, &trace, !late_steps.is_empty());
+    let late_timeouts = late_timeouts(&trace, &stalls);
     Ok(Run {
         scenario: plan.name.clone(),
         server,
@@ -512,8 +559,50 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
             late_steps,
             lateness_bound,
             late_misses,
+            late_timeouts,
+            max_time_scale: opts.time_scale,
+            earlier: Vec::new(),
         }),
     })
+}
+
+/// The timeouts of a live run that ran out while the machine stalled (the
+/// step loop woke later than a step may run late): a response head the
+/// client waited for, a stream it found silent, a server request that timed
+/// out. Each rests on the machine's speed, so the run's verdicts are not
+/// counted as they are. In words, first to last.
+fn late_timeouts(trace: &crate::trace::Trace, stalls: &[(Duration, Duration)]) -> Vec<String> {
+    use crate::trace::Outcome;
+    if stalls.is_empty() {
+        return Vec::new();
+    }
+    let stalled = |from: u64, to: u64| {
+        stalls
+            .iter()
+            .find(|(a, b)| (a.as_micros() as u64) < to && (b.as_micros() as u64) > from)
+            .map(|(a, b)| (SimTime::from_duration(*a), SimTime::from_duration(*b)))
+    };
+    let bound = trace.events.iter().find_map(|e| match &e.what {
+        What::RunStarted { liveness_bound_us, .. } => Some(*liveness_bound_us),
+        _ => None,
+    });
+    let mut out = Vec::new();
+    for e in &trace.events {
+        let (from, what) = match &e.what {
+            What::UplinkSilent { client, conn, silent_ms } => (
+                e.t_us.0.saturating_sub(silent_ms * 1000),
+                format!("{client}'s conn {conn} heard nothing for {silent_ms} ms of scenario time"),
+            ),
+            What::RequestOutcome { label, outcome: Outcome::TimedOut, .. } => {
+                (e.t_us.0.saturating_sub(bound.unwrap_or(u64::MAX)), format!("{label} timed out"))
+            }
+            _ => continue,
+        };
+        if let Some((a, b)) = stalled(from, e.t_us.0) {
+            out.push(format!("{what} at {}, and the machine stalled from {a} to {b}", e.t_us));
+        }
+    }
+    out
 }
 
 /// The steps of a live run that acted on nothing (and may not) for a reason
@@ -615,40 +704,93 @@ fn injected_step_delay() -> Result<Option<(usize, Duration)>> {
     })
 }
 
+/// The first Ctrl-C or SIGTERM this process got, once a live run listened
+/// for them: one listener for the process, so that one Ctrl-C stops every
+/// run in flight and no run starts after it.
+static SIGNALLED: std::sync::Mutex<Option<tokio::sync::watch::Receiver<Option<&'static str>>>> =
+    std::sync::Mutex::new(None);
+
+/// Whether a Ctrl-C (or SIGTERM) came since a live run first listened:
+/// its words ("interrupted (Ctrl-C)"). A gate or hunt starts no run after it.
+pub fn interrupted() -> Option<&'static str> {
+    SIGNALLED.lock().ok()?.as_ref().and_then(|rx| *rx.borrow())
+}
+
+/// The process's signal listener, started by the first live run: a thread
+/// of its own that records the first signal for every run to see.
+fn signals() -> Result<tokio::sync::watch::Receiver<Option<&'static str>>> {
+    let mut slot = SIGNALLED.lock().map_err(|_| Error::io("the signal listener broke"))?;
+    if let Some(rx) = slot.as_ref() {
+        return Ok(rx.clone());
+    }
+    let (tx, rx) = tokio::sync::watch::channel(None);
+    let (up_tx, up_rx) = std::sync::mpsc::channel::<std::result::Result<(), String>>();
+    std::thread::Builder::new()
+        .name("mcpsim-signals".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = up_tx.send(Err(e.to_string()));
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                #[cfg(unix)]
+                {
+                    use tokio::signal::unix::{signal, SignalKind};
+                    let (mut int, mut term) = match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+                        (Ok(i), Ok(t)) => (i, t),
+                        (Err(e), _) | (_, Err(e)) => {
+                            let _ = up_tx.send(Err(e.to_string()));
+                            return;
+                        }
+                    };
+                    let _ = up_tx.send(Ok(()));
+                    loop {
+                        let why = tokio::select! {
+                            _ = int.recv() => "interrupted (Ctrl-C)",
+                            _ = term.recv() => "terminated (SIGTERM)",
+                        };
+                        tx.send_if_modified(|v| v.is_none() && v.replace(why).is_none());
+                    }
+                }
+                #[cfg(not(unix))]
+                {
+                    let _ = up_tx.send(Ok(()));
+                    loop {
+                        let _ = tokio::signal::ctrl_c().await;
+                        tx.send_if_modified(|v| v.is_none() && v.replace("interrupted (Ctrl-C)").is_none());
+                    }
+                }
+            });
+        })
+        .map_err(|e| Error::io(format!("cannot catch signals: {e}")))?;
+    match up_rx.recv() {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(Error::io(format!("cannot catch signals: {e}"))),
+        Err(_) => return Err(Error::io("cannot catch signals: the listener did not start")),
+    }
+    *slot = Some(rx.clone());
+    Ok(rx)
+}
+
 /// Ctrl-C and SIGTERM, caught so that the process group is always killed.
 struct Interrupt {
-    #[cfg(unix)]
-    signals: (tokio::signal::unix::Signal, tokio::signal::unix::Signal),
+    signalled: tokio::sync::watch::Receiver<Option<&'static str>>,
 }
 
 impl Interrupt {
     fn new() -> Result<Self> {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{signal, SignalKind};
-            let e = |e: std::io::Error| Error::io(format!("cannot catch signals: {e}"));
-            Ok(Interrupt {
-                signals: (signal(SignalKind::interrupt()).map_err(e)?, signal(SignalKind::terminate()).map_err(e)?),
-            })
-        }
-        #[cfg(not(unix))]
-        Ok(Interrupt {})
+        Ok(Interrupt { signalled: signals()? })
     }
 
-    /// Waits for a signal; says which.
+    /// Waits for a signal (at once if one came already); says which.
     async fn recv(&mut self) -> &'static str {
-        #[cfg(unix)]
-        {
-            tokio::select! {
-                biased;
-                _ = self.signals.0.recv() => "interrupted (Ctrl-C)",
-                _ = self.signals.1.recv() => "terminated (SIGTERM)",
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = tokio::signal::ctrl_c().await;
-            "interrupted (Ctrl-C)"
+        match self.signalled.wait_for(Option::is_some).await {
+            Ok(why) => why.unwrap_or("interrupted"),
+            // The listener is gone: no signal can come.
+            Err(_) => std::future::pending().await,
         }
     }
 }
@@ -741,7 +883,24 @@ type Writer = tokio::net::tcp::OwnedWriteHalf;
 /// A process's name, the dialects it declared in `ready`, and whether it said it authenticates.
 type Hello = (String, Option<Vec<String>>, Option<bool>);
 
-async fn ready(control: &TcpListener, process: &mut Process, opts: &LiveOptions) -> Result<(Hello, Lines, Writer)> {
+/// The words of a start that missed the ready timeout.
+const NOT_READY: &str = "did not say `ready` on the control port within";
+
+/// "the server process", or "the server process of replica N", before the run.
+fn whose_at_start(deployed: bool, i: usize) -> String {
+    if deployed {
+        format!("the server process of replica {}", i + 1)
+    } else {
+        "the server process".to_string()
+    }
+}
+
+async fn ready(
+    control: &TcpListener,
+    process: &mut Process,
+    opts: &LiveOptions,
+    within: Duration,
+) -> Result<(Hello, Lines, Writer)> {
     let fail = |what: String, process: &Process| {
         Error::io(format!("{what}\nthe server command: {}\nits last output lines:\n{}", opts.command, process.tail()))
     };
@@ -759,13 +918,13 @@ async fn ready(control: &TcpListener, process: &mut Process, opts: &LiveOptions)
             process.settle().await;
             return Err(fail(format!("the server process {how} before it was ready"), process));
         }
-        r = tokio::time::timeout(opts.ready_timeout, hello) => match r {
+        r = tokio::time::timeout(within, hello) => match r {
             Err(_) => {
                 return Err(fail(format!(
-                    "the server process did not say `ready` on the control port within {:?}: does it speak {PROTOCOL} \
+                    "the server process {NOT_READY} {:?}: does it speak {PROTOCOL} \
                      (docs/live-protocol.md)? It must connect to 127.0.0.1:$MCPSIM_CONTROL_PORT and send \
                      {{\"type\":\"ready\",\"protocol\":\"{PROTOCOL}\",\"server\":\"NAME\"}}",
-                    opts.ready_timeout
+                    within
                 ), process))
             }
             Ok(Err(e)) => return Err(fail(format!("the control connection failed before `ready`: {e}"), process)),
@@ -1094,6 +1253,48 @@ fn unreported(plan: &Plan, trace: &crate::trace::Trace) -> Vec<String> {
 #[cfg(test)]
 mod config_tests {
     use super::*;
+
+    /// Issue "A gate that holds under CI load", item 1: a timeout that ran
+    /// out while the step loop stalled rests on the machine; one whose
+    /// window saw no stall rests on the server.
+    #[test]
+    fn a_timeout_is_late_only_when_the_machine_stalled_during_it() {
+        use crate::trace::{Event, Outcome, Trace};
+        use crate::wire::jsonrpc::RpcId;
+        let at = |seq: u64, s: f64, what: What| Event { seq, t_us: SimTime((s * 1e6) as u64), what };
+        let trace = Trace {
+            events: vec![
+                at(
+                    0,
+                    12.0,
+                    What::UplinkSilent { client: "alice".into(), conn: crate::trace::ConnId(3), silent_ms: 5_000 },
+                ),
+                at(
+                    1,
+                    40.0,
+                    What::RequestOutcome {
+                        label: "req-1".into(),
+                        id: RpcId::Num(1),
+                        outcome: Outcome::TimedOut,
+                        new_id: None,
+                        detail: String::new(),
+                    },
+                ),
+            ],
+        };
+        let s = |a: f64, b: f64| (Duration::from_secs_f64(a), Duration::from_secs_f64(b));
+        assert!(late_timeouts(&trace, &[]).is_empty());
+        // A stall before the head's wait (7–12 s) and before req-1's bound (300 s, from 0): only req-1's.
+        let late = late_timeouts(&trace, &[s(2.0, 3.0)]);
+        assert_eq!(late, vec!["req-1 timed out at 40.000 s, and the machine stalled from 2.000 s to 3.000 s"]);
+        // A stall within the head's wait: both.
+        let late = late_timeouts(&trace, &[s(8.0, 8.5)]);
+        assert_eq!(late.len(), 2, "{late:?}");
+        assert!(
+            late[0].starts_with("alice's conn 3 heard nothing for 5000 ms of scenario time at 12.000 s"),
+            "{late:?}"
+        );
+    }
 
     /// Ports handed out within one process do not come again soon, even
     /// once free: a restarting server's port stays its own.

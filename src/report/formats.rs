@@ -13,9 +13,13 @@
 //!     "live": {"command": str, "time_scale": f64, "reproducible": false,
 //!              "notes": [str], "timing_unreliable": bool,
 //!              "lateness_bound_us": u64,
-//!              "late_steps": [{"step": u64, "do": str, "due_us": u64, "ran_us": u64}]}
+//!              "late_steps": [{"step": u64, "do": str, "due_us": u64, "ran_us": u64}],
+//!              "late_timeouts": [str], "max_time_scale": f64,
+//!              "replayed": [{"time_scale": f64, "why": str}]}
 //!                                       (live runs only; a timing-unreliable
-//!                                        run's expectation is not counted),
+//!                                        run's expectation is not counted;
+//!                                        `replayed`: earlier tries that were
+//!                                        late, played again slower),
 //!     "verdicts": [{
 //!       "check": str,
 //!       "status": "passed" | "violated" | "not-applicable",
@@ -105,6 +109,16 @@ struct JsonLive<'a> {
     timing_unreliable: bool,
     lateness_bound_us: u64,
     late_steps: Vec<JsonLateStep<'a>>,
+    late_timeouts: &'a [String],
+    max_time_scale: f64,
+    replayed: Vec<JsonEarlier<'a>>,
+}
+
+/// A live try that was late, and replayed slower.
+#[derive(Serialize)]
+struct JsonEarlier<'a> {
+    time_scale: f64,
+    why: &'a str,
 }
 
 /// A live step that ran late.
@@ -178,6 +192,9 @@ pub fn json(runs: &[Judged]) -> String {
                             ran_us: s.ran.as_micros() as u64,
                         })
                         .collect(),
+                    late_timeouts: &l.late_timeouts,
+                    max_time_scale: l.max_time_scale,
+                    replayed: l.earlier.iter().map(|e| JsonEarlier { time_scale: e.time_scale, why: &e.why }).collect(),
                 }),
                 verdicts: j.verdicts,
                 expectation: j.expectation,

@@ -49,6 +49,8 @@ pub fn text(run: &Run, verdicts: &[Verdict], expectation: Option<&Expectation>) 
     let unreliable = run.live.as_ref().and_then(|l| l.timing_words());
     if let Some(words) = &unreliable {
         let _ = writeln!(out, "{words}");
+    } else if let Some(words) = run.live.as_ref().and_then(|l| l.replay_words()) {
+        let _ = writeln!(out, "{words}");
     }
     for line in timeline(run) {
         let _ = writeln!(out, "  {:>10}  {}", fmt_time(line.0), line.1);

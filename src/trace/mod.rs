@@ -33,7 +33,7 @@ pub(crate) mod run;
 pub mod stateless;
 pub use missed::{missed_steps, step_misses, MissedStep};
 pub use recorder::{Clock, Recorder};
-pub use run::{Fnv1a, LateStep, LiveInfo, Run};
+pub use run::{EarlierTry, Fnv1a, LateStep, LiveInfo, Run};
 
 /// Simulated time in microseconds since the start of the run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -61,6 +61,14 @@ pub struct LiveInfo {
     /// the request the owner's id would come from late). In words, as
     /// [`crate::trace::MissedStep::line`] gives them.
     pub late_misses: Vec<String>,
+    /// Timeouts that ran out while the machine stalled (a response head, a
+    /// silent stream, a server request): verdicts that rest on them rest on
+    /// the machine. In words.
+    pub late_timeouts: Vec<String>,
+    /// The slowest scale a late run would be replayed at (`--max-time-scale`).
+    pub max_time_scale: f64,
+    /// The tries before this one, each late and replayed slower, first first.
+    pub earlier: Vec<EarlierTry>,
 }
 
 /// A live step that ran late, in scenario time.
@@ -77,34 +85,78 @@ pub struct LateStep {
 }
 
 impl LiveInfo {
-    /// Whether a step ran later than the bound: the run is "timing unreliable".
+    /// Whether the run's timing was unreliable: a step ran later than the
+    /// bound, a step missed because what it acts on came late, or a timeout
+    /// ran out while the machine stalled.
     pub fn timing_unreliable(&self) -> bool {
-        !self.late_steps.is_empty() || !self.late_misses.is_empty()
+        !self.late_steps.is_empty() || !self.late_misses.is_empty() || !self.late_timeouts.is_empty()
     }
 
-    /// The words for the latest step, when the timing is unreliable.
-    pub fn timing_words(&self) -> Option<String> {
-        let Some(worst) = self.late_steps.iter().max_by_key(|s| s.ran.saturating_sub(s.due)) else {
-            let first = self.late_misses.first()?;
-            return Some(format!(
-                "TIMING UNRELIABLE: {} step(s) acted on nothing because what they act on came late; the first: {first}. The server could not keep up at time scale {}: the verdicts are not counted (slow the run down with a larger --time-scale, or free the machine)",
-                self.late_misses.len(),
-                self.time_scale
-            ));
-        };
+    /// What made the timing unreliable, in a sentence without a verdict.
+    pub fn late_reason(&self) -> Option<String> {
         let f = |d: Duration| crate::trace::SimTime::from_duration(d);
+        if let Some(worst) = self.late_steps.iter().max_by_key(|s| s.ran.saturating_sub(s.due)) {
+            return Some(format!(
+                "{} step(s) ran later than {} after their due time; the latest, step {} ({}), was due at {} and ran at {}, {:.3} s late",
+                self.late_steps.len(),
+                crate::scenario::format_duration(self.lateness_bound),
+                worst.index,
+                worst.action,
+                f(worst.due),
+                f(worst.ran),
+                worst.ran.saturating_sub(worst.due).as_secs_f64(),
+            ));
+        }
+        if let Some(first) = self.late_misses.first() {
+            return Some(format!(
+                "{} step(s) acted on nothing because what they act on came late; the first: {first}",
+                self.late_misses.len()
+            ));
+        }
+        let first = self.late_timeouts.first()?;
+        Some(format!("{} timeout(s) ran out while the machine stalled; the first: {first}", self.late_timeouts.len()))
+    }
+
+    /// The scales tried before this one, and found late: "" or " (also late at 0.1 and 0.2)".
+    pub fn earlier_words(&self) -> String {
+        if self.earlier.is_empty() {
+            return String::new();
+        }
+        let scales: Vec<String> = self.earlier.iter().map(|e| e.time_scale.to_string()).collect();
+        format!(" (also late at {})", scales.join(" and "))
+    }
+
+    /// The words for the run's header, when the timing is unreliable.
+    pub fn timing_words(&self) -> Option<String> {
+        let reason = self.late_reason()?;
         Some(format!(
-            "TIMING UNRELIABLE: {} step(s) ran later than {} after their due time; the latest, step {} ({}), was due at {} and ran at {}, {:.3} s late. The machine could not keep up at time scale {}: the verdicts are not counted (slow the run down with a larger --time-scale, or free the machine)",
-            self.late_steps.len(),
-            crate::scenario::format_duration(self.lateness_bound),
-            worst.index,
-            worst.action,
-            f(worst.due),
-            f(worst.ran),
-            worst.ran.saturating_sub(worst.due).as_secs_f64(),
+            "TIMING UNRELIABLE: {reason}. The machine could not keep up at time scale {}{}: the verdicts are not counted (replay it slower with a larger --max-time-scale or --time-scale, or free the machine)",
+            self.time_scale,
+            self.earlier_words()
+        ))
+    }
+
+    /// The words for a run replayed slower and judged: "judged at time scale
+    /// 0.2: late at 0.1 (…)". `None` when the first try was judged.
+    pub fn replay_words(&self) -> Option<String> {
+        let first = self.earlier.first()?;
+        let scales: Vec<String> = self.earlier.iter().map(|e| e.time_scale.to_string()).collect();
+        Some(format!(
+            "replayed slower: late at time scale {} ({}), judged at {}",
+            scales.join(" and "),
+            first.why,
             self.time_scale
         ))
     }
+}
+
+/// A live try that was late, and replayed slower.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EarlierTry {
+    /// Its time scale.
+    pub time_scale: f64,
+    /// Why its timing was unreliable ([`LiveInfo::late_reason`]).
+    pub why: String,
 }
 
 impl Run {

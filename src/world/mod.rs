@@ -404,7 +404,10 @@ impl<'a> World<turmoil::Sim<'a>> {
             .tcp_capacity(1 << 16);
         let mut sim = builder.build();
 
-        let traits = ServerTraits { authenticates: plan.server.authenticate, unreported_per_stream: plug.unreported_per_stream() };
+        let traits = ServerTraits {
+            authenticates: plan.server.authenticate,
+            unreported_per_stream: plug.unreported_per_stream(),
+        };
         record_header(&rec, plan, plug.name(), seed, traits);
         let replicas = plan.deployment.replicas.max(1);
         let mut deployed = None;

@@ -74,7 +74,8 @@ pub(crate) enum Command {
         write_baseline: Option<PathBuf>,
         /// Play this many runs at once; each is still printed in order. Live runs spend their
         /// time waiting, so a directory plays much faster with several (each run its own
-        /// process and ports) [default: the number of cores; 1 with --live].
+        /// process and ports), but each needs the CPU on time [default: the number of cores;
+        /// with --live, max(1, cores × time scale × 10), at most 16: 2 at 0.1 on a 2-vCPU runner].
         #[arg(long, value_name = "N")]
         jobs: Option<usize>,
         #[command(flatten)]
@@ -173,7 +174,14 @@ pub(crate) struct LiveArgs {
     /// plan and every time setting handed to the server is multiplied by it [default: 1].
     #[arg(long, value_name = "F", requires = "live", help_heading = "Live runs")]
     pub(crate) time_scale: Option<f64>,
-    /// How long the server process may take to say `ready`, in real seconds [default: 10].
+    /// A run whose timing was unreliable (a step ran late, a timeout ran out while the machine
+    /// stalled) is played again at twice its time scale, up to F; only a run still late at F is
+    /// "timing unreliable" (exit 5). The report names the scale that judged it
+    /// [default: 1 with --gate, else no replay].
+    #[arg(long, value_name = "F", requires = "live", help_heading = "Live runs")]
+    pub(crate) max_time_scale: Option<f64>,
+    /// How long the server process may take to say `ready`, in real seconds; a start that misses
+    /// it is tried once more with twice the time [default: 10].
     #[arg(long, value_name = "SECS", requires = "live", help_heading = "Live runs")]
     pub(crate) ready_timeout: Option<f64>,
     /// The port the server process must serve on [default: a free one].
@@ -230,7 +238,8 @@ impl ConfigArgs {
 
 impl LiveArgs {
     /// The live options asked for, if any.
-    pub(crate) fn options(&self) -> Result<Option<mcpsim::live::LiveOptions>, mcpsim::Error> {
+    /// `gate`: `--gate` was given (late runs are then replayed up to scale 1 by default).
+    pub(crate) fn options(&self, gate: bool) -> Result<Option<mcpsim::live::LiveOptions>, mcpsim::Error> {
         let Some(command) = &self.live else { return Ok(None) };
         let mut opts = mcpsim::live::LiveOptions::new(command.clone());
         if let Some(f) = self.time_scale {
@@ -238,6 +247,14 @@ impl LiveArgs {
                 return Err(mcpsim::Error::usage(format!("--time-scale must be a positive number, not {f}")));
             }
             opts.time_scale = f;
+        }
+        match self.max_time_scale {
+            Some(f) if !(f > 0.0 && f.is_finite()) => {
+                return Err(mcpsim::Error::usage(format!("--max-time-scale must be a positive number, not {f}")));
+            }
+            Some(f) => opts.max_time_scale = f,
+            None if gate => opts.max_time_scale = 1.0,
+            None => {}
         }
         if let Some(s) = self.ready_timeout {
             opts.ready_timeout = std::time::Duration::try_from_secs_f64(s)

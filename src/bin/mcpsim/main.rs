@@ -96,7 +96,7 @@ fn main() -> ExitCode {
                 (true, None) => Ok(Some(mcpsim::check::gate::Baseline::empty())),
                 (true, Some(path)) => mcpsim::check::gate::Baseline::load(&path).map(Some),
             };
-            match (live.options(), gate) {
+            match (live.options(matches!(gate, Ok(Some(_)))), gate) {
                 (Err(e), _) | (_, Err(e)) => Err(e),
                 (Ok(live), Ok(gate)) => {
                     let target = live.map_or(Target::Servers(servers, watchdog), Target::Live);

@@ -576,11 +576,7 @@ impl Observed<'_> {
             .flat_map(|r| r.outcomes.iter())
             .filter(|x| x.2 == Outcome::Reissued && x.0 <= until)
             .count() as u64;
-        let streams = self
-            .conns
-            .values()
-            .filter(|c| c.token() == Some(token) && c.opened <= until)
-            .count() as u64;
+        let streams = self.conns.values().filter(|c| c.token() == Some(token) && c.opened <= until).count() as u64;
         posts + reissues + streams * self.unreported_per_stream
     }
 

@@ -55,7 +55,12 @@ fn an_id_never_shown_is_no_proof_within_what_the_server_may_leave_unreported() {
     assert!(headlines(&t, CheckId::ReplayIntegrity).is_empty(), "{:?}", headlines(&t, CheckId::ReplayIntegrity));
     let t = resume_from_an_unminted_id().unreported_per_stream(3).stream("alice", 2).trace();
     assert_eq!(headlines(&t, CheckId::ReplayIntegrity).len(), 1, "two streams × 3 < 8 unseen ids");
-    let t = resume_from_an_unminted_id().unreported_per_stream(4).stream("alice", 2).at(12_000).notified("alice", "tok-1", &["1005"]).trace();
+    let t = resume_from_an_unminted_id()
+        .unreported_per_stream(4)
+        .stream("alice", 2)
+        .at(12_000)
+        .notified("alice", "tok-1", &["1005"])
+        .trace();
     let h = headlines(&t, CheckId::ReplayIntegrity);
     assert_eq!(h.len(), 1, "{h:?}");
     assert!(h[0].contains("it minted 1005 as new"), "{}", h[0]);

@@ -22,7 +22,7 @@ pub(crate) fn hunt(a: HuntArgs) -> Result<u8, Error> {
     // Wall clock only for the seeds/s line on stderr.
     let started = std::time::Instant::now();
     let mut report = run_with_progress(&opts, text)?;
-    if opts.live.is_some() && !report.bugs.is_empty() {
+    if opts.live.is_some() && !report.bugs.is_empty() && report.stopped.is_none() {
         eprintln!("replaying each bug's first seed live {} times...", mcpsim::hunt::LIVE_REPLAYS);
         mcpsim::hunt::confirm_live(&opts, &mut report)?;
     }
@@ -46,12 +46,13 @@ pub(crate) fn hunt(a: HuntArgs) -> Result<u8, Error> {
         eprintln!("{summary}");
         out!("{}", serde_json::to_string_pretty(&report).expect("report serializes"));
     }
-    Ok(if !report.harness_failures.is_empty() {
-        exit::IO
-    } else if report.bugs.is_empty() {
-        exit::OK
-    } else {
+    // A bug found outranks seeds that could not be judged (exit order: 1, 4, 0).
+    Ok(if !report.bugs.is_empty() {
         exit::FINDING
+    } else if !report.harness_failures.is_empty() || report.stopped.is_some() {
+        exit::IO
+    } else {
+        exit::OK
     })
 }
 
@@ -153,13 +154,20 @@ fn summary(report: &mcpsim::hunt::HuntReport, opts: &HuntOptions) -> String {
     let mut summary = bug_table(report);
     if !report.harness_failures.is_empty() {
         summary.push_str(&format!(
-            "\n{} harness failure(s) (the watchdog stopped them; no verdict): seeds {}",
+            "\n{} harness failure(s) (the watchdog stopped them, or a live server did not play; no verdict): seeds {}",
             report.harness_failures.len(),
             report.harness_failures.iter().map(|h| h.seed.to_string()).collect::<Vec<_>>().join(", ")
         ));
     }
-    let stopped_early = opts.max_bugs.is_some_and(|m| report.bugs.len() >= m)
-        && matches!(opts.limit, Limit::Seeds(n) if report.seeds_run < n);
+    if let Some(why) = &report.stopped {
+        summary.push_str(&format!(
+            "\nthe hunt stopped early: {why}; the table covers the {} seed(s) judged",
+            report.seeds_run
+        ));
+    }
+    let stopped_early = report.stopped.is_some()
+        || opts.max_bugs.is_some_and(|m| report.bugs.len() >= m)
+            && matches!(opts.limit, Limit::Seeds(n) if report.seeds_run < n);
     if stopped_early || matches!(opts.limit, Limit::Time(_)) {
         // How many seeds a time budget (or a stopping rule) covers depends on
         // the machine or the server; the seeds it covered do not (they are

@@ -123,8 +123,9 @@ pub(crate) fn run(
             ))
         }
         (Some(n), _) => n,
-        // A live process per run: one at a time unless asked.
-        (None, Some(_)) => 1,
+        // A live run mostly waits, but its server and clients need the CPU
+        // on time: cores × scale × 10 at once (2 at 0.1 on 2 cores), 1 to 16.
+        (None, Some(opts)) => live_jobs(opts.time_scale),
         (None, None) => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
     // Files named on the command line, not found by searching a directory:
@@ -177,6 +178,7 @@ pub(crate) fn run(
         skipped: std::collections::BTreeMap::new(),
         gate,
         live_skipped: 0,
+        not_played: 0,
         missed_reports: Vec::new(),
     };
     // The runs to play, in order; a skipped one is counted where it falls.
@@ -200,20 +202,24 @@ pub(crate) fn run(
             work.push((plan, server));
         }
     }
+    // After a Ctrl-C (or SIGTERM) no live run starts: the runs in flight are
+    // cut and judged up to the cut, the rest are not played.
     let play = |(plan, server): (&Plan, &String)| match &live {
-        Some(opts) => mcpsim::live::run(plan, opts),
-        None => run_guarded(plan, server, seed, watchdog),
+        Some(_) if mcpsim::live::interrupted().is_some() => None,
+        Some(opts) => Some(mcpsim::live::run(plan, opts)),
+        None => Some(run_guarded(plan, server, seed, watchdog)),
     };
     // `--jobs` plays several at once; each run is judged and printed in
     // order all the same, as it would be one at a time.
     in_order(&work, jobs, play, |(plan, server), result| match result {
-        Ok(run) => runs.judge(plan, run),
+        None => runs.not_played += 1,
+        Some(Ok(run)) => runs.judge(plan, run),
         // The live process does not speak this scenario's dialect: skipped, and said so.
-        Err(e) if e.kind == mcpsim::ErrorKind::Dialect => {
+        Some(Err(e)) if e.kind == mcpsim::ErrorKind::Dialect => {
             eprintln!("skipped: {e}");
             runs.live_skipped += 1;
         }
-        Err(e) => {
+        Some(Err(e)) => {
             let on = if live.is_some() { "the live server".to_string() } else { server.clone() };
             eprintln!("error: {} on {on}: {e}", plan.name);
             runs.errored.push((plan.name.clone(), on, e.to_string()));
@@ -221,6 +227,13 @@ pub(crate) fn run(
         }
     });
     Ok(runs.finish())
+}
+
+/// How many live runs play at once without `--jobs`: max(1, cores × scale ×
+/// 10), at most 16. A late run replayed slower counts against it.
+fn live_jobs(time_scale: f64) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    ((cores * time_scale * 10.0).floor() as usize).clamp(1, 16)
 }
 
 /// Plays `play` on each item, `jobs` at a time, and hands each result to
@@ -337,6 +350,8 @@ struct Runs {
     gate: Option<mcpsim::check::gate::Baseline>,
     /// Live: scenarios skipped because the process does not speak their dialect.
     live_skipped: usize,
+    /// Live: runs not started because a Ctrl-C (or SIGTERM) came first.
+    not_played: usize,
 }
 
 impl Runs {
@@ -486,7 +501,16 @@ impl Runs {
                 Some(e) => format!(" · {}", mcpsim::report::expectation_line(server, e)),
                 None => " · no [expect] entry".to_string(),
             };
-            let mut line = format!("{} · {} · seed {} · {violated}{expect}", run.scenario, run.server, run.seed);
+            // A late run replayed slower says which scale judged it.
+            let scale = match &run.live {
+                Some(l) if !l.earlier.is_empty() && !unreliable => {
+                    let late: Vec<String> = l.earlier.iter().map(|e| e.time_scale.to_string()).collect();
+                    format!(" · judged at time scale {} (late at {})", l.time_scale, late.join(" and "))
+                }
+                Some(l) if unreliable => format!(" · late at time scale {}{}", l.time_scale, l.earlier_words()),
+                _ => String::new(),
+            };
+            let mut line = format!("{} · {} · seed {} · {violated}{expect}{scale}", run.scenario, run.server, run.seed);
             if expectation.is_some_and(|e| !e.met) {
                 line.push_str(&format!("\n  repro: {}", run.repro()));
             }
@@ -605,6 +629,14 @@ impl Runs {
                 "; {n} {skipped} scenario(s) skipped for {}, which {speak} only {its}",
                 servers.join(", ")
             ));
+        }
+        if self.not_played > 0 {
+            tally.push_str(&format!(
+                "; {} run(s) not played: {} (the runs in flight were cut, and judged up to the cut)",
+                self.not_played,
+                mcpsim::live::interrupted().unwrap_or("interrupted")
+            ));
+            self.code = exit::worst(self.code, exit::IO);
         }
         if self.live_skipped > 0 {
             tally.push_str(&format!(
