@@ -513,20 +513,11 @@ fn no_process_is_left_behind_at_the_end_on_error_or_on_ctrl_c() {
     assert_eq!(processes_with("sleep 4242.2"), Vec::<String>::new());
     assert_eq!(processes_with("sleep 4242.3"), Vec::<String>::new());
     // On Ctrl-C, mid-run.
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_mcpsim"))
-        .args(["run", "--live", &with_helper("4242.4"), "scenarios/nat-rebind.toml", "--time-scale", "0.1"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_secs(2));
-    assert!(!processes_with("sleep 4242.4").is_empty(), "the helper runs while the run does");
-    // SAFETY: signals our own child process.
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGINT);
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = interrupted_after(
+        &["run", "--live", &with_helper("4242.4"), "scenarios/nat-rebind.toml", "--time-scale", "0.1"],
+        Duration::from_secs(2),
+        || assert!(!processes_with("sleep 4242.4").is_empty(), "the helper runs while the run does"),
+    );
     assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("interrupted (Ctrl-C)"), "{}", text(&out.stderr));
     std::thread::sleep(Duration::from_millis(300));
@@ -535,21 +526,25 @@ fn no_process_is_left_behind_at_the_end_on_error_or_on_ctrl_c() {
     // whole gate. Two runs in flight (--jobs 2) are cut and judged up to the
     // cut; the three scenarios after them are not played; it exits 4 at once.
     let started = Instant::now();
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_mcpsim"))
-        .args(["run", "--live", &with_helper("4242.5"), "--time-scale", "0.1", "--gate", "--jobs", "2"])
-        .args(["scenarios/nat-rebind.toml", "scenarios/garbage-id.toml", "scenarios/future-id.toml"])
-        .args(["scenarios/inflight-too-late.toml", "scenarios/nat-rebind.toml"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_secs(2));
-    // SAFETY: signals our own child process.
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGINT);
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = interrupted_after(
+        &[
+            "run",
+            "--live",
+            &with_helper("4242.5"),
+            "--time-scale",
+            "0.1",
+            "--gate",
+            "--jobs",
+            "2",
+            "scenarios/nat-rebind.toml",
+            "scenarios/garbage-id.toml",
+            "scenarios/future-id.toml",
+            "scenarios/inflight-too-late.toml",
+            "scenarios/nat-rebind.toml",
+        ],
+        Duration::from_secs(2),
+        || (),
+    );
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(4), "{stdout}\n{stderr}");
     assert!(started.elapsed() < Duration::from_secs(12), "it stopped at once: {:?}", started.elapsed());
@@ -558,6 +553,25 @@ fn no_process_is_left_behind_at_the_end_on_error_or_on_ctrl_c() {
     assert!(!stdout.contains("gate passed"), "{stdout}");
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(processes_with("sleep 4242.5"), Vec::<String>::new());
+}
+
+/// Runs mcpsim with `args`, sends it a SIGINT (Ctrl-C) after `after` (once
+/// `meanwhile` has looked at the run in flight), and waits for it to end.
+fn interrupted_after(args: &[&str], after: Duration, meanwhile: impl FnOnce()) -> std::process::Output {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_mcpsim"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(after);
+    meanwhile();
+    // SAFETY: signals our own child process.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    child.wait_with_output().unwrap()
 }
 
 fn rmcp_served_live_gives_its_simulated_verdicts() {
@@ -668,19 +682,11 @@ fn a_process_that_speaks_another_dialect_is_refused_and_a_directory_skips_what_i
 
 fn a_run_cut_short_is_judged_only_up_to_the_cut_and_never_counts_as_expected() {
     // naive on nat-rebind (400 s), interrupted at about 40 s of scenario time.
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_mcpsim"))
-        .args(["run", "--live", &serve("naive"), "scenarios/nat-rebind.toml", "--time-scale", "0.1"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_secs(4));
-    // SAFETY: signals our own child process.
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGINT);
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = interrupted_after(
+        &["run", "--live", &serve("naive"), "scenarios/nat-rebind.toml", "--time-scale", "0.1"],
+        Duration::from_secs(4),
+        || (),
+    );
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(4), "{stderr}");
     let cut: f64 = stdout
