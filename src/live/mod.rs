@@ -540,7 +540,8 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
     }
     let notes = unreported(plan, &trace);
     let late_misses = late_misses(plan, &trace, !late_steps.is_empty());
-    let late_timeouts = late_timeouts(&trace, &stalls);
+    let mut late_timeouts = late_timeouts(&trace, &stalls);
+    late_timeouts.extend(slow_answers(&trace, lateness_bound));
     Ok(Run {
         scenario: plan.name.clone(),
         server,
@@ -600,6 +601,66 @@ fn late_timeouts(trace: &crate::trace::Trace, stalls: &[(Duration, Duration)]) -
         };
         if let Some((a, b)) = stalled(from, e.t_us.0) {
             out.push(format!("{what} at {}, and the machine stalled from {a} to {b}", e.t_us));
+        }
+    }
+    out
+}
+
+/// What the server process answered later than a step may run late, where
+/// no server waits by design: the 202 that accepts a client's answer or
+/// notification, and the answer to `initialize`. A server slower than that
+/// could not keep up (the machine starved it), and then the order in which
+/// it took two requests, which verdicts rest on, is the machine's: found
+/// under load, where the TypeScript SDK took a resumption after an answer
+/// sent later and replayed the answered request (correlation-consistency),
+/// with no step late. A request in flight across a restart, a crash, a
+/// drain or a store partition is left out (the server may wait for those).
+/// In words, first to last.
+fn slow_answers(trace: &crate::trace::Trace, bound: Duration) -> Vec<String> {
+    use crate::vocab::StepKind;
+    let bound_us = bound.as_micros() as u64;
+    // The instants around which a server may wait by design.
+    let waits: Vec<u64> = trace
+        .events
+        .iter()
+        .filter(|e| match &e.what {
+            What::Step { action, .. } => matches!(
+                action,
+                StepKind::RestartServer
+                    | StepKind::RestartReplica
+                    | StepKind::CrashReplica
+                    | StepKind::Drain
+                    | StepKind::Partition
+            ),
+            What::ServerBack { .. } | What::ServerStopped { .. } => true,
+            _ => false,
+        })
+        .map(|e| e.t_us.0)
+        .collect();
+    if trace.events.iter().any(|e| matches!(&e.what, What::Step { action: StepKind::Partition, .. })) {
+        // A partitioned replica waits for its store on every write until it heals.
+        return Vec::new();
+    }
+    let mut sent: BTreeMap<(&str, crate::trace::ConnId), (u64, &str, bool)> = BTreeMap::new();
+    let mut out = Vec::new();
+    for e in &trace.events {
+        match &e.what {
+            What::HttpRequest { client, conn, method, rpc, .. } => {
+                let init = rpc.as_ref().is_some_and(|r| r.method == "initialize");
+                sent.insert((client.as_str(), *conn), (e.t_us.0, method.as_str(), init));
+            }
+            What::HttpResponse { client, conn, status, .. } => {
+                let Some((t, method, init)) = sent.remove(&(client.as_str(), *conn)) else { continue };
+                let took = e.t_us.0.saturating_sub(t);
+                if (*status == 202 || init) && took > bound_us && !waits.iter().any(|w| (t..=e.t_us.0).contains(w)) {
+                    out.push(format!(
+                        "the server took {:.3} s to answer {client}'s {method} on conn {conn} (sent at {})",
+                        took as f64 / 1e6,
+                        SimTime(t)
+                    ));
+                }
+            }
+            _ => {}
         }
     }
     out
@@ -1294,6 +1355,57 @@ mod config_tests {
             late[0].starts_with("alice's conn 3 heard nothing for 5000 ms of scenario time at 12.000 s"),
             "{late:?}"
         );
+    }
+
+    /// A 202 or an `initialize` answer slower than the bound says the server
+    /// could not keep up, unless a restart fell inside the wait; a slow GET
+    /// (a resumption may wait for a fence by design) says nothing.
+    #[test]
+    fn a_slow_answer_where_no_server_waits_is_the_machines() {
+        use crate::trace::{ConnId, Event, Trace};
+        use crate::wire::jsonrpc::RpcId;
+        let at = |seq: u64, ms: u64, what: What| Event { seq, t_us: SimTime(ms * 1000), what };
+        let req = |conn: u32, method: &str, rpc: Option<&str>| What::HttpRequest {
+            client: "alice".into(),
+            conn: ConnId(conn),
+            method: method.into(),
+            path: "/mcp".into(),
+            last_event_id: None,
+            session: None,
+            credential: None,
+            rpc: rpc.map(|m| crate::trace::Sent { id: RpcId::Num(1), method: m.into(), call: None }),
+        };
+        let resp = |conn: u32, status: u16| What::HttpResponse {
+            client: "alice".into(),
+            conn: ConnId(conn),
+            status,
+            content_type: None,
+        };
+        let bound = Duration::from_millis(250);
+        // initialize answered in 0.3 s; a 202 in 0.1 s; a GET in 2 s.
+        let t = Trace {
+            events: vec![
+                at(0, 0, req(1, "POST", Some("initialize"))),
+                at(1, 300, resp(1, 200)),
+                at(2, 1000, req(2, "POST", None)),
+                at(3, 1100, resp(2, 202)),
+                at(4, 2000, req(3, "GET", None)),
+                at(5, 4000, resp(3, 200)),
+            ],
+        };
+        assert_eq!(
+            slow_answers(&t, bound),
+            vec!["the server took 0.300 s to answer alice's POST on conn 1 (sent at 0.000 s)"]
+        );
+        // A 202 that waited across a restart's return.
+        let t = Trace {
+            events: vec![
+                at(0, 1000, req(2, "POST", None)),
+                at(1, 1500, What::ServerBack { replicas: Vec::new() }),
+                at(2, 1800, resp(2, 202)),
+            ],
+        };
+        assert!(slow_answers(&t, bound).is_empty());
     }
 
     /// Ports handed out within one process do not come again soon, even

@@ -61,9 +61,11 @@ pub struct LiveInfo {
     /// the request the owner's id would come from late). In words, as
     /// [`crate::trace::MissedStep::line`] gives them.
     pub late_misses: Vec<String>,
-    /// Timeouts that ran out while the machine stalled (a response head, a
-    /// silent stream, a server request): verdicts that rest on them rest on
-    /// the machine. In words.
+    /// Waits the verdicts rest on that the machine made: a timeout that ran
+    /// out while mcpsim's loop stalled (a response head, a silent stream, a
+    /// server request), or an answer the server process gave later than a
+    /// step may run late where no server waits by design (then the order in
+    /// which it took requests was the machine's). In words.
     pub late_timeouts: Vec<String>,
     /// The slowest scale a late run would be replayed at (`--max-time-scale`).
     pub max_time_scale: f64,
@@ -114,7 +116,10 @@ impl LiveInfo {
             ));
         }
         let first = self.late_timeouts.first()?;
-        Some(format!("{} timeout(s) ran out while the machine stalled; the first: {first}", self.late_timeouts.len()))
+        Some(format!(
+            "the machine was too slow for {} wait(s) the verdicts rest on; the first: {first}",
+            self.late_timeouts.len()
+        ))
     }
 
     /// The scales tried before this one, and found late: "" or " (also late at 0.1 and 0.2)".
