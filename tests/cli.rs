@@ -425,6 +425,26 @@ fn a_hunt_on_a_time_budget_says_how_to_hunt_exactly_the_same_seeds_again() {
     assert!(stdout.contains(&again), "{stdout}");
 }
 
+/// The determinism contract and the one wall-clock read of a hunt: a time
+/// budget decides how many seeds run, never which or what they give. A
+/// `--time` hunt's report (bugs, reach, faults, seeds) equals a `--seeds N`
+/// hunt's, N being the seeds the budget covered, whatever the jobs.
+#[test]
+fn a_time_budget_decides_how_many_seeds_run_and_nothing_else() {
+    let json = |args: &[&str]| -> serde_json::Value {
+        let mut all = vec!["hunt", "--server", "naive", "--seed", "40", "--no-shrink", "--format", "json"];
+        all.extend_from_slice(args);
+        let out = mcpsim(&all);
+        assert_eq!(out.status.code(), Some(1), "naive fails: {}", text(&out.stderr));
+        serde_json::from_str(&text(&out.stdout)).unwrap()
+    };
+    let timed = json(&["--time", "1s", "--jobs", "2"]);
+    let n = timed["seeds_run"].as_u64().unwrap();
+    assert!(n > 0, "{timed}");
+    let counted = json(&["--seeds", &n.to_string(), "--jobs", "1"]);
+    assert_eq!(timed, counted, "the same {n} seeds, by a budget and by a count");
+}
+
 #[test]
 fn help_describes_every_replay_flag_and_shows_that_hunt_needs_a_server() {
     let replay = text(&mcpsim(&["replay", "--help"]).stdout);

@@ -267,12 +267,7 @@ fn a_step_that_runs_late_makes_the_run_timing_unreliable_with_exit_code_5() {
             vec!["run", "--live", &*Box::leak(serve("guarded").into_boxed_str()), "scenarios/garbage-id.toml"];
         args.extend_from_slice(&["--time-scale", "0.05"]);
         args.extend_from_slice(extra);
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpsim"))
-            .args(&args)
-            .env("MCPSIM_INJECT_STEP_DELAY", "3:500")
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .output()
-            .expect("runs");
+        let out = stalled_before_step_3(500, &args);
         (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
     };
     // Replayed once, at 0.1 (the ceiling), and late there too: 0.5 s is
@@ -315,13 +310,9 @@ fn a_step_that_runs_late_makes_the_run_timing_unreliable_with_exit_code_5() {
     // into a pass), and a late run never reads "gate passed". naive fails
     // the gate on inflight-too-late (three steps: none is delayed), and
     // garbage-id's step 3 runs late.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpsim"))
-        .args(["run", "--live", &serve("naive"), "scenarios/garbage-id.toml", "scenarios/inflight-too-late.toml"])
-        .args(["--time-scale", "0.05", "--gate", "--jobs", "1", "--max-time-scale", "0.05"])
-        .env("MCPSIM_INJECT_STEP_DELAY", "3:500")
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("runs");
+    let (naive, files) = (serve("naive"), ["scenarios/garbage-id.toml", "scenarios/inflight-too-late.toml"]);
+    let flags = ["--time-scale", "0.05", "--gate", "--jobs", "1", "--max-time-scale", "0.05"];
+    let out = stalled_before_step_3(500, &[&["run", "--live", &naive][..], &files, &flags].concat());
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{}", text(&out.stderr));
     let late = stdout.lines().find(|l| l.starts_with("garbage-id · naive")).unwrap_or_else(|| panic!("{stdout}"));
@@ -333,14 +324,22 @@ fn a_step_that_runs_late_makes_the_run_timing_unreliable_with_exit_code_5() {
 /// The step loop stalls 40 ms (real) before step 3: 0.8 s of scenario time
 /// at 0.05 and 0.4 s at 0.1 (late: the bound is 250 ms), 0.2 s at 0.2
 /// (on time, unless the machine adds 10 ms).
-fn a_late_run_is_replayed_slower_and_judged_at_the_scale_that_kept_time() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpsim"))
-        .args(["run", "--live", &serve("guarded"), "scenarios/garbage-id.toml", "--time-scale", "0.05", "--gate"])
-        .args(["--max-time-scale", "0.8", "--format", "json"])
-        .env("MCPSIM_INJECT_STEP_DELAY", "3:40")
+/// Runs mcpsim with `args`, its live step loop stalled `ms` (real time)
+/// before step 3, as a loaded machine would (MCPSIM_INJECT_STEP_DELAY).
+fn stalled_before_step_3(ms: u32, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_mcpsim"))
+        .args(args)
+        .env("MCPSIM_INJECT_STEP_DELAY", format!("3:{ms}"))
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
-        .expect("runs");
+        .expect("runs")
+}
+
+fn a_late_run_is_replayed_slower_and_judged_at_the_scale_that_kept_time() {
+    let guarded = serve("guarded");
+    let play = ["run", "--live", &guarded, "scenarios/garbage-id.toml", "--time-scale", "0.05"];
+    let out =
+        stalled_before_step_3(40, &[&play[..], &["--gate", "--max-time-scale", "0.8", "--format", "json"]].concat());
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", text(&out.stderr));
     let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
@@ -355,13 +354,7 @@ fn a_late_run_is_replayed_slower_and_judged_at_the_scale_that_kept_time() {
     assert_eq!(json["runs"][0]["expectation"]["met"], true, "{json}");
     assert!(json["runs"][0]["repro"].as_str().unwrap().ends_with(&format!("--time-scale {judged}")), "{json}");
     // The text report says why it was replayed, and which scale judged it.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpsim"))
-        .args(["run", "--live", &serve("guarded"), "scenarios/garbage-id.toml", "--time-scale", "0.05"])
-        .args(["--max-time-scale", "0.4"])
-        .env("MCPSIM_INJECT_STEP_DELAY", "3:35")
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("runs");
+    let out = stalled_before_step_3(35, &[&play[..], &["--max-time-scale", "0.4"]].concat());
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", text(&out.stderr));
     assert!(stdout.contains("replayed slower: late at time scale 0.05 and 0.1"), "{stdout}");

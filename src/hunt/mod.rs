@@ -662,7 +662,8 @@ impl HuntReport {
                 if starts_lost >= 3 {
                     self.stopped = Some(format!("the live server broke on {starts_lost} plans in a row"));
                 }
-                if let Some(why) = crate::live::interrupted().filter(|_| opts.live.is_some()) {
+                // (A simulated hunt never reads the process's signal state.)
+                if let Some(why) = opts.live.as_ref().and_then(|_| crate::live::interrupted()) {
                     self.stopped = Some(why.to_string());
                 }
                 if first_error.is_some()

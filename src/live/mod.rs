@@ -295,7 +295,7 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
                     ready_timeout *= 2;
                     eprintln!(
                         "note: {} did not say `ready` within {:?}; starting it once more, with {:?}",
-                        whose_at_start(deployed, i),
+                        whose(deployed, i),
                         opts.ready_timeout,
                         ready_timeout
                     );
@@ -370,8 +370,6 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
     let mut stalls: Vec<(Duration, Duration)> = Vec::new();
     let injected = injected_step_delay()?;
     let mut aborted = None;
-    // "the server process", or "the server process of replica N".
-    let whose = |i: usize| whose_at_start(deployed, i);
     'run: loop {
         let now = clock::now().unwrap_or_default();
         if now >= plan.duration {
@@ -451,14 +449,14 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
                             if !b.wait_up(i as u32 + 1, check * 3 + Duration::from_secs(1)).await {
                                 aborted = Some(format!(
                                     "haproxy (the load balancer) did not see {} up again after its restart",
-                                    whose(i)
+                                    whose(deployed, i)
                                 ));
                                 break 'run;
                             }
                         }
                     }
                     Err(e) => {
-                        aborted = Some(format!("{} did not come back after its restart: {e}", whose(i)));
+                        aborted = Some(format!("{} did not come back after its restart: {e}", whose(deployed, i)));
                         break 'run;
                     }
                 }
@@ -482,7 +480,7 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
                 r.process.settle().await;
                 aborted = Some(format!(
                     "{} {} at {}, before the scenario ended\nits last output lines:\n{}",
-                    whose(i),
+                    whose(deployed, i),
                     describe_exit(status),
                     SimTime::from_duration(clock::now().unwrap_or_default()),
                     r.process.tail()
@@ -540,12 +538,12 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
     }
     let notes = unreported(plan, &trace);
     let late_misses = late_misses(plan, &trace, !late_steps.is_empty());
-    let mut late_timeouts = late_timeouts(&trace, &stalls);
+    let mut late_waits = late_timeouts(&trace, &stalls);
     // Behind a balancer, replicas wait for their store and for each other
     // by design (an answer for a session another replica holds goes through
     // the store): their answers' speed says nothing of the machine's.
     if !deployed {
-        late_timeouts.extend(slow_answers(&trace, lateness_bound));
+        late_waits.extend(slow_answers(&trace, lateness_bound));
     }
     Ok(Run {
         scenario: plan.name.clone(),
@@ -565,7 +563,7 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
             late_steps,
             lateness_bound,
             late_misses,
-            late_timeouts,
+            late_waits,
             max_time_scale: opts.time_scale,
             earlier: Vec::new(),
         }),
@@ -624,6 +622,10 @@ fn late_timeouts(trace: &crate::trace::Trace, stalls: &[(Duration, Duration)]) -
 /// replica holds waits for the store). In words, first to last.
 fn slow_answers(trace: &crate::trace::Trace, bound: Duration) -> Vec<String> {
     use crate::vocab::StepKind;
+    // A partitioned replica waits for its store on every write until it heals.
+    if trace.events.iter().any(|e| matches!(&e.what, What::Step { action: StepKind::Partition, .. })) {
+        return Vec::new();
+    }
     let bound_us = bound.as_micros() as u64;
     // The instants around which a server may wait by design.
     let waits: Vec<u64> = trace
@@ -632,21 +634,13 @@ fn slow_answers(trace: &crate::trace::Trace, bound: Duration) -> Vec<String> {
         .filter(|e| match &e.what {
             What::Step { action, .. } => matches!(
                 action,
-                StepKind::RestartServer
-                    | StepKind::RestartReplica
-                    | StepKind::CrashReplica
-                    | StepKind::Drain
-                    | StepKind::Partition
+                StepKind::RestartServer | StepKind::RestartReplica | StepKind::CrashReplica | StepKind::Drain
             ),
             What::ServerBack { .. } | What::ServerStopped { .. } => true,
             _ => false,
         })
         .map(|e| e.t_us.0)
         .collect();
-    if trace.events.iter().any(|e| matches!(&e.what, What::Step { action: StepKind::Partition, .. })) {
-        // A partitioned replica waits for its store on every write until it heals.
-        return Vec::new();
-    }
     let mut sent: BTreeMap<(&str, crate::trace::ConnId), (u64, &str, bool)> = BTreeMap::new();
     let mut out = Vec::new();
     for e in &trace.events {
@@ -953,8 +947,8 @@ type Hello = (String, Option<Vec<String>>, Option<bool>);
 /// The words of a start that missed the ready timeout.
 const NOT_READY: &str = "did not say `ready` on the control port within";
 
-/// "the server process", or "the server process of replica N", before the run.
-fn whose_at_start(deployed: bool, i: usize) -> String {
+/// "the server process", or "the server process of replica N".
+fn whose(deployed: bool, i: usize) -> String {
     if deployed {
         format!("the server process of replica {}", i + 1)
     } else {
@@ -1388,7 +1382,7 @@ mod config_tests {
             content_type: None,
         };
         let bound = Duration::from_millis(250);
-        // initialize answered in 0.3 s; a 202 in 0.1 s; a GET in 2 s.
+        // initialize answered in 0.3 s; a 202 in 0.1 s; a GET in 2 s; a 202 in 0.4 s.
         let t = Trace {
             events: vec![
                 at(0, 0, req(1, "POST", Some("initialize"))),
@@ -1397,11 +1391,16 @@ mod config_tests {
                 at(3, 1100, resp(2, 202)),
                 at(4, 2000, req(3, "GET", None)),
                 at(5, 4000, resp(3, 200)),
+                at(6, 5000, req(4, "POST", None)),
+                at(7, 5400, resp(4, 202)),
             ],
         };
         assert_eq!(
             slow_answers(&t, bound),
-            vec!["the server took 0.300 s to answer alice's POST on conn 1 (sent at 0.000 s)"]
+            vec![
+                "the server took 0.300 s to answer alice's POST on conn 1 (sent at 0.000 s)",
+                "the server took 0.400 s to answer alice's POST on conn 4 (sent at 5.000 s)",
+            ]
         );
         // A 202 that waited across a restart's return.
         let t = Trace {

@@ -14,7 +14,7 @@
 //!              "notes": [str], "timing_unreliable": bool,
 //!              "lateness_bound_us": u64,
 //!              "late_steps": [{"step": u64, "do": str, "due_us": u64, "ran_us": u64}],
-//!              "late_timeouts": [str], "max_time_scale": f64,
+//!              "late_waits": [str], "max_time_scale": f64,
 //!              "replayed": [{"time_scale": f64, "why": str}]}
 //!                                       (live runs only; a timing-unreliable
 //!                                        run's expectation is not counted;
@@ -109,7 +109,7 @@ struct JsonLive<'a> {
     timing_unreliable: bool,
     lateness_bound_us: u64,
     late_steps: Vec<JsonLateStep<'a>>,
-    late_timeouts: &'a [String],
+    late_waits: &'a [String],
     max_time_scale: f64,
     replayed: Vec<JsonEarlier<'a>>,
 }
@@ -192,7 +192,7 @@ pub fn json(runs: &[Judged]) -> String {
                             ran_us: s.ran.as_micros() as u64,
                         })
                         .collect(),
-                    late_timeouts: &l.late_timeouts,
+                    late_waits: &l.late_waits,
                     max_time_scale: l.max_time_scale,
                     replayed: l.earlier.iter().map(|e| JsonEarlier { time_scale: e.time_scale, why: &e.why }).collect(),
                 }),

@@ -66,7 +66,7 @@ pub struct LiveInfo {
     /// server request), or an answer the server process gave later than a
     /// step may run late where no server waits by design (then the order in
     /// which it took requests was the machine's). In words.
-    pub late_timeouts: Vec<String>,
+    pub late_waits: Vec<String>,
     /// The slowest scale a late run would be replayed at (`--max-time-scale`).
     pub max_time_scale: f64,
     /// The tries before this one, each late and replayed slower, first first.
@@ -88,10 +88,10 @@ pub struct LateStep {
 
 impl LiveInfo {
     /// Whether the run's timing was unreliable: a step ran later than the
-    /// bound, a step missed because what it acts on came late, or a timeout
-    /// ran out while the machine stalled.
+    /// bound, a step missed because what it acts on came late, or a wait
+    /// the verdicts rest on was the machine's ([`LiveInfo::late_waits`]).
     pub fn timing_unreliable(&self) -> bool {
-        !self.late_steps.is_empty() || !self.late_misses.is_empty() || !self.late_timeouts.is_empty()
+        !self.late_steps.is_empty() || !self.late_misses.is_empty() || !self.late_waits.is_empty()
     }
 
     /// What made the timing unreliable, in a sentence without a verdict.
@@ -115,20 +115,25 @@ impl LiveInfo {
                 self.late_misses.len()
             ));
         }
-        let first = self.late_timeouts.first()?;
+        let first = self.late_waits.first()?;
         Some(format!(
             "the machine was too slow for {} wait(s) the verdicts rest on; the first: {first}",
-            self.late_timeouts.len()
+            self.late_waits.len()
         ))
     }
 
-    /// The scales tried before this one, and found late: "" or " (also late at 0.1 and 0.2)".
+    /// The scales tried before this one, and found late: "0.1 and 0.2".
+    pub fn earlier_scales(&self) -> String {
+        let scales: Vec<String> = self.earlier.iter().map(|e| e.time_scale.to_string()).collect();
+        scales.join(" and ")
+    }
+
+    /// "" or " (also late at 0.1 and 0.2)".
     pub fn earlier_words(&self) -> String {
         if self.earlier.is_empty() {
             return String::new();
         }
-        let scales: Vec<String> = self.earlier.iter().map(|e| e.time_scale.to_string()).collect();
-        format!(" (also late at {})", scales.join(" and "))
+        format!(" (also late at {})", self.earlier_scales())
     }
 
     /// The words for the run's header, when the timing is unreliable.
@@ -141,14 +146,14 @@ impl LiveInfo {
         ))
     }
 
-    /// The words for a run replayed slower and judged: "judged at time scale
-    /// 0.2: late at 0.1 (…)". `None` when the first try was judged.
+    /// The words for a run replayed slower and judged: "replayed slower:
+    /// late at time scale 0.1 (…), judged at 0.2". `None` when the first
+    /// try was judged.
     pub fn replay_words(&self) -> Option<String> {
         let first = self.earlier.first()?;
-        let scales: Vec<String> = self.earlier.iter().map(|e| e.time_scale.to_string()).collect();
         Some(format!(
             "replayed slower: late at time scale {} ({}), judged at {}",
-            scales.join(" and "),
+            self.earlier_scales(),
             first.why,
             self.time_scale
         ))

@@ -10,7 +10,7 @@ use std::path::PathBuf;
     about = "Deterministic simulation and fault injection for MCP servers that resume SSE streams with Last-Event-ID"
 )]
 #[command(
-    after_help = "Exit codes: 0 ok, 1 check failed / expectation not met, 2 usage, 3 invalid scenario, 4 I/O or internal error, 5 live timing unreliable (a step ran late). Several together: the first of 3 and 2, 1, 4, 5, 0 (a real violation outranks what a CI may retry)"
+    after_help = "Exit codes: 0 ok, 1 check failed / expectation not met, 2 usage, 3 invalid scenario, 4 I/O or internal error, 5 live timing unreliable (the machine could not keep up, even replayed slower). Several together: the first of 3 and 2, 1, 4, 5, 0 (a real violation outranks what a CI may retry)"
 )]
 pub(crate) struct Cli {
     #[command(subcommand)]
@@ -174,8 +174,8 @@ pub(crate) struct LiveArgs {
     /// plan and every time setting handed to the server is multiplied by it [default: 1].
     #[arg(long, value_name = "F", requires = "live", help_heading = "Live runs")]
     pub(crate) time_scale: Option<f64>,
-    /// A run whose timing was unreliable (a step ran late, a timeout ran out while the machine
-    /// stalled) is played again at twice its time scale, up to F; only a run still late at F is
+    /// A run whose timing was unreliable (a step ran late, or a wait the verdicts rest on was the
+    /// machine's) is played again at twice its time scale, up to F; only a run still late at F is
     /// "timing unreliable" (exit 5). The report names the scale that judged it
     /// [default: 1 with --gate, else no replay].
     #[arg(long, value_name = "F", requires = "live", help_heading = "Live runs")]

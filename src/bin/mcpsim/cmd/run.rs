@@ -504,8 +504,7 @@ impl Runs {
             // A late run replayed slower says which scale judged it.
             let scale = match &run.live {
                 Some(l) if !l.earlier.is_empty() && !unreliable => {
-                    let late: Vec<String> = l.earlier.iter().map(|e| e.time_scale.to_string()).collect();
-                    format!(" · judged at time scale {} (late at {})", l.time_scale, late.join(" and "))
+                    format!(" · judged at time scale {} (late at {})", l.time_scale, l.earlier_scales())
                 }
                 Some(l) if unreliable => format!(" · late at time scale {}{}", l.time_scale, l.earlier_words()),
                 _ => String::new(),
@@ -584,7 +583,7 @@ impl Runs {
         }
         if !self.unreliable.is_empty() {
             eprintln!(
-                "{} live run(s) had unreliable timing (a step ran late; their verdicts are not counted): {}",
+                "{} live run(s) had unreliable timing (the machine could not keep up; their verdicts are not counted): {}",
                 self.unreliable.len(),
                 self.unreliable.join(", ")
             );
