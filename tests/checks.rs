@@ -114,7 +114,7 @@ fn the_matrix_proves_every_check_and_every_mutant() {
         scenarios().into_iter().filter(|p| p.dialect == Dialect::StreamableHttp).map(|p| p.name).collect();
     for mutation in Mutation::ALL {
         for in_streamable in [false, true] {
-            let by = mutation.caught_by_in(if in_streamable { Dialect::StreamableHttp } else { Dialect::LegacySse });
+            let by = mutation.caught_by();
             assert!(
                 m.iter().any(|((sc, s), cell)| s == mutation.name()
                     && streamable.contains(sc) == in_streamable

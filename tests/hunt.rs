@@ -26,7 +26,7 @@ fn first_finding_in(server: &str, check: CheckId, dialect: Dialect) -> Option<u6
 fn every_buggy_server_is_found_by_its_own_check_in_streamable_http_too() {
     // (local-fence's bug needs replicas: tests/replicas.rs hunts it deployed.)
     for m in Mutation::ALL.into_iter().filter(|m| !m.needs_replicas()) {
-        let by = m.caught_by_in(Dialect::StreamableHttp);
+        let by = m.caught_by();
         let found = first_finding_in(m.name(), by, Dialect::StreamableHttp);
         assert!(found.is_some(), "{} not caught by {by} within {BOUND} streamable-http seeds", m.name());
     }
@@ -305,13 +305,12 @@ const MUTANT_TABLE: [(&str, Dialect, &[&str], &str); 14] = [
         &[
             "confidentiality | foreign-delete",
             "confidentiality | foreign-principal",
-            "liveness | stuck",
             "rejection-protocol | token-lifetime",
         ],
-        "as in legacy-sse; a thief that is never refused ends the owner's session (a DELETE is not a \
-         leak: its own bug); and a thief that is never refused takes the owner's standalone stream in \
-         turn, carrying only priming events, so nothing leaks and what shows is the owner left without a \
-         stream (liveness)",
+        "as in legacy-sse; and a thief that is never refused ends the owner's session (a DELETE is not a \
+         leak: its own bug). A thief that is never refused and takes the owner's standalone stream over, \
+         carrying only priming events, is the same foreign principal's bug (the takeover ends the owner's \
+         stream)",
     ),
     (
         "inclusive-replay",
@@ -335,10 +334,15 @@ const MUTANT_TABLE: [(&str, Dialect, &[&str], &str); 14] = [
     (
         "empty-ok",
         Dialect::StreamableHttp,
-        &["replay-integrity | unminted-id", "rejection-protocol | token-lifetime", "session-binding | dead-writer"],
-        "an empty 200 is a poll in streamable-http: the client reads the refusal as an acceptance, so \
-         the unfenced prior writer goes on (session-binding) and the token it was told is dead keeps \
-         working (rejection-protocol); its 200 to ids it never minted is its own check's",
+        &[
+            "rejection-protocol | silent-refusal",
+            "rejection-protocol | token-lifetime",
+            "session-binding | dead-writer",
+        ],
+        "an empty 200 is a poll in streamable-http when the id is the session's: the client reads the \
+         refusal as an acceptance, so the unfenced prior writer goes on (session-binding) and the token it \
+         was told is dead keeps working (rejection-protocol); to an id the session never minted, the same \
+         empty 200 is a refusal in disguise (rejection-protocol's silent refusal)",
     ),
 ];
 
@@ -356,7 +360,7 @@ fn a_hunt_against_each_mutant_finds_its_bug_once() {
         expected.sort();
         println!("{server} {}: {} failing seeds: {rows:?}", dialect.name(), report.failing_seeds);
         // The check that exists to catch it fails in one of its reproducers.
-        let own = m.caught_by_in(dialect);
+        let own = m.caught_by();
         if !report.bugs.iter().any(|b| b.checks.iter().any(|c| own == **c)) || rows != expected {
             wrong.push(format!("{server} {}: {rows:?}, expected {expected:?} ({why})", dialect.name()));
         }

@@ -258,7 +258,7 @@ const CLAIMS: &[(&str, &str, &str)] = &[
     ("foreign-delete", "typescript-sdk", "only the session's owner may end it"),
     ("foreign-delete", "python-sdk", "only the session's owner may end it"),
     ("future-id", "typescript-sdk", "no event of the session ever carried that id"),
-    ("future-id", "python-sdk", "no event of the session ever carried that id"),
+    ("future-id", "python-sdk", "an id the session never minted, was answered 200 and its stream ended with no event"),
     // Not re-issued, but the client's answer over POST completes it.
     ("call-stream-reset", "typescript-sdk", "call-1 answered"),
     ("call-stream-reset", "python-sdk", "call-1 answered"),

@@ -11,6 +11,7 @@ use std::rc::Rc;
 
 mod common;
 
+use common::mutant::{judge_with, Tweaked};
 use common::verdicts::{fires, headlines, quiet, verdict};
 
 fn load(rel: &str) -> Plan {
@@ -19,30 +20,6 @@ fn load(rel: &str) -> Plan {
 
 fn judge(plan: &Plan, server: &str) -> Vec<Verdict> {
     check::judge(&mcpsim::run(plan, server, None).unwrap().trace)
-}
-
-/// A policy that is `guarded` with one change to its decision: a mutant
-/// built in the test, for bugs no built-in server has.
-struct Tweaked(&'static str, fn(&ResumeView<'_>, Decision) -> Decision);
-
-impl ResumptionPolicy for Tweaked {
-    fn name(&self) -> &'static str {
-        self.0
-    }
-    fn description(&self) -> &'static str {
-        "guarded with one change (a test mutant)"
-    }
-    fn binds_principal(&self) -> bool {
-        true
-    }
-    fn decide(&self, v: &ResumeView<'_>) -> Decision {
-        (self.1)(v, Guarded::decision(v))
-    }
-}
-
-fn judge_with(plan: &Plan, policy: Tweaked) -> Vec<Verdict> {
-    let plug = Rc::new(Engine::new(plan.server.clone(), plan.dialect, Rc::new(policy), plan.seed));
-    check::judge(&mcpsim::run_with(plan, plug, plan.seed).unwrap().trace)
 }
 
 #[test]
@@ -348,12 +325,16 @@ fn a_valid_resumption_must_be_accepted_when_the_scenario_says_so() {
     // Nothing else sees it: the refusal is explicit and alice re-initializes.
     assert_eq!(check::violated(&bad), ["rejection-protocol"]);
     quiet(&judge(&plan, "guarded"), "rejection-protocol");
-    // Without the expectation, the same bug passes everything.
+    // Without the expectation, the trace alone proves the window valid
+    // (issue "Bugs that escape", item 1: it holds notifications alone, which
+    // the server says it keeps). It once passed everything.
     let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/window-edge.toml"))
         .unwrap()
         .replace("expect = \"accepted\"\n", "");
     let blind = Plan::from_toml_str(&text, "window-edge-without-expect.toml").unwrap();
-    assert!(check::violated(&judge_with(&blind, Tweaked("off-by-one", off_by_one))).is_empty());
+    let v = judge_with(&blind, Tweaked("off-by-one", off_by_one));
+    fires(&v, "rejection-protocol", &["the window held only 4 notification(s)", "(retention 4)"]);
+    assert_eq!(check::violated(&v), ["rejection-protocol"]);
 }
 
 #[test]
@@ -534,12 +515,11 @@ fn an_empty_stream_in_streamable_http_is_polling_not_a_refusal() {
         .iter()
         .any(|e| matches!(&e.what, mcpsim::trace::What::Reinitialize { why, .. } if why.contains("HTTP 404")));
     assert!(polled, "the client polled again and learned of the refusal from a 404");
-    // A 200 to an id the session never minted is still no valid resumption.
-    fires(
-        &judge(&load("scenarios/streamable-http/future-id.toml"), "rmcp"),
-        "replay-integrity",
-        &["resumption from 5000 was accepted"],
-    );
+    // But a 200 ended with nothing, to an id the session never minted, is no
+    // poll: a refusal in disguise (issue "Bugs that escape", item 3).
+    let v = judge(&load("scenarios/streamable-http/future-id.toml"), "rmcp");
+    fires(&v, "rejection-protocol", &["from 5000, an id the session never minted", "a refusal in disguise"]);
+    quiet(&v, "replay-integrity");
     // In legacy-sse the seed analysis's refusal model stands.
     fires(&judge(&load("scenarios/future-id.toml"), "empty-ok"), "rejection-protocol", &["a silent refusal"]);
 }

@@ -23,6 +23,8 @@ impl T {
                 liveness_bound_us: 30_000_000,
                 authenticates: true,
                 unreported_per_stream: 0,
+                retention: None,
+                fence_grace_us: None,
             },
         );
         t.at(
@@ -257,6 +259,7 @@ impl T {
                 event_ids: ids.iter().map(u64::to_string).collect(),
                 session: Some("tok-1".into()),
                 stream: None,
+                replica: None,
             },
         )
     }

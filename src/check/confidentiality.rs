@@ -3,7 +3,9 @@
 //! (sessions are bound to the principal that opened them).
 //!
 //! Evidence: SSE messages delivered on a connection that presented a session
-//! token to a client whose principal is not the token owner's; messages the
+//! token to a client whose principal is not the token owner's (and the
+//! owner's live stream that accepting its resumption ended, which counts
+//! even when nothing of the owner's reached it yet); messages the
 //! application reported on one principal's session, delivered on another
 //! principal's own session (a store shared by every session); a DELETE by
 //! another principal that the server answered 2xx (it ended the owner's
@@ -16,10 +18,10 @@
 //! check still reports the leak, because it happened.
 
 use super::finding::{Finding, Msg};
-use super::observe::{Answer, Observed};
+use super::observe::{Answer, Conn, Observed};
 use super::{not_applicable, status, Status, Violation};
-use crate::trace::Outcome;
-use crate::vocab::CheckId;
+use crate::trace::{Outcome, SimTime};
+use crate::vocab::{CheckId, ConnId};
 use crate::wire::jsonrpc::RpcKind;
 use crate::wire::mrtr::TOOLS_CHANGED;
 
@@ -29,7 +31,7 @@ pub const ABOUT: &str =
 
 pub const EXPLAIN: super::Explain = super::Explain {
     meaning: "A session belongs to the principal that opened it: no event of it is delivered to another principal, and no DELETE, answer or tool call from another principal acts on it (nor reaches the owner's stream).",
-    evidence: "Which client learned each session token (its owner), which client presented it, and the messages delivered on that connection; the events the application reported on each session, and any delivered on another principal's session; DELETEs, answers and enable_tool calls sent with it and what the server and its application did with them (a tool result; a tools/list_changed on the owner's stream after the call); token thefts recorded by the harness.",
+    evidence: "Which client learned each session token (its owner), which client presented it, and the messages delivered on that connection (and the owner's live stream the server ended when it accepted another principal's resumption); the events the application reported on each session, and any delivered on another principal's session; DELETEs, answers and enable_tool calls sent with it and what the server and its application did with them (a tool result; a tools/list_changed on the owner's stream after the call); token thefts recorded by the harness.",
     condition: "The analysis's step 6: a token holder resuming from an old id must not receive another user's events; bind sessions to principals (MCP security best practices: session hijack impersonation and prompt injection).",
     to_pass: "Bind each session to the credential that opened it and refuse other principals (403) without killing the owner's session. A thief that holds the owner's credential cannot be told apart: such leaks are reported as inherent.",
 };
@@ -45,7 +47,37 @@ pub fn judge(o: &Observed) -> Status {
         }
         judged = true;
         let leaked: Vec<_> = c.delivered.iter().filter(|d| d.rpc.is_some()).collect();
-        let (Some(first), Some(last)) = (leaked.first(), leaked.last()) else { continue };
+        let ended = owner_stream_ended(o, c, token, owner);
+        let (Some(first), Some(last)) = (leaked.first(), leaked.last()) else {
+            // Nothing of the owner's reached it, yet the server let it take
+            // the owner's stream over (issue "Bugs that escape", item 4).
+            // (Once per thief and session: a thief and an owner that keep
+            // resuming take the stream from each other again and again.)
+            let again = out.iter().any(|v: &Violation| {
+                matches!(&v.finding, Finding::TakenOver { client, owner: o2, .. } if *client == c.client && o2 == owner.as_str())
+            });
+            if let (Some(ended), Some((_, _, at, seq)), false) = (ended, c.response, again) {
+                let mut evidence: Vec<u64> = c.request_seq.into_iter().chain([seq, ended.3]).collect();
+                evidence.sort();
+                let why = o.indistinguishable(c, token, owner);
+                out.push(Violation {
+                    check: ID,
+                    inherent: why.is_some(),
+                    finding: Finding::TakenOver {
+                        client: c.client.clone(),
+                        principal: o.principal(&c.client).to_string(),
+                        owner: owner.clone(),
+                        conn: c.conn,
+                        at,
+                        ended: (ended.0, ended.1, ended.2),
+                        why,
+                    },
+                    t: at,
+                    evidence,
+                });
+            }
+            continue;
+        };
         let requests: Vec<Msg> = leaked
             .iter()
             .filter(|d| d.rpc.as_ref().is_some_and(|r| r.kind == RpcKind::Request))
@@ -67,6 +99,7 @@ pub fn judge(o: &Observed) -> Status {
                 last_id: last.id.clone(),
                 requests,
                 why,
+                ended: ended.map(|e| (e.0, e.1, e.2)),
             },
             t: first.t,
             evidence: c.request_seq.into_iter().chain(leaked.iter().map(|d| d.seq)).collect(),
@@ -80,6 +113,49 @@ pub fn judge(o: &Observed) -> Status {
         return not_applicable("no client presented another principal's session token");
     }
     status(out)
+}
+
+/// How much longer than the owner's stream a thief's empty stream must last
+/// to have taken it over (a hunt's tick).
+const OUTLIVED_US: u64 = 200_000;
+
+/// The owner's live stream that another principal's accepted resumption
+/// `c` ended: a stream of the same session carried to a client of the
+/// owner's principal, answered before `c`, that the server ended between
+/// `c`'s request and a round trip after its acceptance (its body ended or
+/// its connection cut), while its mapping was up. Returns `(owner's client, its conn, when it ended, that seq)`.
+fn owner_stream_ended(o: &Observed, c: &Conn, token: &str, owner: &str) -> Option<(String, ConnId, SimTime, u64)> {
+    let (200, true, accepted, _) = c.response? else { return None };
+    let asked = c.request_t?;
+    // A refusal in disguise took nothing over.
+    let refused = c.rejected.is_some() || super::replay_integrity::refused_in_disguise(o, c);
+    if c.method != "GET" || !c.stream.is_get() || refused {
+        return None;
+    }
+    let until = SimTime(accepted.0 + super::liveness::round_trip(o));
+    // It took the stream over: it carried an event, or outlived the owner's
+    // stream (a refusal that ends the whole session, the thief's empty
+    // stream with it, ends both at once).
+    let outlived = |owner_end: SimTime| {
+        !c.delivered.is_empty() || c.ended.as_ref().is_none_or(|e| e.0 .0 > owner_end.0 + OUTLIVED_US)
+    };
+    o.conns
+        .values()
+        .filter(|v| v.client != c.client && o.principal(&v.client) == o.principal(owner))
+        .filter(|v| v.stream == c.stream && v.token() == Some(token))
+        .filter(|v| matches!(v.response, Some((200, true, t, _)) if t < accepted))
+        .filter_map(|v| {
+            let (t, seq, why) = v.ended.as_ref()?;
+            // Not the network's doing: no drop or reset of its mapping first.
+            let live = o
+                .mapping_of(v)
+                .is_none_or(|m| m.dropped.as_ref().is_none_or(|d| d.0 > *t) && m.reset.is_none_or(|r| r.0 > *t));
+            // Ended by the server: the body's end, or the connection cut under it.
+            let by_server = why == crate::trace::SERVER_ENDED || why.starts_with("stream error");
+            (by_server && *t >= asked && *t <= until && live && outlived(*t))
+                .then(|| (v.client.clone(), v.conn, *t, *seq))
+        })
+        .min_by_key(|e| e.2)
 }
 
 /// Events the application reported emitting on one session (notifications,
@@ -164,6 +240,7 @@ fn cross_session(o: &Observed, out: &mut Vec<Violation>) -> bool {
                 last_id: last.id.clone(),
                 requests,
                 why: None,
+                ended: None,
             },
             t: first.t,
             evidence: c.request_seq.into_iter().chain(leaked_of.iter().map(|d| d.seq)).collect(),

@@ -281,6 +281,21 @@ pub enum Finding {
         last_id: Option<String>,
         requests: Vec<Msg>,
         why: Option<Indistinguishable>,
+        /// The owner's live stream that accepting the resumption ended:
+        /// `(owner's client, its conn, when it ended)`.
+        ended: Option<(String, ConnId, SimTime)>,
+    },
+    /// Another principal's resumption was accepted and ended the owner's
+    /// live stream, though nothing of the owner's reached it (yet).
+    TakenOver {
+        client: String,
+        principal: String,
+        owner: String,
+        conn: ConnId,
+        at: SimTime,
+        /// The owner's stream it ended: `(owner's client, its conn, when it ended)`.
+        ended: (String, ConnId, SimTime),
+        why: Option<Indistinguishable>,
     },
     /// A session ended by another principal's DELETE.
     ForeignDelete {
@@ -347,6 +362,9 @@ pub enum Finding {
     // ---- rejection-protocol ----
     /// A resumption answered 200 with an empty stream.
     SilentRefusal { client: String, conn: ConnId },
+    /// streamable-http: a resumption from an id the session never minted,
+    /// answered 200 and ended with no event: a refusal in disguise.
+    RefusalInDisguise { client: String, conn: ConnId, last: String },
     /// The token still served after the owner's refusal.
     TokenStillWorked { owner: String, refused_at: SimTime, client: String, conn: ConnId, at: SimTime },
     /// A refused owner never obtained a new session.
@@ -359,9 +377,22 @@ pub enum Finding {
     RefusedByServerError { client: String, conn: ConnId, status: u16, store_cut: Option<u32> },
     /// A resumption the scenario expects accepted was refused.
     ValidRefused { client: String, conn: ConnId, how: Refused, step_at: SimTime },
-    /// A resumption the trace proves valid was refused: from the newest id
-    /// the session had minted, which the client received, on its own live session.
-    ValidRefusedProven { client: String, conn: ConnId, how: Refused, last: u64, at: SimTime },
+    /// A resumption the trace proves valid was refused: from an id the
+    /// client received, on its own live session, with nothing in the window
+    /// but notifications the server keeps (`window`: how many, and the
+    /// newest; `None` when the window was empty).
+    ValidRefusedProven {
+        client: String,
+        conn: ConnId,
+        how: Refused,
+        last: u64,
+        at: SimTime,
+        /// The notifications in the window: `(count, newest id, retention)`.
+        window: Option<(u64, u64, u64)>,
+        /// A prior connection was still half-open, yet the refusal came this
+        /// soon after the request, within the fence grace (the second value).
+        unfenced: Option<(SimTime, SimTime)>,
+    },
     /// A resumption's outcome was not the one the scenario expects.
     ExpectationMissed { client: String, conn: ConnId, got: String, expected: String, step_at: SimTime },
 

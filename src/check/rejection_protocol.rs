@@ -12,9 +12,10 @@
 //! session died with a refused thief's resumption (the owner's next use of
 //! the token found no session, with no refusal of its own in between); a
 //! resumption whose outcome differs from its step's `expect`; a refused
-//! resumption the trace proves valid (from the newest id the session had
-//! minted, which the client received, on its own live session: see
-//! `valid_refused` for the rule).
+//! resumption the trace proves valid (from an id the client received, on
+//! its own live session, over a window that is empty or holds only
+//! notifications the server says it keeps: see `valid_refused` for the
+//! rule).
 
 use super::observe::{Conn, Observed};
 use super::{not_applicable, status, Finding, Status, Violation};
@@ -27,9 +28,9 @@ pub const ABOUT: &str =
 
 pub const EXPLAIN: super::Explain = super::Explain {
     meaning: "A refused resumption is explicit, kills the owner's token, and the owner re-initializes.",
-    evidence: "Resumption responses (status, stream, first events), later uses of the same token and whether they were served, and the owner's next session token. A refusal is judged wrong where the trace proves the resumption valid: the client presented its own session and credential on the session's GET stream, from a numeric id it had received there that was the newest the session showed anywhere (delivered, written into a dropped mapping, reported by the application), with no other request (a POST's response, another stream's priming event) or re-issue since that could have minted one unseen (so the window is empty, holds no answered request, and any retention keeps it), no server request of the session was in flight (one that cannot be carried over is a reason to refuse), no earlier connection of the stream was still half-open (a fence that cannot be confirmed is one too), and nothing had ended the session (no DELETE, end-session step or earlier refusal; a 404 or 410 may be the server's own expiry and is not judged).",
+    evidence: "Resumption responses (status, stream, first events), later uses of the same token and whether they were served, and the owner's next session token. A refusal is judged wrong where the trace proves the resumption valid: the client presented its own session and credential on the session's GET stream, from a numeric id it had received there, with no other request (a POST's response, another stream's priming event) or re-issue since that could have minted one unseen; the window up to the newest id the session showed anywhere (delivered, written into a dropped mapping, reported by the application) was empty, or held only notifications the application reported on that stream, no more than the retention the server declares (so no request lies in it and the server keeps all of it, up to the oldest id it keeps); no server request of the session was in flight (one that cannot be carried over is a reason to refuse); no earlier connection of the stream was still half-open, unless a single server that declares its fence grace refused sooner than that (a fence that cannot be confirmed is a reason to refuse, but only once it was waited for); and nothing had ended the session (no DELETE, end-session step or earlier refusal; a 404 or 410 may be the server's own expiry and is not judged).",
     condition: "The seed analysis, Condition of Validity: \"If any condition fails, the server must reject the resumption: close the new uplink with an explicit error event, invalidate the session token, and require the client to open a fresh session. The client's correct response to this rejection is to re-initialize.\" A thief's refusal is not the owner's: refusing a foreign principal must leave the owner's session alive (MCP security best practices: bind sessions to users).",
-    to_pass: "Accept a resumption from the newest id the client received on its own live session (nothing lies in its window to refuse). Refuse with an error event or an HTTP client error (never an empty 200, never a 5xx: a server error is a crash, not a refusal) and invalidate the token of a refused owner (a refused thief may be turned away without touching the owner's session).",
+    to_pass: "Accept a resumption from an id the client received on its own live session when its window holds nothing but notifications you keep, and fence a half-open prior writer before you give up on it. Refuse with an error event or an HTTP client error (never an empty 200, never a 5xx: a server error is a crash, not a refusal) and invalidate the token of a refused owner (a refused thief may be turned away without touching the owner's session).",
 };
 
 /// How long a refused client gets to obtain a new session (a few round trips;
@@ -41,6 +42,21 @@ pub fn judge(o: &Observed) -> Status {
     let mut out = Vec::new();
     judged |= expectations(o, &mut out);
     for c in o.conns.values() {
+        if super::replay_integrity::refused_in_disguise(o, c) {
+            judged = true;
+            let (t, seq, _) = c.ended.clone().expect("an ended stream");
+            out.push(Violation {
+                check: ID,
+                finding: Finding::RefusalInDisguise {
+                    client: c.client.clone(),
+                    conn: c.conn,
+                    last: c.last_event_id.clone().unwrap_or_default(),
+                },
+                t,
+                evidence: c.request_seq.into_iter().chain([seq]).collect(),
+                inherent: false,
+            });
+        }
         let Some((t_rej, rej_seq, how)) = &c.rejected else { continue };
         judged = true;
         let judged_by_step = out.iter().any(
@@ -223,16 +239,19 @@ fn owner_session_killed(
 /// A refusal of a resumption the trace proves valid, with no step to say
 /// so. Proven where: the client presented its own session, with its own
 /// credential, on the session's GET stream; `Last-Event-ID` is a number
-/// the client had received on that stream, and the newest id the session
-/// showed anywhere before the refusal (delivered, written into a dropped
-/// mapping, or reported by the application), with no other request (a
+/// the client had received on that stream, with no other request (a
 /// POST's response, a stream's priming event) or re-issue since that could
-/// have minted one unseen: the window is empty, so no
-/// answered request lies in it, and any retention keeps the newest event.
+/// have minted an id unseen. The window from it to the newest id the
+/// session showed anywhere before the refusal (delivered, written into a
+/// dropped mapping, or reported by the application) is empty, or holds
+/// only notifications the application reported on that stream, no more
+/// than the retention the server declares: no request lies in it, and the
+/// server keeps all of it (up to the window's edge, the oldest id kept).
 /// No server request of the session was in flight (condition 4 may
-/// require refusing a resumption over one that cannot be carried over),
-/// and no earlier connection of the stream was still half-open (a fence
-/// that cannot be confirmed is a reason to refuse).
+/// require refusing a resumption over one that cannot be carried over).
+/// An earlier connection of the stream still half-open is a reason to
+/// refuse only once a fence was tried: a single server that declares its
+/// fence grace and refused sooner than that never waited for one.
 /// The session was alive: nothing ended it (no DELETE, no `end-session`
 /// step, no earlier refusal of the owner), and the refusal did not say it
 /// was gone (404 and 410 may be a server's own expiry: not judged; nor is
@@ -262,8 +281,11 @@ fn valid_refused(o: &Observed, c: &Conn, (t_rej, rej_seq, how): (SimTime, u64, R
         .filter(|e| e.t <= t_req && e.numeric_id() == Some(last))
         .map(|e| e.t)
         .min()?;
-    // The newest the session showed, and nothing could have been minted unseen since.
-    if o.max_id_seen_before(token, rej_seq) != Some(last) {
+    // The newest the session showed, and nothing could have been minted
+    // unseen since: the window is empty, or holds notifications alone that
+    // the server says it keeps.
+    let newest = o.max_id_seen_before(token, rej_seq)?;
+    if newest < last || (newest > last && !o.window_kept(token, last, newest, t_rej)) {
         return None;
     }
     let since = o.reported_at(token, last).unwrap_or(received).min(received);
@@ -301,7 +323,13 @@ fn valid_refused(o: &Observed, c: &Conn, (t_rej, rej_seq, how): (SimTime, u64, R
             && p.opened < t_req
             && o.mapping_of(p).is_some_and(|m| m.dropped.is_some() && m.reset.is_none_or(|r| r.0 > t_req))
     });
-    if minting_post || reissued || in_flight || half_open_prior {
+    // Unless the refusal came before the fence could have been waited for:
+    // a server that says how long it waits for a fence and refused sooner
+    // never tried to fence (one server: a replica's take-over has refusals
+    // of its own).
+    let fence_never_tried =
+        o.shared_store.is_none() && o.fence_grace.is_some_and(|g| t_rej.0.saturating_sub(t_req.0) < g.0);
+    if minting_post || reissued || in_flight || (half_open_prior && !fence_never_tried) {
         return None;
     }
     // Alive, as far as anything in the trace says.
@@ -315,7 +343,15 @@ fn valid_refused(o: &Observed, c: &Conn, (t_rej, rej_seq, how): (SimTime, u64, R
     }
     Some(Violation {
         check: ID,
-        finding: Finding::ValidRefusedProven { client: c.client.clone(), conn: c.conn, how, last, at: t_rej },
+        finding: Finding::ValidRefusedProven {
+            client: c.client.clone(),
+            conn: c.conn,
+            how,
+            last,
+            at: t_rej,
+            window: (newest > last).then(|| (newest - last, newest, o.retention.unwrap_or_default())),
+            unfenced: half_open_prior.then(|| (SimTime(t_rej.0 - t_req.0), o.fence_grace.unwrap_or_default())),
+        },
         t: t_rej,
         evidence: c.request_seq.into_iter().chain([rej_seq]).collect(),
         inherent: false,

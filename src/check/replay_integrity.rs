@@ -58,6 +58,11 @@ pub fn judge(o: &Observed) -> Status {
             thief = true;
             continue;
         }
+        // An empty stream ended at once, from an id the session never
+        // minted, was a refusal in disguise: rejection-protocol's to judge.
+        if refused_in_disguise(o, c) {
+            continue;
+        }
         let request_seq = c.request_seq.unwrap_or(acc_seq);
         let found = match c.last_event_id_number() {
             Some(n) => numeric(o, c, n, token, (t_acc, acc_seq, request_seq)),
@@ -83,6 +88,31 @@ pub fn judge(o: &Observed) -> Status {
         return not_applicable("no resumption from an id the stream had shown was accepted");
     }
     status(out)
+}
+
+/// A refusal in disguise (issue "Bugs that escape", item 3): in
+/// streamable-http an accepted resumption whose stream the server ended with
+/// no event at all, from an id the session never minted (a future id, or
+/// one no event carried). A server may end any stream (SSE polling), but a
+/// poll from an id outside the session is no poll: rmcp answers an id it
+/// never minted so, and so do the Python SDK and FastMCP. An empty stream
+/// from a valid id (the Python SDK's empty replay while a half-open stream
+/// is registered) stays polling.
+pub(super) fn refused_in_disguise(o: &Observed, c: &Conn) -> bool {
+    let ended_empty = c.delivered.is_empty() && c.ended.as_ref().is_some_and(|e| e.2 == crate::trace::SERVER_ENDED);
+    if !o.streamable || !ended_empty {
+        return false;
+    }
+    let (Some((t_acc, acc_seq)), Some(last), Some(token)) =
+        (c.accepted_resumption(), c.last_event_id.as_deref(), c.token())
+    else {
+        return false;
+    };
+    let acc = (t_acc, acc_seq, c.request_seq.unwrap_or(acc_seq));
+    let future = c
+        .last_event_id_number()
+        .is_some_and(|n| future_id(o, c, n, token, acc, o.possible_unseen_ids(token, t_acc)).is_some());
+    future || never_shown(o, c, last, token, acc).is_some()
 }
 
 /// Numeric ids: a future id, or ids of the replay window the replay left out

@@ -57,6 +57,8 @@ impl Tb {
             liveness_bound_us: 300_000_000,
             authenticates: true,
             unreported_per_stream: 0,
+            retention: None,
+            fence_grace_us: None,
         };
         Tb { now_us: 0, events: vec![(0, started)], principals: Default::default(), presenting: Default::default() }
     }
@@ -65,6 +67,16 @@ impl Tb {
     pub fn unreported_per_stream(mut self, n: u32) -> Tb {
         if let Some((_, What::RunStarted { unreported_per_stream, .. })) = self.events.first_mut() {
             *unreported_per_stream = n;
+        }
+        self
+    }
+
+    /// The server says it keeps `retention` events per session and waits
+    /// `fence_grace_ms` for a prior writer's fence.
+    pub fn resume_bounds(mut self, retention: u64, fence_grace_ms: u64) -> Tb {
+        if let Some((_, What::RunStarted { retention: r, fence_grace_us, .. })) = self.events.first_mut() {
+            *r = Some(retention);
+            *fence_grace_us = Some(fence_grace_ms * 1_000);
         }
         self
     }
@@ -297,6 +309,7 @@ impl Tb {
             event_ids: ids.iter().map(|i| (*i).to_string()).collect(),
             session: Some(token.into()),
             stream: Some(stream.into()),
+            replica: None,
         })
     }
 
@@ -307,7 +320,21 @@ impl Tb {
             event_ids: ids.iter().map(|i| (*i).to_string()).collect(),
             session: Some(token.into()),
             stream: None,
+            replica: None,
         })
+    }
+
+    /// Like [`Tb::notified`], minted by `replica` of a deployment.
+    pub fn notified_by(self, replica: u32, client: &str, token: &str, ids: &[&str]) -> Tb {
+        let mut what = What::Notified {
+            client: client.into(),
+            event_ids: ids.iter().map(|i| (*i).to_string()).collect(),
+            session: Some(token.into()),
+            stream: None,
+            replica: None,
+        };
+        what.set_replica(replica);
+        self.push(what)
     }
 
     /// The application issued request `label` (JSON-RPC id = label) as event

@@ -113,14 +113,16 @@ pub fn defect(f: &crate::check::Finding) -> &'static str {
         F::LeftInFlight { .. } | F::ReissueNeverDelivered { .. } => "left-in-flight",
         F::ReissueChanged { .. } => "reissue-changed",
         F::ReachedTwice { .. } => "reached-twice",
-        F::Leak { .. } | F::ForeignAnswer { .. } | F::ForeignToolChange { .. } => "foreign-principal",
+        F::Leak { .. } | F::TakenOver { .. } | F::ForeignAnswer { .. } | F::ForeignToolChange { .. } => {
+            "foreign-principal"
+        }
         // Ending another's session is not handing out its events: rmcp's
         // bucket 39a98c62 once joined its thief's DELETE to a leak.
         F::ForeignDelete { .. } => "foreign-delete",
         F::TimedOut { .. } | F::Unresolved { .. } | F::NoLiveUplink { .. } | F::NotificationsLost { .. } => "stuck",
         F::ResultLost { .. } => "result-lost",
         F::SessionElsewhere { .. } => "session-elsewhere",
-        F::SilentRefusal { .. } => "silent-refusal",
+        F::SilentRefusal { .. } | F::RefusalInDisguise { .. } => "silent-refusal",
         F::TokenStillWorked { .. } | F::OwnerSessionKilled { .. } => "token-lifetime",
         F::NeverRenewed { .. } => "never-renewed",
         F::RefusedByServerError { .. } => "server-error",
@@ -140,7 +142,7 @@ pub fn defect(f: &crate::check::Finding) -> &'static str {
 fn stateless_defect(f: &crate::check::stateless::finding::StatelessFinding) -> &'static str {
     use crate::check::stateless::finding::StatelessFinding as S;
     match f {
-        S::RanAfterClose { .. } => "ran-after-close",
+        S::RanAfterClose { .. } | S::WorkAfterOwnCancel { .. } => "ran-after-close",
         S::HalfOpen { .. } => "half-open",
         S::DuplicateAfterClose { .. } | S::DuplicateUnpreventable { .. } | S::OneRequestManyEffects { .. } => {
             "ran-twice"
@@ -151,6 +153,7 @@ fn stateless_defect(f: &crate::check::stateless::finding::StatelessFinding) -> &
         S::ExpiredStateHonoured { .. } => "expired-state",
         S::OtherPrincipalsResult { .. } => "foreign-principal",
         S::CallNeverCompleted { .. } => "stuck",
+        S::AskedAgain { .. } => "asked-again",
         S::ListenRefused { .. } => "locked-out",
         S::ChangeNotDelivered { .. } => "change-lost",
         S::Wire { .. } => "broken-protocol",

@@ -289,7 +289,7 @@ impl FromServer {
                 What::RequestOutcome { label, id, outcome, new_id, detail }
             }
             FromServer::Notified { session, client, event_ids } => {
-                What::Notified { client, event_ids, session: Some(session), stream: None }
+                What::Notified { client, event_ids, session: Some(session), stream: None, replica: None }
             }
             FromServer::Error { client, message } => What::AppError { client, error: message },
             FromServer::Note { session, note } => What::ServerNote { session, note, explanation: true, replica: None },

@@ -334,7 +334,7 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
     // Scenario time 0 is when the server is ready.
     let _clock = clock::go_live(opts.time_scale);
     let rec = Recorder::with_clock(Rc::new(clock::now));
-    let traits = crate::world::ServerTraits { authenticates, unreported_per_stream: 0 };
+    let traits = crate::world::ServerTraits { authenticates, unreported_per_stream: 0, resume_bounds: None };
     record_header(&rec, plan, &server, plan.seed, traits);
     if deployed {
         rec.record(What::DeploymentStarted {

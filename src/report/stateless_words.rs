@@ -18,6 +18,10 @@ fn effects(list: &[(u32, SimTime)]) -> String {
 impl fmt::Display for F {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            F::WorkAfterOwnCancel { exec, req, cancelled_at, what, at } => write!(
+                f,
+                "execution E{exec} of {req} {what} at {at}, after the server itself reported it cancelled at {cancelled_at}: work after its own cancellation, however soon (MCP 2026-07-28: the server SHOULD stop the work)"
+            ),
             F::RanAfterClose { exec, req, closed, closed_at, what, at } => write!(
                 f,
                 "execution E{exec} of {req} {what} at {at}, {:.1} s after its stream was {closed} at {closed_at}; the close is the cancellation, and it had reached the server ({})",
@@ -117,6 +121,10 @@ impl fmt::Display for F {
                 } else {
                     String::new()
                 }
+            ),
+            F::AskedAgain { client, call, rounds, at } => write!(
+                f,
+                "{client}'s call {call} answered every input the server asked for and had its state accepted, yet was asked for input again {rounds} rounds in a row with nothing executed (the last at {at}): it can never complete"
             ),
             F::CallNeverCompleted { client, call, attempts, last } => {
                 write!(f, "{client}'s call {call} never completed after {attempts} request(s): {last}")

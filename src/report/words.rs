@@ -303,7 +303,7 @@ impl fmt::Display for Finding {
                 new.1.as_deref().unwrap_or("-"),
                 new.2
             ),
-            Finding::Leak { client, principal, owner, conn, count, first_id, last_id, requests, why: w } => {
+            Finding::Leak { client, principal, owner, conn, count, first_id, last_id, requests, why: w, ended } => {
                 let ids = match (first_id, last_id) {
                     (Some(a), Some(b)) if a != b => format!("events {a}–{b}"),
                     (Some(a), _) => format!("event {a}"),
@@ -312,12 +312,21 @@ impl fmt::Display for Finding {
                 let requests: Vec<String> = requests.iter().map(|m| describe_rpc(&m.rpc, &m.event)).collect();
                 let including =
                     if requests.is_empty() { String::new() } else { format!(", including {}", requests.join(", ")) };
+                let took = match ended {
+                    Some((c, n, t)) => format!(", and accepting it ended {c}'s live stream (conn {n}) at {t}"),
+                    None => String::new(),
+                };
                 write!(
                     f,
-                    "{client} (principal {principal}) received {count} message(s) of {owner}'s session on conn {conn}: {ids}{including}{}",
+                    "{client} (principal {principal}) received {count} message(s) of {owner}'s session on conn {conn}: {ids}{including}{took}{}",
                     why(w, client, owner)
                 )
             }
+            Finding::TakenOver { client, principal, owner, conn, at, ended: (c, n, t), why: w } => write!(
+                f,
+                "{client} (principal {principal}) took over {owner}'s session stream on conn {conn} at {at}: the server accepted its resumption and ended {c}'s live stream (conn {n}) at {t}{}",
+                why(w, client, owner)
+            ),
             Finding::ForeignDelete { client, principal, owner, conn, status, at, why: w } => write!(
                 f,
                 "{client} (principal {principal}) ended {owner}'s session with DELETE on conn {conn} (HTTP {status}) at {at}: only the session's owner may end it{}",
@@ -409,6 +418,10 @@ impl fmt::Display for Finding {
                 f,
                 "{client}'s resumption on conn {conn} was answered HTTP {status} by replica {r}, which a partition cut from the shared store: inherent, it cannot serve a session kept there"
             ),
+            Finding::RefusalInDisguise { client, conn, last } => write!(
+                f,
+                "{client}'s resumption on conn {conn} from {last}, an id the session never minted, was answered 200 and its stream ended with no event: a refusal in disguise, not an explicit one (SSE polling resumes from an id the session holds)"
+            ),
             Finding::SilentRefusal { client, conn } => write!(
                 f,
                 "{client}'s resumption on conn {conn} was answered 200 with an empty stream: a silent refusal"
@@ -428,10 +441,17 @@ impl fmt::Display for Finding {
                 f,
                 "{client}'s resumption on conn {conn} was refused ({how}), but the scenario expects it accepted (step at {step_at}): a valid resumption refused costs the client its session"
             ),
-            Finding::ValidRefusedProven { client, conn, how, last, at } => write!(
-                f,
-                "{client}'s resumption on conn {conn} from {last} was refused ({how}) at {at}, yet {last} was the newest id its session had minted, {client} had received it, and the session was alive and its own: nothing lay in the window to refuse, and the refusal costs {client} its session"
-            ),
+            Finding::ValidRefusedProven { client, conn, how, last, at, window, unfenced } => {
+                write!(f, "{client}'s resumption on conn {conn} from {last} was refused ({how}) at {at}, yet ")?;
+                match window {
+                    None => write!(f, "{last} was the newest id its session had minted, {client} had received it, and the session was alive and its own: nothing lay in the window to refuse")?,
+                    Some((n, newest, retention)) => write!(f, "{client} had received {last}, the window held only {n} notification(s) up to {newest}, which the server keeps (retention {retention}), and the session was alive and its own: the window was valid")?,
+                }
+                if let Some((took, grace)) = unfenced {
+                    write!(f, "; a prior connection was still half-open, but the refusal came {took} after the request, sooner than the server's fence grace of {grace}: it never waited for the fence")?;
+                }
+                write!(f, ", and the refusal costs {client} its session")
+            }
             Finding::ExpectationMissed { client, conn, got, expected, step_at } => write!(
                 f,
                 "{client}'s resumption on conn {conn} was {got}, but the scenario expects it {expected} (step at {step_at})"

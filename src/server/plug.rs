@@ -174,7 +174,13 @@ impl AppReporter {
     /// ids lets `replay-integrity` see a replay skip events that never
     /// reached a socket (logged while the stream had no writer).
     pub fn notified(&self, client: &str, event_ids: Vec<String>) {
-        self.recorder.record(What::Notified { client: client.into(), event_ids, session: None, stream: None });
+        self.recorder.record(What::Notified {
+            client: client.into(),
+            event_ids,
+            session: None,
+            stream: None,
+            replica: None,
+        });
     }
 
     /// Like [`AppReporter::notified`], naming the session (token) they were emitted on.
@@ -185,7 +191,13 @@ impl AppReporter {
     /// Like [`AppReporter::notified_on`], for ids minted on a stream other
     /// than the session's standalone one (`stream`: the server's name for it).
     pub fn notified_on_stream(&self, token: &str, client: &str, event_ids: Vec<String>, stream: Option<String>) {
-        self.recorder.record(What::Notified { client: client.into(), event_ids, session: Some(token.into()), stream });
+        self.recorder.record(What::Notified {
+            client: client.into(),
+            event_ids,
+            session: Some(token.into()),
+            stream,
+            replica: None,
+        });
     }
 
     /// Reports that the application could not act for `client` (no such session, say).
@@ -400,4 +412,22 @@ pub trait ServerPlug {
     fn unreported_per_stream(&self) -> u32 {
         0
     }
+
+    /// What the server promises a resumption, when it says: `None` (the
+    /// default) leaves refusals of non-empty windows, and refusals while a
+    /// prior writer is half-open, unjudged.
+    fn resume_bounds(&self) -> Option<ResumeBounds> {
+        None
+    }
+}
+
+/// What a server promises a resumption (its configuration, declared in the
+/// run's header so that the checks can tell a valid window from an evicted
+/// one, and a refusal that waited for a fence from one that did not).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResumeBounds {
+    /// Events per session kept for replay (the newest ones).
+    pub retention: u64,
+    /// How long a resumption waits for its prior writer to be fenced.
+    pub fence_grace: std::time::Duration,
 }

@@ -252,17 +252,6 @@ impl Mutation {
             Mutation::LocalFence => CheckId::SessionBinding,
         }
     }
-
-    /// The check that catches this bug in `dialect`. In streamable-http a
-    /// stream that ends at once is SSE polling (MCP 2025-11-25, SEP-1699),
-    /// so empty-ok's refusal costs the client one poll, then a 404; what
-    /// still shows there is its 200 to ids it never minted (replay-integrity).
-    pub fn caught_by_in(self, dialect: crate::scenario::Dialect) -> CheckId {
-        match (self, dialect) {
-            (Mutation::EmptyOk, crate::scenario::Dialect::StreamableHttp) => CheckId::ReplayIntegrity,
-            _ => self.caught_by(),
-        }
-    }
 }
 
 /// Enforces the seed's four conditions and binds sessions to principals.

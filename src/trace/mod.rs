@@ -172,6 +172,16 @@ pub enum What {
         /// socket went: no check may read "not reported" as "never minted".
         #[serde(default, skip_serializing_if = "is_zero")]
         unreported_per_stream: u32,
+        /// How many events per session the server says it keeps for replay
+        /// (absent: it does not say). `rejection-protocol` judges a refusal
+        /// of a window the server says it keeps.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retention: Option<u64>,
+        /// How long the server says a resumption waits for its prior writer
+        /// to be fenced, in microseconds (absent: it does not say). A refusal
+        /// faster than that did not wait for a fence.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fence_grace_us: Option<u64>,
     },
     /// A client of the scenario and the principal it is.
     ClientJoined {
@@ -596,6 +606,10 @@ pub enum What {
         /// the standalone stream never owes them.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         stream: Option<String>,
+        /// The replica that minted them (from 1), in a deployment of several:
+        /// two replicas with counters of their own can mint the same id.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        replica: Option<u32>,
     },
     /// The application could not act (no such session, server down).
     AppError {
@@ -790,6 +804,7 @@ impl What {
         if let What::Execution { replica, .. }
         | What::StateMinted { replica, .. }
         | What::StateChecked { replica, .. }
+        | What::Notified { replica, .. }
         | What::ServerNote { replica, .. } = self
         {
             *replica = Some(n);
@@ -802,6 +817,7 @@ impl What {
             What::Execution { replica, .. }
             | What::StateMinted { replica, .. }
             | What::StateChecked { replica, .. }
+            | What::Notified { replica, .. }
             | What::ServerNote { replica, .. } => *replica,
             _ => None,
         }

@@ -263,12 +263,16 @@ pub(crate) struct ServerTraits {
     pub authenticates: bool,
     /// Event ids per stream it may mint unreported ([`crate::server::plug::ServerPlug::unreported_per_stream`]).
     pub unreported_per_stream: u32,
+    /// What it promises a resumption ([`crate::server::plug::ServerPlug::resume_bounds`]).
+    pub resume_bounds: Option<crate::server::plug::ResumeBounds>,
 }
 
 pub(crate) fn record_header(rec: &Recorder, plan: &Plan, server: &str, seed: Seed, traits: ServerTraits) {
     rec.record(What::RunStarted {
         authenticates: traits.authenticates,
         unreported_per_stream: traits.unreported_per_stream,
+        retention: traits.resume_bounds.map(|b| b.retention),
+        fence_grace_us: traits.resume_bounds.map(|b| b.fence_grace.as_micros() as u64),
         scenario: plan.name.clone(),
         server: server.to_string(),
         dialect: plan.dialect.name().to_string(),
@@ -407,6 +411,7 @@ impl<'a> World<turmoil::Sim<'a>> {
         let traits = ServerTraits {
             authenticates: plan.server.authenticate,
             unreported_per_stream: plug.unreported_per_stream(),
+            resume_bounds: plug.resume_bounds(),
         };
         record_header(&rec, plan, plug.name(), seed, traits);
         let replicas = plan.deployment.replicas.max(1);

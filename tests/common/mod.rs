@@ -4,6 +4,7 @@
 
 pub mod harness;
 pub mod live;
+pub mod mutant;
 pub mod verdicts;
 
 use std::path::{Path, PathBuf};

@@ -17,8 +17,20 @@ impl<'a> Observed<'a> {
             let (t, seq) = (e.t_us, e.seq);
             o.end = o.end.max(t);
             match &e.what {
-                What::RunStarted { duration_us, liveness_bound_us, authenticates, unreported_per_stream, .. } => {
+                What::RunStarted {
+                    dialect,
+                    duration_us,
+                    liveness_bound_us,
+                    authenticates,
+                    unreported_per_stream,
+                    retention,
+                    fence_grace_us,
+                    ..
+                } => {
+                    o.streamable = dialect == "streamable-http";
                     o.unauthenticated = !*authenticates;
+                    o.retention = *retention;
+                    o.fence_grace = fence_grace_us.map(SimTime);
                     o.unreported_per_stream = u64::from(*unreported_per_stream);
                     o.end = o.end.max(SimTime(*duration_us));
                     o.liveness_bound = SimTime(*liveness_bound_us);
@@ -134,7 +146,7 @@ impl<'a> Observed<'a> {
                     session: session.clone(),
                     conn: *conn,
                 }),
-                What::Notified { client, event_ids, session, stream } => {
+                What::Notified { client, event_ids, session, stream, replica } => {
                     if let Some(token) = session.as_ref().or(current.get(client).map(|(t, _)| t)) {
                         // (`notified` holds the standalone stream's numbered ids.)
                         for id in event_ids.iter().filter(|_| stream.is_none()).filter_map(|i| i.parse().ok()) {
@@ -147,6 +159,7 @@ impl<'a> Observed<'a> {
                             seq,
                             ids: event_ids.clone(),
                             stream: stream.clone(),
+                            replica: *replica,
                         });
                     }
                 }

@@ -284,6 +284,8 @@ pub struct Notification {
     /// The server's name for the stream they were minted on, when not the
     /// session's standalone stream (a tool call's POST stream).
     pub stream: Option<String>,
+    /// The replica that minted them, in a deployment of several.
+    pub replica: Option<u32>,
 }
 
 /// The observable record of a run, indexed.
@@ -301,6 +303,12 @@ pub struct Observed<'a> {
     /// How many event ids per stream the server may mint that neither a
     /// report nor a socket shows (the run's header says so).
     pub unreported_per_stream: u64,
+    /// The run speaks streamable-http (an empty stream may be SSE polling).
+    pub streamable: bool,
+    /// How many events per session the server says it keeps for replay.
+    pub retention: Option<u64>,
+    /// How long the server says a resumption waits for a fence.
+    pub fence_grace: Option<SimTime>,
     /// Each client's principal.
     pub principals: BTreeMap<String, String>,
     /// Each client's heartbeat timeout.

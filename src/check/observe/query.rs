@@ -559,6 +559,39 @@ impl Observed<'_> {
         self.ids_shown(token, |_, s| s < seq).into_iter().max()
     }
 
+    /// Whether every id after `last` up to `newest` is a notification the
+    /// application reported minting on session `token`'s standalone stream,
+    /// and the server says it keeps that many, with room for every id it
+    /// may have minted unseen after `newest` by `until`: a POST answered
+    /// only after `newest` was minted (found by hunting: a late `initialize`
+    /// result pushed the window's edge out), or a re-issue. A replay of them
+    /// is then owed: nothing in the window is a request, or another
+    /// stream's event, and nothing pushed it out.
+    pub fn window_kept(&self, token: &str, last: u64, newest: u64, until: SimTime) -> bool {
+        let (Some(retention), Some(minted)) = (self.retention, self.reported_at(token, newest)) else {
+            return false;
+        };
+        let late_posts = self
+            .conns
+            .values()
+            .filter(|c| c.purpose == Purpose::Post && c.presented_token.as_deref() == Some(token))
+            .filter(|c| c.opened <= until && c.response.is_none_or(|r| r.2 >= minted))
+            .count() as u64;
+        let reissues = self
+            .requests
+            .values()
+            .filter(|r| r.token() == Some(token))
+            .flat_map(|r| r.outcomes.iter())
+            .filter(|x| x.2 == Outcome::Reissued && x.0 >= minted && x.0 <= until)
+            .count() as u64;
+        if self.unreported_per_stream > 0 || newest.saturating_sub(last) + late_posts + reissues > retention {
+            return false;
+        }
+        let notified: std::collections::BTreeSet<u64> =
+            self.notified.iter().filter(|n| n.0 == token).map(|n| n.2).collect();
+        (last + 1..=newest).all(|id| notified.contains(&id))
+    }
+
     /// An upper bound on ids a session may have minted that no one observed
     /// before `until`: a response per POST presenting its token, a new
     /// event per re-issued request, and per stream as many as the server

@@ -26,6 +26,9 @@ pub enum StatelessFinding {
     /// An execution went on to its side effect (or result) after the close
     /// of its request's stream reached the server.
     RanAfterClose { exec: u32, req: Req, closed: &'static str, closed_at: SimTime, what: &'static str, at: SimTime },
+    /// An execution went on to its side effect (or result) after the server
+    /// itself reported it cancelled: its own order, whatever the clock says.
+    WorkAfterOwnCancel { exec: u32, req: Req, cancelled_at: SimTime, what: &'static str, at: SimTime },
     /// An execution whose stream went half-open: the server could not know.
     HalfOpen {
         exec: u32,
@@ -105,6 +108,9 @@ pub enum StatelessFinding {
     // ---- liveness ----
     /// A call never completed.
     CallNeverCompleted { client: String, call: String, attempts: usize, last: String },
+    /// A call that answered every input and had its state accepted was asked
+    /// for input again, round after round, with nothing executed.
+    AskedAgain { client: String, call: String, rounds: usize, at: SimTime },
 
     /// A listen was refused while the client had no other listen stream it could use.
     ListenRefused { client: String, id: RpcId, at: SimTime, how: String, times: usize, until: SimTime },

@@ -82,6 +82,25 @@ fn cancellation(ix: &Index) -> Status {
                 true,
             ));
         }
+        // The server's own order decides, not the clock (issue "Bugs that
+        // escape", item 5): work it reported after it reported this very
+        // execution cancelled is a violation, however soon after the close.
+        if let Some((cancelled_at, cseq)) = x.at(&ExecStep::Cancelled) {
+            judged = true;
+            let after =
+                x.steps.iter().find(|(s, _, q)| matches!(s, ExecStep::Effect | ExecStep::Completed) && *q > cseq);
+            if let Some((step, at, seq)) = after {
+                let what = if *step == ExecStep::Effect { "did its side effect" } else { "completed" };
+                out.push(v(
+                    CheckId::Cancellation,
+                    F::WorkAfterOwnCancel { exec: x.exec, req: req(ix, i), cancelled_at, what, at: *at },
+                    *at,
+                    vec![ix.sent[i].seq, cseq, *seq],
+                    false,
+                ));
+                continue;
+            }
+        }
         // (A close after the client had its answer cancels nothing: the request was over.)
         if let Some((closed_at, cseq, how)) = close_shown(ix, x) {
             judged = true;
@@ -159,9 +178,14 @@ fn exactly_once(ix: &Index) -> Status {
         let evidence: Vec<u64> = xs.iter().map(|x| x.at(&ExecStep::Effect).unwrap().1).collect();
         let at = effects[1].1;
         // Preventable: some execution's close reached the server before its effect.
+        // (Or the server reported that execution cancelled before its
+        // effect: its own report says the close reached it, however soon.)
         let shown = xs.iter().find_map(|x| {
+            let (effect_at, effect_seq) = x.at(&ExecStep::Effect)?;
+            if let Some((cancelled_at, _)) = x.at(&ExecStep::Cancelled).filter(|c| c.1 < effect_seq) {
+                return Some((x.exec, cancelled_at));
+            }
             let (closed_at, _, _) = close_shown(ix, x)?;
-            let (effect_at, _) = x.at(&ExecStep::Effect)?;
             (closed_at.0 + CLOSE_GRACE.0 < effect_at.0).then_some((x.exec, closed_at))
         });
         // The same one-time state redeemed again: a server can tell that
@@ -394,6 +418,36 @@ fn confidentiality(ix: &Index) -> Status {
 }
 
 /// `liveness`: every call a client made completes, re-issued or not.
+/// Rounds in a row after which a call asked again is stuck for good.
+const ASKED_AGAIN_ROUNDS: usize = 3;
+
+/// Asked again forever (issue "Bugs that escape", item 6): retries that
+/// answered the server's input request, whose state the server accepted,
+/// answered `input_required` once more and started no execution,
+/// [`ASKED_AGAIN_ROUNDS`] in a row. Judged at once: waiting for the
+/// request bound would let a scenario end first. Returns the rounds, and
+/// the time and seq of the last one's answer.
+fn asked_again(ix: &Index, attempts: &[&index::Sent]) -> Option<(usize, SimTime, u64)> {
+    let mut streak = 0;
+    for a in attempts {
+        let Some((CallEnd::InputRequired { .. }, t, seq)) = &a.end else {
+            streak = 0;
+            continue;
+        };
+        let accepted = ix.checked.iter().any(|c| c.0 == a.call && c.1 == a.id && c.4 == StateVerdict::Accepted);
+        let ran = ix.execs.values().any(|x| x.call == a.call && x.id == a.id);
+        if a.attempt != Attempt::Retry || !accepted || ran {
+            streak = 0;
+            continue;
+        }
+        streak += 1;
+        if streak == ASKED_AGAIN_ROUNDS {
+            return Some((streak, *t, *seq));
+        }
+    }
+    None
+}
+
 fn liveness(ix: &Index) -> Status {
     let mut out = Vec::new();
     let mut calls: Vec<(&str, &str)> = Vec::new();
@@ -418,6 +472,16 @@ fn liveness(ix: &Index) -> Status {
             .collect();
         let done = attempts.iter().any(|s| matches!(s.end, Some((CallEnd::Complete { .. }, _, _))));
         if done {
+            continue;
+        }
+        if let Some((rounds, at, seq)) = asked_again(ix, &attempts) {
+            out.push(v(
+                CheckId::Liveness,
+                F::AskedAgain { client: client.to_string(), call: call.to_string(), rounds, at },
+                at,
+                vec![attempts[0].seq, seq],
+                false,
+            ));
             continue;
         }
         let last = attempts.last().expect("a first attempt");

@@ -293,3 +293,44 @@ fn events_of_a_call_stream_are_not_owed_on_the_uplink() {
     let t = base().notified("alice", "tok-1", &["3/1"]).trace();
     assert_eq!(headlines(&t, CheckId::Liveness).len(), 1, "{:?}", headlines(&t, CheckId::Liveness));
 }
+
+/// Issue "Verdicts you can trust, part 4", item 9: two replicas with
+/// counters of their own mint the same id. Replica 1's event 1 reached
+/// alice; replica 2's event 1, emitted while her resumed uplink was live on
+/// it, never did. It is lost, not "received" under the other replica's id.
+#[test]
+fn the_same_id_minted_by_two_replicas_counts_once_for_each() {
+    let run = |delivered_by_2: bool| {
+        let t = Tb::new(60)
+            .deployment(2, "shared")
+            .client("alice")
+            .request("alice", 1, crate::trace::Purpose::Uplink, "GET", "/mcp/sse", None)
+            .routed("alice", 1, 1)
+            .stream("alice", 1)
+            .push(What::SessionToken { client: "alice".into(), conn: crate::vocab::ConnId(1), token: "tok-1".into() })
+            .at(5_000)
+            .notified_by(1, "alice", "tok-1", &["1"])
+            .at(5_040)
+            .notes("alice", 1, &["1"])
+            .at(10_000)
+            .ended("alice", 1, "server closed the stream")
+            .at(10_100)
+            .resume("alice", 2, "tok-1", Some("1"))
+            .routed("alice", 2, 2)
+            .stream("alice", 2)
+            .at(15_000)
+            .notified_by(2, "alice", "tok-1", &["1"]);
+        match delivered_by_2 {
+            true => t.at(15_040).notes("alice", 2, &["1"]).trace(),
+            false => t.trace(),
+        }
+    };
+    let lost = headlines(&run(false), CheckId::Liveness);
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert!(
+        lost[0].starts_with("1 notification(s) emitted on alice's session at 15.000 s never reached it (event 1), though its uplink (conn 2)"),
+        "{lost:?}"
+    );
+    let t = run(true);
+    assert!(passed(&t, CheckId::Liveness), "{:?}", verdict(&t, CheckId::Liveness));
+}

@@ -223,6 +223,109 @@ fn a_refusal_with_anything_newer_in_the_window_is_not_judged_valid() {
     assert!(passed(&t, CheckId::RejectionProtocol), "{:?}", verdict(&t, CheckId::RejectionProtocol));
 }
 
+/// Issue "Bugs that escape", item 1: a window that holds notifications
+/// alone is valid where the server says it keeps them (retention 4, fence
+/// grace 5 s). The same refusal is not judged where the server does not
+/// say, where the window outgrows the retention, where a POST answered
+/// after the newest id may have minted one unseen, or where the window
+/// holds an id no notification accounts for.
+#[test]
+fn a_refused_window_of_kept_notifications_is_judged_where_the_server_declares_its_retention() {
+    let run = |bounds: Option<u64>, notified: &[&str], late_post: bool| {
+        let t = Tb::new(60);
+        let t = match bounds {
+            Some(r) => t.resume_bounds(r, 5_000),
+            None => t,
+        };
+        let t = t
+            .client("alice")
+            .uplink("alice", 1, "tok-1")
+            .at(200)
+            .notified("alice", "tok-1", notified)
+            .at(240)
+            .notes("alice", 1, notified)
+            .at(8_000)
+            .ended("alice", 1, "stream error: connection reset");
+        let t = match late_post {
+            true => t.request("alice", 9, crate::trace::Purpose::Post, "POST", "/mcp/message?sessionId=tok-1", None),
+            false => t,
+        };
+        t.at(10_000)
+            .resume("alice", 2, "tok-1", Some("1000"))
+            .at(10_100)
+            .stream("alice", 2)
+            .refused("alice", 2, Refused::ErrorEvent)
+            .at(10_500)
+            .uplink("alice", 3, "tok-2")
+            .trace()
+    };
+    let t = run(Some(4), &["1000", "1001", "1002"], false);
+    assert_eq!(
+        headlines(&t, CheckId::RejectionProtocol),
+        ["alice's resumption on conn 2 from 1000 was refused (error event) at 10.100 s, yet alice had received 1000, the window held only 2 notification(s) up to 1002, which the server keeps (retention 4), and the session was alive and its own: the window was valid, and the refusal costs alice its session"]
+    );
+    // At the edge: two ids after 1000, retention 2.
+    assert_eq!(headlines(&run(Some(2), &["1000", "1001", "1002"], false), CheckId::RejectionProtocol).len(), 1);
+    for (why, t) in [
+        ("no retention declared", run(None, &["1000", "1001", "1002"], false)),
+        ("past the retention", run(Some(1), &["1000", "1001", "1002"], false)),
+        ("a POST still open after 1002 was minted", run(Some(2), &["1000", "1001", "1002"], true)),
+    ] {
+        assert!(passed(&t, CheckId::RejectionProtocol), "{why}: {:?}", verdict(&t, CheckId::RejectionProtocol));
+    }
+    // 1001 delivered, but never reported as a notification: it may be a request.
+    let t = Tb::new(60)
+        .resume_bounds(64, 5_000)
+        .client("alice")
+        .uplink("alice", 1, "tok-1")
+        .at(200)
+        .notified("alice", "tok-1", &["1000", "1002"])
+        .notes("alice", 1, &["1000", "1001", "1002"])
+        .at(10_000)
+        .resume("alice", 2, "tok-1", Some("1000"))
+        .at(10_100)
+        .stream("alice", 2)
+        .refused("alice", 2, Refused::ErrorEvent)
+        .at(10_500)
+        .uplink("alice", 3, "tok-2")
+        .trace();
+    assert!(passed(&t, CheckId::RejectionProtocol), "{:?}", verdict(&t, CheckId::RejectionProtocol));
+}
+
+/// Issue "Bugs that escape", item 1: a prior stream still half-open is a
+/// reason to refuse once the fence was waited for; a refusal sooner than the
+/// declared fence grace never waited.
+#[test]
+fn a_refusal_sooner_than_the_fence_grace_is_judged_though_the_prior_stream_is_half_open() {
+    let run = |refused_after_ms: u64| {
+        Tb::new(60)
+            .resume_bounds(64, 5_000)
+            .client("alice")
+            .uplink("alice", 1, "tok-1")
+            .at(200)
+            .notified("alice", "tok-1", &["1000"])
+            .notes("alice", 1, &["1000"])
+            .at(8_000)
+            .drop_mapping("alice", 1, "rebind")
+            .at(10_000)
+            .resume("alice", 2, "tok-1", Some("1000"))
+            .at(10_000 + refused_after_ms)
+            .stream("alice", 2)
+            .refused("alice", 2, Refused::ErrorEvent)
+            .at(15_500)
+            .uplink("alice", 3, "tok-2")
+            .trace()
+    };
+    let fast = headlines(&run(100), CheckId::RejectionProtocol);
+    assert_eq!(fast.len(), 1, "{fast:?}");
+    assert!(
+        fast[0].contains("the refusal came 0.100 s after the request, sooner than the server's fence grace of 5.000 s"),
+        "{fast:?}"
+    );
+    let t = run(5_100);
+    assert!(passed(&t, CheckId::RejectionProtocol), "{:?}", verdict(&t, CheckId::RejectionProtocol));
+}
+
 /// Issue 49, item 6: with a store each, a crash of alice's replica moves her
 /// to a survivor, which never held her session. Any explicit refusal of its
 /// own (409, an error event) is valid there; on the replica that created

@@ -25,6 +25,8 @@ impl Sb {
             liveness_bound_us: 300_000_000,
             authenticates: true,
             unreported_per_stream: 0,
+            retention: None,
+            fence_grace_us: None,
         };
         Sb { now_us: 0, events: vec![(0, started)] }
     }

@@ -97,6 +97,13 @@ impl ServerPlug for Engine {
         true
     }
 
+    fn resume_bounds(&self) -> Option<crate::server::plug::ResumeBounds> {
+        Some(crate::server::plug::ResumeBounds {
+            retention: self.cfg.retention as u64,
+            fence_grace: self.cfg.fence_grace.0,
+        })
+    }
+
     fn serve(&self, listener: crate::net::Listener, app: AppHook) -> Pin<Box<dyn Future<Output = ()>>> {
         self.serves.set(self.serves.get() + 1);
         let mut rng = token_stream(self.seed, self.serves.get());

@@ -68,6 +68,20 @@ pub struct StatelessPolicy {
     /// false, it is refused with 409 while the old one looks open (a
     /// half-open one does for minutes: the 2025 SDKs' lock-out).
     pub listen_replaces: bool,
+    /// One deliberate bug no built-in server has, for test mutants (none:
+    /// the policy's own behaviour).
+    pub flaw: Option<Flaw>,
+}
+
+/// A deliberate bug a test mutant of the stateless server carries: each
+/// one escaped the checks once (issue "Bugs that escape").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flaw {
+    /// On a close it reports the execution cancelled, then does its side
+    /// effect and completes anyway, a moment later.
+    CommitsAfterCancel,
+    /// Answers `input_required` again to every retry whose state it accepted.
+    AsksForever,
 }
 
 const ALL_CHECKS: StatelessPolicy = StatelessPolicy {
@@ -83,6 +97,7 @@ const ALL_CHECKS: StatelessPolicy = StatelessPolicy {
     cancel_on_close: true,
     durable_key: true,
     listen_replaces: true,
+    flaw: None,
 };
 
 /// The built-in stateless servers: naive, guarded, then guarded's one-bug mutants.
@@ -100,6 +115,7 @@ pub const POLICIES: &[StatelessPolicy] = &[
         cancel_on_close: false,
         durable_key: true,
         listen_replaces: false,
+        flaw: None,
     },
     ALL_CHECKS,
     StatelessPolicy {
@@ -360,26 +376,31 @@ async fn call(shared: &Rc<Shared>, id: RpcId, principal: &str, params: &Value) -
     let report = &shared.app.report;
     let mut on_behalf_of = None;
     if let Some(method) = &tool.input {
+        let ask = |digest: String| {
+            let nonce = format!("{:016x}", shared.rng.borrow_mut().next_u64());
+            let lifetime = shared.cfg.state_lifetime.0;
+            let payload = Payload {
+                t: tool.name.clone(),
+                a: digest,
+                p: principal.to_string(),
+                e: now_us() + lifetime.as_micros() as u64,
+                n: nonce,
+            };
+            let st = shared.codec.seal(&payload);
+            // The state says when it expires whether or not this policy enforces it.
+            report.state_minted(&call, &id, principal, &st, Some(lifetime), tool.once);
+            let words = format!("{} needs your confirmation", tool.name);
+            json(StatusCode::OK, &mrtr::input_required(id.clone(), "confirm", method, &words, &st))
+        };
         match params.get("requestState") {
-            None => {
-                let nonce = format!("{:016x}", shared.rng.borrow_mut().next_u64());
-                let lifetime = shared.cfg.state_lifetime.0;
-                let payload = Payload {
-                    t: tool.name.clone(),
-                    a: digest,
-                    p: principal.to_string(),
-                    e: now_us() + lifetime.as_micros() as u64,
-                    n: nonce,
-                };
-                let st = shared.codec.seal(&payload);
-                // The state says when it expires whether or not this policy enforces it.
-                report.state_minted(&call, &id, principal, &st, Some(lifetime), tool.once);
-                let ask = format!("{} needs your confirmation", tool.name);
-                return json(StatusCode::OK, &mrtr::input_required(id, "confirm", method, &ask, &st));
-            }
+            None => return ask(digest),
             Some(Value::String(st)) => {
                 let verdict = check_state(shared, &tool, &digest, (&call, &id, principal), st).await;
                 match verdict {
+                    Ok(_) if shared.policy.flaw == Some(Flaw::AsksForever) => {
+                        report.state_checked(&call, &id, principal, st, StateVerdict::Accepted);
+                        return ask(digest);
+                    }
                     Ok(p) => {
                         report.state_checked(&call, &id, principal, st, StateVerdict::Accepted);
                         on_behalf_of = Some(p.p);
@@ -434,6 +455,11 @@ async fn call(shared: &Rc<Shared>, id: RpcId, principal: &str, params: &Value) -
             };
             if closed {
                 shared.app.report.execution(n, &run, ExecStep::Cancelled);
+                if shared.policy.flaw == Some(Flaw::CommitsAfterCancel) {
+                    crate::clock::sleep(std::time::Duration::from_millis(100)).await;
+                    shared.app.report.execution(n, &run, ExecStep::Effect);
+                    shared.app.report.execution(n, &run, ExecStep::Completed);
+                }
                 return;
             }
             if next >= tool.runs {

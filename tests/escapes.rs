@@ -1,0 +1,251 @@
+//! Bugs that escaped (issue "Bugs that escape"): each test runs a one-bug
+//! server of its own (a mutant of `guarded` built here), shows the check
+//! that exists for its bug catch it, and shows `guarded` clean on the same
+//! plan. Each failed before the change that makes its check see the bug.
+
+use mcpsim::check;
+use mcpsim::scenario::{Dialect, Plan};
+use mcpsim::server::policy::{Decision, ResumeView};
+use mcpsim::server::stateless::{Flaw, StatelessPolicy, StatelessServer, POLICIES};
+use std::rc::Rc;
+
+mod common;
+
+use common::mutant::{judge_with, refuse, Tweaked};
+use common::verdicts::{fires, headlines, quiet};
+
+const STATEFUL: [Dialect; 2] = [Dialect::LegacySse, Dialect::StreamableHttp];
+
+/// A scenario of the given dialect: `[scenario]` named `name`, then `body`.
+fn plan(name: &str, dialect: Dialect, body: &str) -> Plan {
+    let text = format!(
+        "[scenario]\nname = \"{name}\"\ndialect = \"{}\"\nseed = 7\nduration = \"60s\"\n{body}",
+        dialect.name()
+    );
+    Plan::from_toml_str(&text, &format!("{name}.toml")).unwrap()
+}
+
+fn judge(plan: &Plan, server: &str) -> Vec<check::Verdict> {
+    check::judge(&mcpsim::run(plan, server, None).unwrap().trace)
+}
+
+/// Only the accepted resumptions `guarded` makes are changed.
+fn accepted(d: &Decision) -> bool {
+    matches!(d, Decision::Accept { .. })
+}
+
+/// Refuses every resumption whose window is not empty.
+fn refuses_a_non_empty_window(v: &ResumeView<'_>, d: Decision) -> Decision {
+    let newest = v.next_event_id.saturating_sub(1);
+    match v.last_event_id {
+        Some(n) if accepted(&d) && n < newest => refuse("the replay window is not empty"),
+        _ => d,
+    }
+}
+
+/// Off by one at the window's edge: refuses a resumption from the oldest id kept.
+fn refuses_at_the_edge(v: &ResumeView<'_>, d: Decision) -> Decision {
+    match (v.last_event_id, v.retained) {
+        (Some(n), Some((oldest, _))) if accepted(&d) && n <= oldest => refuse("Last-Event-ID is not inside the window"),
+        _ => d,
+    }
+}
+
+/// Refuses at once while a prior writer is attached, instead of fencing it.
+fn refuses_rather_than_fence(v: &ResumeView<'_>, d: Decision) -> Decision {
+    match accepted(&d) && v.prior_uplinks > 0 {
+        true => refuse("a prior writer is still attached"),
+        false => d,
+    }
+}
+
+/// Issue "Bugs that escape", item 1: alice resumes from two notifications
+/// back, on a live stream (no fault): the window holds two notifications
+/// the server keeps, so the resumption is valid.
+#[test]
+fn a_refused_non_empty_window_is_caught() {
+    let body = "[server]\nfirst_event_id = 1000\n[[client]]\nname = \"alice\"\n\
+        [[step]]\nat = \"0s\"\ndo = \"connect\"\nclient = \"alice\"\n\
+        [[step]]\nat = \"2s\"\ndo = \"notify\"\nclient = \"alice\"\ncount = 4\n\
+        [[step]]\nat = \"5s\"\ndo = \"resume\"\nclient = \"alice\"\nlast_event_id = { last_seen_plus = -2 }\n";
+    for dialect in STATEFUL {
+        let p = plan("non-empty-window", dialect, body);
+        let v = judge_with(&p, Tweaked("refuses-non-empty", refuses_a_non_empty_window));
+        fires(&v, "rejection-protocol", &["the window held only 2 notification(s)", "which the server keeps"]);
+        let g = judge(&p, "guarded");
+        assert!(check::violated(&g).is_empty(), "{dialect:?}: {:?}", check::violated(&g));
+    }
+}
+
+/// Issue "Bugs that escape", item 1: the window's edge. Retention 4 after
+/// 8 notifications keeps 1005-1008; a resumption from 1005, the oldest id
+/// kept, owes 1006-1008 and is valid.
+#[test]
+fn a_refusal_at_the_windows_edge_is_caught() {
+    let body = "[server]\nfirst_event_id = 1000\nretention = 4\n[[client]]\nname = \"alice\"\n\
+        [[step]]\nat = \"0s\"\ndo = \"connect\"\nclient = \"alice\"\n\
+        [[step]]\nat = \"2s\"\ndo = \"notify\"\nclient = \"alice\"\ncount = 8\n\
+        [[step]]\nat = \"5s\"\ndo = \"resume\"\nclient = \"alice\"\nlast_event_id = { last_seen_plus = -3 }\n";
+    for dialect in STATEFUL {
+        let p = plan("window-edge-kept", dialect, body);
+        let v = judge_with(&p, Tweaked("refuses-at-the-edge", refuses_at_the_edge));
+        fires(&v, "rejection-protocol", &["the window held only 3 notification(s)", "(retention 4)"]);
+        let g = judge(&p, "guarded");
+        assert!(check::violated(&g).is_empty(), "{dialect:?}: {:?}", check::violated(&g));
+        // One further back the window is evicted: refusing is right.
+        let evicted = plan("window-evicted", dialect, &body.replace("-3 }", "-5 }"));
+        let v = judge_with(&evicted, Tweaked("refuses-at-the-edge", refuses_at_the_edge));
+        quiet(&v, "rejection-protocol");
+    }
+}
+
+/// Issue "Bugs that escape", item 1: an earlier connection still half-open.
+/// alice's uplink is severed (the server's socket stays open), two
+/// notifications go into it, and she resumes from the last id she saw. A
+/// server that refuses at once never tried to fence the prior writer; one
+/// whose fence cannot be confirmed refuses only after its fence grace
+/// (`slow-fence`), and that refusal is right.
+#[test]
+fn a_refusal_that_never_waited_for_the_fence_is_caught() {
+    let body = "[server]\nfirst_event_id = 1000\n[[client]]\nname = \"alice\"\n\
+        [[step]]\nat = \"0s\"\ndo = \"connect\"\nclient = \"alice\"\n\
+        [[step]]\nat = \"2s\"\ndo = \"notify\"\nclient = \"alice\"\ncount = 3\n\
+        [[step]]\nat = \"10s\"\ndo = \"sever\"\nclient = \"alice\"\n\
+        [[step]]\nat = \"12s\"\ndo = \"notify\"\nclient = \"alice\"\ncount = 2\n\
+        [[step]]\nat = \"15s\"\ndo = \"resume\"\nclient = \"alice\"\nlast_event_id = \"last-seen\"\n";
+    for dialect in STATEFUL {
+        let p = plan("half-open-prior", dialect, body);
+        let v = judge_with(&p, Tweaked("refuses-rather-than-fence", refuses_rather_than_fence));
+        fires(&v, "rejection-protocol", &["still half-open", "it never waited for the fence"]);
+        let g = judge(&p, "guarded");
+        assert!(check::violated(&g).is_empty(), "{dialect:?}: {:?}", check::violated(&g));
+        // The fence that cannot be confirmed (slower than the grace): guarded refuses, rightly.
+        let slow = plan(
+            "half-open-slow-fence",
+            dialect,
+            &body.replace(
+                "first_event_id = 1000\n",
+                "first_event_id = 1000\nfence_grace = \"5s\"\nfence_delay = \"8s\"\n",
+            ),
+        );
+        let g = judge(&slow, "guarded");
+        assert!(
+            headlines(&g, "rejection-protocol").is_empty(),
+            "{dialect:?}: {:?}",
+            headlines(&g, "rejection-protocol")
+        );
+    }
+}
+
+/// Issue "Bugs that escape", item 4: mallory takes alice's token and
+/// resumes from the newest id alice saw, so nothing of alice's reaches her;
+/// yet a server that accepts her ends alice's live stream. That takeover
+/// is a finding of its own, and inherent where mallory also held alice's
+/// credential (no server could tell them apart).
+#[test]
+fn a_takeover_that_ends_the_owners_stream_is_named() {
+    // (The newest message alice saw: legacy-sse's uplink carried the
+    // `initialize` result first.)
+    let body = |credential: bool, nth: usize| {
+        format!(
+            "[server]\nfirst_event_id = 1000\n[[client]]\nname = \"alice\"\n[[client]]\nname = \"mallory\"\n\
+            [[step]]\nat = \"0s\"\ndo = \"connect\"\nclient = \"alice\"\n\
+            [[step]]\nat = \"2s\"\ndo = \"notify\"\nclient = \"alice\"\ncount = 3\n\
+            [[step]]\nat = \"10s\"\ndo = \"steal-token\"\nfrom = \"alice\"\nto = \"mallory\"\ncredential = {credential}\n\
+            [[step]]\nat = \"12s\"\ndo = \"resume\"\nclient = \"mallory\"\nlast_event_id = {{ seen_by = \"alice\", nth = {nth} }}\n"
+        )
+    };
+    for (dialect, nth) in [(Dialect::LegacySse, 4), (Dialect::StreamableHttp, 3)] {
+        let p = plan("takeover", dialect, &body(false, nth));
+        let v = judge(&p, "unbound");
+        fires(
+            &v,
+            "confidentiality",
+            &["mallory (principal mallory) took over alice's session stream", "ended alice's live stream"],
+        );
+        let taken = common::verdicts::verdict(&v, "confidentiality").violations();
+        assert!(taken.iter().all(|x| !x.inherent), "{dialect:?}: {taken:?}");
+        quiet(&judge(&p, "guarded"), "confidentiality");
+        // With alice's credential, guarded cannot tell mallory from alice: inherent.
+        let p = plan("takeover-credential", dialect, &body(true, nth));
+        let v = judge(&p, "guarded");
+        fires(&v, "confidentiality", &["took over alice's session stream"]);
+        let taken = common::verdicts::verdict(&v, "confidentiality").violations();
+        assert!(taken.iter().all(|x| x.inherent), "{dialect:?}: {taken:?}");
+    }
+}
+
+/// `guarded`'s stateless server with one deliberate bug.
+fn stateless_flawed(plan: &Plan, flaw: Flaw) -> Vec<check::Verdict> {
+    let guarded = *POLICIES.iter().find(|p| p.name == "guarded").unwrap();
+    let policy = StatelessPolicy { name: "flawed", flaw: Some(flaw), ..guarded };
+    let plug = Rc::new(StatelessServer::new(policy, plan.server.clone(), plan.tools.clone(), plan.seed));
+    check::judge(&mcpsim::run_with(plan, plug, plan.seed).unwrap().trace)
+}
+
+/// Issue "Bugs that escape", item 5: a server that reports the execution
+/// cancelled when the close reaches it, then commits the effect 0.1 s later.
+/// Within a second of the close, the clock forgave it; its own order does
+/// not. Two calls of a non-idempotent tool, the first closed: its effect
+/// after its own cancellation also makes the duplicate preventable.
+#[test]
+fn an_effect_after_the_servers_own_cancellation_is_caught_however_soon() {
+    let body = "[[client]]\nname = \"alice\"\n\
+        [[tool]]\nname = \"export\"\nruns = \"10s\"\nprogress_every = \"2s\"\n\
+        [[step]]\nat = \"1s\"\ndo = \"call\"\nclient = \"alice\"\ntool = \"export\"\nlabel = \"export-1\"\n\
+        [[step]]\nat = \"5s\"\ndo = \"reset\"\nclient = \"alice\"\n";
+    let p = plan("commits-after-cancel", Dialect::StatelessHttp, body);
+    let v = stateless_flawed(&p, Flaw::CommitsAfterCancel);
+    fires(&v, "cancellation", &["after the server itself reported it cancelled", "did its side effect"]);
+    let g = judge(&p, "guarded");
+    assert!(check::violated(&g).is_empty(), "{:?}", check::violated(&g));
+    // The re-issue ran it again: the duplicate was preventable, and says so.
+    if let Some(h) = headlines(&v, "exactly-once").first() {
+        assert!(!h.contains("no close reached the server"), "{h}");
+    }
+}
+
+/// Issue "Bugs that escape", item 6: every retry answers the input and the
+/// server accepts its state, then asks again. Judged after three rounds,
+/// long before the 300 s request bound (the scenario lasts 60 s).
+#[test]
+fn a_server_that_asks_again_forever_is_caught_at_once() {
+    let body = "[[client]]\nname = \"alice\"\n\
+        [[tool]]\nname = \"sign\"\ninput = \"elicitation/create\"\n\
+        [[step]]\nat = \"1s\"\ndo = \"call\"\nclient = \"alice\"\ntool = \"sign\"\nlabel = \"sign-1\"\n";
+    let p = plan("asks-forever", Dialect::StatelessHttp, body);
+    let v = stateless_flawed(&p, Flaw::AsksForever);
+    fires(&v, "liveness", &["alice's call sign-1 answered every input", "3 rounds in a row"]);
+    let g = judge(&p, "guarded");
+    assert!(check::violated(&g).is_empty(), "{:?}", check::violated(&g));
+}
+
+/// Refuses a resumption from an id it never minted with an empty 200.
+fn refuses_future_ids_silently(v: &ResumeView<'_>, d: Decision) -> Decision {
+    match (v.last_event_id, d) {
+        (Some(n), Decision::Reject { reason, invalidate, .. }) if n >= v.next_event_id => {
+            Decision::Reject { reason, how: mcpsim::server::policy::Refusal::EmptyOk, invalidate }
+        }
+        (_, d) => d,
+    }
+}
+
+/// Issue "Bugs that escape", item 3: in streamable-http an empty stream may
+/// be SSE polling, so a 200 that ends with no event was read as an accepted
+/// resumption, and from an id never minted `replay-integrity` blamed the
+/// replay. It is a refusal in disguise: `rejection-protocol` names it. The
+/// same empty 200 from a valid id stays polling (`an_empty_stream_in_streamable_http_is_polling_not_a_refusal`
+/// in tests/trust.rs).
+#[test]
+fn an_empty_200_to_an_id_never_minted_is_a_refusal_in_disguise() {
+    let body = "[server]\nfirst_event_id = 1000\n[[client]]\nname = \"alice\"\n\
+        [[step]]\nat = \"0s\"\ndo = \"connect\"\nclient = \"alice\"\n\
+        [[step]]\nat = \"2s\"\ndo = \"notify\"\nclient = \"alice\"\ncount = 2\n\
+        [[step]]\nat = \"5s\"\ndo = \"resume\"\nclient = \"alice\"\nlast_event_id = 5000\n";
+    let p = plan("future-id-silent", Dialect::StreamableHttp, body);
+    let v = judge_with(&p, Tweaked("refuses-future-ids-silently", refuses_future_ids_silently));
+    fires(&v, "rejection-protocol", &["from 5000, an id the session never minted", "a refusal in disguise"]);
+    quiet(&v, "replay-integrity");
+    let g = judge(&p, "guarded");
+    assert!(check::violated(&g).is_empty(), "{:?}", check::violated(&g));
+}
