@@ -249,3 +249,29 @@ fn an_empty_200_to_an_id_never_minted_is_a_refusal_in_disguise() {
     let g = judge(&p, "guarded");
     assert!(check::violated(&g).is_empty(), "{:?}", check::violated(&g));
 }
+
+/// Issue "Bugs that escape", item 7: a server that marks a one-time state
+/// used only after the execution's side effect. A second redemption while
+/// the first still runs passes its registry: two effects of one voucher.
+/// With the one-time tool instant (`runs = 0`, every generated plan so
+/// far) no second redemption could meet a running first, so it escaped;
+/// with a duration, `exactly-once` catches it.
+#[test]
+fn a_one_time_state_marked_used_only_after_its_effect_is_caught_when_it_runs_a_while() {
+    let body = |runs: &str| {
+        format!(
+            "[[client]]\nname = \"alice\"\n\
+            [[tool]]\nname = \"redeem\"\ninput = \"elicitation/create\"\nonce = true\nruns = \"{runs}\"\n\
+            [[step]]\nat = \"1s\"\ndo = \"call\"\nclient = \"alice\"\ntool = \"redeem\"\nlabel = \"voucher\"\n\
+            [[step]]\nat = \"4s\"\ndo = \"replay-request-state\"\nclient = \"alice\"\nlabel = \"voucher\"\n"
+        )
+    };
+    let running = plan("once-while-running", Dialect::StatelessHttp, &body("8s"));
+    let v = stateless_flawed(&running, Flaw::MarksUsedLate);
+    fires(&v, "exactly-once", &["voucher"]);
+    let g = judge(&running, "guarded");
+    assert!(check::violated(&g).is_empty(), "{:?}", check::violated(&g));
+    // Instant, the same bug is out of reach: the state is marked before the replay.
+    let instant = plan("once-instant", Dialect::StatelessHttp, &body("0s"));
+    quiet(&stateless_flawed(&instant, Flaw::MarksUsedLate), "exactly-once");
+}

@@ -564,27 +564,32 @@ impl Observed<'_> {
     /// and the server says it keeps that many, with room for every id it
     /// may have minted unseen after `newest` by `until`: a POST answered
     /// only after `newest` was minted (found by hunting: a late `initialize`
-    /// result pushed the window's edge out), or a re-issue. A replay of them
+    /// result pushed the window's edge out), or a request settled otherwise
+    /// than by its answer. A replay of them
     /// is then owed: nothing in the window is a request, or another
     /// stream's event, and nothing pushed it out.
     pub fn window_kept(&self, token: &str, last: u64, newest: u64, until: SimTime) -> bool {
         let (Some(retention), Some(minted)) = (self.retention, self.reported_at(token, newest)) else {
             return false;
         };
+        // (A tool call's POST too: its stream's events share the session's ids.)
         let late_posts = self
             .conns
             .values()
-            .filter(|c| c.purpose == Purpose::Post && c.presented_token.as_deref() == Some(token))
+            .filter(|c| c.method == "POST" && c.presented_token.as_deref() == Some(token))
             .filter(|c| c.opened <= until && c.response.is_none_or(|r| r.2 >= minted))
             .count() as u64;
-        let reissues = self
+        // A request settled other than by its answer may mint an event of
+        // its own: a re-issue, a failure or a timeout's cancellation (found
+        // by hunting: a timed-out call's request pushed the edge out).
+        let settled = self
             .requests
             .values()
             .filter(|r| r.token() == Some(token))
             .flat_map(|r| r.outcomes.iter())
-            .filter(|x| x.2 == Outcome::Reissued && x.0 >= minted && x.0 <= until)
+            .filter(|x| x.2 != Outcome::Answered && x.0 >= minted && x.0 <= until)
             .count() as u64;
-        if self.unreported_per_stream > 0 || newest.saturating_sub(last) + late_posts + reissues > retention {
+        if self.unreported_per_stream > 0 || newest.saturating_sub(last) + late_posts + settled > retention {
             return false;
         }
         let notified: std::collections::BTreeSet<u64> =

@@ -82,6 +82,9 @@ pub enum Flaw {
     CommitsAfterCancel,
     /// Answers `input_required` again to every retry whose state it accepted.
     AsksForever,
+    /// Marks a one-time state used only after the execution's side effect,
+    /// not when it accepts it: a second redemption while the first runs passes.
+    MarksUsedLate,
 }
 
 const ALL_CHECKS: StatelessPolicy = StatelessPolicy {
@@ -375,6 +378,7 @@ async fn call(shared: &Rc<Shared>, id: RpcId, principal: &str, params: &Value) -
     let digest = params_digest(&args);
     let report = &shared.app.report;
     let mut on_behalf_of = None;
+    let mut nonce: Option<String> = None;
     if let Some(method) = &tool.input {
         let ask = |digest: String| {
             let nonce = format!("{:016x}", shared.rng.borrow_mut().next_u64());
@@ -404,6 +408,7 @@ async fn call(shared: &Rc<Shared>, id: RpcId, principal: &str, params: &Value) -
                     Ok(p) => {
                         report.state_checked(&call, &id, principal, st, StateVerdict::Accepted);
                         on_behalf_of = Some(p.p);
+                        nonce = Some(p.n);
                     }
                     Err(why) => {
                         report.state_checked(&call, &id, principal, st, StateVerdict::Refused { why: why.clone() });
@@ -434,6 +439,7 @@ async fn call(shared: &Rc<Shared>, id: RpcId, principal: &str, params: &Value) -
     let data_of = run.on_behalf_of.clone().unwrap_or_else(|| principal.to_string());
     if tool.runs.is_zero() {
         report.execution(n, &run, ExecStep::Effect);
+        mark_used_late(shared, &tool, nonce.as_deref()).await;
         report.execution(n, &run, ExecStep::Completed);
         return json(StatusCode::OK, &mrtr::complete(id, &format!("{} done", tool.name), &data_of));
     }
@@ -472,6 +478,7 @@ async fn call(shared: &Rc<Shared>, id: RpcId, principal: &str, params: &Value) -
             }
         }
         shared.app.report.execution(n, &run, ExecStep::Effect);
+        mark_used_late(&shared, &tool, nonce.as_deref()).await;
         let result = mrtr::complete(run.id.clone(), &format!("{} done", run.tool), &data_of);
         let _ = tx.send(Bytes::from(sse::encode(None, None, &result.to_json())));
         shared.app.report.execution(n, &run, ExecStep::Completed);
@@ -544,6 +551,18 @@ fn listen(shared: &Rc<Shared>, id: RpcId, principal: &str, peer: std::net::Socke
 
 /// Opens and checks a presented state under the policy: the payload, or why it is refused.
 /// `who`: the call, request id and principal of the request that presents it.
+/// The single-use registry's key for a state's nonce.
+fn once_key(nonce: &str) -> String {
+    format!("mcpsim:once:{nonce}")
+}
+
+/// [`Flaw::MarksUsedLate`]: the one-time state marked used after its effect.
+async fn mark_used_late(shared: &Shared, tool: &ToolSpec, nonce: Option<&str>) {
+    if let (true, Some(Flaw::MarksUsedLate), Some(n)) = (tool.once, shared.policy.flaw, nonce) {
+        let _ = shared.app.store.set_nx(&once_key(n), "redeemed", None).await;
+    }
+}
+
 async fn check_state(
     shared: &Shared,
     tool: &ToolSpec,
@@ -565,6 +584,15 @@ async fn check_state(
     if pol.expiry && now_us() > p.e {
         return Err("it has expired".into());
     }
+    if tool.once && pol.single_use && pol.flaw == Some(Flaw::MarksUsedLate) {
+        // Looked up now, marked only after the effect (`mark_used_late`).
+        let used = shared.app.store.get(&once_key(&p.n)).await;
+        return match used {
+            Ok(None) => Ok(p),
+            Ok(Some(_)) => Err("this one-time state was already redeemed".into()),
+            Err(e) => Err(format!("the single-use registry could not be consulted ({e})")),
+        };
+    }
     if tool.once && pol.single_use {
         let first = if pol.registry_in_store {
             // Kept while the state could still be presented.
@@ -576,7 +604,7 @@ async fn check_state(
             // came (a partition lost it): the store may have recorded it,
             // and this server refuses what it cannot confirm.
             let (tx, rx) = tokio::sync::oneshot::channel();
-            let (store, key) = (shared.app.store.clone(), format!("mcpsim:once:{}", p.n));
+            let (store, key) = (shared.app.store.clone(), once_key(&p.n));
             let (report, who) = (shared.app.report.clone(), (call.to_string(), id.clone(), principal.to_string()));
             let state = st.to_string();
             tokio::task::spawn_local(async move {
