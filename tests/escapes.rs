@@ -11,7 +11,7 @@ use std::rc::Rc;
 
 mod common;
 
-use common::mutant::{judge_with, refuse, Tweaked};
+use common::mutant::{refuse, run_with_policy, Tweaked};
 use common::verdicts::{fires, headlines, quiet};
 
 const STATEFUL: [Dialect; 2] = [Dialect::LegacySse, Dialect::StreamableHttp];
@@ -25,8 +25,27 @@ fn plan(name: &str, dialect: Dialect, body: &str) -> Plan {
     Plan::from_toml_str(&text, &format!("{name}.toml")).unwrap()
 }
 
+/// The verdicts of a run whose every step acted on something: a clean run
+/// whose fault hit nothing would prove nothing, and neither would a caught
+/// mutant whose situation was never set up.
+fn landed(trace: &mcpsim::trace::Trace) -> Vec<check::Verdict> {
+    let missed: Vec<String> = trace
+        .iter()
+        .filter_map(|e| match &e.what {
+            mcpsim::trace::What::StepMissed { index, why, .. } => Some(format!("step {index}: {why}")),
+            _ => None,
+        })
+        .collect();
+    assert!(missed.is_empty(), "steps that acted on nothing: {missed:?}");
+    check::judge(trace)
+}
+
 fn judge(plan: &Plan, server: &str) -> Vec<check::Verdict> {
-    check::judge(&mcpsim::run(plan, server, None).unwrap().trace)
+    landed(&mcpsim::run(plan, server, None).unwrap().trace)
+}
+
+fn judge_with(plan: &Plan, policy: Tweaked) -> Vec<check::Verdict> {
+    landed(&run_with_policy(plan, policy))
 }
 
 /// Only the accepted resumptions `guarded` makes are changed.
@@ -180,7 +199,7 @@ fn stateless_flawed(plan: &Plan, flaw: Flaw) -> Vec<check::Verdict> {
     let guarded = *POLICIES.iter().find(|p| p.name == "guarded").unwrap();
     let policy = StatelessPolicy { name: "flawed", flaw: Some(flaw), ..guarded };
     let plug = Rc::new(StatelessServer::new(policy, plan.server.clone(), plan.tools.clone(), plan.seed));
-    check::judge(&mcpsim::run_with(plan, plug, plan.seed).unwrap().trace)
+    landed(&mcpsim::run_with(plan, plug, plan.seed).unwrap().trace)
 }
 
 /// Issue "Bugs that escape", item 5: a server that reports the execution

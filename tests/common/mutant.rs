@@ -25,10 +25,15 @@ impl ResumptionPolicy for Tweaked {
     }
 }
 
+/// The trace of `plan` run against `policy` in the reference engine.
+pub fn run_with_policy(plan: &Plan, policy: Tweaked) -> mcpsim::trace::Trace {
+    let plug = Rc::new(Engine::new(plan.server.clone(), plan.dialect, Rc::new(policy), plan.seed));
+    mcpsim::run_with(plan, plug, plan.seed).unwrap().trace
+}
+
 /// The verdicts of `plan` run against `policy` in the reference engine.
 pub fn judge_with(plan: &Plan, policy: Tweaked) -> Vec<Verdict> {
-    let plug = Rc::new(Engine::new(plan.server.clone(), plan.dialect, Rc::new(policy), plan.seed));
-    check::judge(&mcpsim::run_with(plan, plug, plan.seed).unwrap().trace)
+    check::judge(&run_with_policy(plan, policy))
 }
 
 /// An explicit refusal that ends the owner's session (guarded's own way to refuse).
