@@ -22,7 +22,7 @@ fn plan(name: &str, dialect: Dialect, body: &str) -> Plan {
         "[scenario]\nname = \"{name}\"\ndialect = \"{}\"\nseed = 7\nduration = \"60s\"\n{body}",
         dialect.name()
     );
-    Plan::from_toml_str(&text, &format!("{name}.toml")).unwrap()
+    Plan::from_toml_str(&text, format!("{name}.toml")).unwrap()
 }
 
 /// The verdicts of a run whose every step acted on something: a clean run
@@ -293,4 +293,104 @@ fn a_one_time_state_marked_used_only_after_its_effect_is_caught_when_it_runs_a_w
     // Instant, the same bug is out of reach: the state is marked before the replay.
     let instant = plan("once-instant", Dialect::StatelessHttp, &body("0s"));
     quiet(&stateless_flawed(&instant, Flaw::MarksUsedLate), "exactly-once");
+}
+
+/// A tool that asks for two inputs in one round (an elicitation and a
+/// sampling), called by alice; `decline`: she declines the elicitation.
+fn two_inputs(name: &str, decline: bool) -> Plan {
+    let body = format!(
+        "[[client]]\nname = \"alice\"\n\
+        [[tool]]\nname = \"deploy\"\ninput = [\"elicitation/create\", \"sampling/createMessage\"]\n\
+        [[step]]\nat = \"1s\"\ndo = \"call\"\nclient = \"alice\"\ntool = \"deploy\"\nlabel = \"deploy-1\"\ndecline = {decline}\n"
+    );
+    plan(name, Dialect::StatelessHttp, &body)
+}
+
+/// Issue "Bugs that escape", item 8: a server that reads each of two
+/// answers under the other's key. Before, the client's answers were not
+/// recorded, nor what the tool read: nothing could see it.
+#[test]
+fn a_server_that_swaps_two_answers_is_caught() {
+    let p = two_inputs("swapped-answers", false);
+    let v = stateless_flawed(&p, Flaw::SwapsAnswers);
+    fires(&v, "state-integrity", &["acted, under input \"confirm\"", "the answer the request sent under \"summary\""]);
+    let g = judge(&p, "guarded");
+    assert!(check::violated(&g).is_empty(), "{:?}", check::violated(&g));
+    // guarded asked both, and acted on each answer under its own key.
+    let trace = mcpsim::run(&p, "guarded", None).unwrap().trace;
+    let json = serde_json::to_string(&trace.iter().map(|e| &e.what).collect::<Vec<_>>()).unwrap();
+    assert!(json.contains(r#""requests":[{"key":"confirm","method":"elicitation/create"},{"key":"summary","method":"sampling/createMessage"}]"#), "{json}");
+    assert!(json.contains(r#""inputs":[{"key":"confirm""#), "{json}");
+}
+
+/// Issue "Bugs that escape", item 8: a server that runs the tool when the
+/// client declined the confirmation, as if it had been accepted. Before,
+/// the client could not decline.
+#[test]
+fn a_server_that_runs_past_a_declined_input_is_caught() {
+    let p = two_inputs("declined", true);
+    let v = stateless_flawed(&p, Flaw::IgnoresDecline);
+    fires(&v, "state-integrity", &["declined the input \"confirm\"", "ran as if the input had been accepted"]);
+    let g = judge(&p, "guarded");
+    assert!(check::violated(&g).is_empty(), "{:?}", check::violated(&g));
+    // guarded ran nothing, and the call ended (with an error result): no liveness finding either.
+    let trace = mcpsim::run(&p, "guarded", None).unwrap().trace;
+    assert!(!trace.iter().any(|e| matches!(e.what, mcpsim::trace::What::Execution { .. })));
+}
+
+/// Issue "Bugs that escape", item 8: a server whose first round answers
+/// `input_required` with a `requestState` and no `inputRequests`, then runs
+/// the tool on the retry, which answered nothing.
+#[test]
+fn a_server_that_runs_a_tool_whose_input_was_never_asked_is_caught() {
+    let body = "[[client]]\nname = \"alice\"\n\
+        [[tool]]\nname = \"sign\"\ninput = \"elicitation/create\"\n\
+        [[step]]\nat = \"1s\"\ndo = \"call\"\nclient = \"alice\"\ntool = \"sign\"\nlabel = \"sign-1\"\n";
+    let p = plan("state-without-inputs", Dialect::StatelessHttp, body);
+    let v = stateless_flawed(&p, Flaw::StateWithoutInputs);
+    fires(&v, "state-integrity", &["the tool asks for elicitation/create first", "answered none of it"]);
+    let g = judge(&p, "guarded");
+    assert!(check::violated(&g).is_empty(), "{:?}", check::violated(&g));
+}
+
+/// Issue "Bugs that escape", item 2: a resume from the last id the client
+/// saw before a request was issued (`{ seen_before = "r1" }`), where the
+/// generator used to resume from the session's first id. The window holds
+/// the request (answered by then) and none of the earlier traffic; the
+/// scenario file writes it back as it reads it.
+#[test]
+fn a_resume_from_just_before_a_request_names_the_id_before_it() {
+    for dialect in STATEFUL {
+        let body = "[server]\nfirst_event_id = 1000\n[[client]]\nname = \"alice\"\n\
+            [[step]]\nat = \"0s\"\ndo = \"connect\"\nclient = \"alice\"\n\
+            [[step]]\nat = \"1s\"\ndo = \"notify\"\nclient = \"alice\"\ncount = 3\n\
+            [[step]]\nat = \"3s\"\ndo = \"server-request\"\nclient = \"alice\"\nmethod = \"roots/list\"\nlabel = \"r1\"\n\
+            [[step]]\nat = \"4s\"\ndo = \"notify\"\nclient = \"alice\"\ncount = 2\n\
+            [[step]]\nat = \"8s\"\ndo = \"resume\"\nclient = \"alice\"\nlast_event_id = { seen_before = \"r1\" }\n";
+        let p = plan("before-r1", dialect, body);
+        let run = mcpsim::run(&p, "guarded", None).unwrap();
+        let issued = run
+            .trace
+            .iter()
+            .find_map(|e| match &e.what {
+                mcpsim::trace::What::RequestIssued { label, event_id, .. } if label == "r1" => event_id.clone(),
+                _ => None,
+            })
+            .unwrap();
+        let resumed: Vec<String> = run
+            .trace
+            .iter()
+            .filter_map(|e| match &e.what {
+                mcpsim::trace::What::HttpRequest { last_event_id: Some(l), .. } => Some(l.clone()),
+                _ => None,
+            })
+            .collect();
+        let before = (issued.parse::<u64>().unwrap() - 1).to_string();
+        assert_eq!(resumed, [before], "{}: r1 was event {issued}", dialect.name());
+        let g = landed(&run.trace);
+        assert!(check::violated(&g).is_empty(), "{:?}", check::violated(&g));
+        let written = p.to_toml(&[]);
+        assert!(written.contains("last_event_id = { seen_before = \"r1\" }"), "{written}");
+        assert_eq!(Plan::from_toml_str(&written, "again.toml").unwrap().steps, p.steps);
+    }
 }

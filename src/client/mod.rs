@@ -87,6 +87,8 @@ pub enum ClientCmd {
         label: String,
         /// The tool.
         tool: String,
+        /// Whether the client declines the elicitations it is asked for this call.
+        decline: bool,
     },
     /// stateless-http: open a listen stream for tool-list changes, and keep one open.
     Listen,

@@ -17,7 +17,7 @@ use super::{AbortOnDrop, ClientCmd, ClientShared, HeldState, MAX_BACKOFF, MAX_EV
 use crate::clock::timeout;
 use crate::inbox::Inbox;
 use crate::scenario::ClientSpec;
-use crate::trace::stateless::{Attempt, CallEnd, Presented, StateHow};
+use crate::trace::stateless::{Attempt, CallEnd, InputAsk, Presented, StateHow};
 use crate::trace::{ConnId, Purpose, Recorder, What};
 use crate::wire::jsonrpc::{Message, RpcId};
 use crate::wire::mrtr::{self, Continuation, ResultKind};
@@ -58,6 +58,8 @@ struct Send<'a> {
     how: StateHow,
     received_us: Option<u64>,
     credential: Option<String>,
+    /// The client declines the elicitations it answers.
+    decline: bool,
 }
 
 impl Client {
@@ -85,8 +87,8 @@ impl Client {
     pub(crate) async fn run(self: Rc<Self>) {
         loop {
             match self.inbox.recv().await {
-                ClientCmd::Call { label, tool } => {
-                    tokio::task::spawn_local(self.clone().call(label, tool));
+                ClientCmd::Call { label, tool, decline } => {
+                    tokio::task::spawn_local(self.clone().call(label, tool, decline));
                 }
                 ClientCmd::Listen => {
                     tokio::task::spawn_local(self.clone().listen());
@@ -103,6 +105,7 @@ impl Client {
                             how,
                             received_us: held.received_us,
                             credential,
+                            decline: false,
                         };
                         let _ = me.attempt(me.next_id(), send).await;
                     });
@@ -114,7 +117,7 @@ impl Client {
     }
 
     /// One call, round after round, re-issuing a lost round, until it completes or fails.
-    async fn call(self: Rc<Self>, label: String, tool: String) {
+    async fn call(self: Rc<Self>, label: String, tool: String, decline: bool) {
         let mut cont: Option<Continuation> = None;
         let mut received_us = None;
         let mut attempt = Attempt::First;
@@ -129,6 +132,7 @@ impl Client {
                 how: StateHow::AsReceived,
                 received_us,
                 credential: None,
+                decline,
             };
             let (end, next) = self.attempt(self.next_id(), send).await;
             match end {
@@ -352,7 +356,10 @@ impl Client {
         self.shared.open_calls.borrow_mut().insert(s.call.to_string(), port);
         let own = self.shared.credential.borrow().clone();
         let presented = s.credential.clone().unwrap_or(own);
-        let msg = mrtr::tool_call(id.clone(), &self.spec.name, s.tool, s.call, s.cont);
+        let msg = mrtr::tool_call(id.clone(), &self.spec.name, s.tool, s.call, s.cont, s.decline);
+        let answers = s.cont.map_or(Vec::new(), |c| {
+            mrtr::answers(c, &self.spec.name, s.call, s.decline).into_iter().map(|(a, _)| a).collect()
+        });
         let req = self.post(&msg, &presented);
         let state = s.cont.and_then(|c| c.state.as_ref()).map(|st| Presented {
             fp: mrtr::fingerprint(st),
@@ -368,6 +375,7 @@ impl Client {
             attempt: s.attempt.clone(),
             state,
             credential: (presented != self.spec.principal).then_some(presented),
+            answers,
         });
         let req = match req {
             Ok(r) => r,
@@ -445,8 +453,10 @@ impl Client {
                             self.shared.states.borrow_mut().remove(call);
                         }
                     }
+                    let requests =
+                        c.requests.iter().map(|(k, m)| InputAsk { key: k.clone(), method: m.clone() }).collect();
                     *next.borrow_mut() = Some(c);
-                    CallEnd::InputRequired { state: fp }
+                    CallEnd::InputRequired { state: fp, requests }
                 }
                 Err(what) => self.garbled(conn, what),
             },

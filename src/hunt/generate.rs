@@ -109,6 +109,16 @@ pub enum ReachKind {
     /// her stream is told her tool list changed; or, now and then, the
     /// owner enables a tool herself (a change she asked for).
     InjectTool,
+    /// streamable-http: as [`ReachKind::StaleOverRetired`], but the owner
+    /// thinks longer than the request timeout, so that the re-issue times
+    /// out unanswered; the stale resume comes after that timeout, over the
+    /// retired id the owner answered late (issue "Bugs that escape", item 2).
+    StaleAfterReissueTimeout,
+    /// A request its owner answers at once, then a resume from the last id
+    /// the owner saw before the request was issued: a window that holds the
+    /// answered request and nothing of the session's earlier traffic
+    /// (issue "Bugs that escape", item 2).
+    ResumeBeforeRequest,
 }
 
 impl ReachKind {
@@ -148,7 +158,8 @@ impl ReachKind {
             | ReachKind::StaleAfterLateAnswer => true,
             ReachKind::StreamableWindowEdge => draws.seen_ids,
             // The legacy client drops a request whose uplink ended: the late answer this arranges would not come.
-            ReachKind::StaleOverRetired => !draws.late_answer_after_timeout,
+            ReachKind::StaleOverRetired | ReachKind::StaleAfterReissueTimeout => !draws.late_answer_after_timeout,
+            ReachKind::ResumeBeforeRequest => true,
         }
     }
 }
@@ -188,6 +199,8 @@ pub const DURATION: Duration = Duration::from_secs(30);
 /// The tick of generated plans: hunts live on throughput (see `cargo bench --bench hunt`).
 pub const TICK: Duration = Duration::from_millis(200);
 const FIRST_EVENT_ID: u64 = 1000;
+/// The request timeout of generated plans.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(8);
 
 /// Draws the (legacy-sse) plan of one seed.
 pub fn generate(seed: u64) -> Plan {
@@ -261,6 +274,10 @@ pub fn stateful(seed: u64, dialect: Dialect) -> Plan {
     let edge_kinds = d.reach_from(Seed(seed).stream("hunt.reach3"), &[ReachKind::StreamableWindowEdge]);
     let retired_kinds = d.reach_from(Seed(seed).stream("hunt.reach4"), &[ReachKind::StaleOverRetired]);
     let inject_kinds = d.reach_from(Seed(seed).stream("hunt.reach5"), &[ReachKind::InjectTool]);
+    let narrow_kinds = d.reach_from(
+        Seed(seed).stream("hunt.reach6"),
+        &[ReachKind::StaleAfterReissueTimeout, ReachKind::ResumeBeforeRequest],
+    );
     let faults = kinds.iter().map(|k| format!("{k:?}")).chain(
         reach_kinds
             .iter()
@@ -268,6 +285,7 @@ pub fn stateful(seed: u64, dialect: Dialect) -> Plan {
             .chain(&edge_kinds)
             .chain(&retired_kinds)
             .chain(&inject_kinds)
+            .chain(&narrow_kinds)
             .map(|k| format!("{k:?}")),
     );
     d.into_plan(seed, dialect, faults.collect::<Vec<_>>().join(", "))
@@ -579,6 +597,39 @@ impl Draft {
                 let stale = self.seen(o.clone(), 0);
                 self.push(at + think + ms(d - 100), Action::Resume { client: o, last_event_id: stale, expect: None });
             }
+            ReachKind::StaleAfterReissueTimeout => {
+                // The resume (after `d`) re-issues the request; the owner
+                // answers the first id `think` after it received it, later
+                // than the request timeout (REQUEST_TIMEOUT), so that the
+                // re-issue, delivered `d` later, times out first. The stale
+                // resume, from before the request, comes after both.
+                let d = reach.random_range(1_600..2_600);
+                let think = REQUEST_TIMEOUT + ms(reach.random_range(500..d - 500));
+                let think = match self.clients.iter_mut().find(|c| c.name == o) {
+                    Some(c) => {
+                        c.think_time = c.think_time.max(think);
+                        c.think_time
+                    }
+                    None => think,
+                };
+                let label = format!("r{}", self.label + 1);
+                let request = reach_request(&mut self.label, &o, "roots/list");
+                self.push(at, request);
+                self.push(at + ms(400), Action::Rebind { client: o.clone() });
+                self.push(at + ms(d), resume_last_seen(o.clone()));
+                let after = at + ms(d) + think.max(REQUEST_TIMEOUT) + ms(1_000);
+                let stale = LastEventId::SeenBefore(label);
+                self.push(after, Action::Resume { client: o, last_event_id: stale, expect: None });
+            }
+            ReachKind::ResumeBeforeRequest => {
+                let label = format!("r{}", self.label + 1);
+                let request = reach_request(&mut self.label, &o, "sampling/createMessage");
+                self.push(at, request);
+                let think = self.clients.iter().find(|c| c.name == o).map_or(ms(1_000), |c| c.think_time);
+                let stale = LastEventId::SeenBefore(label);
+                let later = at + think + ms(reach.random_range(1_000..2_500));
+                self.push(later, Action::Resume { client: o, last_event_id: stale, expect: None });
+            }
         }
     }
 
@@ -627,7 +678,7 @@ impl Draft {
                 heartbeat: Dur(Duration::from_secs(2)),
                 fence_grace: Dur(Duration::from_secs(2)),
                 fence_delay: Dur(self.fence_delay),
-                request_timeout: Dur(Duration::from_secs(8)),
+                request_timeout: Dur(REQUEST_TIMEOUT),
                 ..ServerConfig::default()
             },
             network: NetworkConfig { tick: TICK, latency_min: ms(5), latency_max, half_open_lifetime },

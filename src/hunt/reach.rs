@@ -17,7 +17,7 @@ use crate::trace::Trace;
 use crate::trace::{Outcome, Purpose};
 
 /// The situations a hunt measures, in the order the summary prints them.
-pub const SITUATIONS: [&str; 13] = [
+pub const SITUATIONS: [&str; 15] = [
     WINDOW_EDGE,
     PENDING_RESUMES,
     ANSWER_AFTER_REISSUE,
@@ -31,7 +31,15 @@ pub const SITUATIONS: [&str; 13] = [
     STALE_OVER_SETTLED,
     SPANS_STREAMS,
     STALE_OVER_RETIRED,
+    RETIRED_AFTER_TIMEOUT,
+    BEFORE_ANSWERED,
 ];
+
+/// A late answer to a retired id, its re-issue timed out unanswered, then a
+/// stale resume from an id before the request.
+pub const RETIRED_AFTER_TIMEOUT: &str = "stale resume over a retired id after its re-issue timed out";
+/// A resume from the id just before a request its owner had answered.
+pub const BEFORE_ANSWERED: &str = "resume from just before an answered request";
 
 /// A late answer to a retired id, the re-issue still unanswered, then a
 /// stale resume from an id before the request.
@@ -90,6 +98,8 @@ pub(crate) fn reached_observed(o: &Observed, server: &ServerConfig) -> Vec<&'sta
         stale_over_settled(o),
         spans_streams(o),
         stale_over_retired(o),
+        retired_after_timeout(o),
+        before_answered(o),
     ];
     SITUATIONS.iter().zip(found).filter(|(_, hit)| *hit).map(|(s, _)| *s).collect()
 }
@@ -249,6 +259,52 @@ fn stale_over_retired(o: &Observed) -> bool {
             c.client == r.owner
                 && c.request_t.is_some_and(|t| t > late && unanswered_until.is_none_or(|n| t < n))
                 && c.last_event_id_number().is_some_and(|l| l < event)
+        })
+    })
+}
+
+/// The owner answered a request's first id after the server had re-issued
+/// it, the re-issue timed out unanswered, and then the owner resumed from
+/// an id below the request's event.
+fn retired_after_timeout(o: &Observed) -> bool {
+    o.requests.values().any(|r| {
+        let Some(event) = r.event_id.as_deref().and_then(|e| e.parse::<u64>().ok()) else { return false };
+        let (Some(first), Some(next)) = (r.ids.first(), r.ids.get(1)) else { return false };
+        let Some(reissued) = r.id_since(next) else { return false };
+        let answered = |id: &crate::wire::jsonrpc::RpcId| {
+            o.answers
+                .iter()
+                .filter(|a| a.client == r.owner && a.session.as_deref() == r.token() && &a.id == id)
+                .map(|a| a.t)
+                .min()
+        };
+        let Some(late) = answered(first).filter(|t| *t >= reissued) else { return false };
+        let timed_out = r.outcomes.iter().find(|x| x.2 == Outcome::TimedOut && x.3 == *next).map(|x| x.0);
+        let Some(timed_out) = timed_out.filter(|t| answered(next).is_none_or(|a| a > *t)) else { return false };
+        o.conns.values().any(|c| {
+            c.client == r.owner
+                && c.request_t.is_some_and(|t| t > late && t > timed_out)
+                && c.last_event_id_number().is_some_and(|l| l < event)
+        })
+    })
+}
+
+/// A resume from the id just before a request's event (numeric ids), sent
+/// after the owner had answered the request.
+fn before_answered(o: &Observed) -> bool {
+    o.requests.values().any(|r| {
+        let Some(event) = r.event_id.as_deref().and_then(|e| e.parse::<u64>().ok()) else { return false };
+        let answered = o
+            .answers
+            .iter()
+            .filter(|a| a.client == r.owner && a.session.as_deref() == r.token() && r.ids.contains(&a.id))
+            .map(|a| a.t)
+            .min();
+        let Some(answered) = answered else { return false };
+        o.conns.values().any(|c| {
+            c.client == r.owner
+                && c.request_t.is_some_and(|t| t > answered)
+                && c.last_event_id_number() == Some(event - 1)
         })
     })
 }

@@ -60,22 +60,25 @@ impl StatelessFault {
     ];
 }
 
-/// The tools every generated plan offers.
-fn tools(rng: &mut ChaCha8Rng) -> Vec<ToolSpec> {
-    let tool = |name: &str, runs: u64, progress: Option<u64>, input: bool, once: bool, idempotent: bool| ToolSpec {
-        name: name.into(),
-        runs: ms(runs),
-        progress_every: progress.map(ms),
-        input: input.then(|| "elicitation/create".to_string()),
-        once,
-        idempotent,
+/// The tools every generated plan offers. `once`: the seed's own stream
+/// for what the one-time and the two-input tools draw (issue "Bugs that
+/// escape", items 7 and 8), so that the other draws stay as they were.
+fn tools(rng: &mut ChaCha8Rng, once: &mut ChaCha8Rng) -> Vec<ToolSpec> {
+    let elicit = || vec!["elicitation/create".to_string()];
+    let tool = |name: &str, runs: u64, progress: Option<u64>, input: Vec<String>, once: bool, idempotent: bool| {
+        ToolSpec { name: name.into(), runs: ms(runs), progress_every: progress.map(ms), input, once, idempotent }
     };
-    vec![
-        tool("work", rng.random_range(2_000..10_000), Some(rng.random_range(500..1_500)), false, false, false),
-        tool("ask", rng.random_range(0..3) * 1_000, Some(1_000), true, false, false),
-        tool("redeem", 0, None, true, true, false),
-        tool("lookup", rng.random_range(0..2_000), Some(700), false, false, true),
-    ]
+    let work = tool("work", rng.random_range(2_000..10_000), Some(rng.random_range(500..1_500)), vec![], false, false);
+    let ask = tool("ask", rng.random_range(0..3) * 1_000, Some(1_000), elicit(), false, false);
+    // Half the plans give the redemption a duration: a second redemption
+    // can then meet the first still running.
+    let redeem_runs = if once.random_bool(0.5) { once.random_range(1_000..6_000) } else { 0 };
+    let redeem = tool("redeem", redeem_runs, (redeem_runs > 0).then_some(1_000), elicit(), true, false);
+    let lookup = tool("lookup", rng.random_range(0..2_000), Some(700), vec![], false, true);
+    // Two inputs in one round: a confirmation and a summary.
+    let two = vec!["elicitation/create".to_string(), "sampling/createMessage".to_string()];
+    let deploy = tool("deploy", once.random_range(0..3) * 1_000, Some(1_000), two, false, false);
+    vec![work, ask, redeem, lookup, deploy]
 }
 
 struct Draft {
@@ -88,6 +91,8 @@ struct Draft {
     calls: Vec<(String, String, String, Duration)>,
     thieves: usize,
     lifetime: Duration,
+    /// The seed's stream for the one-time and input draws (`hunt.stateless.once`).
+    once: ChaCha8Rng,
 }
 
 impl Draft {
@@ -98,7 +103,7 @@ impl Draft {
     fn call(&mut self, at: Duration, client: &str, tool: &str) {
         let label = format!("c{}", self.calls.len() + 1);
         self.calls.push((client.into(), label.clone(), tool.into(), at));
-        self.push(at, Action::Call { client: client.into(), tool: tool.into(), label });
+        self.push(at, Action::Call { client: client.into(), tool: tool.into(), label, decline: false });
     }
 
     /// A call of an owner to a tool that asks for input, made now, whose state a fault can use.
@@ -114,6 +119,26 @@ impl Draft {
                 let at = ms(self.rng.random_range(200..FAULTS_END.as_millis() as u64));
                 let tool = ["work", "ask", "redeem", "lookup"].choose(&mut self.rng).expect("tools").to_string();
                 self.call(at, &o, &tool);
+            }
+        }
+    }
+
+    /// The input path (issue "Bugs that escape", item 8), from the seed's
+    /// own stream: each owner may call the two-input tool, and a quarter of
+    /// the calls made so far to a tool that asks for input decline it.
+    fn inputs(&mut self) {
+        for o in self.owners.clone() {
+            if self.once.random_bool(0.5) {
+                let at = ms(self.once.random_range(200..FAULTS_END.as_millis() as u64));
+                self.call(at, &o, "deploy");
+            }
+        }
+        let asking = ["ask", "deploy", "redeem"];
+        for step in &mut self.steps {
+            if let Action::Call { tool, decline, .. } = &mut step.action {
+                if asking.contains(&tool.as_str()) && self.once.random_bool(0.25) {
+                    *decline = true;
+                }
             }
         }
     }
@@ -145,7 +170,9 @@ impl Draft {
                 self.push(at, action);
             }
             StatelessFault::Steal => {
-                let (victim, label) = self.input_call(at, "ask");
+                // A third of the thefts take a one-time state: the thief's presentation meets the registry.
+                let tool = if self.once.random_bool(0.33) { "redeem" } else { "ask" };
+                let (victim, label) = self.input_call(at, tool);
                 self.slow(&victim, ms(3_000));
                 self.thieves += 1;
                 let thief = format!("thief{}", self.thieves);
@@ -162,9 +189,11 @@ impl Draft {
                     0 => Tamper::Flip,
                     1 => Tamper::Truncate,
                     _ => {
-                        self.call(at + ms(100), &owner, "ask");
+                        // Moved onto a one-time redemption a third of the time.
+                        let onto_tool = if self.once.random_bool(0.33) { "redeem" } else { "ask" };
+                        self.call(at + ms(100), &owner, onto_tool);
                         let onto = self.calls.last().expect("just made").1.clone();
-                        Tamper::Move { onto, tool: "ask".into() }
+                        Tamper::Move { onto, tool: onto_tool.into() }
                     }
                 };
                 let d = self.rng.random_range(500..2_500);
@@ -240,7 +269,8 @@ pub fn generate(seed: u64) -> Plan {
     }
     let rates: Vec<(StatelessFault, u32)> = kinds.iter().map(|k| (*k, rng.random_range(1..=2))).collect();
     let clients = owners.iter().map(|o| client(o, ms(rng.random_range(200..1_500)))).collect();
-    let tools = tools(&mut rng);
+    let mut once = Seed(seed).stream("hunt.stateless.once");
+    let tools = tools(&mut rng, &mut once);
     let mut d = Draft {
         rng,
         owners,
@@ -250,8 +280,10 @@ pub fn generate(seed: u64) -> Plan {
         calls: Vec::new(),
         thieves: 0,
         lifetime: Duration::from_secs(60),
+        once,
     };
     d.traffic();
+    d.inputs();
     // Listen streams and tool-list changes, from their own stream (the draws above stay as they were).
     let mut listen = Seed(seed).stream("hunt.stateless.listen");
     for o in d.owners.clone() {
@@ -302,7 +334,7 @@ pub fn generate_deployed(seed: u64, replicas: u32) -> Plan {
 }
 
 /// The situations a stateless hunt measures, in the order the summary prints them.
-pub const SITUATIONS: [&str; 10] = [
+pub const SITUATIONS: [&str; 14] = [
     HALF_OPEN_MID_RUN,
     CLOSE_MID_RUN,
     REISSUED,
@@ -313,6 +345,10 @@ pub const SITUATIONS: [&str; 10] = [
     ONCE_AGAIN,
     INPUT_THEN_BREAK,
     RESTART_BETWEEN_ROUNDS,
+    ONCE_WHILE_RUNNING,
+    STOLEN_ONCE,
+    TWO_INPUTS,
+    DECLINED,
 ];
 
 /// An execution was running when its stream went half-open.
@@ -336,6 +372,14 @@ pub const INPUT_THEN_BREAK: &str = "retry with input responses re-issued";
 
 /// A state minted before a server restart, presented after it.
 pub const RESTART_BETWEEN_ROUNDS: &str = "state presented across a server restart";
+/// A one-time state presented again while an execution it started still ran.
+pub const ONCE_WHILE_RUNNING: &str = "one-time requestState presented while its redemption ran";
+/// Another client's one-time state presented.
+pub const STOLEN_ONCE: &str = "stolen one-time requestState presented";
+/// A retry that answered two inputs of one round.
+pub const TWO_INPUTS: &str = "retry answering two inputs";
+/// A retry that declined an input.
+pub const DECLINED: &str = "retry declining an input";
 
 /// The situations a stateless run reached, read from its trace.
 pub fn reached(trace: &Trace) -> Vec<&'static str> {
@@ -385,6 +429,21 @@ pub(crate) fn reached_indexed(ix: &Index, trace: &Trace) -> Vec<&'static str> {
             .as_ref()
             .is_some_and(|p| ix.minted.get(&p.fp).is_some_and(|m| restarts.iter().any(|r| m.t < *r && *r < s.t)))
     });
+    let once = |s: &crate::check::stateless::Sent| {
+        s.state.as_ref().filter(|p| ix.minted.get(&p.fp).is_some_and(|m| m.once)).map(|p| p.fp.clone())
+    };
+    let once_while_running = ix.sent.iter().any(|s2| {
+        let Some(fp) = once(s2) else { return false };
+        ix.execs.values().any(|x| {
+            let Some(i) = x.sent.filter(|i| ix.sent[*i].seq != s2.seq) else { return false };
+            let started = x.at(&ExecStep::Started).map(|s| s.0);
+            let ended =
+                x.steps.iter().find(|(s, _, _)| matches!(s, ExecStep::Completed | ExecStep::Cancelled)).map(|e| e.1);
+            once(&ix.sent[i]).as_ref() == Some(&fp)
+                && started.is_some_and(|t| t <= s2.t)
+                && ended.is_none_or(|e| s2.t < e)
+        })
+    });
     let found = [
         mid_run(false),
         mid_run(true),
@@ -396,6 +455,10 @@ pub(crate) fn reached_indexed(ix: &Index, trace: &Trace) -> Vec<&'static str> {
         once_again,
         retry_reissued,
         across_restart,
+        once_while_running,
+        ix.sent.iter().any(|s| matches!(how(s), Some(StateHow::Stolen { .. })) && once(s).is_some()),
+        ix.sent.iter().any(|s| s.answers.len() >= 2),
+        ix.sent.iter().any(|s| s.answers.iter().any(|a| a.declined)),
     ];
     SITUATIONS.iter().zip(found).filter(|(_, f)| *f).map(|(s, _)| *s).collect()
 }

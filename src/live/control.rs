@@ -115,6 +115,11 @@ pub enum FromServer {
         on_behalf_of: Option<String>,
         /// `started`, `effect`, `cancelled` or `completed`.
         step: Step,
+        /// With `started`: the input responses the tool acts on, each under
+        /// the key the application read it from (an object: key -> the value
+        /// found there). Absent: not said.
+        #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+        inputs: serde_json::Map<String, serde_json::Value>,
     },
     /// stateless-http: the application minted a `requestState` in answer to request `id`.
     StateMinted {
@@ -293,9 +298,20 @@ impl FromServer {
             }
             FromServer::Error { client, message } => What::AppError { client, error: message },
             FromServer::Note { session, note } => What::ServerNote { session, note, explanation: true, replica: None },
-            FromServer::Execution { exec, tool, call, id, principal, on_behalf_of, step } => {
-                What::Execution { exec, tool, call, id, principal, on_behalf_of, step: step.into(), replica: None }
-            }
+            FromServer::Execution { exec, tool, call, id, principal, on_behalf_of, step, inputs } => What::Execution {
+                exec,
+                tool,
+                call,
+                id,
+                principal,
+                on_behalf_of,
+                step: step.into(),
+                inputs: inputs
+                    .into_iter()
+                    .map(|(key, value)| crate::trace::stateless::InputRead { key, value })
+                    .collect(),
+                replica: None,
+            },
             FromServer::StateMinted { call, id, principal, state, fingerprint, lifetime_ms, once } => {
                 What::StateMinted {
                     call,
@@ -340,8 +356,17 @@ impl FromServer {
             }
             What::AppError { client, error } => FromServer::Error { client, message: error },
             What::ServerNote { session, note, .. } => FromServer::Note { session, note },
-            What::Execution { exec, tool, call, id, principal, on_behalf_of, step, .. } => {
-                FromServer::Execution { exec, tool, call, id, principal, on_behalf_of, step: step.into() }
+            What::Execution { exec, tool, call, id, principal, on_behalf_of, step, inputs, .. } => {
+                FromServer::Execution {
+                    exec,
+                    tool,
+                    call,
+                    id,
+                    principal,
+                    on_behalf_of,
+                    step: step.into(),
+                    inputs: inputs.into_iter().map(|r| (r.key, r.value)).collect(),
+                }
             }
             What::StateMinted { call, id, principal, fp, lifetime_us, once, .. } => FromServer::StateMinted {
                 call,
@@ -415,6 +440,10 @@ pub struct ToolWire {
     /// The input it asks for first, by method (an MRTR round); none: it runs at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<String>,
+    /// Further inputs it asks for in the same round, by method (the
+    /// `inputRequests` keys are [`crate::wire::mrtr::input_key`]'s).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more_inputs: Vec<String>,
     /// Its state is a one-time redemption.
     #[serde(default)]
     pub once: bool,
@@ -430,7 +459,8 @@ impl ToolWire {
             name: t.name.clone(),
             runs_ms: ms(t.runs),
             progress_every_ms: t.progress_every.map(|p| ms(p).max(1)),
-            input: t.input.clone(),
+            input: t.input.first().cloned(),
+            more_inputs: t.input.iter().skip(1).cloned().collect(),
             once: t.once,
             idempotent: t.idempotent,
         }
@@ -442,7 +472,7 @@ impl ToolWire {
             name: self.name,
             runs: Duration::from_millis(self.runs_ms),
             progress_every: self.progress_every_ms.map(Duration::from_millis),
-            input: self.input,
+            input: self.input.into_iter().chain(self.more_inputs).collect(),
             once: self.once,
             idempotent: self.idempotent,
         }

@@ -1277,7 +1277,7 @@ fn unreported(plan: &Plan, trace: &crate::trace::Trace) -> Vec<String> {
                     .into(),
             );
         }
-        let minted = plan.tools.iter().any(|t| t.input.is_some());
+        let minted = plan.tools.iter().any(|t| !t.input.is_empty());
         if calls && minted && !reported(|w| matches!(w, What::StateMinted { .. })) {
             notes.push(
                 "the server never reported minting a requestState: state-binding and state-integrity judge only \

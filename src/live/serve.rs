@@ -61,7 +61,7 @@ pub fn default_tools() -> Vec<ToolSpec> {
         name: name.into(),
         runs: Duration::from_secs(runs),
         progress_every: progress.map(Duration::from_secs),
-        input: input.map(str::to_string),
+        input: input.map(str::to_string).into_iter().collect(),
         once,
         idempotent: name == "echo",
     };
@@ -338,7 +338,7 @@ mod tests {
             name: "deploy".into(),
             runs: Duration::from_secs(120),
             progress_every: Some(Duration::from_secs(10)),
-            input: Some("elicitation/create".into()),
+            input: vec!["elicitation/create".into()],
             once: true,
             idempotent: false,
         };

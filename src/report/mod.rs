@@ -594,7 +594,7 @@ pub fn describe(what: &What) -> String {
             format!("app: notified {client}'s session as events {}", event_ids.join(", "))
         }
         What::ServerNote { session, note, replica, .. } => format!("server{} ({session}): {note}", on(replica)),
-        What::CallSent { client, conn, call, tool, id, attempt, state, credential } => {
+        What::CallSent { client, conn, call, tool, id, attempt, state, credential, answers } => {
             use crate::trace::stateless::{Attempt, StateHow};
             let why = match attempt {
                 Attempt::First => "calls",
@@ -612,14 +612,26 @@ pub fn describe(what: &What) -> String {
             });
             let cred =
                 credential.as_ref().map(|p| format!(", presenting principal {p}'s credential")).unwrap_or_default();
-            format!("{client} {why} {tool} ({call}) as request {id} on conn {conn}{st}{cred}")
+            let answered: Vec<String> = answers
+                .iter()
+                .map(|a| if a.declined { format!("{} (declined)", a.key) } else { a.key.clone() })
+                .collect();
+            let answering =
+                if answered.is_empty() { String::new() } else { format!(", answering {}", answered.join(", ")) };
+            format!("{client} {why} {tool} ({call}) as request {id} on conn {conn}{st}{cred}{answering}")
         }
         What::CallEnded { client, conn, call, id, end } => {
             use crate::trace::stateless::CallEnd;
             let how = match end {
                 CallEnd::Complete { is_error: false, .. } => "got the result".to_string(),
                 CallEnd::Complete { is_error: true, .. } => "got an error result".to_string(),
-                CallEnd::InputRequired { .. } => "was asked for input (input_required)".to_string(),
+                CallEnd::InputRequired { requests, .. } if requests.is_empty() => {
+                    "was answered input_required with no inputRequests".to_string()
+                }
+                CallEnd::InputRequired { requests, .. } => {
+                    let asked: Vec<String> = requests.iter().map(|r| format!("{} ({})", r.key, r.method)).collect();
+                    format!("was asked for input (input_required: {})", asked.join(", "))
+                }
                 CallEnd::Error { code, message } => format!("got JSON-RPC error {code} ({message})"),
                 CallEnd::Status { status } => format!("got HTTP {status}"),
                 CallEnd::Lost { why } => format!("lost the response: {why}"),
@@ -627,8 +639,9 @@ pub fn describe(what: &What) -> String {
             };
             format!("{client}'s request {id} ({call}) on conn {conn} {how}")
         }
-        What::ToolOffered { tool, once, idempotent } => format!(
-            "tool {tool}{}{}",
+        What::ToolOffered { tool, once, idempotent, input } => format!(
+            "tool {tool}{}{}{}",
+            if input.is_empty() { String::new() } else { format!(" (asks {} first)", input.join(" and ")) },
             if *once { " (one-time state)" } else { "" },
             if *idempotent { " (idempotent)" } else { "" }
         ),
@@ -651,7 +664,7 @@ pub fn describe(what: &What) -> String {
             format!("app: tool list changed (change {n}); told {streams} open listen stream(s)")
         }
         What::CallAbandoned { client, call, why } => format!("{client} gives up on {call}: {why}"),
-        What::Execution { exec, tool, call, id, principal, on_behalf_of, step, replica } => {
+        What::Execution { exec, tool, call, id, principal, on_behalf_of, step, inputs, replica } => {
             use crate::trace::stateless::ExecStep;
             let what = match step {
                 ExecStep::Started => "started",
@@ -664,8 +677,11 @@ pub fn describe(what: &What) -> String {
                 .filter(|b| *b != principal)
                 .map(|b| format!(", acting for {b}"))
                 .unwrap_or_default();
+            let keys: Vec<&str> = inputs.iter().map(|r| r.key.as_str()).collect();
+            let read =
+                if keys.is_empty() { String::new() } else { format!(" on the answers under {}", keys.join(", ")) };
             format!(
-                "app{}: execution E{exec} of {tool} ({call}, request {id} from {principal}{behalf}) {what}",
+                "app{}: execution E{exec} of {tool} ({call}, request {id} from {principal}{behalf}) {what}{read}",
                 on(replica)
             )
         }

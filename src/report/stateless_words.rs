@@ -107,6 +107,23 @@ impl fmt::Display for F {
                 };
                 write!(f, "{req} presented a requestState {tamper}, and the server {how} at {at} ({rule})")
             }
+            F::AnswerMisread { exec, req, key, sent_under, at } => write!(
+                f,
+                "execution E{exec} of {req} acted, under input {key:?}, on {} at {at} (MRTR: inputResponses are keyed by the server's own keys, and each answer belongs to its key)",
+                match sent_under {
+                    Some(other) => format!("the answer the request sent under {other:?}"),
+                    None => "a value the request never sent under that key".to_string(),
+                }
+            ),
+            F::RanPastDecline { exec, req, key, at } => write!(
+                f,
+                "{req} declined the input {key:?}, yet execution E{exec} did its side effect at {at}: it ran as if the input had been accepted"
+            ),
+            F::RanUnanswered { exec, req, input, at } => write!(
+                f,
+                "execution E{exec} of {req} started at {at}, but the tool asks for {} first and the request answered none of it (inputResponses absent)",
+                input.join(" and ")
+            ),
             F::ExpiredStateHonoured { req, expired_at, sent_at, how } => write!(
                 f,
                 "{req} presented a requestState at {sent_at} that expired at {expired_at} by the server's own lifetime, and the server {how} (MRTR: a short expiry is a SHOULD)"

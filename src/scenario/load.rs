@@ -182,19 +182,27 @@ impl Loader<'_> {
             if self.tools.iter().any(|x| x.name == name) {
                 return Err(self.err(t.name.span(), format!("tool {name:?} is defined twice")));
             }
-            if let Some(m) = &t.input {
-                if !SERVER_REQUEST_METHODS.contains(&m.get_ref().as_str()) {
-                    return Err(self.err(
-                        m.span(),
-                        format!(
-                            "unknown input method {:?}{} (one of: {})",
-                            m.get_ref(),
-                            hint(m.get_ref(), SERVER_REQUEST_METHODS),
-                            SERVER_REQUEST_METHODS.join(", ")
-                        ),
-                    ));
+            let input = match t.input {
+                None => Vec::new(),
+                Some(m) => {
+                    let span = m.span();
+                    let methods = m.into_inner().into_vec();
+                    if methods.is_empty() {
+                        return Err(self.err(span, format!("tool {name:?}: input lists no method")));
+                    }
+                    if let Some(bad) = methods.iter().find(|m| !SERVER_REQUEST_METHODS.contains(&m.as_str())) {
+                        return Err(self.err(
+                            span,
+                            format!(
+                                "unknown input method {bad:?}{} (one of: {})",
+                                hint(bad, SERVER_REQUEST_METHODS),
+                                SERVER_REQUEST_METHODS.join(", ")
+                            ),
+                        ));
+                    }
+                    methods
                 }
-            }
+            };
             if t.progress_every.is_some_and(|d| d.0.is_zero()) {
                 return Err(self.err(t.name.span(), format!("tool {name:?}: progress_every must be more than 0s")));
             }
@@ -202,7 +210,7 @@ impl Loader<'_> {
                 name,
                 runs: t.runs.map_or(Duration::ZERO, |d| d.0),
                 progress_every: t.progress_every.map(|d| d.0),
-                input: t.input.map(Spanned::into_inner),
+                input,
                 once: t.once.unwrap_or(false),
                 idempotent: t.idempotent.unwrap_or(false),
             });
@@ -626,7 +634,8 @@ impl Loader<'_> {
             return Err(self.err(label.span(), format!("label {l:?} is used twice")));
         }
         self.calls.insert(l.clone(), tool.get_ref().clone());
-        Ok(Action::Call { client, tool: tool.get_ref().clone(), label: label.into_inner() })
+        let decline = s.decline.as_ref().is_some_and(|d| *d.get_ref());
+        Ok(Action::Call { client, tool: tool.get_ref().clone(), label: label.into_inner(), decline })
     }
 
     fn last_event_id(&self, s: &RawStep) -> Result<LastEventId> {
@@ -658,6 +667,7 @@ impl Loader<'_> {
             LastEventIdRaw::LastSeenPlus(LastSeenPlusRaw { last_seen_plus }) => {
                 LastEventId::LastSeenPlus(*last_seen_plus)
             }
+            LastEventIdRaw::SeenBefore(SeenBeforeRaw { seen_before }) => LastEventId::SeenBefore(seen_before.clone()),
         })
     }
 
@@ -678,7 +688,7 @@ impl Loader<'_> {
             Action::Resume { .. } => &["client", "last_event_id", "expect"],
             Action::StealToken { .. } => &["from", "to", "credential"],
             Action::Wait => &[],
-            Action::Call { .. } => &["client", "tool", "label"],
+            Action::Call { .. } => &["client", "tool", "label", "decline"],
             Action::StealRequestState { .. } => &["from", "to", "label", "credential"],
             Action::TamperRequestState { .. } => &["client", "label", "how", "onto"],
             Action::ReplayRequestState { .. } => &["client", "label"],
@@ -699,6 +709,7 @@ impl Loader<'_> {
             ("credential", s.credential.as_ref().map(|x| x.span())),
             ("expect", s.expect.as_ref().map(|x| x.span())),
             ("reissuable", s.reissuable.as_ref().map(|x| x.span())),
+            ("decline", s.decline.as_ref().map(|x| x.span())),
             ("tool", s.tool.as_ref().map(|x| x.span())),
             ("how", s.how.as_ref().map(|x| x.span())),
             ("onto", s.onto.as_ref().map(|x| x.span())),

@@ -153,13 +153,22 @@ pub struct ToolSpec {
     /// How often an execution sends `notifications/progress` (none: never).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub progress_every: Option<Duration>,
-    /// The input the tool asks for first, by method (an MRTR round); none: it runs at once.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub input: Option<String>,
+    /// The inputs the tool asks for first, by method, in one MRTR round
+    /// (none: it runs at once). Written as one method, or a list.
+    #[serde(skip_serializing_if = "Vec::is_empty", serialize_with = "one_or_many")]
+    pub input: Vec<String>,
     /// Its `requestState` is a one-time redemption: the server must refuse it a second time.
     pub once: bool,
     /// Running it twice does no harm (a re-issue that runs it again is no loss).
     pub idempotent: bool,
+}
+
+/// A list of one as its only element (a tool's `input`, as scenario files write it).
+fn one_or_many<S: serde::Serializer>(v: &[String], s: S) -> std::result::Result<S::Ok, S::Error> {
+    match v {
+        [one] => s.serialize_str(one),
+        many => many.serialize(s),
+    }
 }
 
 /// How a `tamper-request-state` step alters the state it presents.
@@ -468,6 +477,10 @@ pub enum LastEventId {
         #[serde(skip_serializing_if = "is_uplink")]
         stream: SeenOn,
     },
+    /// The last id the resuming client saw on its uplink before the server
+    /// issued request `label` (a `server-request` step's label): a window
+    /// that holds that request, and none of the session's earlier traffic.
+    SeenBefore(String),
 }
 
 fn is_uplink(s: &SeenOn) -> bool {
@@ -608,6 +621,8 @@ pub enum Action {
         tool: String,
         /// The scenario's name for the call.
         label: String,
+        /// The client declines the elicitations the server asks it for this call (`decline = true`).
+        decline: bool,
     },
     /// stateless-http: `to` presents the `requestState` `from` holds for call
     /// `label`, on a request of its own for the same call.
@@ -822,12 +837,18 @@ impl Action {
             Action::Resume { client, last_event_id: LastEventId::LastSeenPlus(k), .. } => {
                 format!("{client} resumes from its last seen id {k:+}")
             }
+            Action::Resume { client, last_event_id: LastEventId::SeenBefore(label), .. } => {
+                format!("{client} resumes from the last id it saw before {label} was issued")
+            }
             Action::StealToken { from, to, credential } => {
                 format!("{to} steals {from}'s session token{}", if *credential { " and credential" } else { "" })
             }
             Action::CrashClient { client } => format!("{client} crashes"),
             Action::Wait => "wait".into(),
-            Action::Call { client, tool, label } => format!("{client} calls tool {tool} ({label})"),
+            Action::Call { client, tool, label, decline } => {
+                let and = if *decline { ", declining what it is asked" } else { "" };
+                format!("{client} calls tool {tool} ({label}){and}")
+            }
             Action::StealRequestState { from, to, label, credential } => format!(
                 "{to} presents {from}'s requestState of {label}{}",
                 if *credential { format!(" with {from}'s credential") } else { String::new() }

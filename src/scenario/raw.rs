@@ -107,10 +107,10 @@ pub(super) struct RawTool {
     pub(super) runs: Option<Dur>,
     /// How often an execution sends progress (default: never).
     pub(super) progress_every: Option<Dur>,
-    /// The input the tool asks for first (an MRTR round), by method.
+    /// The inputs the tool asks for first, in one MRTR round: a method, or a list of them.
     #[serde(default)]
-    #[schemars(schema_with = "method_schema")]
-    pub(super) input: Option<Spanned<String>>,
+    #[schemars(schema_with = "methods_schema")]
+    pub(super) input: Option<Spanned<OneOrMany>>,
     /// Its requestState is a one-time redemption (default false).
     pub(super) once: Option<bool>,
     /// Running it twice does no harm (default false).
@@ -162,6 +162,10 @@ pub(super) struct RawStep {
     /// under a fresh id (its effect is not idempotent); default `true`.
     #[schemars(with = "Option<bool>")]
     pub(super) reissuable: Option<Spanned<bool>>,
+    /// `call` only (stateless-http): `true` when the client declines the
+    /// elicitations the server asks it for this call (default `false`).
+    #[schemars(with = "Option<bool>")]
+    pub(super) decline: Option<Spanned<bool>>,
     /// `call` only (stateless-http): the tool to call, a `[[tool]]`.
     #[schemars(with = "Option<String>")]
     pub(super) tool: Option<Spanned<String>>,
@@ -211,10 +215,19 @@ pub(super) enum LastEventIdRaw {
     Seen(SeenRaw),
     Raw(RawIdRaw),
     LastSeenPlus(LastSeenPlusRaw),
+    SeenBefore(SeenBeforeRaw),
+}
+
+/// `{ seen_before = "r3" }`: the last id the resuming client saw on its
+/// uplink before the server issued request `r3` (a `server-request` label).
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SeenBeforeRaw {
+    pub(super) seen_before: String,
 }
 
 /// What `last_event_id` may be, for error messages.
-pub(super) const LAST_EVENT_ID_FORMS: &str = "last_event_id must be an integer, \"last-seen\", \"none\", { seen_by = \"client\", nth = 1 }, { raw = \"any id\" } or { last_seen_plus = -4 }";
+pub(super) const LAST_EVENT_ID_FORMS: &str = "last_event_id must be an integer, \"last-seen\", \"none\", { seen_by = \"client\", nth = 1 }, { raw = \"any id\" }, { last_seen_plus = -4 } or { seen_before = \"label\" }";
 
 /// `{ last_seen_plus = -4 }`: the resuming client's last seen id plus an
 /// offset (numeric ids only): the window's edges, wherever the run put them.
@@ -250,6 +263,30 @@ pub(super) fn step_kind_schema(_: &mut schemars::SchemaGenerator) -> schemars::S
 
 pub(super) fn method_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({ "type": "string", "enum": SERVER_REQUEST_METHODS })
+}
+
+pub(super) fn methods_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "oneOf": [
+        { "type": "string", "enum": SERVER_REQUEST_METHODS },
+        { "type": "array", "items": { "type": "string", "enum": SERVER_REQUEST_METHODS }, "minItems": 1 }
+    ] })
+}
+
+/// A method, or a list of them.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub(super) fn into_vec(self) -> Vec<String> {
+        match self {
+            OneOrMany::One(m) => vec![m],
+            OneOrMany::Many(ms) => ms,
+        }
+    }
 }
 
 pub(super) fn expect_inherent_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {

@@ -127,6 +127,11 @@ impl Plan {
                 Action::Answer { label, .. } if !labels.contains(label.as_str()) => {
                     return Err(at(format!("answers label {label:?}, which no earlier step issues")));
                 }
+                Action::Resume { last_event_id: LastEventId::SeenBefore(label), .. }
+                    if !labels.contains(label.as_str()) =>
+                {
+                    return Err(at(format!("resumes from before {label:?}, which no earlier step issues")));
+                }
                 Action::Call { label, tool, .. } => {
                     if !labels.insert(label) {
                         return Err(at(format!("label {label:?} is used twice")));

@@ -41,8 +41,15 @@ impl Plan {
             if let Some(p) = t.progress_every {
                 let _ = writeln!(out, "progress_every = {}", d(p));
             }
-            if let Some(m) = &t.input {
-                let _ = writeln!(out, "input = {}", q(m));
+            match t.input.as_slice() {
+                [] => {}
+                [m] => {
+                    let _ = writeln!(out, "input = {}", q(m));
+                }
+                ms => {
+                    let list: Vec<String> = ms.iter().map(|m| q(m)).collect();
+                    let _ = writeln!(out, "input = [{}]", list.join(", "));
+                }
             }
             let _ = writeln!(out, "once = {}\nidempotent = {}\n", t.once, t.idempotent);
         }
@@ -209,8 +216,11 @@ fn write_step(out: &mut String, step: &Step) {
         Action::Listen { client } => {
             let _ = writeln!(out, "client = {}", q(client));
         }
-        Action::Call { client, tool, label } => {
+        Action::Call { client, tool, label, decline } => {
             let _ = writeln!(out, "client = {}\ntool = {}\nlabel = {}", q(client), q(tool), q(label));
+            if *decline {
+                let _ = writeln!(out, "decline = true");
+            }
         }
         Action::StealRequestState { from, to, label, credential } => {
             let _ =
@@ -252,6 +262,7 @@ fn last_event_id_toml(id: &LastEventId) -> String {
         LastEventId::Id(n) => n.to_string(),
         LastEventId::Raw(s) => format!("{{ raw = {} }}", q(s)),
         LastEventId::LastSeenPlus(k) => format!("{{ last_seen_plus = {k} }}"),
+        LastEventId::SeenBefore(label) => format!("{{ seen_before = {} }}", q(label)),
         LastEventId::Seen { client: by, nth, stream: SeenOn::Uplink } => {
             format!("{{ seen_by = {}, nth = {nth} }}", q(by))
         }

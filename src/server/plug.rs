@@ -227,6 +227,11 @@ impl AppReporter {
             id: run.id.clone(),
             principal: run.principal.clone(),
             on_behalf_of: run.on_behalf_of.clone(),
+            inputs: if step == crate::trace::stateless::ExecStep::Started {
+                crate::wire::mrtr::reads(&run.inputs)
+            } else {
+                Vec::new()
+            },
             step,
             replica: None,
         });
@@ -294,6 +299,9 @@ pub struct ExecutionOf {
     pub principal: String,
     /// The principal its `requestState` was minted for, if it continues one.
     pub on_behalf_of: Option<String>,
+    /// The input responses the tool acts on: each key it read, and the
+    /// value it found there (reported with its start).
+    pub inputs: Vec<(String, serde_json::Value)>,
 }
 
 /// The hook a plug-in's application receives.

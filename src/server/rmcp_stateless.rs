@@ -224,14 +224,14 @@ fn principal(cx: &RequestContext<RoleServer>) -> String {
 
 /// rmcp's typed input requests for the first round, built from the same
 /// wire shape the reference server sends.
-fn input_requests(method: &str, ask: &str) -> Result<InputRequests, ErrorData> {
-    let msg = mrtr::input_required(RpcId::Num(0), "confirm", method, ask, "");
+fn input_requests(asks: &[(String, String)], ask: &str) -> Result<InputRequests, ErrorData> {
+    let msg = mrtr::input_required(RpcId::Num(0), asks, ask, None);
     let crate::wire::jsonrpc::Message::Response { result, .. } = msg else {
         unreachable!("input_required builds a response")
     };
     let reqs = result.get("inputRequests").cloned().unwrap_or(Value::Null);
     serde_json::from_value::<std::collections::BTreeMap<String, InputRequest>>(reqs)
-        .map_err(|e| ErrorData::internal_error(format!("rmcp cannot build the input request {method}: {e}"), None))
+        .map_err(|e| ErrorData::internal_error(format!("rmcp cannot build the input requests {asks:?}: {e}"), None))
 }
 
 impl ServerHandler for App {
@@ -276,13 +276,32 @@ impl ServerHandler for App {
         // The module docs' shape: "user:alice|tools/call:weather", plus the digest.
         let ad = format!("user:{principal}|tools/call:{}|{digest}", tool.name);
         let mut on_behalf_of = None;
-        if let Some(method) = &tool.input {
+        let mut inputs = Vec::new();
+        if !tool.input.is_empty() {
+            let asks: Vec<(String, String)> =
+                (0..tool.input.len()).map(|i| (mrtr::input_key(&tool.input, i), tool.input[i].clone())).collect();
+            if req.request_state.is_some() {
+                // Each answer under its own key (before the state is opened: a
+                // retry that lacks one spends no one-time state).
+                let responses = req.input_responses.clone().unwrap_or_default();
+                for (key, _) in &asks {
+                    match responses.get(key) {
+                        Some(v) => inputs.push((key.clone(), v.clone())),
+                        None => {
+                            return Err(ErrorData::invalid_params(
+                                format!("inputResponses has no answer under {key:?}"),
+                                None,
+                            ))
+                        }
+                    }
+                }
+            }
             match &req.request_state {
                 None => {
                     let n = format!("{:016x}", self.rng.lock().expect("rng lock").next_u64());
                     let p = Payload { t: tool.name.clone(), a: digest, p: principal.clone(), n };
                     let st = self.mint(&p, &ad)?;
-                    let reqs = input_requests(method, &format!("{} needs your confirmation", tool.name))?;
+                    let reqs = input_requests(&asks, &format!("{} needs your confirmation", tool.name))?;
                     self.send(Report::Minted { call, id, principal, state: st.clone(), once: tool.once });
                     let result = if self.codec.is_some() {
                         InputRequiredResult::new(Some(reqs), Some(st))
@@ -314,8 +333,13 @@ impl ServerHandler for App {
                 },
             }
         }
+        // A declined confirmation: the tool does not run.
+        if let Some((key, _)) = inputs.iter().find(|(_, v)| mrtr::declines(v)) {
+            let words = format!("{} not run: {key} declined", tool.name);
+            return Ok(CallToolResult::error(vec![ContentBlock::text(words)]).into());
+        }
         let n = self.durable.execs.fetch_add(1, Ordering::Relaxed) + 1;
-        let run = ExecutionOf { tool: tool.name.clone(), call, id, principal: principal.clone(), on_behalf_of };
+        let run = ExecutionOf { tool: tool.name.clone(), call, id, principal: principal.clone(), on_behalf_of, inputs };
         self.send(Report::Exec(n, run.clone(), ExecStep::Started));
         let data_of = run.on_behalf_of.clone().unwrap_or(principal);
         let token = cx.meta.get_progress_token();

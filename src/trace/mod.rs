@@ -630,6 +630,9 @@ pub enum What {
         /// Running it twice does no harm.
         #[serde(skip_serializing_if = "std::ops::Not::not", default)]
         idempotent: bool,
+        /// The inputs it asks for before it runs, by method.
+        #[serde(skip_serializing_if = "Vec::is_empty", default)]
+        input: Vec<String>,
     },
     /// A client sent one attempt of a tool call (every attempt has its own JSON-RPC id).
     CallSent {
@@ -651,6 +654,9 @@ pub enum What {
         /// The principal whose credential it presented, when not the client's own.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         credential: Option<String>,
+        /// The answers it carried in `inputResponses`, by key.
+        #[serde(skip_serializing_if = "Vec::is_empty", default)]
+        answers: Vec<stateless::InputAnswer>,
     },
     /// How a client saw one attempt of a call end.
     CallEnded {
@@ -722,6 +728,10 @@ pub enum What {
         /// What happened.
         #[serde(flatten)]
         step: stateless::ExecStep,
+        /// The answers it acted on, by the key it read them under (on its
+        /// start; none when the application does not say).
+        #[serde(skip_serializing_if = "Vec::is_empty", default)]
+        inputs: Vec<stateless::InputRead>,
         /// The replica that did it (from 1), in a deployment of several.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         replica: Option<u32>,

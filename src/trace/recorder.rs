@@ -91,39 +91,24 @@ impl Recorder {
     /// streams) of session `token`.
     pub fn nth_message_id(&self, client: &str, nth: usize, token: &str, purpose: Purpose) -> Option<String> {
         let events = self.inner.events.borrow();
-        let of_session: Vec<ConnId> = events
-            .iter()
-            .filter_map(|e| match &e.what {
-                What::HttpRequest { client: c, conn, session: Some(t), .. } if c == client && t == token => Some(*conn),
-                What::HttpRequest { client: c, conn, path, .. }
-                    if c == client && path.ends_with(&format!("={token}")) =>
-                {
-                    Some(*conn)
-                }
-                What::SessionToken { client: c, conn, token: t } if c == client && t == token => Some(*conn),
-                _ => None,
-            })
-            .collect();
-        let uplinks: Vec<ConnId> = events
-            .iter()
-            .filter_map(|e| match &e.what {
-                What::Connect { client: c, conn, purpose: p, .. }
-                    if c == client && *p == purpose && of_session.contains(conn) =>
-                {
-                    Some(*conn)
-                }
-                _ => None,
-            })
-            .collect();
-        let mut ids = events.iter().filter_map(|e| match &e.what {
-            What::SseEvent { client: c, conn, id: Some(id), rpc: Some(_), .. }
-                if c == client && uplinks.contains(conn) =>
-            {
-                Some(id.clone())
-            }
+        message_ids(&events, client, token, purpose).into_iter().nth(nth.checked_sub(1)?).map(|(_, id)| id)
+    }
+
+    /// The id of the last event carrying a message that `client` received
+    /// on its uplinks of session `token` before the application reported
+    /// request `label` issued (not the request's own event, if the client
+    /// received that first).
+    pub fn id_seen_before(&self, client: &str, label: &str, token: &str) -> Option<String> {
+        let events = self.inner.events.borrow();
+        let (at, own) = events.iter().enumerate().find_map(|(i, e)| match &e.what {
+            What::RequestIssued { label: l, event_id, .. } if l == label => Some((i, event_id.clone())),
             _ => None,
-        });
-        ids.nth(nth.checked_sub(1)?)
+        })?;
+        message_ids(&events, client, token, Purpose::Uplink)
+            .into_iter()
+            .rev()
+            .find(|(i, id)| *i < at && Some(id) != own.as_ref())
+            .map(|(_, id)| id)
     }
 
     /// Every JSON-RPC id the application reported for `label` (issued with
@@ -139,4 +124,43 @@ impl Recorder {
         }
         ids
     }
+}
+
+/// The ids, with their places in `events`, of the events carrying a message
+/// that `client` received on its connections of `purpose` of session `token`.
+fn message_ids(events: &[Event], client: &str, token: &str, purpose: Purpose) -> Vec<(usize, String)> {
+    let of_session: Vec<ConnId> = events
+        .iter()
+        .filter_map(|e| match &e.what {
+            What::HttpRequest { client: c, conn, session: Some(t), .. } if c == client && t == token => Some(*conn),
+            What::HttpRequest { client: c, conn, path, .. } if c == client && path.ends_with(&format!("={token}")) => {
+                Some(*conn)
+            }
+            What::SessionToken { client: c, conn, token: t } if c == client && t == token => Some(*conn),
+            _ => None,
+        })
+        .collect();
+    let conns: Vec<ConnId> = events
+        .iter()
+        .filter_map(|e| match &e.what {
+            What::Connect { client: c, conn, purpose: p, .. }
+                if c == client && *p == purpose && of_session.contains(conn) =>
+            {
+                Some(*conn)
+            }
+            _ => None,
+        })
+        .collect();
+    events
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match &e.what {
+            What::SseEvent { client: c, conn, id: Some(id), rpc: Some(_), .. }
+                if c == client && conns.contains(conn) =>
+            {
+                Some((i, id.clone()))
+            }
+            _ => None,
+        })
+        .collect()
 }

@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::wire::mrtr::{InputAnswer, InputAsk, InputRead};
+
 /// Why a client sent an attempt of a call.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
@@ -81,6 +83,9 @@ pub enum CallEnd {
         /// The fingerprint of the `requestState` it carried, if any.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         state: Option<String>,
+        /// Its `inputRequests`: each key, and the method it asks.
+        #[serde(skip_serializing_if = "Vec::is_empty", default)]
+        requests: Vec<InputAsk>,
     },
     /// A JSON-RPC error answered it.
     Error {

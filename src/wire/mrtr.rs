@@ -9,6 +9,7 @@
 //! § Standard Request Headers). Our notes: `docs/stateless-http.md`.
 
 use super::jsonrpc::{Message, RpcId};
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 /// The protocol version every request names (`MCP-Protocol-Version`, `_meta`).
@@ -66,6 +67,39 @@ pub fn meta(client: &str, progress_token: Option<&str>) -> Value {
     m
 }
 
+/// One input an `InputRequiredResult` asks for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputAsk {
+    /// The server's key for it (`inputRequests`, then `inputResponses`).
+    pub key: String,
+    /// The method it asks (`elicitation/create`, `sampling/createMessage`, `roots/list`).
+    pub method: String,
+}
+
+/// One answer a retry carried in `inputResponses`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputAnswer {
+    /// The key it answers.
+    pub key: String,
+    /// The method it answers.
+    pub method: String,
+    /// The client declined it (an elicitation's `action: "decline"`).
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub declined: bool,
+    /// The answer, as sent.
+    pub value: Value,
+}
+
+/// One answer an execution acted on, as the application reports it: the
+/// key it read, and the value it found there.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputRead {
+    /// The key the application read the answer under.
+    pub key: String,
+    /// The value it acted on.
+    pub value: Value,
+}
+
 /// What a retry carries besides the call: the input responses (by the
 /// server's keys) and the state, echoed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -77,8 +111,16 @@ pub struct Continuation {
 }
 
 /// `tools/call` of `tool` for the call `call` (its `call` argument), with a
-/// continuation when it answers an `InputRequiredResult`.
-pub fn tool_call(id: RpcId, client: &str, tool: &str, call: &str, cont: Option<&Continuation>) -> Message {
+/// continuation when it answers an `InputRequiredResult`; `decline`: the
+/// client declines the elicitations it is asked.
+pub fn tool_call(
+    id: RpcId,
+    client: &str,
+    tool: &str,
+    call: &str,
+    cont: Option<&Continuation>,
+    decline: bool,
+) -> Message {
     let mut params = json!({
         "name": tool,
         "arguments": {CALL_ARG: call},
@@ -87,7 +129,7 @@ pub fn tool_call(id: RpcId, client: &str, tool: &str, call: &str, cont: Option<&
     if let Some(c) = cont {
         if !c.requests.is_empty() {
             let responses: serde_json::Map<String, Value> =
-                c.requests.iter().map(|(k, m)| (k.clone(), input_response(m, client))).collect();
+                answers(c, client, call, decline).into_iter().map(|(a, v)| (a.key, v)).collect();
             params["inputResponses"] = Value::Object(responses);
         }
         if let Some(s) = &c.state {
@@ -97,14 +139,58 @@ pub fn tool_call(id: RpcId, client: &str, tool: &str, call: &str, cont: Option<&
     Message::Request { id, method: "tools/call".into(), params }
 }
 
-/// The client's answer to one input request.
-fn input_response(method: &str, client: &str) -> Value {
+/// The client's answers to a continuation's input requests, each with its
+/// record: what `client` sends for call `call` under each key. Each answer
+/// names its key, so that an answer read under another key is told apart.
+pub fn answers(cont: &Continuation, client: &str, call: &str, decline: bool) -> Vec<(InputAnswer, Value)> {
+    cont.requests
+        .iter()
+        .map(|(key, method)| {
+            let declined = decline && method == "elicitation/create";
+            let value = input_response(method, client, call, key, declined);
+            (InputAnswer { key: key.clone(), method: method.clone(), declined, value: value.clone() }, value)
+        })
+        .collect()
+}
+
+/// The client's answer to one input request (`key`, asking `method`).
+fn input_response(method: &str, client: &str, call: &str, key: &str, declined: bool) -> Value {
+    let words = format!("{client} answers {key} of {call}");
     match method {
         "sampling/createMessage" => {
-            json!({"role": "assistant", "content": {"type": "text", "text": format!("answer from {client}")}, "model": "sim"})
+            json!({"role": "assistant", "content": {"type": "text", "text": words}, "model": "sim"})
         }
-        "roots/list" => json!({"roots": [{"uri": format!("file:///home/{client}"), "name": client}]}),
-        _ => json!({"action": "accept", "content": {"confirmed": true}}),
+        "roots/list" => json!({"roots": [{"uri": format!("file:///home/{client}/{key}"), "name": words}]}),
+        _ if declined => json!({"action": "decline"}),
+        _ => json!({"action": "accept", "content": {"confirmed": true, "note": words}}),
+    }
+}
+
+/// Whether an answer declines (or cancels) what it was asked: an
+/// elicitation answered with an action other than `accept`.
+pub fn declines(answer: &Value) -> bool {
+    answer.get("action").and_then(Value::as_str).is_some_and(|a| a != "accept")
+}
+
+/// What an application reports it read: each key and its value.
+pub fn reads(inputs: &[(String, Value)]) -> Vec<InputRead> {
+    inputs.iter().map(|(key, v)| InputRead { key: key.clone(), value: v.clone() }).collect()
+}
+
+/// The server's key for the `i`th of a tool's inputs, `methods`: a word for
+/// the method (`confirm`, `summary`, `roots`), numbered when a method repeats.
+pub fn input_key(methods: &[String], i: usize) -> String {
+    let word = |m: &str| match m {
+        "sampling/createMessage" => "summary",
+        "roots/list" => "roots",
+        _ => "confirm",
+    };
+    let w = word(&methods[i]);
+    let before = methods[..i].iter().filter(|m| word(m) == w).count();
+    if before == 0 {
+        w.to_string()
+    } else {
+        format!("{w}{}", before + 1)
     }
 }
 
@@ -172,9 +258,10 @@ pub fn result_kind(result: &Value) -> Result<ResultKind, String> {
     }
 }
 
-/// An `InputRequiredResult` asking `method` under key `key`, with `state`.
-pub fn input_required(id: RpcId, key: &str, method: &str, message: &str, state: &str) -> Message {
-    let params = match method {
+/// An `InputRequiredResult` asking each `(key, method)` of `asks` (none:
+/// no `inputRequests`), with `state` (none: no `requestState`).
+pub fn input_required(id: RpcId, asks: &[(String, String)], message: &str, state: Option<&str>) -> Message {
+    let params = |method: &str| match method {
         "elicitation/create" => json!({"mode": "form", "message": message,
             "requestedSchema": {"type": "object", "properties": {"confirmed": {"type": "boolean"}}}}),
         "sampling/createMessage" => {
@@ -182,13 +269,23 @@ pub fn input_required(id: RpcId, key: &str, method: &str, message: &str, state: 
         }
         _ => json!({}),
     };
+    let mut result = json!({"resultType": "input_required"});
+    if !asks.is_empty() {
+        let requests: serde_json::Map<String, Value> =
+            asks.iter().map(|(k, m)| (k.clone(), json!({"method": m, "params": params(m)}))).collect();
+        result["inputRequests"] = Value::Object(requests);
+    }
+    if let Some(st) = state {
+        result["requestState"] = json!(st);
+    }
+    Message::Response { id, result }
+}
+
+/// A tool result that completes the call with an error, in `text`.
+pub fn complete_error(id: RpcId, text: &str) -> Message {
     Message::Response {
         id,
-        result: json!({
-            "resultType": "input_required",
-            "inputRequests": {key: {"method": method, "params": params}},
-            "requestState": state,
-        }),
+        result: json!({"resultType": "complete", "content": [{"type": "text", "text": text}], "isError": true}),
     }
 }
 
@@ -268,7 +365,7 @@ mod tests {
     fn a_retry_carries_responses_and_state_at_the_top_of_params_and_a_new_id() {
         let cont =
             Continuation { requests: vec![("confirm".into(), "elicitation/create".into())], state: Some("S".into()) };
-        let m = tool_call(RpcId::Num(2), "alice", "deploy", "d1", Some(&cont));
+        let m = tool_call(RpcId::Num(2), "alice", "deploy", "d1", Some(&cont), false);
         let Message::Request { params, id, .. } = &m else { panic!() };
         assert_eq!(*id, RpcId::Num(2));
         assert_eq!(params["requestState"], "S");
@@ -281,7 +378,7 @@ mod tests {
 
     #[test]
     fn result_types_are_read_and_unknown_or_missing_ones_are_errors() {
-        let ir = input_required(RpcId::Num(1), "k", "elicitation/create", "ok?", "st");
+        let ir = input_required(RpcId::Num(1), &[("k".into(), "elicitation/create".into())], "ok?", Some("st"));
         let Message::Response { result, .. } = ir else { panic!() };
         assert_eq!(
             result_kind(&result).unwrap(),

@@ -290,7 +290,12 @@ pub(crate) fn record_header(rec: &Recorder, plan: &Plan, server: &str, seed: See
         });
     }
     for t in &plan.tools {
-        rec.record(What::ToolOffered { tool: t.name.clone(), once: t.once, idempotent: t.idempotent });
+        rec.record(What::ToolOffered {
+            tool: t.name.clone(),
+            once: t.once,
+            idempotent: t.idempotent,
+            input: t.input.clone(),
+        });
     }
 }
 
@@ -698,9 +703,11 @@ impl<H: Hosts> World<H> {
                 }
             },
             Action::Wait => None,
-            Action::Call { client, tool, label } => {
-                client_cmd(self, client, ClientCmd::Call { label: label.clone(), tool: tool.clone() })
-            }
+            Action::Call { client, tool, label, decline } => client_cmd(
+                self,
+                client,
+                ClientCmd::Call { label: label.clone(), tool: tool.clone(), decline: *decline },
+            ),
             Action::StealRequestState { from, to, label, credential } => {
                 let held = self.clients[from].1.states.borrow().get(label).cloned();
                 match held {
@@ -879,6 +886,9 @@ impl<H: Hosts> World<H> {
                     SeenOn::Call => crate::trace::Purpose::Call,
                 };
                 self.token_of(client).and_then(|t| self.rec.nth_message_id(by, *nth, &t, purpose)).map(ResumeFrom::Id)
+            }
+            LastEventId::SeenBefore(label) => {
+                self.token_of(client).and_then(|t| self.rec.id_seen_before(client, label, &t)).map(ResumeFrom::Id)
             }
         }
     }

@@ -92,6 +92,15 @@ pub enum StatelessFinding {
     TamperedStateHonoured { req: Req, tamper: String, at: SimTime, how: &'static str },
     /// A state presented after the lifetime the server gave it, acted on.
     ExpiredStateHonoured { req: Req, expired_at: SimTime, sent_at: SimTime, how: &'static str },
+    /// An execution acted, under input key `key`, on a value that is not
+    /// the answer its request sent under that key (`sent_under`: the key
+    /// the request did send it under, if any).
+    AnswerMisread { exec: u32, req: Req, key: String, sent_under: Option<String>, at: SimTime },
+    /// An execution took its side effect although its request declined the input `key`.
+    RanPastDecline { exec: u32, req: Req, key: String, at: SimTime },
+    /// An execution of a tool that declares inputs (`input`) ran for a
+    /// request that answered none of them.
+    RanUnanswered { exec: u32, req: Req, input: Vec<String>, at: SimTime },
 
     // ---- confidentiality ----
     /// A client received a result carrying another principal's data.

@@ -4,7 +4,7 @@
 //! carried each attempt (and when its close reached the server, or when it
 //! went half-open).
 
-use crate::trace::stateless::{Attempt, CallEnd, ExecStep, Presented, StateVerdict};
+use crate::trace::stateless::{Attempt, CallEnd, ExecStep, InputAnswer, InputRead, Presented, StateVerdict};
 use crate::trace::{ConnId, MappingId, SimTime, Trace, What};
 use crate::wire::jsonrpc::RpcId;
 use std::collections::BTreeMap;
@@ -21,6 +21,8 @@ pub(crate) struct Sent {
     pub id: RpcId,
     pub attempt: Attempt,
     pub state: Option<Presented>,
+    /// The answers it carried in `inputResponses`.
+    pub answers: Vec<InputAnswer>,
     /// The principal whose credential it presented.
     pub principal: String,
     /// How it ended, when, and the event's seq.
@@ -40,6 +42,8 @@ pub(crate) struct Exec {
     pub on_behalf_of: Option<String>,
     /// Each step, when, and its seq.
     pub steps: Vec<(ExecStep, SimTime, u64)>,
+    /// The answers it acted on, as the application reported them with its start.
+    pub inputs: Vec<InputRead>,
     /// The attempt it serves (index into `sent`).
     pub sent: Option<usize>,
 }
@@ -101,6 +105,8 @@ pub(crate) struct Index {
     pub listen_ports: BTreeMap<(String, ConnId), MappingId>,
     pub clients: BTreeMap<String, String>,
     pub tools: BTreeMap<String, (bool, bool)>,
+    /// The inputs each tool that asks any declares, by method.
+    pub inputs: BTreeMap<String, Vec<String>>,
     pub sent: Vec<Sent>,
     pub execs: BTreeMap<u32, Exec>,
     pub mappings: BTreeMap<(String, MappingId), MappingFate>,
@@ -154,8 +160,11 @@ impl Index {
                 What::ClientJoined { client, principal, .. } => {
                     ix.clients.insert(client.clone(), principal.clone());
                 }
-                What::ToolOffered { tool, once, idempotent } => {
+                What::ToolOffered { tool, once, idempotent, input } => {
                     ix.tools.insert(tool.clone(), (*once, *idempotent));
+                    if !input.is_empty() {
+                        ix.inputs.insert(tool.clone(), input.clone());
+                    }
                 }
                 What::Connect { client, conn, port, .. } => {
                     ports.insert((client.clone(), *conn), *port);
@@ -182,7 +191,7 @@ impl Index {
                         f.dead_writes.push(seq);
                     }
                 }
-                What::CallSent { client, conn, call, tool, id, attempt, state, credential } => {
+                What::CallSent { client, conn, call, tool, id, attempt, state, credential, answers } => {
                     let own = ix.clients.get(client).cloned().unwrap_or_default();
                     ix.sent.push(Sent {
                         seq,
@@ -194,6 +203,7 @@ impl Index {
                         id: id.clone(),
                         attempt: attempt.clone(),
                         state: state.clone(),
+                        answers: answers.clone(),
                         principal: credential.clone().unwrap_or(own),
                         end: None,
                         mapping: None,
@@ -249,7 +259,7 @@ impl Index {
                 What::ClientCrashed { client } => {
                     ix.crashed.entry(client.clone()).or_default().push(t);
                 }
-                What::Execution { exec, tool, call, id, principal, on_behalf_of, step, .. } => {
+                What::Execution { exec, tool, call, id, principal, on_behalf_of, step, inputs, .. } => {
                     let sent = ix
                         .sent
                         .iter()
@@ -262,9 +272,11 @@ impl Index {
                         principal: principal.clone(),
                         on_behalf_of: on_behalf_of.clone(),
                         steps: Vec::new(),
+                        inputs: Vec::new(),
                         sent,
                     });
                     x.steps.push((step.clone(), t, seq));
+                    x.inputs.extend(inputs.iter().cloned());
                 }
                 What::StateMinted { fp, lifetime_us, once, .. } => {
                     ix.minted.entry(fp.clone()).or_insert(Minted { t, seq, lifetime_us: *lifetime_us, once: *once });

@@ -374,6 +374,7 @@ fn state_integrity(ix: &Index) -> Status {
             }
         }
     }
+    judged |= input_answers(ix, &mut out);
     if !judged && undeclared {
         return not_applicable(
             "no client presented an altered or moved requestState, and the server declared no lifetime for the states it minted, so none can be judged expired",
@@ -383,6 +384,65 @@ fn state_integrity(ix: &Index) -> Status {
         return not_applicable("no client presented an altered, moved or expired requestState");
     }
     status(out)
+}
+
+/// The MRTR input path (issue "Bugs that escape", item 8): an execution
+/// acts on the answers its own request carried, each under its own key; a
+/// declined input stops the tool's effect; a tool that asks for input does
+/// not run for a request that answered none. Returns whether anything was
+/// judged. (What the application read is judged only where it says.)
+fn input_answers(ix: &Index, out: &mut Vec<Violation>) -> bool {
+    let mut judged = false;
+    for x in ix.execs.values() {
+        let Some(i) = x.sent else { continue };
+        let s = &ix.sent[i];
+        let declared = ix.inputs.get(&x.tool);
+        if declared.is_none() && s.answers.is_empty() {
+            continue;
+        }
+        judged = true;
+        let (started, sseq) = x.at(&ExecStep::Started).unwrap_or((s.t, s.seq));
+        if s.answers.is_empty() {
+            out.push(v(
+                CheckId::StateIntegrity,
+                F::RanUnanswered {
+                    exec: x.exec,
+                    req: req(ix, i),
+                    input: declared.cloned().unwrap_or_default(),
+                    at: started,
+                },
+                started,
+                vec![s.seq, sseq],
+                false,
+            ));
+            continue;
+        }
+        for r in &x.inputs {
+            let sent = s.answers.iter().find(|a| a.key == r.key);
+            if sent.is_some_and(|a| a.value == r.value) {
+                continue;
+            }
+            let sent_under = s.answers.iter().find(|a| a.value == r.value).map(|a| a.key.clone());
+            out.push(v(
+                CheckId::StateIntegrity,
+                F::AnswerMisread { exec: x.exec, req: req(ix, i), key: r.key.clone(), sent_under, at: started },
+                started,
+                vec![s.seq, sseq],
+                false,
+            ));
+            break;
+        }
+        if let (Some(a), Some((effect_at, eseq))) = (s.answers.iter().find(|a| a.declined), x.at(&ExecStep::Effect)) {
+            out.push(v(
+                CheckId::StateIntegrity,
+                F::RanPastDecline { exec: x.exec, req: req(ix, i), key: a.key.clone(), at: effect_at },
+                effect_at,
+                vec![s.seq, eseq],
+                false,
+            ));
+        }
+    }
+    judged
 }
 
 /// `confidentiality`: no client receives another principal's results.
@@ -784,12 +844,12 @@ pub const CHECKS: [Check; 7] = [
     ),
     check(
         CheckId::StateIntegrity,
-        "altered, moved or expired state is refused and never acted on",
+        "altered, moved or expired state is refused and never acted on; a tool acts on the answers its request carried",
         Explain {
-            meaning: "The server acts only on state it minted, unmodified, unexpired, for this very request (tool and arguments).",
-            evidence: "A request whose requestState was altered or truncated (tamper-request-state), moved onto another call, or sent after the lifetime the application declared when minting it, and whether the server acted on it.",
+            meaning: "The server acts only on state it minted, unmodified, unexpired, for this very request (tool and arguments), and on the input responses that request carried, each under its own key.",
+            evidence: "A request whose requestState was altered or truncated (tamper-request-state), moved onto another call, or sent after the lifetime the application declared when minting it, and whether the server acted on it. For a tool that asks for input: the answers each retry carried (by key, declined or not) against the answers the application says its execution read, its side effect after a declined input, and an execution for a request that answered nothing.",
             condition: "Replay-window integrity (condition 2): a resumption from N was valid only inside the retained window; here a state is valid only as minted, in its lifetime, for its request.",
-            to_pass: "Seal the state (HMAC or AEAD), bind it to the tool and a digest of the arguments, give it a short expiry, and refuse whatever fails.",
+            to_pass: "Seal the state (HMAC or AEAD), bind it to the tool and a digest of the arguments, give it a short expiry, and refuse whatever fails. Read each answer under the key you asked it by, and do not run what was declined.",
         },
         state_integrity,
     ),

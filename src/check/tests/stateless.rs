@@ -52,7 +52,7 @@ impl Sb {
     }
 
     fn tool(self, name: &str, once: bool, idempotent: bool) -> Sb {
-        self.push(What::ToolOffered { tool: name.into(), once, idempotent })
+        self.push(What::ToolOffered { tool: name.into(), once, idempotent, input: Vec::new() })
     }
 
     /// `client` sends request `id` of `call` on conn `conn` (mapping `conn`).
@@ -88,6 +88,7 @@ impl Sb {
                 attempt,
                 state,
                 credential: credential.map(String::from),
+                answers: Vec::new(),
             })
     }
 
@@ -110,6 +111,7 @@ impl Sb {
             principal: principal.into(),
             on_behalf_of: behalf.map(String::from),
             step,
+            inputs: Vec::new(),
             replica: None,
         })
     }
@@ -475,7 +477,7 @@ fn liveness_fires_on_a_valid_state_refused_and_not_on_an_expired_one() {
             .at(1_000)
             .send("alice", 1, "c1", 1, Attempt::First, None)
             .minted("c1", 1, "alice", "fp1", 60, false)
-            .end("alice", 1, "c1", 1, CallEnd::InputRequired { state: Some("fp1".into()) })
+            .end("alice", 1, "c1", 1, CallEnd::InputRequired { state: Some("fp1".into()), requests: Vec::new() })
             .at(at_ms)
             .send("alice", 2, "c1", 2, Attempt::Retry, state("fp1", StateHow::AsReceived))
             .end("alice", 2, "c1", 2, CallEnd::Error { code: -32602, message: "invalid requestState".into() })
@@ -500,7 +502,7 @@ fn a_one_time_state_spent_by_a_request_lost_to_a_restart_is_an_inherent_refusal(
             .at(1_000)
             .send("alice", 1, "c1", 1, Attempt::First, None)
             .minted("c1", 1, "alice", "fp1", 60, true)
-            .end("alice", 1, "c1", 1, CallEnd::InputRequired { state: Some("fp1".into()) })
+            .end("alice", 1, "c1", 1, CallEnd::InputRequired { state: Some("fp1".into()), requests: Vec::new() })
             .at(2_000)
             .send("alice", 2, "c1", 2, Attempt::Retry, state("fp1", StateHow::AsReceived))
             .at(2_100);

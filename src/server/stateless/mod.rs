@@ -85,6 +85,13 @@ pub enum Flaw {
     /// Marks a one-time state used only after the execution's side effect,
     /// not when it accepts it: a second redemption while the first runs passes.
     MarksUsedLate,
+    /// Reads each of a two-input tool's answers under the other's key.
+    SwapsAnswers,
+    /// Runs the tool when an elicitation it asked was declined, as if accepted.
+    IgnoresDecline,
+    /// Answers the first round `input_required` with a `requestState` and no
+    /// `inputRequests`, then runs the tool on the retry, which answered nothing.
+    StateWithoutInputs,
 }
 
 const ALL_CHECKS: StatelessPolicy = StatelessPolicy {
@@ -379,7 +386,11 @@ async fn call(shared: &Rc<Shared>, id: RpcId, principal: &str, params: &Value) -
     let report = &shared.app.report;
     let mut on_behalf_of = None;
     let mut nonce: Option<String> = None;
-    if let Some(method) = &tool.input {
+    let mut inputs = Vec::new();
+    if !tool.input.is_empty() {
+        let asks: Vec<(String, String)> =
+            (0..tool.input.len()).map(|i| (mrtr::input_key(&tool.input, i), tool.input[i].clone())).collect();
+        let flaw = shared.policy.flaw;
         let ask = |digest: String| {
             let nonce = format!("{:016x}", shared.rng.borrow_mut().next_u64());
             let lifetime = shared.cfg.state_lifetime.0;
@@ -394,47 +405,76 @@ async fn call(shared: &Rc<Shared>, id: RpcId, principal: &str, params: &Value) -
             // The state says when it expires whether or not this policy enforces it.
             report.state_minted(&call, &id, principal, &st, Some(lifetime), tool.once);
             let words = format!("{} needs your confirmation", tool.name);
-            json(StatusCode::OK, &mrtr::input_required(id.clone(), "confirm", method, &words, &st))
+            let asked = if flaw == Some(Flaw::StateWithoutInputs) { &[][..] } else { &asks[..] };
+            json(StatusCode::OK, &mrtr::input_required(id.clone(), asked, &words, Some(&st)))
         };
-        match params.get("requestState") {
-            None => return ask(digest),
-            Some(Value::String(st)) => {
-                let verdict = check_state(shared, &tool, &digest, (&call, &id, principal), st).await;
-                match verdict {
-                    Ok(_) if shared.policy.flaw == Some(Flaw::AsksForever) => {
-                        report.state_checked(&call, &id, principal, st, StateVerdict::Accepted);
-                        return ask(digest);
-                    }
-                    Ok(p) => {
-                        report.state_checked(&call, &id, principal, st, StateVerdict::Accepted);
-                        on_behalf_of = Some(p.p);
-                        nonce = Some(p.n);
-                    }
-                    Err(why) => {
-                        report.state_checked(&call, &id, principal, st, StateVerdict::Refused { why: why.clone() });
-                        return error(
-                            StatusCode::OK,
-                            Some(id),
-                            mrtr::INVALID_PARAMS,
-                            format!("invalid requestState: {why}"),
-                        );
-                    }
+        let Some(presented) = params.get("requestState") else { return ask(digest) };
+        let Value::String(st) = presented else {
+            return error(
+                StatusCode::OK,
+                Some(id),
+                mrtr::INVALID_PARAMS,
+                format!("requestState must be a string, not {presented}"),
+            );
+        };
+        // Each answer under its own key; none missing (the state is not
+        // touched, so a one-time state is not spent on a retry that lacks one).
+        let responses = params.get("inputResponses");
+        let asked = if flaw == Some(Flaw::StateWithoutInputs) { &[][..] } else { &asks[..] };
+        for (i, (key, _)) in asked.iter().enumerate() {
+            // The swap reads the first answer under the second key and the second under the first.
+            let from = match flaw {
+                Some(Flaw::SwapsAnswers) if asked.len() == 2 => &asked[1 - i].0,
+                _ => key,
+            };
+            match responses.and_then(|r| r.get(from)) {
+                Some(v) => inputs.push((key.clone(), v.clone())),
+                None => {
+                    return error(
+                        StatusCode::OK,
+                        Some(id),
+                        mrtr::INVALID_PARAMS,
+                        format!("inputResponses has no answer under {key:?}"),
+                    )
                 }
             }
-            Some(other) => {
-                return error(
+        }
+        let verdict = check_state(shared, &tool, &digest, (&call, &id, principal), st).await;
+        match verdict {
+            Ok(_) if flaw == Some(Flaw::AsksForever) => {
+                report.state_checked(&call, &id, principal, st, StateVerdict::Accepted);
+                return ask(digest);
+            }
+            Ok(p) => {
+                report.state_checked(&call, &id, principal, st, StateVerdict::Accepted);
+                on_behalf_of = Some(p.p);
+                nonce = Some(p.n);
+            }
+            Err(why) => {
+                report.state_checked(&call, &id, principal, st, StateVerdict::Refused { why: why.clone() });
+                return error(StatusCode::OK, Some(id), mrtr::INVALID_PARAMS, format!("invalid requestState: {why}"));
+            }
+        }
+        // A declined confirmation: the tool does not run.
+        if let Some((key, _)) = inputs.iter().find(|(_, v)| mrtr::declines(v)) {
+            if flaw != Some(Flaw::IgnoresDecline) {
+                return json(
                     StatusCode::OK,
-                    Some(id),
-                    mrtr::INVALID_PARAMS,
-                    format!("requestState must be a string, not {other}"),
-                )
+                    &mrtr::complete_error(id, &format!("{} not run: {key} declined", tool.name)),
+                );
             }
         }
     }
     let n = shared.durable.execs.get() + 1;
     shared.durable.execs.set(n);
-    let run =
-        ExecutionOf { tool: tool.name.clone(), call, id: id.clone(), principal: principal.to_string(), on_behalf_of };
+    let run = ExecutionOf {
+        tool: tool.name.clone(),
+        call,
+        id: id.clone(),
+        principal: principal.to_string(),
+        on_behalf_of,
+        inputs,
+    };
     report.execution(n, &run, ExecStep::Started);
     let data_of = run.on_behalf_of.clone().unwrap_or_else(|| principal.to_string());
     if tool.runs.is_zero() {
