@@ -394,3 +394,47 @@ fn a_resume_from_just_before_a_request_names_the_id_before_it() {
         assert_eq!(Plan::from_toml_str(&written, "again.toml").unwrap().steps, p.steps);
     }
 }
+
+/// Issue "Bugs that escape", item 9: a server that answers `input_required`
+/// with neither `inputRequests` nor `requestState` breaks the protocol
+/// once. The call it leaves unfinished used to be a second bug (liveness,
+/// stuck) beside the first (protocol); the unreadable answer is the one.
+#[test]
+fn an_input_required_with_neither_field_is_one_bug() {
+    let body = "[[client]]\nname = \"alice\"\n\
+        [[tool]]\nname = \"sign\"\ninput = \"elicitation/create\"\n\
+        [[step]]\nat = \"1s\"\ndo = \"call\"\nclient = \"alice\"\ntool = \"sign\"\nlabel = \"sign-1\"\n";
+    let p = plan("bare-input-required", Dialect::StatelessHttp, body);
+    let v = stateless_flawed(&p, Flaw::BareInputRequired);
+    fires(&v, "protocol", &["neither inputRequests nor requestState"]);
+    let violated: Vec<String> = check::violated(&v).iter().map(|c| c.to_string()).collect();
+    assert_eq!(violated, ["protocol"]);
+    let g = judge(&p, "guarded");
+    assert!(check::violated(&g).is_empty(), "{:?}", check::violated(&g));
+}
+
+/// Issue "Bugs that escape", item 9: an inclusive replay is one defect. A
+/// thief that resumes from an id of the owner's was handed that very event
+/// again, which the thief never received: stream-order named it only for a
+/// client that held the event, so this seed's bug was filed as
+/// correlation-consistency's (the event carried a request the owner had
+/// answered). Resuming from an id means "after it", whoever names it.
+#[test]
+fn an_inclusive_replay_to_a_client_that_names_anothers_id_is_the_same_bug() {
+    let body = "[server]\nfirst_event_id = 1000\n[[client]]\nname = \"alice\"\nthink_time = \"500ms\"\n\
+        [[client]]\nname = \"thief\"\n\
+        [[step]]\nat = \"0s\"\ndo = \"connect\"\nclient = \"alice\"\n\
+        [[step]]\nat = \"1s\"\ndo = \"call-tool\"\nclient = \"alice\"\nmethod = \"elicitation/create\"\nlabel = \"r1\"\n\
+        [[step]]\nat = \"1s\"\ndo = \"steal-token\"\nfrom = \"alice\"\nto = \"thief\"\ncredential = true\n\
+        [[step]]\nat = \"4s\"\ndo = \"resume\"\nclient = \"thief\"\nlast_event_id = { seen_by = \"alice\", nth = 1, stream = \"call\" }\n";
+    let p = plan("inclusive-to-a-thief", Dialect::StreamableHttp, body);
+    let v = judge(&p, "inclusive-replay");
+    fires(&v, "stream-order", &["thief resumed from", "again"]);
+    let sig = mcpsim::hunt::signature::signature(&v);
+    assert_eq!(sig, "stream-order | resent", "{:?}", headlines(&v, "correlation-consistency"));
+    // guarded: only the inherent leak of a thief that holds the owner's credential.
+    let g = judge(&p, "guarded");
+    let plain: Vec<String> =
+        g.iter().flat_map(|v| v.violations()).filter(|x| !x.inherent).map(|x| x.check.to_string()).collect();
+    assert!(plain.is_empty(), "{plain:?}");
+}

@@ -75,6 +75,16 @@ fn judge_stream(o: &Observed, c: &Conn, out: &mut Vec<Violation>) -> bool {
                 resent_held(c, d, id, hc, h),
                 c.request_seq.into_iter().chain([h.seq, d.seq]).collect(),
             ));
+        } else if c.last_event_id.as_deref() == Some(id) && d.rpc.is_some() {
+            // The very event the client named as its last, sent again, though
+            // this client never received it (it took the id from another:
+            // a thief, a client on a second device). Resuming from an id
+            // means "after it", whoever names it: the replay is inclusive.
+            let (client, conn, last, id) = (c.client.clone(), c.conn, id.to_string(), id.to_string());
+            out.push(violation(
+                Finding::ResentHeld { client, conn, last, id, at: d.t },
+                c.request_seq.into_iter().chain([d.seq]).collect(),
+            ));
         } else if let Some(e) = earlier_here {
             let (client, conn, id) = (c.client.clone(), c.conn, id.to_string());
             let finding = if e.same_event(d) {

@@ -184,13 +184,33 @@ pub fn signature(verdicts: &[crate::check::Verdict]) -> String {
         .flat_map(|v| v.violations().iter().filter(|x| !x.inherent).map(move |x| (v.check.as_str(), x)))
         .collect();
     let Some(t0) = all.iter().map(|(_, x)| x.t.0).min() else { return "none".into() };
-    let first = all
-        .iter()
-        .filter(|(_, x)| x.t.0 <= t0 + SAME_MOMENT_US)
-        .min_by_key(|(check, x)| (rank(check), x.t))
-        .expect("t0 is one of them");
+    let moment: Vec<&(&str, &crate::check::Violation)> =
+        all.iter().filter(|(_, x)| x.t.0 <= t0 + SAME_MOMENT_US).collect();
+    let first = moment.iter().min_by_key(|(check, x)| (rank(check), x.t)).expect("t0 is one of them");
+    // A root cause seen at that moment names the bug in place of what it
+    // caused beside it (issue "Bugs that escape", item 9).
+    let first = match moment.iter().find(|(_, x)| is_root(&x.finding)) {
+        Some(root) if CAUSED_BY_ROOT.contains(&first.0) => root,
+        _ => first,
+    };
     format!("{} | {}", first.0, defect(&first.1.finding))
 }
+
+/// Findings that are the cause of whatever else goes wrong at the same
+/// moment: a replay that starts with the very event the client named in
+/// `Last-Event-ID` (an inclusive replay). The request that event carries
+/// then reaches the client again, and correlation-consistency (an answered
+/// one handed again) or inflight-disposition (a pending one reached twice)
+/// report it too; ranked by check, those used to name the bug, so one
+/// defect showed as three.
+fn is_root(f: &crate::check::Finding) -> bool {
+    matches!(f, crate::check::Finding::ResentHeld { last, id, .. } if last == id)
+}
+
+/// The checks whose finding an inclusive replay causes at the same moment
+/// (the request its resent event carries, reached again). A leak or a
+/// second writer beside it is a harm of its own and keeps its name.
+const CAUSED_BY_ROOT: [&str; 2] = ["correlation-consistency", "inflight-disposition"];
 
 /// A short, stable name for a signature (8 hex digits of its FNV-1a), for
 /// file names and the summary table.

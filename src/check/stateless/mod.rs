@@ -579,11 +579,14 @@ fn liveness(ix: &Index) -> Status {
                     continue;
                 }
             },
+            // A response the client could not read, or a server error, is
+            // `protocol`'s finding: the call that it ended is no second bug
+            // (issue "Bugs that escape", item 9: an input_required with
+            // neither field once showed as two).
+            (Some((CallEnd::Garbled { .. }, _, _)), _) => continue,
+            (Some((CallEnd::Status { status }, _, _)), _) if *status >= 500 => continue,
             (Some((CallEnd::Status { status }, t, seq)), _) => {
                 (format!("its last request got HTTP {status}"), *t, *seq)
-            }
-            (Some((CallEnd::Garbled { what }, t, seq)), _) => {
-                (format!("its last response was unreadable: {what}"), *t, *seq)
             }
             // Still under way at the end (a long tool, or a re-issue waiting):
             // judged only once the bound has passed since the call began.

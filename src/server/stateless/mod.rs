@@ -92,6 +92,9 @@ pub enum Flaw {
     /// Answers the first round `input_required` with a `requestState` and no
     /// `inputRequests`, then runs the tool on the retry, which answered nothing.
     StateWithoutInputs,
+    /// Answers the first round `input_required` with neither
+    /// `inputRequests` nor `requestState`: nothing a client can answer.
+    BareInputRequired,
 }
 
 const ALL_CHECKS: StatelessPolicy = StatelessPolicy {
@@ -406,7 +409,9 @@ async fn call(shared: &Rc<Shared>, id: RpcId, principal: &str, params: &Value) -
             report.state_minted(&call, &id, principal, &st, Some(lifetime), tool.once);
             let words = format!("{} needs your confirmation", tool.name);
             let asked = if flaw == Some(Flaw::StateWithoutInputs) { &[][..] } else { &asks[..] };
-            json(StatusCode::OK, &mrtr::input_required(id.clone(), asked, &words, Some(&st)))
+            let st = if flaw == Some(Flaw::BareInputRequired) { None } else { Some(st.as_str()) };
+            let asked = if st.is_none() { &[][..] } else { asked };
+            json(StatusCode::OK, &mrtr::input_required(id.clone(), asked, &words, st))
         };
         let Some(presented) = params.get("requestState") else { return ask(digest) };
         let Value::String(st) = presented else {
