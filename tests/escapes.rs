@@ -438,3 +438,138 @@ fn an_inclusive_replay_to_a_client_that_names_anothers_id_is_the_same_bug() {
         g.iter().flat_map(|v| v.violations()).filter(|x| !x.inherent).map(|x| x.check.to_string()).collect();
     assert!(plain.is_empty(), "{plain:?}");
 }
+
+/// Forgets that a retired id was answered late once its re-issue timed
+/// out: "that request is settled", so a window over the retired id is
+/// accepted and its event replayed.
+fn forgets_late_answers_once_timed_out(v: &ResumeView<'_>, d: Decision) -> Decision {
+    use mcpsim::server::policy::{Inflight, RequestState};
+    let Some(n) = v.last_event_id else { return d };
+    if accepted(&d) || v.presented != v.owner || n >= v.next_event_id {
+        return d;
+    }
+    let window: Vec<_> = v
+        .request_events
+        .iter()
+        .filter(|(e, _)| *e > n)
+        .filter_map(|(_, id)| v.requests.iter().find(|r| &r.id == id))
+        .collect();
+    // "That request timed out: it is settled", whatever its retired id's own state says.
+    let timed_out = |label: &str| v.requests.iter().any(|o| o.label == label && o.state == RequestState::TimedOut);
+    let retired_settled = |r: &&mcpsim::server::policy::RequestView| {
+        matches!(r.state, RequestState::Reissued | RequestState::Answered) && timed_out(&r.label)
+    };
+    let settled = |r: &&mcpsim::server::policy::RequestView| {
+        retired_settled(r) || matches!(r.state, RequestState::TimedOut | RequestState::Failed)
+    };
+    if window.iter().any(retired_settled) && window.iter().all(settled) {
+        return Decision::Accept {
+            fence_prior: true,
+            replay_from: n + 1,
+            skip_newest: false,
+            inflight: Inflight::Reissue,
+        };
+    }
+    d
+}
+
+/// Issue "Bugs that escape", item 2: a stale resume over a retired id its
+/// owner answered late. Before the re-issue times out, the window holds a
+/// pending re-issue and the one-bug server refuses as guarded does: the
+/// only situation the generator drew (`StaleOverRetired`) let it escape.
+/// After the re-issue timed out (`StaleAfterReissueTimeout`, now drawn),
+/// it replays the retired id's event: the owner is handed the request she
+/// already answered. guarded refuses both.
+#[test]
+fn a_window_over_a_late_answered_retired_id_is_judged_after_its_reissue_timed_out() {
+    // r1 at 2 s (timeout 8 s: at 10 s), delivered before the rebind; the
+    // resume at 4.5 s re-issues it (delivered at about 4.6 s); alice answers
+    // each `think` after she got it; the stale resume comes between her
+    // late answer to the retired id and her answer to the re-issue.
+    let body = |think: &str, stale_at: &str| {
+        format!(
+            "[server]\nfirst_event_id = 1000\nrequest_timeout = \"8s\"\n\
+            [[client]]\nname = \"alice\"\nthink_time = \"{think}\"\n\
+            [[step]]\nat = \"0s\"\ndo = \"connect\"\nclient = \"alice\"\n\
+            [[step]]\nat = \"1s\"\ndo = \"notify\"\nclient = \"alice\"\ncount = 2\n\
+            [[step]]\nat = \"2s\"\ndo = \"server-request\"\nclient = \"alice\"\nmethod = \"roots/list\"\nlabel = \"r1\"\n\
+            [[step]]\nat = \"2400ms\"\ndo = \"rebind\"\nclient = \"alice\"\n\
+            [[step]]\nat = \"4500ms\"\ndo = \"resume\"\nclient = \"alice\"\nlast_event_id = \"last-seen\"\n\
+            [[step]]\nat = \"{stale_at}\"\ndo = \"resume\"\nclient = \"alice\"\nlast_event_id = {{ seen_before = \"r1\" }}\n"
+        )
+    };
+    let mutant = || Tweaked("forgets-late-answers", forgets_late_answers_once_timed_out);
+    // Thinking 9 s: the request times out (10 s) unanswered; she answers the
+    // retired id at about 11.1 s and the re-issue at about 13.6 s.
+    let after = plan("retired-after-timeout", Dialect::StreamableHttp, &body("9s", "12500ms"));
+    let v = judge_with(&after, mutant());
+    fires(&v, "correlation-consistency", &["was handed r1", "again"]);
+    let g = judge(&after, "guarded");
+    assert!(check::violated(&g).is_empty(), "{:?}", check::violated(&g));
+    let reached = mcpsim::hunt::reach::reached(&mcpsim::run(&after, "guarded", None).unwrap().trace, &after.server);
+    assert!(reached.contains(&mcpsim::hunt::reach::RETIRED_AFTER_TIMEOUT), "{reached:?}");
+    // Thinking 5 s (the situation hunts drew before): she answers the
+    // retired id at about 7.1 s, the re-issue is still pending at the
+    // stale resume, and the mutant refuses as guarded does.
+    let before = plan("retired-before-timeout", Dialect::StreamableHttp, &body("5s", "8500ms"));
+    quiet(&judge_with(&before, mutant()), "correlation-consistency");
+    let reached = mcpsim::hunt::reach::reached(&mcpsim::run(&before, "guarded", None).unwrap().trace, &before.server);
+    assert!(reached.contains(&mcpsim::hunt::reach::STALE_OVER_RETIRED), "{reached:?}");
+}
+
+/// Off by one: looks for answered requests in the replay window from its
+/// second event on, so an answered request that opens the window is replayed.
+fn skips_the_windows_first_event(v: &ResumeView<'_>, d: Decision) -> Decision {
+    use mcpsim::server::policy::{Inflight, RequestState};
+    let Some(n) = v.last_event_id else { return d };
+    if accepted(&d) || v.presented != v.owner || n >= v.next_event_id {
+        return d;
+    }
+    let in_window = |from: u64| {
+        v.request_events
+            .iter()
+            .filter(move |(e, _)| *e >= from)
+            .filter_map(|(_, id)| v.requests.iter().find(|r| &r.id == id))
+    };
+    let opens_answered = in_window(n + 1).next().is_some_and(|r| r.state == RequestState::Answered)
+        && v.request_events.iter().any(|(e, _)| *e == n + 1);
+    let rest_clean = in_window(n + 2).all(|r| matches!(r.state, RequestState::TimedOut | RequestState::Failed));
+    if opens_answered && rest_clean {
+        return Decision::Accept {
+            fence_prior: true,
+            replay_from: n + 1,
+            skip_newest: false,
+            inflight: Inflight::Reissue,
+        };
+    }
+    d
+}
+
+/// Issue "Bugs that escape", item 2: a resume from the last id seen before
+/// a request. The generator used to resume stale from the session's first
+/// id: the window then opens with earlier traffic, and a server that looks
+/// for answered requests from the window's second event on refuses as
+/// guarded does. From just before the request, the answered request opens
+/// the window, and it is replayed: correlation-consistency catches it.
+#[test]
+fn an_answered_request_that_opens_the_window_is_judged_from_just_before_it() {
+    let body = |from: &str| {
+        format!(
+            "[server]\nfirst_event_id = 1000\n[[client]]\nname = \"alice\"\n\
+            [[step]]\nat = \"0s\"\ndo = \"connect\"\nclient = \"alice\"\n\
+            [[step]]\nat = \"1s\"\ndo = \"notify\"\nclient = \"alice\"\ncount = 3\n\
+            [[step]]\nat = \"3s\"\ndo = \"server-request\"\nclient = \"alice\"\nmethod = \"roots/list\"\nlabel = \"r1\"\n\
+            [[step]]\nat = \"8s\"\ndo = \"resume\"\nclient = \"alice\"\nlast_event_id = {from}\n"
+        )
+    };
+    let mutant = || Tweaked("skips-the-windows-first-event", skips_the_windows_first_event);
+    for dialect in STATEFUL {
+        let narrow = plan("before-r1", dialect, &body("{ seen_before = \"r1\" }"));
+        fires(&judge_with(&narrow, mutant()), "correlation-consistency", &["was handed r1", "again"]);
+        let g = judge(&narrow, "guarded");
+        assert!(check::violated(&g).is_empty(), "{:?}", check::violated(&g));
+        // From the session's first id, the old generator's stale resume: it escapes.
+        let wide = plan("from-the-first-id", dialect, &body("{ seen_by = \"alice\", nth = 1 }"));
+        quiet(&judge_with(&wide, mutant()), "correlation-consistency");
+    }
+}

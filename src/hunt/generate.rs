@@ -110,9 +110,10 @@ pub enum ReachKind {
     /// owner enables a tool herself (a change she asked for).
     InjectTool,
     /// streamable-http: as [`ReachKind::StaleOverRetired`], but the owner
-    /// thinks longer than the request timeout, so that the re-issue times
-    /// out unanswered; the stale resume comes after that timeout, over the
-    /// retired id the owner answered late (issue "Bugs that escape", item 2).
+    /// thinks longer than the request timeout, so that the request times
+    /// out unanswered; the stale resume, from the last id seen before the
+    /// request, comes after the owner's late answer to the retired id and
+    /// before its answer to the re-issue (issue "Bugs that escape", item 2).
     StaleAfterReissueTimeout,
     /// A request its owner answers at once, then a resume from the last id
     /// the owner saw before the request was issued: a window that holds the
@@ -598,13 +599,14 @@ impl Draft {
                 self.push(at + think + ms(d - 100), Action::Resume { client: o, last_event_id: stale, expect: None });
             }
             ReachKind::StaleAfterReissueTimeout => {
-                // The resume (after `d`) re-issues the request; the owner
-                // answers the first id `think` after it received it, later
-                // than the request timeout (REQUEST_TIMEOUT), so that the
-                // re-issue, delivered `d` later, times out first. The stale
-                // resume, from before the request, comes after both.
+                // As StaleOverRetired, but the owner thinks longer than the
+                // request timeout (REQUEST_TIMEOUT, counted from the first
+                // issue): the request times out unanswered, the owner
+                // answers the retired id late, and the stale resume, at
+                // `think + d - 100 ms`, comes after that answer and before
+                // the owner's answer to the re-issue.
                 let d = reach.random_range(1_600..2_600);
-                let think = REQUEST_TIMEOUT + ms(reach.random_range(500..d - 500));
+                let think = REQUEST_TIMEOUT + ms(reach.random_range(500..2_000));
                 let think = match self.clients.iter_mut().find(|c| c.name == o) {
                     Some(c) => {
                         c.think_time = c.think_time.max(think);
@@ -617,9 +619,8 @@ impl Draft {
                 self.push(at, request);
                 self.push(at + ms(400), Action::Rebind { client: o.clone() });
                 self.push(at + ms(d), resume_last_seen(o.clone()));
-                let after = at + ms(d) + think.max(REQUEST_TIMEOUT) + ms(1_000);
                 let stale = LastEventId::SeenBefore(label);
-                self.push(after, Action::Resume { client: o, last_event_id: stale, expect: None });
+                self.push(at + think + ms(d - 100), Action::Resume { client: o, last_event_id: stale, expect: None });
             }
             ReachKind::ResumeBeforeRequest => {
                 let label = format!("r{}", self.label + 1);

@@ -91,10 +91,10 @@ impl Recorder {
     /// streams) of session `token`.
     pub fn nth_message_id(&self, client: &str, nth: usize, token: &str, purpose: Purpose) -> Option<String> {
         let events = self.inner.events.borrow();
-        message_ids(&events, client, token, purpose).into_iter().nth(nth.checked_sub(1)?).map(|(_, id)| id)
+        event_ids(&events, client, token, purpose, true).into_iter().nth(nth.checked_sub(1)?).map(|(_, id)| id)
     }
 
-    /// The id of the last event carrying a message that `client` received
+    /// The id of the last event (a priming event too) that `client` received
     /// on its uplinks of session `token` before the application reported
     /// request `label` issued (not the request's own event, if the client
     /// received that first).
@@ -104,7 +104,7 @@ impl Recorder {
             What::RequestIssued { label: l, event_id, .. } if l == label => Some((i, event_id.clone())),
             _ => None,
         })?;
-        message_ids(&events, client, token, Purpose::Uplink)
+        event_ids(&events, client, token, Purpose::Uplink, false)
             .into_iter()
             .rev()
             .find(|(i, id)| *i < at && Some(id) != own.as_ref())
@@ -126,9 +126,10 @@ impl Recorder {
     }
 }
 
-/// The ids, with their places in `events`, of the events carrying a message
-/// that `client` received on its connections of `purpose` of session `token`.
-fn message_ids(events: &[Event], client: &str, token: &str, purpose: Purpose) -> Vec<(usize, String)> {
+/// The ids, with their places in `events`, of the events that `client`
+/// received on its connections of `purpose` of session `token`: only those
+/// carrying a message when `messages`.
+fn event_ids(events: &[Event], client: &str, token: &str, purpose: Purpose, messages: bool) -> Vec<(usize, String)> {
     let of_session: Vec<ConnId> = events
         .iter()
         .filter_map(|e| match &e.what {
@@ -155,8 +156,8 @@ fn message_ids(events: &[Event], client: &str, token: &str, purpose: Purpose) ->
         .iter()
         .enumerate()
         .filter_map(|(i, e)| match &e.what {
-            What::SseEvent { client: c, conn, id: Some(id), rpc: Some(_), .. }
-                if c == client && conns.contains(conn) =>
+            What::SseEvent { client: c, conn, id: Some(id), rpc, .. }
+                if c == client && conns.contains(conn) && (rpc.is_some() || !messages) =>
             {
                 Some((i, id.clone()))
             }
