@@ -1,7 +1,7 @@
 //! User errors: a small error type with a kind enum (exit codes in the CLI).
 //!
 //! Violations are never errors (they are data in the report), and harness
-//! bugs are asserts; see DESIGN.md §5.
+//! bugs are asserts; see docs/design.md §5.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -82,7 +82,7 @@ impl Error {
         Self { kind: ErrorKind::Scenario, message: message.into(), location: Some(location) }
     }
 
-    /// The process exit code for this error (DESIGN.md §5).
+    /// The process exit code for this error (docs/design.md §5).
     pub fn exit_code(&self) -> i32 {
         match self.kind {
             ErrorKind::Usage | ErrorKind::Dialect => 2,

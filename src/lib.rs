@@ -26,7 +26,8 @@
 //! hunt                      generated plans, parallel runs, shrinking
 //! run / run_with (lib.rs)   a server by name, or your plug → a Run
 //! report                    text, JSON, JUnit, HTML timeline; the words for findings
-//! check                     the properties, judged from the trace alone, as facts (Finding)
+//! check    live             the properties, judged from the trace alone, as facts (Finding) |
+//!                           live runs against a process, `mcpsim serve`, HAProxy and Redis
 //! world                     turmoil hosts and the step loop; takes a plug
 //! server   client           the engine, policies, rmcp, plugs | the MCP client
 //! trace                     the record of a run (Run, events, Recorder)
@@ -39,10 +40,12 @@
 //! quiet                     the pending timers, so a simulation ends once nothing can change its trace
 //! ```
 //!
-//! `server` holds the reference engine (both dialects: `legacy-sse` and MCP
-//! 2025-11-25 `streamable-http`), its policies, the public plug-in boundary
-//! ([`server::ServerPlug`]) and `server::rmcp`, the official Rust SDK as a
-//! server under test.
+//! `server` holds the reference engine (the stateful dialects: `legacy-sse`
+//! and MCP 2025-11-25 `streamable-http`), its policies, the stateless
+//! reference server (MCP 2026-07-28 `stateless-http`), the public plug-in
+//! boundary ([`server::ServerPlug`]) and `server::rmcp` and
+//! `server::rmcp_stateless`, the official Rust SDK as a server under test.
+//! The design of record is `docs/design.md`.
 //!
 //! # Public surface
 //!

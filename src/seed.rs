@@ -2,7 +2,7 @@
 //!
 //! Every source of randomness in a run is a ChaCha stream derived from the one
 //! [`Seed`] and a component name, so adding a component never shifts another
-//! component's stream (DESIGN.md §3).
+//! component's stream (docs/design.md §3).
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;

@@ -117,7 +117,7 @@ macro_rules! named_enum {
 }
 
 named_enum! {
-    /// A check (DESIGN.md §1), named in TOML, reports and JSON by [`CheckId::as_str`].
+    /// A check (docs/design.md §1), named in TOML, reports and JSON by [`CheckId::as_str`].
     CheckId {
     /// Condition 1: one writer per stream, the prior one fenced first.
     SessionBinding = "session-binding",

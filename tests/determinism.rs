@@ -1,4 +1,4 @@
-//! Same scenario + same seed ⇒ byte-identical trace (DESIGN.md §3).
+//! Same scenario + same seed ⇒ byte-identical trace (docs/design.md §3).
 
 use mcpsim::scenario::{Dialect, Plan};
 use mcpsim::seed::Seed;

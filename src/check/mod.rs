@@ -1,4 +1,4 @@
-//! Checks: one file per property id of DESIGN.md §1.
+//! Checks: one file per property id of docs/design.md §1.
 //!
 //! Every check reads only the observable events of a trace (what clients, the
 //! NAT and the server's application saw), so the same checks judge any
@@ -151,7 +151,7 @@ pub fn all_checks() -> impl Iterator<Item = &'static Check> {
     CHECKS.iter().chain(stateless::CHECKS.iter().filter(|c| !CHECKS.iter().any(|s| s.id == c.id)))
 }
 
-/// Every check, in the order of DESIGN.md §1, then `protocol` (for servers under test).
+/// Every check, in the order of docs/design.md §1, then `protocol` (for servers under test).
 pub const CHECKS: [Check; 9] = [
     Check {
         id: session_binding::ID,

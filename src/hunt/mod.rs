@@ -382,13 +382,14 @@ pub struct HuntOptions {
     pub plug: Option<PlugFactory>,
     /// Play each generated plan live against this server process instead
     /// (`hunt --live`; `server` is then only its name in reports). Live
-    /// findings are not shrunk; each bug's first seed is replayed live
-    /// [`LIVE_REPLAYS`] times ([`confirm_live`]).
+    /// findings are shrunk with live runs (at most `shrink_budget` of them);
+    /// each bug's reproducer (its first seed when not shrunk) is replayed
+    /// live [`LIVE_REPLAYS`] times ([`confirm_live`]).
     pub live: Option<crate::live::LiveOptions>,
 }
 
-/// How many times a live hunt replays each bug's first seed before it calls
-/// the bug reproducible.
+/// How many times a live hunt replays each bug (its reproducer, or its first
+/// seed when not shrunk) before it calls the bug reproducible.
 pub const LIVE_REPLAYS: u32 = 3;
 
 impl HuntOptions {

@@ -26,7 +26,8 @@
 //!   tests/hunt.rs, where each one-bug mutant gets one row.
 //! - The steps a reproducer shrank to are not part of a signature (they
 //!   split one bug wherever the shrinker stopped at two local minima).
-//! - Unshrunk hunts (`--no-shrink`, plug-in servers, `--live`) file each
+//! - Unshrunk hunts (`--no-shrink`, plug-in servers, `--live` without
+//!   shrinking) file each
 //!   bucket under its check and the defect of its first violation in the
 //!   unshrunk run ([`super::bugs::Failure::kind`]): a signature's parts,
 //!   read before shrinking, so without the first-violation rule.

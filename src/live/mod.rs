@@ -13,8 +13,8 @@
 //! notifications) comes over the control connection.
 //!
 //! What live mode gives up: byte-identical replay (real scheduling and real
-//! sockets), hunts, and `[network]` latencies and tick (loopback is as fast
-//! as it is). The process group is killed when the run ends, however it
+//! sockets), and `[network]` latencies and tick (loopback is as fast as it
+//! is). Hunts play live too (`hunt --live`), shrinking with live runs. The process group is killed when the run ends, however it
 //! ends (an error, Ctrl-C, a panic unwinding through here).
 //!
 //! [`serve`] is the other side: the reference engines served on real TCP,

@@ -276,7 +276,7 @@ pub fn junit_with_errors(runs: &[Judged], errored: &[Errored]) -> String {
         }
         for j in cases {
             // No `time` attribute (it is optional): CI systems read it as wall
-            // time, and no wall clock may reach a report (DESIGN.md §3: the same
+            // time, and no wall clock may reach a report (docs/design.md §3: the same
             // runs give byte-identical reports). The simulated time is a property.
             out.push_str(&format!(
                 "    <testcase classname=\"{}\" name=\"{}\">\n",

@@ -1,4 +1,4 @@
-//! Scenario files (TOML v1, DESIGN.md §4) and the validated [`Plan`] they become.
+//! Scenario files (TOML v1, docs/design.md §4) and the validated [`Plan`] they become.
 //!
 //! ```
 //! let plan = mcpsim::scenario::Plan::from_toml_str(r#"
@@ -37,7 +37,7 @@ pub use crate::vocab::StepKind;
 pub use raw::json_schema;
 pub use validate::PlanProblem;
 
-/// The property ids a scenario's `[expect]` may name (DESIGN.md §1).
+/// The property ids a scenario's `[expect]` may name (docs/design.md §1).
 pub const CHECK_IDS: &[&str] = crate::vocab::CheckId::NAMES;
 
 /// The step kinds (`do = "..."`).
@@ -269,8 +269,8 @@ pub const MAX_REPLICAS: u32 = 8;
 #[serde(deny_unknown_fields, default)]
 pub struct Deployment {
     /// How many replicas serve behind the balancer (1 to 8; 1: no balancer).
-    /// More than one is simulated in stateless-http so far: the stateful
-    /// dialects also need session routing and a shared store.
+    /// With more than one, the stateful dialects need `session` or `source`
+    /// routing ([`Deployment::problem`]).
     pub replicas: u32,
     /// How the balancer picks a replica for each request.
     pub routing: Routing,

@@ -175,7 +175,7 @@ pub(super) struct RawStep {
     /// `tamper-request-state` with `how = "move"`: the call whose request carries the state.
     #[schemars(with = "Option<String>")]
     pub(super) onto: Option<Spanned<String>>,
-    /// `partition` only: the replica (from 1) whose link to the store drops.
+    /// `partition`, `restart-replica`, `crash-replica` and `drain`: the replica (from 1) it acts on.
     #[schemars(with = "Option<u32>")]
     pub(super) replica: Option<Spanned<u32>>,
     /// `partition` only: how long it lasts (default: to the end of the run).

@@ -3,7 +3,7 @@
 //! Every event carries the simulated time at which an actor observed or did
 //! it. Client, NAT, application and step events are *observable*: a user of
 //! a real deployment could see them. `server-note` events come from inside
-//! the reference engine and only explain (DESIGN.md §2: checks never decide
+//! the reference engine and only explain (docs/design.md §2: checks never decide
 //! on them).
 //!
 //! # Invariant: `seq` order is time order
@@ -148,7 +148,7 @@ pub enum What {
         scenario: String,
         /// The server under test, by name.
         server: String,
-        /// The dialect the run speaks (`legacy-sse`, `streamable-http`):
+        /// The dialect the run speaks (`legacy-sse`, `streamable-http`, `stateless-http`):
         /// what the checks read the rest of the trace as. Empty in traces
         /// written before it was recorded.
         #[serde(default)]

@@ -4,7 +4,7 @@
 //! expectation was not met (reserved for the checks), 2 usage, 3 invalid
 //! scenario, 4 I/O or internal error, or a run cut short, 5 a live run whose
 //! timing was unreliable (its verdicts not counted). Several together give
-//! the first of 2 and 3 (nothing could run), 1 (a real violation, whatever
+//! the first of 3 and 2 (nothing could run), 1 (a real violation, whatever
 //! else happened), 4, 5, 0: a CI that retries 4 or 5 never retries a
 //! regression into a pass.
 
