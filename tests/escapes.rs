@@ -443,34 +443,42 @@ fn an_inclusive_replay_to_a_client_that_names_anothers_id_is_the_same_bug() {
 /// out: "that request is settled", so a window over the retired id is
 /// accepted and its event replayed.
 fn forgets_late_answers_once_timed_out(v: &ResumeView<'_>, d: Decision) -> Decision {
-    use mcpsim::server::policy::{Inflight, RequestState};
-    let Some(n) = v.last_event_id else { return d };
-    if accepted(&d) || v.presented != v.owner || n >= v.next_event_id {
-        return d;
-    }
-    let window: Vec<_> = v
-        .request_events
-        .iter()
-        .filter(|(e, _)| *e > n)
-        .filter_map(|(_, id)| v.requests.iter().find(|r| &r.id == id))
-        .collect();
-    // "That request timed out: it is settled", whatever its retired id's own state says.
-    let timed_out = |label: &str| v.requests.iter().any(|o| o.label == label && o.state == RequestState::TimedOut);
-    let retired_settled = |r: &&mcpsim::server::policy::RequestView| {
-        matches!(r.state, RequestState::Reissued | RequestState::Answered) && timed_out(&r.label)
-    };
-    let settled = |r: &&mcpsim::server::policy::RequestView| {
-        retired_settled(r) || matches!(r.state, RequestState::TimedOut | RequestState::Failed)
-    };
-    if window.iter().any(retired_settled) && window.iter().all(settled) {
-        return Decision::Accept {
-            fence_prior: true,
-            replay_from: n + 1,
-            skip_newest: false,
-            inflight: Inflight::Reissue,
+    use mcpsim::server::policy::{RequestState, RequestView};
+    overruled_refusal(v, d, |n| {
+        // "That request timed out: it is settled", whatever its retired id's own state says.
+        let timed_out = |label: &str| v.requests.iter().any(|o| o.label == label && o.state == RequestState::TimedOut);
+        let retired_settled = |r: &&RequestView| {
+            matches!(r.state, RequestState::Reissued | RequestState::Answered) && timed_out(&r.label)
         };
+        let settled =
+            |r: &&RequestView| retired_settled(r) || matches!(r.state, RequestState::TimedOut | RequestState::Failed);
+        let window: Vec<&RequestView> = requests_from(v, n + 1).collect();
+        window.iter().any(retired_settled) && window.iter().all(settled)
+    })
+}
+
+/// The requests carried by the retained events from id `from` on, in order.
+fn requests_from<'a>(
+    v: &'a ResumeView<'_>,
+    from: u64,
+) -> impl Iterator<Item = &'a mcpsim::server::policy::RequestView> + 'a {
+    v.request_events
+        .iter()
+        .filter(move |(e, _)| *e >= from)
+        .filter_map(|(_, id)| v.requests.iter().find(|r| &r.id == id))
+}
+
+/// guarded's refusal of its owner's resumption from an id it minted,
+/// turned into an acceptance (replay from the next id) where `accept(n)`
+/// says so: the one-bug servers of item 2.
+fn overruled_refusal(v: &ResumeView<'_>, d: Decision, accept: impl Fn(u64) -> bool) -> Decision {
+    use mcpsim::server::policy::Inflight;
+    match v.last_event_id {
+        Some(n) if !accepted(&d) && v.presented == v.owner && n < v.next_event_id && accept(n) => {
+            Decision::Accept { fence_prior: true, replay_from: n + 1, skip_newest: false, inflight: Inflight::Reissue }
+        }
+        _ => d,
     }
-    d
 }
 
 /// Issue "Bugs that escape", item 2: a stale resume over a retired id its
@@ -520,29 +528,13 @@ fn a_window_over_a_late_answered_retired_id_is_judged_after_its_reissue_timed_ou
 /// Off by one: looks for answered requests in the replay window from its
 /// second event on, so an answered request that opens the window is replayed.
 fn skips_the_windows_first_event(v: &ResumeView<'_>, d: Decision) -> Decision {
-    use mcpsim::server::policy::{Inflight, RequestState};
-    let Some(n) = v.last_event_id else { return d };
-    if accepted(&d) || v.presented != v.owner || n >= v.next_event_id {
-        return d;
-    }
-    let in_window = |from: u64| {
-        v.request_events
-            .iter()
-            .filter(move |(e, _)| *e >= from)
-            .filter_map(|(_, id)| v.requests.iter().find(|r| &r.id == id))
-    };
-    let opens_answered = in_window(n + 1).next().is_some_and(|r| r.state == RequestState::Answered)
-        && v.request_events.iter().any(|(e, _)| *e == n + 1);
-    let rest_clean = in_window(n + 2).all(|r| matches!(r.state, RequestState::TimedOut | RequestState::Failed));
-    if opens_answered && rest_clean {
-        return Decision::Accept {
-            fence_prior: true,
-            replay_from: n + 1,
-            skip_newest: false,
-            inflight: Inflight::Reissue,
-        };
-    }
-    d
+    use mcpsim::server::policy::RequestState;
+    overruled_refusal(v, d, |n| {
+        let opens_answered = v.request_events.iter().any(|(e, _)| *e == n + 1)
+            && requests_from(v, n + 1).next().is_some_and(|r| r.state == RequestState::Answered);
+        opens_answered
+            && requests_from(v, n + 2).all(|r| matches!(r.state, RequestState::TimedOut | RequestState::Failed))
+    })
 }
 
 /// Issue "Bugs that escape", item 2: a resume from the last id seen before

@@ -97,8 +97,8 @@ pub(crate) fn reached_observed(o: &Observed, server: &ServerConfig) -> Vec<&'sta
         not_reissuable_pending(o),
         stale_over_settled(o),
         spans_streams(o),
-        stale_over_retired(o),
-        retired_after_timeout(o),
+        stale_over_retired(o, false),
+        stale_over_retired(o, true),
         before_answered(o),
     ];
     SITUATIONS.iter().zip(found).filter(|(_, hit)| *hit).map(|(s, _)| *s).collect()
@@ -239,9 +239,11 @@ fn stale_over_settled(o: &Observed) -> bool {
 }
 
 /// The owner answered a request's first id after the server had re-issued
-/// it (a late answer to a retired id), then, before anyone answered the
-/// re-issue, resumed from an id below the request's event.
-fn stale_over_retired(o: &Observed) -> bool {
+/// it (a late answer to a retired id), then resumed from an id below the
+/// request's event: before anyone answered the re-issue, or
+/// (`after_timeout`) after the request timed out with the re-issue
+/// unanswered.
+fn stale_over_retired(o: &Observed, after_timeout: bool) -> bool {
     o.requests.values().any(|r| {
         let Some(event) = r.event_id.as_deref().and_then(|e| e.parse::<u64>().ok()) else { return false };
         let (Some(first), Some(next)) = (r.ids.first(), r.ids.get(1)) else { return false };
@@ -255,35 +257,19 @@ fn stale_over_retired(o: &Observed) -> bool {
         };
         let Some(late) = answered(first).filter(|t| *t >= reissued) else { return false };
         let unanswered_until = answered(next);
-        o.conns.values().any(|c| {
-            c.client == r.owner
-                && c.request_t.is_some_and(|t| t > late && unanswered_until.is_none_or(|n| t < n))
-                && c.last_event_id_number().is_some_and(|l| l < event)
-        })
-    })
-}
-
-/// The owner answered a request's first id after the server had re-issued
-/// it, the re-issue timed out unanswered, and then the owner resumed from
-/// an id below the request's event.
-fn retired_after_timeout(o: &Observed) -> bool {
-    o.requests.values().any(|r| {
-        let Some(event) = r.event_id.as_deref().and_then(|e| e.parse::<u64>().ok()) else { return false };
-        let (Some(first), Some(next)) = (r.ids.first(), r.ids.get(1)) else { return false };
-        let Some(reissued) = r.id_since(next) else { return false };
-        let answered = |id: &crate::wire::jsonrpc::RpcId| {
-            o.answers
-                .iter()
-                .filter(|a| a.client == r.owner && a.session.as_deref() == r.token() && &a.id == id)
-                .map(|a| a.t)
-                .min()
+        // When the stale resume may come, and until when.
+        let (from, until) = if after_timeout {
+            let timed_out = r.outcomes.iter().find(|x| x.2 == Outcome::TimedOut && x.3 == *next).map(|x| x.0);
+            match timed_out.filter(|t| unanswered_until.is_none_or(|a| a > *t)) {
+                Some(t) => (late.max(t), None),
+                None => return false,
+            }
+        } else {
+            (late, unanswered_until)
         };
-        let Some(late) = answered(first).filter(|t| *t >= reissued) else { return false };
-        let timed_out = r.outcomes.iter().find(|x| x.2 == Outcome::TimedOut && x.3 == *next).map(|x| x.0);
-        let Some(timed_out) = timed_out.filter(|t| answered(next).is_none_or(|a| a > *t)) else { return false };
         o.conns.values().any(|c| {
             c.client == r.owner
-                && c.request_t.is_some_and(|t| t > late && t > timed_out)
+                && c.request_t.is_some_and(|t| t > from && until.is_none_or(|n| t < n))
                 && c.last_event_id_number().is_some_and(|l| l < event)
         })
     })
