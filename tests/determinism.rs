@@ -182,3 +182,79 @@ fn an_early_end_keeps_stateful_replica_seeds_traces() {
     }
     assert!(early > 45, "only {early} of 61 stateful replica seeds ended early");
 }
+
+/// A server plug that stalls its host's thread on the wall clock now and
+/// then (as a loaded machine, or a slow server, would), and records how far
+/// the host's tokio clock moved during the stalls.
+struct Stalling {
+    inner: std::rc::Rc<dyn mcpsim::server::ServerPlug>,
+    drift: std::rc::Rc<std::cell::Cell<Duration>>,
+    stalls: std::rc::Rc<std::cell::Cell<u32>>,
+}
+
+impl mcpsim::server::ServerPlug for Stalling {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn serve(
+        &self,
+        listener: mcpsim::net::Listener,
+        app: mcpsim::server::AppHook,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> {
+        let (drift, stalls) = (self.drift.clone(), self.stalls.clone());
+        tokio::task::spawn_local(async move {
+            loop {
+                // Not mcpsim's clock: this timer stays out of the early end's account.
+                tokio::time::sleep(Duration::from_millis(700)).await;
+                let before = tokio::time::Instant::now();
+                std::thread::sleep(Duration::from_millis(3));
+                drift.set(drift.get().max(tokio::time::Instant::now() - before));
+                stalls.set(stalls.get() + 1);
+            }
+        });
+        self.inner.serve(listener, app)
+    }
+    fn quiet_timers(&self) -> bool {
+        self.inner.quiet_timers()
+    }
+    fn unreported_per_stream(&self) -> u32 {
+        self.inner.unreported_per_stream()
+    }
+    fn resume_bounds(&self) -> Option<mcpsim::server::plug::ResumeBounds> {
+        self.inner.resume_bounds()
+    }
+}
+
+/// docs/design.md §3: the wall clock reaches no trace. The servers read
+/// `tokio::time::Instant::now()` (rmcp's SSE keep-alive, hyper's timer in
+/// `clock::HyperTimer`) and the step loop reads the wall clock for the
+/// watchdog; inside a turmoil host tokio's clock is the simulated one. A
+/// server whose host loses wall-clock time in stalls gives the very trace
+/// of one that does not, and its tokio clock never moves during a stall.
+#[test]
+fn wall_clock_stalls_in_the_server_change_no_trace() {
+    let cases = [
+        ("scenarios/nat-rebind.toml", "guarded"),
+        ("scenarios/streamable-http/nat-rebind.toml", "guarded"),
+        ("scenarios/streamable-http/nat-rebind.toml", "rmcp"),
+        ("scenarios/stateless-http/nat-rebind.toml", "guarded"),
+        ("scenarios/stateless-http/nat-rebind.toml", "rmcp"),
+    ];
+    for (rel, server) in cases {
+        let plan = Plan::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)).unwrap();
+        let quiet = mcpsim::run(&plan, server, None).unwrap().trace.to_jsonl();
+        let inner = mcpsim::server::for_plan(server, &plan, plan.seed).unwrap();
+        let (drift, stalls) = (std::rc::Rc::default(), std::rc::Rc::default());
+        let plug = std::rc::Rc::new(Stalling {
+            inner,
+            drift: std::rc::Rc::clone(&drift),
+            stalls: std::rc::Rc::clone(&stalls),
+        });
+        let stalled = mcpsim::run_with(&plan, plug, plan.seed).unwrap().trace.to_jsonl();
+        let stalls: &std::cell::Cell<u32> = &stalls;
+        let drift: &std::cell::Cell<Duration> = &drift;
+        assert!(stalls.get() > 50, "{rel} on {server}: only {} stalls", stalls.get());
+        assert!(quiet == stalled, "{rel} on {server}: a wall-clock stall changed the trace");
+        assert_eq!(drift.get(), Duration::ZERO, "{rel} on {server}: the host's tokio clock moved with the wall");
+    }
+}
