@@ -183,6 +183,19 @@ impl Tb {
             .push(What::SessionToken { client: client.into(), conn: ConnId(conn), token: token.into() })
     }
 
+    /// The builder through `f`: a sequence a test module names once.
+    pub fn then(self, f: impl FnOnce(Tb) -> Tb) -> Tb {
+        f(self)
+    }
+
+    /// [`Tb::uplink`], routed by the balancer to `replica`.
+    pub fn uplink_on(self, client: &str, conn: u32, replica: u32, token: &str) -> Tb {
+        self.request(client, conn, Purpose::Uplink, "GET", "/mcp/sse", None)
+            .routed(client, conn, replica)
+            .stream(client, conn)
+            .push(What::SessionToken { client: client.into(), conn: ConnId(conn), token: token.into() })
+    }
+
     /// A resumption of session `token` on `conn` from `last` (not answered yet).
     pub fn resume(self, client: &str, conn: u32, token: &str, last: Option<&str>) -> Tb {
         self.request(client, conn, Purpose::Uplink, "GET", &format!("/mcp/sse?sessionId={token}"), last)

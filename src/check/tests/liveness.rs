@@ -157,10 +157,7 @@ fn a_timeout_after_an_answer_refused_by_a_replica_that_never_held_the_session_is
         Tb::new(400)
             .deployment(2, "per-replica")
             .client("alice")
-            .request("alice", 1, crate::trace::Purpose::Uplink, "GET", "/mcp/sse", None)
-            .routed("alice", 1, 1)
-            .stream("alice", 1)
-            .push(What::SessionToken { client: "alice".into(), conn: crate::vocab::ConnId(1), token: "tok-1".into() })
+            .uplink_on("alice", 1, 1, "tok-1")
             .at(5_000)
             .issued("alice", "r1", "tok-1", "1001")
             .request_event("alice", 1, "1001", "r1")
@@ -254,10 +251,7 @@ fn a_request_held_for_the_store_until_too_late_is_inherent() {
                 think_time_us: 1_000_000,
                 max_backoff_us: 10_000_000,
             })
-            .request("alice", 1, crate::trace::Purpose::Uplink, "GET", "/mcp/sse", None)
-            .routed("alice", 1, 1)
-            .stream("alice", 1)
-            .push(What::SessionToken { client: "alice".into(), conn: crate::vocab::ConnId(1), token: "tok-1".into() })
+            .uplink_on("alice", 1, 1, "tok-1")
             .at(4_400)
             .issued("alice", "r1", "tok-1", "1001");
         let deliver = |t: Tb| t.at(delivered_ms).request_event("alice", 1, "1001", "r1");
@@ -304,10 +298,7 @@ fn the_same_id_minted_by_two_replicas_counts_once_for_each() {
         let t = Tb::new(60)
             .deployment(2, "shared")
             .client("alice")
-            .request("alice", 1, crate::trace::Purpose::Uplink, "GET", "/mcp/sse", None)
-            .routed("alice", 1, 1)
-            .stream("alice", 1)
-            .push(What::SessionToken { client: "alice".into(), conn: crate::vocab::ConnId(1), token: "tok-1".into() })
+            .uplink_on("alice", 1, 1, "tok-1")
             .at(5_000)
             .notified_by(1, "alice", "tok-1", &["1"])
             .at(5_040)

@@ -197,13 +197,7 @@ fn a_refusal_with_anything_newer_in_the_window_is_not_judged_valid() {
         .notes("alice", 1, &["1000"])
         .at(8_000)
         .drop_mapping("alice", 1, "rebind")
-        .at(10_000)
-        .resume("alice", 2, "tok-1", Some("1000"))
-        .at(10_100)
-        .stream("alice", 2)
-        .refused("alice", 2, Refused::ErrorEvent)
-        .at(10_500)
-        .uplink("alice", 3, "tok-2")
+        .then(refused_from_1000_at_10s)
         .trace();
     assert!(passed(&t, CheckId::RejectionProtocol), "{:?}", verdict(&t, CheckId::RejectionProtocol));
     // Nor is a thief's, presenting alice's session without her credential.
@@ -250,14 +244,7 @@ fn a_refused_window_of_kept_notifications_is_judged_where_the_server_declares_it
             true => t.request("alice", 9, crate::trace::Purpose::Post, "POST", "/mcp/message?sessionId=tok-1", None),
             false => t,
         };
-        t.at(10_000)
-            .resume("alice", 2, "tok-1", Some("1000"))
-            .at(10_100)
-            .stream("alice", 2)
-            .refused("alice", 2, Refused::ErrorEvent)
-            .at(10_500)
-            .uplink("alice", 3, "tok-2")
-            .trace()
+        t.then(refused_from_1000_at_10s).trace()
     };
     let t = run(Some(4), &["1000", "1001", "1002"], false);
     assert_eq!(
@@ -281,13 +268,7 @@ fn a_refused_window_of_kept_notifications_is_judged_where_the_server_declares_it
         .at(200)
         .notified("alice", "tok-1", &["1000", "1002"])
         .notes("alice", 1, &["1000", "1001", "1002"])
-        .at(10_000)
-        .resume("alice", 2, "tok-1", Some("1000"))
-        .at(10_100)
-        .stream("alice", 2)
-        .refused("alice", 2, Refused::ErrorEvent)
-        .at(10_500)
-        .uplink("alice", 3, "tok-2")
+        .then(refused_from_1000_at_10s)
         .trace();
     assert!(passed(&t, CheckId::RejectionProtocol), "{:?}", verdict(&t, CheckId::RejectionProtocol));
 }
@@ -365,4 +346,16 @@ fn a_refusal_by_a_replica_that_never_held_the_session_is_valid() {
             verdict(&t, CheckId::RejectionProtocol)
         );
     }
+}
+
+/// alice resumes session tok-1 from 1000 on conn 2 at 10 s, is refused with
+/// an error event, and re-initializes (tok-2, conn 3).
+fn refused_from_1000_at_10s(t: Tb) -> Tb {
+    t.at(10_000)
+        .resume("alice", 2, "tok-1", Some("1000"))
+        .at(10_100)
+        .stream("alice", 2)
+        .refused("alice", 2, Refused::ErrorEvent)
+        .at(10_500)
+        .uplink("alice", 3, "tok-2")
 }
