@@ -356,10 +356,8 @@ impl Client {
         self.shared.open_calls.borrow_mut().insert(s.call.to_string(), port);
         let own = self.shared.credential.borrow().clone();
         let presented = s.credential.clone().unwrap_or(own);
-        let msg = mrtr::tool_call(id.clone(), &self.spec.name, s.tool, s.call, s.cont, s.decline);
-        let answers = s.cont.map_or(Vec::new(), |c| {
-            mrtr::answers(c, &self.spec.name, s.call, s.decline).into_iter().map(|(a, _)| a).collect()
-        });
+        let answers = s.cont.map_or(Vec::new(), |c| mrtr::answers(c, &self.spec.name, s.call, s.decline));
+        let msg = mrtr::tool_call(id.clone(), &self.spec.name, s.tool, s.call, s.cont, &answers);
         let req = self.post(&msg, &presented);
         let state = s.cont.and_then(|c| c.state.as_ref()).map(|st| Presented {
             fp: mrtr::fingerprint(st),

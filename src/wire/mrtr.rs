@@ -111,44 +111,43 @@ pub struct Continuation {
 }
 
 /// `tools/call` of `tool` for the call `call` (its `call` argument), with a
-/// continuation when it answers an `InputRequiredResult`; `decline`: the
-/// client declines the elicitations it is asked.
+/// continuation when it answers an `InputRequiredResult`: its `answers`
+/// ([`answers`]) as `inputResponses`, and its state.
 pub fn tool_call(
     id: RpcId,
     client: &str,
     tool: &str,
     call: &str,
     cont: Option<&Continuation>,
-    decline: bool,
+    answers: &[InputAnswer],
 ) -> Message {
     let mut params = json!({
         "name": tool,
         "arguments": {CALL_ARG: call},
         "_meta": meta(client, Some(&format!("{call}/{id}"))),
     });
-    if let Some(c) = cont {
-        if !c.requests.is_empty() {
-            let responses: serde_json::Map<String, Value> =
-                answers(c, client, call, decline).into_iter().map(|(a, v)| (a.key, v)).collect();
-            params["inputResponses"] = Value::Object(responses);
-        }
-        if let Some(s) = &c.state {
-            params["requestState"] = json!(s);
-        }
+    if !answers.is_empty() {
+        let responses: serde_json::Map<String, Value> =
+            answers.iter().map(|a| (a.key.clone(), a.value.clone())).collect();
+        params["inputResponses"] = Value::Object(responses);
+    }
+    if let Some(s) = cont.and_then(|c| c.state.as_ref()) {
+        params["requestState"] = json!(s);
     }
     Message::Request { id, method: "tools/call".into(), params }
 }
 
-/// The client's answers to a continuation's input requests, each with its
-/// record: what `client` sends for call `call` under each key. Each answer
-/// names its key, so that an answer read under another key is told apart.
-pub fn answers(cont: &Continuation, client: &str, call: &str, decline: bool) -> Vec<(InputAnswer, Value)> {
+/// The client's answers to a continuation's input requests: what `client`
+/// sends for call `call` under each key (`decline`: it declines the
+/// elicitations). Each answer names its key, so that an answer read under
+/// another key is told apart.
+pub fn answers(cont: &Continuation, client: &str, call: &str, decline: bool) -> Vec<InputAnswer> {
     cont.requests
         .iter()
         .map(|(key, method)| {
             let declined = decline && method == "elicitation/create";
             let value = input_response(method, client, call, key, declined);
-            (InputAnswer { key: key.clone(), method: method.clone(), declined, value: value.clone() }, value)
+            InputAnswer { key: key.clone(), method: method.clone(), declined, value }
         })
         .collect()
 }
@@ -365,7 +364,7 @@ mod tests {
     fn a_retry_carries_responses_and_state_at_the_top_of_params_and_a_new_id() {
         let cont =
             Continuation { requests: vec![("confirm".into(), "elicitation/create".into())], state: Some("S".into()) };
-        let m = tool_call(RpcId::Num(2), "alice", "deploy", "d1", Some(&cont), false);
+        let m = tool_call(RpcId::Num(2), "alice", "deploy", "d1", Some(&cont), &answers(&cont, "alice", "d1", false));
         let Message::Request { params, id, .. } = &m else { panic!() };
         assert_eq!(*id, RpcId::Num(2));
         assert_eq!(params["requestState"], "S");
