@@ -244,9 +244,9 @@ fn the_endpoint_answers_bad_requests_with_the_transports_status_codes() {
 #[test]
 fn the_trace_header_names_the_dialect() {
     let r = run("scenarios/streamable-http/clean-resume.toml", "guarded");
-    assert!(matches!(&r.trace.events[0].what, What::RunStarted { dialect, .. } if dialect == "streamable-http"));
+    assert!(matches!(&r.trace.events[0].what, What::RunStarted { dialect: Dialect::StreamableHttp, .. }));
     let legacy = mcpsim::run(&Plan::load(Path::new("scenarios/clean-resume.toml")).unwrap(), "guarded", None).unwrap();
-    assert!(matches!(&legacy.trace.events[0].what, What::RunStarted { dialect, .. } if dialect == "legacy-sse"));
+    assert!(matches!(&legacy.trace.events[0].what, What::RunStarted { dialect: Dialect::LegacySse, .. }));
     let first = legacy.trace.to_jsonl().lines().next().unwrap().to_string();
     assert!(first.contains(r#""server":"guarded","dialect":"legacy-sse","seed":"#), "{first}");
 }

@@ -752,8 +752,10 @@ fn a_replica_that_never_held_the_session_may_refuse_it_any_explicit_way() {
         ("refuses-unknown-409", Refusal::Status(409), "HTTP 409"),
         ("refuses-unknown-event", Refusal::ErrorEvent, "error event"),
     ] {
-        let plug =
-            Rc::new(Engine::new(plan.server.clone(), plan.dialect, Rc::new(RefusesUnknown(name, how)), plan.seed));
+        let plug = Rc::new(
+            Engine::new(plan.server.clone(), plan.dialect, Rc::new(RefusesUnknown(name, how)), plan.seed)
+                .expect("a stateful plan"),
+        );
         let run = mcpsim::run_with(&plan, plug, plan.seed).unwrap();
         // The refusal happened, as this server makes it ...
         let refused = run.trace.iter().any(|e| {
@@ -795,7 +797,8 @@ fn an_empty_refusal_where_the_session_never_was_is_only_silent() {
     let mut plan = load("tests/data/crash-source-affinity.toml");
     plan.dialect = Dialect::LegacySse;
     let policy = RefusesUnknown("refuses-unknown-empty", mcpsim::server::policy::Refusal::EmptyOk);
-    let plug = Rc::new(Engine::new(plan.server.clone(), plan.dialect, Rc::new(policy), plan.seed));
+    let plug =
+        Rc::new(Engine::new(plan.server.clone(), plan.dialect, Rc::new(policy), plan.seed).expect("a stateful plan"));
     let run = mcpsim::run_with(&plan, plug, plan.seed).unwrap();
     let v = check::judge(&run.trace);
     let h = headlines(&v, "rejection-protocol");

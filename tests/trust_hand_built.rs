@@ -17,7 +17,7 @@ impl T {
             What::RunStarted {
                 scenario: "hand-built".into(),
                 server: "buggy".into(),
-                dialect: "legacy-sse".into(),
+                dialect: mcpsim::scenario::Dialect::LegacySse,
                 seed: 0,
                 duration_us: 60_000_000,
                 liveness_bound_us: 30_000_000,

@@ -136,13 +136,34 @@ pub(crate) enum Judge {
     Stateless(fn(&stateless::Index) -> Status),
 }
 
+/// How the checks read a dialect's trace: the check layer's one choice of
+/// dialect (docs/design.md §7).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reading {
+    /// Through [`Observed`], judged by [`CHECKS`]; `polls` says whether a
+    /// stream that ends empty may be SSE polling (MCP 2025-11-25).
+    Sessions { polls: bool },
+    /// Through [`stateless::Index`], judged by [`stateless::CHECKS`].
+    Stateless,
+}
+
+impl Reading {
+    pub(crate) fn of(dialect: crate::scenario::Dialect) -> Reading {
+        use crate::scenario::Dialect;
+        match dialect {
+            Dialect::LegacySse => Reading::Sessions { polls: false },
+            Dialect::StreamableHttp => Reading::Sessions { polls: true },
+            Dialect::StatelessHttp => Reading::Stateless,
+        }
+    }
+}
+
 /// The checks of `dialect`: the same ids mean the same property in every
 /// dialect that has them.
 pub fn checks_for(dialect: crate::scenario::Dialect) -> &'static [Check] {
-    if dialect.has_sessions() {
-        &CHECKS
-    } else {
-        &stateless::CHECKS
+    match Reading::of(dialect) {
+        Reading::Sessions { .. } => &CHECKS,
+        Reading::Stateless => &stateless::CHECKS,
     }
 }
 
@@ -211,13 +232,9 @@ pub const CHECKS: [Check; 9] = [
 
 /// Judges a run with every check of its dialect (the trace header names it).
 pub fn judge(trace: &Trace) -> Vec<Verdict> {
-    let stateless = trace.events.iter().take(1).any(|e| {
-        matches!(&e.what, crate::trace::What::RunStarted { dialect, .. } if dialect == crate::scenario::Dialect::StatelessHttp.name())
-    });
-    if stateless {
-        judge_stateless(&stateless::Index::new(trace))
-    } else {
-        judge_observed(&Observed::new(trace))
+    match Reading::of(trace.dialect()) {
+        Reading::Stateless => judge_stateless(&stateless::Index::new(trace)),
+        Reading::Sessions { .. } => judge_observed(&Observed::new(trace)),
     }
 }
 

@@ -51,7 +51,7 @@ impl Tb {
         let started = What::RunStarted {
             scenario: "unit".into(),
             server: "unit".into(),
-            dialect: "legacy-sse".into(),
+            dialect: crate::scenario::Dialect::LegacySse,
             seed: 0,
             duration_us: duration_s * 1_000_000,
             liveness_bound_us: 300_000_000,

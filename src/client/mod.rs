@@ -24,7 +24,7 @@ mod legacy;
 mod session;
 mod stateless;
 mod stream;
-mod streamable;
+pub(crate) mod streamable;
 
 use crate::clock::timeout;
 use crate::inbox::Inbox;
@@ -154,6 +154,25 @@ pub struct ClientShared {
     pub open_calls: RefCell<BTreeMap<String, u16>>,
 }
 
+/// What a client of each dialect is: the client layer's one choice of
+/// dialect (docs/design.md §7).
+enum Actor {
+    /// The session client, with what its dialect does differently.
+    Stateful(&'static dyn session::SessionWire),
+    /// The stateless-http client.
+    Stateless,
+}
+
+impl Actor {
+    fn of(dialect: Dialect) -> Actor {
+        match dialect {
+            Dialect::LegacySse => Actor::Stateful(&legacy::Legacy),
+            Dialect::StreamableHttp => Actor::Stateful(&streamable::Streamable),
+            Dialect::StatelessHttp => Actor::Stateless,
+        }
+    }
+}
+
 /// A client host's body for `dialect`: the stateless client, or the
 /// stateful one (legacy-sse and streamable-http).
 pub(crate) fn body(
@@ -164,12 +183,9 @@ pub(crate) fn body(
     shared: Rc<ClientShared>,
     inbox: Inbox<ClientCmd>,
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> {
-    if dialect.has_sessions() {
-        let c = Client::new(spec, dialect, dialer, rec, shared, inbox);
-        Box::pin(c.run())
-    } else {
-        let c = stateless::Client::new(spec, dialer, rec, shared, inbox);
-        Box::pin(c.run())
+    match Actor::of(dialect) {
+        Actor::Stateful(wire) => Box::pin(Client::new(spec, wire, dialer, rec, shared, inbox).run()),
+        Actor::Stateless => Box::pin(stateless::Client::new(spec, dialer, rec, shared, inbox).run()),
     }
 }
 
@@ -268,9 +284,9 @@ enum Mode {
 impl Client {
     /// A client for `spec`, dialing through `dialer`, recording to `rec` and
     /// taking commands from `inbox`; its credential starts as its principal.
-    pub fn new(
+    fn new(
         spec: ClientSpec,
-        dialect: Dialect,
+        wire: &'static dyn session::SessionWire,
         dialer: Rc<dyn Dialer>,
         rec: Recorder,
         shared: Rc<ClientShared>,
@@ -278,11 +294,6 @@ impl Client {
     ) -> Rc<Client> {
         *shared.credential.borrow_mut() = spec.principal.clone();
         let st = State { call_gen: 1 << 32, ..State::default() };
-        // The stateful dialects' differences; stateless-http never gets here (see `body`).
-        let wire: &'static dyn session::SessionWire = match dialect {
-            Dialect::LegacySse => &legacy::Legacy,
-            _ => &streamable::Streamable,
-        };
         Rc::new(Client { spec, wire, dialer, rec, shared, inbox, st: RefCell::new(st) })
     }
 

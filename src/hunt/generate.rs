@@ -168,7 +168,9 @@ impl ReachKind {
 /// What sets a stateful dialect's plans apart; the draws ask these, never
 /// the dialect's name.
 #[derive(Clone, Copy, Debug)]
-struct Draws {
+pub struct Draws {
+    /// The dialect whose plans these are.
+    dialect: Dialect,
     /// Tool calls (whose POST streams carry related requests) and DELETE exist.
     tool_calls: bool,
     /// A resumption names an id a client saw (a session's streams share one
@@ -181,31 +183,26 @@ struct Draws {
 }
 
 impl Draws {
-    const LEGACY: Draws = Draws { tool_calls: false, seen_ids: false, late_answer_after_timeout: true };
-    const STREAMABLE: Draws = Draws { tool_calls: true, seen_ids: true, late_answer_after_timeout: false };
-
-    fn of(dialect: Dialect) -> Self {
-        if dialect == Dialect::LegacySse {
-            Self::LEGACY
-        } else {
-            Self::STREAMABLE
-        }
-    }
+    /// legacy-sse's.
+    pub(crate) const LEGACY: Draws =
+        Draws { dialect: Dialect::LegacySse, tool_calls: false, seen_ids: false, late_answer_after_timeout: true };
+    /// streamable-http's.
+    pub(crate) const STREAMABLE: Draws =
+        Draws { dialect: Dialect::StreamableHttp, tool_calls: true, seen_ids: true, late_answer_after_timeout: false };
 }
 
 /// Faults happen before this; the rest of the run is the heal phase.
 pub const FAULTS_END: Duration = Duration::from_secs(8);
 /// How long a generated plan runs.
 pub const DURATION: Duration = Duration::from_secs(30);
-/// The tick of generated plans: hunts live on throughput (see `cargo bench --bench hunt`).
-pub const TICK: Duration = Duration::from_millis(200);
+pub use super::TICK;
 const FIRST_EVENT_ID: u64 = 1000;
 /// The request timeout of generated plans.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(8);
 
 /// Draws the (legacy-sse) plan of one seed.
 pub fn generate(seed: u64) -> Plan {
-    stateful(seed, Dialect::LegacySse)
+    stateful(seed, Draws::LEGACY)
 }
 
 /// The stateful plan of one seed (in `dialect`) deployed on `replicas`
@@ -216,9 +213,9 @@ pub fn generate(seed: u64) -> Plan {
 /// replica and the store drawn from the seed's own stream
 /// (`hunt.deploy`), so that one seed's traffic and faults are the same with
 /// and without replicas.
-pub fn stateful_deployed(seed: u64, dialect: Dialect, replicas: u32) -> Plan {
+pub fn stateful_deployed(seed: u64, draws: Draws, replicas: u32) -> Plan {
     use crate::scenario::{Deployment, Routing, StoreKind};
-    let mut plan = stateful(seed, dialect);
+    let mut plan = stateful(seed, draws);
     let mut rng = Seed(seed).stream("hunt.deploy");
     let routing = *[Routing::Session, Routing::Source].choose(&mut rng).expect("non-empty");
     plan.deployment = Deployment { replicas, routing, store: StoreKind::Shared, ..Deployment::default() };
@@ -246,7 +243,7 @@ pub fn stateful_deployed(seed: u64, dialect: Dialect, replicas: u32) -> Plan {
 /// clients, traffic, faults, heal probes, then the reach situations from
 /// their own stream, then the network): changing that order changes every
 /// seed's plan, and so every hunt repro.
-pub fn stateful(seed: u64, dialect: Dialect) -> Plan {
+pub fn stateful(seed: u64, draws: Draws) -> Plan {
     let mut rng = Seed(seed).stream("hunt.plan");
     let owners = rng.random_range(1..=3usize);
     let mut kinds: Vec<FaultKind> = FaultKind::ALL.iter().copied().filter(|_| rng.random_bool(0.4)).collect();
@@ -254,7 +251,6 @@ pub fn stateful(seed: u64, dialect: Dialect) -> Plan {
         kinds.push(*FaultKind::ALL.choose(&mut rng).expect("non-empty"));
     }
     let rates: BTreeMap<FaultKind, u32> = kinds.iter().map(|k| (*k, rng.random_range(1..=3))).collect();
-    let draws = Draws::of(dialect);
     let mut d = Draft::new(rng, owners, draws);
     d.traffic();
     for (&kind, &rate) in &rates {
@@ -289,7 +285,7 @@ pub fn stateful(seed: u64, dialect: Dialect) -> Plan {
             .chain(&narrow_kinds)
             .map(|k| format!("{k:?}")),
     );
-    d.into_plan(seed, dialect, faults.collect::<Vec<_>>().join(", "))
+    d.into_plan(seed, draws.dialect, faults.collect::<Vec<_>>().join(", "))
 }
 
 /// A plan being drawn: the main stream, the clients (owners first, then

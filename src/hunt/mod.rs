@@ -31,13 +31,37 @@ use std::time::{Duration, Instant};
 
 pub use generate::generate;
 
+/// The tick of generated plans: hunts live on throughput (see `cargo bench --bench hunt`).
+pub const TICK: Duration = Duration::from_millis(200);
+
+/// What a hunt draws and judges in a dialect: the hunt layer's one choice of
+/// dialect (docs/design.md §7).
+#[derive(Clone, Copy)]
+enum Hunting {
+    /// The stateful generator with the dialect's draws, judged through
+    /// [`check::observe::Observed`], reaching [`reach::SITUATIONS`].
+    Sessions(generate::Draws),
+    /// The stateless generator, judged through [`check::stateless::Index`],
+    /// reaching [`stateless::SITUATIONS`].
+    Stateless,
+}
+
+impl Hunting {
+    fn of(dialect: Dialect) -> Hunting {
+        match dialect {
+            Dialect::LegacySse => Hunting::Sessions(generate::Draws::LEGACY),
+            Dialect::StreamableHttp => Hunting::Sessions(generate::Draws::STREAMABLE),
+            Dialect::StatelessHttp => Hunting::Stateless,
+        }
+    }
+}
+
 /// Draws the plan of one seed in `dialect`: the stateful draws
 /// ([`generate::stateful`]) or the stateless ones ([`stateless::generate`]).
 pub fn generate_in(seed: u64, dialect: Dialect) -> Plan {
-    if dialect.has_sessions() {
-        generate::stateful(seed, dialect)
-    } else {
-        stateless::generate(seed)
+    match Hunting::of(dialect) {
+        Hunting::Sessions(draws) => generate::stateful(seed, draws),
+        Hunting::Stateless => stateless::generate(seed),
     }
 }
 
@@ -56,9 +80,9 @@ pub fn generate_for(seed: u64, dialect: Dialect, replicas: u32) -> Result<Plan> 
 
 /// [`generate_for`] of a combination it accepts.
 fn draw(seed: u64, dialect: Dialect, replicas: u32) -> Plan {
-    match (replicas > 1, dialect.has_sessions()) {
-        (true, true) => generate::stateful_deployed(seed, dialect, replicas),
-        (true, false) => stateless::generate_deployed(seed, replicas),
+    match (replicas > 1, Hunting::of(dialect)) {
+        (true, Hunting::Sessions(draws)) => generate::stateful_deployed(seed, draws, replicas),
+        (true, Hunting::Stateless) => stateless::generate_deployed(seed, replicas),
         (false, _) => generate_in(seed, dialect),
     }
 }
@@ -95,10 +119,9 @@ pub fn dialect_flag(server: &str, dialect: Dialect) -> String {
 
 /// The hard situations a hunt in `dialect` measures, in the order its summary prints them.
 pub fn situations(dialect: Dialect) -> &'static [&'static str] {
-    if dialect.has_sessions() {
-        &reach::SITUATIONS
-    } else {
-        &stateless::SITUATIONS
+    match Hunting::of(dialect) {
+        Hunting::Sessions(_) => &reach::SITUATIONS,
+        Hunting::Stateless => &stateless::SITUATIONS,
     }
 }
 
@@ -194,14 +217,17 @@ fn run_seed_with(
     };
     let run = run_once()?;
     let trace_hash = run.trace.jsonl_hash();
-    let (verdicts, reached): (Vec<check::Verdict>, Vec<String>) = if dialect.has_sessions() {
-        let observed = check::observe::Observed::new(&run.trace);
-        let reached = reach::reached_observed(&observed, &plan.server).into_iter().map(String::from).collect();
-        (check::judge_observed(&observed), reached)
-    } else {
-        let ix = check::stateless::Index::new(&run.trace);
-        let reached = stateless::reached_indexed(&ix, &run.trace).into_iter().map(String::from).collect();
-        (check::judge_stateless(&ix), reached)
+    let (verdicts, reached): (Vec<check::Verdict>, Vec<String>) = match Hunting::of(dialect) {
+        Hunting::Sessions(_) => {
+            let observed = check::observe::Observed::new(&run.trace);
+            let reached = reach::reached_observed(&observed, &plan.server).into_iter().map(String::from).collect();
+            (check::judge_observed(&observed), reached)
+        }
+        Hunting::Stateless => {
+            let ix = check::stateless::Index::new(&run.trace);
+            let reached = stateless::reached_indexed(&ix, &run.trace).into_iter().map(String::from).collect();
+            (check::judge_stateless(&ix), reached)
+        }
     };
     let mut violated = Vec::new();
     let mut firsts = Vec::new();

@@ -237,7 +237,7 @@ impl Draft {
                 request_timeout: Dur(Duration::from_secs(20)),
                 ..ServerConfig::default()
             },
-            network: NetworkConfig { tick: super::generate::TICK, latency_min: ms(5), latency_max, half_open_lifetime },
+            network: NetworkConfig { tick: super::TICK, latency_min: ms(5), latency_max, half_open_lifetime },
             deployment: crate::scenario::Deployment::default(),
             clients: self.clients,
             steps: self.steps,

@@ -140,6 +140,31 @@ impl LiveOptions {
 /// process that died.
 const LOOP_EVERY: Duration = Duration::from_millis(2);
 
+/// What live mode does differently per dialect: the live layer's one choice
+/// of dialect (docs/design.md §7).
+pub(crate) struct LiveWire {
+    /// The path a client opens first (`mcpsim serve` names it).
+    pub(crate) endpoint: &'static str,
+    /// Whether HAProxy can route a session to its replica: it learns a
+    /// session from a response header, never from a stream's events.
+    pub(crate) haproxy_routes_sessions: bool,
+}
+
+impl LiveWire {
+    pub(crate) fn of(dialect: Dialect) -> LiveWire {
+        match dialect {
+            // The session is named only in the stream's first event (its `endpoint`).
+            Dialect::LegacySse => LiveWire { endpoint: crate::wire::legacy::SSE_PATH, haproxy_routes_sessions: false },
+            // `Mcp-Session-Id` is a response header.
+            Dialect::StreamableHttp => {
+                LiveWire { endpoint: crate::client::streamable::ENDPOINT, haproxy_routes_sessions: true }
+            }
+            // No sessions (the scenario refuses session routing).
+            Dialect::StatelessHttp => LiveWire { endpoint: crate::wire::mrtr::ENDPOINT, haproxy_routes_sessions: true },
+        }
+    }
+}
+
 /// Runs `plan` against the server process `opts.command`.
 ///
 /// Errors before the run starts (the command cannot start, exits or never
@@ -152,7 +177,9 @@ pub fn run(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
         return Err(Error::usage(format!("--time-scale must be a positive number, not {}", opts.time_scale)));
     }
     plan.validate().map_err(|p| Error::usage(format!("plan {:?}: {}", plan.name, p.message)))?;
-    if !plan.deployment.is_single() && plan.dialect == Dialect::LegacySse && plan.deployment.routing == Routing::Session
+    if !plan.deployment.is_single()
+        && !LiveWire::of(plan.dialect).haproxy_routes_sessions
+        && plan.deployment.routing == Routing::Session
     {
         return Err(Error::usage(format!(
             "scenario {:?} routes legacy-sse sessions to their replica: HAProxy learns a session from a response header, and a legacy-sse session is named only in its stream's first event (its `endpoint`), which HAProxy does not read; live, route legacy-sse deployments by source (`routing = \"source\"`), or run it in simulation",

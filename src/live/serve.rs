@@ -203,19 +203,7 @@ pub(crate) const STORE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Serves until killed, or until the live run that started it closes the
 /// control connection.
 pub fn serve(opts: &ServeOptions) -> Result<()> {
-    let speaks = crate::server::dialects(&opts.server);
-    if !speaks.is_empty() && !speaks.contains(&opts.dialect) {
-        let names: Vec<String> = speaks.iter().map(|d| format!("{:?}", d.name())).collect();
-        return Err(Error::usage(format!("server {:?} speaks only dialect {}", opts.server, names.join(" and "))));
-    }
-    let plug = if opts.dialect.has_sessions() {
-        crate::server::builtin_in_life(&opts.server, &opts.config, opts.dialect, opts.seed, opts.life)
-    } else {
-        crate::server::builtin_stateless(&opts.server, &opts.config, &opts.tools, opts.seed, opts.life)
-    };
-    let plug = plug.ok_or_else(|| {
-        Error::usage(format!("unknown server {:?} (known: {})", opts.server, crate::server::known_servers().join(", ")))
-    })?;
+    let plug = crate::server::start(&opts.server, opts.dialect, &opts.config, &opts.tools, opts.seed, opts.life)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -250,11 +238,11 @@ pub fn serve(opts: &ServeOptions) -> Result<()> {
             app = app.with_shared_store(std::rc::Rc::new(crate::store::RespStore::tcp(addr, STORE_TIMEOUT)));
         }
         eprintln!(
-            "mcpsim serve: {} ({}) on http://127.0.0.1:{}/{}",
+            "mcpsim serve: {} ({}) on http://127.0.0.1:{}{}",
             opts.server,
             opts.dialect.name(),
             opts.port,
-            if opts.dialect == Dialect::LegacySse { "mcp/sse" } else { "mcp" }
+            super::LiveWire::of(opts.dialect).endpoint
         );
         let served = plug.serve(listener.into(), app);
         let Some(control_port) = opts.control_port else {

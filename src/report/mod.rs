@@ -15,6 +15,7 @@ pub use formats::{colorize, json, junit, junit_with_errors, Errored, Judged};
 pub use timeline::html as timeline_html;
 
 use crate::check::{Expectation, Status, Verdict};
+use crate::scenario::Dialect;
 use crate::trace::Run;
 use crate::trace::{describe_rpc, outcome_word, ConnId, Event, Outcome, Purpose, SimTime, What};
 use crate::wire::jsonrpc::{RpcKind, RpcSummary};
@@ -359,11 +360,15 @@ fn timeline(run: &Run) -> Vec<(SimTime, String)> {
 /// One line: what became of each server request (of each call, in
 /// stateless-http), and the dropped writes.
 pub fn outcome(run: &Run) -> String {
-    if run.trace.events.first().is_some_and(|e| {
-        matches!(&e.what, What::RunStarted { dialect, .. } if dialect == crate::scenario::Dialect::StatelessHttp.name())
-    }) {
-        return stateless_outcome(run);
+    // The report layer's one choice of dialect (docs/design.md §7).
+    match run.trace.dialect() {
+        Dialect::LegacySse | Dialect::StreamableHttp => stateful_outcome(run),
+        Dialect::StatelessHttp => stateless_outcome(run),
     }
+}
+
+/// [`outcome`] of a run with sessions.
+fn stateful_outcome(run: &Run) -> String {
     let mut last: BTreeMap<String, Outcome> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
     let mut dropped_with_events = 0;

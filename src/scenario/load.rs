@@ -167,7 +167,7 @@ impl Loader<'_> {
     fn tools(&mut self, raw: Vec<RawTool>) -> Result<()> {
         for t in raw {
             let name = t.name.get_ref().clone();
-            if self.dialect != Dialect::StatelessHttp {
+            if self.dialect.family() != Family::Stateless {
                 return Err(self.err(
                     t.name.span(),
                     "[[tool]] needs dialect = \"stateless-http\" in [scenario] (the other dialects call the built-in `ask` tool)".into(),
@@ -450,7 +450,7 @@ impl Loader<'_> {
                 Action::Answer { client: client(self)?, label: label.into_inner() }
             }
             "rebind" => Action::Rebind { client: client(self)? },
-            "sever" | "reset" if s.label.is_some() && self.dialect == Dialect::StatelessHttp => {
+            "sever" | "reset" if s.label.is_some() && self.dialect.family() == Family::Stateless => {
                 let label = self.call_label(s, &s.label, "label")?;
                 let client = client(self)?;
                 if action_name == "sever" {
@@ -550,10 +550,10 @@ impl Loader<'_> {
             }
             other => {
                 // The kinds of this dialect's family (the stateful dialects share their words).
-                let family = self.dialect.has_sessions();
+                let family = self.dialect.family();
                 let kinds: Vec<&str> = StepKind::ALL
                     .iter()
-                    .filter(|k| Dialect::ALL.iter().any(|d| d.has_sessions() == family && d.step_kinds().contains(k)))
+                    .filter(|k| Dialect::ALL.iter().any(|d| d.family() == family && d.step_kinds().contains(k)))
                     .map(|k| k.as_str())
                     .collect();
                 return Err(self.err(

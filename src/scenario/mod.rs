@@ -57,18 +57,108 @@ pub enum Dialect {
     StatelessHttp,
 }
 
+/// The two families of dialects: with sessions, whose streams resume by
+/// `Last-Event-ID` (legacy-sse, streamable-http), or without (stateless-http).
+/// Layers that differ only by family choose by it; a layer that tells the
+/// dialects of one family apart makes its one choice by [`Dialect`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// Sessions, streams and `Last-Event-ID` (MCP 2024-11-05, 2025-11-25).
+    Stateful,
+    /// No session: each request its own POST, state in `requestState` (MCP 2026-07-28).
+    Stateless,
+}
+
+/// What the scenario layer knows of a dialect (see [`Dialect::spec`]).
+struct Spec {
+    name: &'static str,
+    family: Family,
+    steps: &'static [StepKind],
+}
+
 impl Dialect {
-    /// Its name in scenario files and on the command line.
-    pub fn name(self) -> &'static str {
+    /// Every dialect, in listing order (a new variant goes here and in [`Dialect::spec`]).
+    pub const ALL: [Dialect; 3] = [Dialect::LegacySse, Dialect::StreamableHttp, Dialect::StatelessHttp];
+
+    /// The scenario layer's one choice of dialect (docs/design.md §7): its
+    /// name, family and step kinds.
+    const fn spec(self) -> Spec {
+        use StepKind::*;
         match self {
-            Dialect::LegacySse => "legacy-sse",
-            Dialect::StreamableHttp => "streamable-http",
-            Dialect::StatelessHttp => "stateless-http",
+            Dialect::LegacySse => Spec {
+                name: "legacy-sse",
+                family: Family::Stateful,
+                steps: &[
+                    Connect,
+                    ServerRequest,
+                    Notify,
+                    Answer,
+                    Rebind,
+                    Sever,
+                    Reset,
+                    Resume,
+                    StealToken,
+                    CrashClient,
+                    RestartReplica,
+                    CrashReplica,
+                    Drain,
+                    Partition,
+                    Wait,
+                ],
+            },
+            Dialect::StreamableHttp => Spec {
+                name: "streamable-http",
+                family: Family::Stateful,
+                steps: &[
+                    Connect,
+                    ServerRequest,
+                    CallTool,
+                    EndSession,
+                    EnableTool,
+                    Notify,
+                    Answer,
+                    Rebind,
+                    Sever,
+                    Reset,
+                    Resume,
+                    StealToken,
+                    CrashClient,
+                    RestartReplica,
+                    CrashReplica,
+                    Drain,
+                    Partition,
+                    Wait,
+                ],
+            },
+            Dialect::StatelessHttp => Spec {
+                name: "stateless-http",
+                family: Family::Stateless,
+                steps: &[
+                    Call,
+                    StealRequestState,
+                    TamperRequestState,
+                    ReplayRequestState,
+                    RestartServer,
+                    Listen,
+                    ChangeTools,
+                    Partition,
+                    RestartReplica,
+                    CrashReplica,
+                    Drain,
+                    Rebind,
+                    Sever,
+                    Reset,
+                    CrashClient,
+                    Wait,
+                ],
+            },
         }
     }
 
-    /// Every dialect, in listing order.
-    pub const ALL: [Dialect; 3] = [Dialect::LegacySse, Dialect::StreamableHttp, Dialect::StatelessHttp];
+    /// Its name in scenario files and on the command line.
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
 
     /// The dialect called `name`, if any.
     pub fn from_name(name: &str) -> Option<Self> {
@@ -77,69 +167,17 @@ impl Dialect {
 
     /// The step kinds a scenario of this dialect may use.
     pub fn step_kinds(self) -> &'static [StepKind] {
-        use StepKind::*;
-        match self {
-            Dialect::LegacySse => &[
-                Connect,
-                ServerRequest,
-                Notify,
-                Answer,
-                Rebind,
-                Sever,
-                Reset,
-                Resume,
-                StealToken,
-                CrashClient,
-                RestartReplica,
-                CrashReplica,
-                Drain,
-                Partition,
-                Wait,
-            ],
-            Dialect::StreamableHttp => &[
-                Connect,
-                ServerRequest,
-                CallTool,
-                EndSession,
-                EnableTool,
-                Notify,
-                Answer,
-                Rebind,
-                Sever,
-                Reset,
-                Resume,
-                StealToken,
-                CrashClient,
-                RestartReplica,
-                CrashReplica,
-                Drain,
-                Partition,
-                Wait,
-            ],
-            Dialect::StatelessHttp => &[
-                Call,
-                StealRequestState,
-                TamperRequestState,
-                ReplayRequestState,
-                RestartServer,
-                Listen,
-                ChangeTools,
-                Partition,
-                RestartReplica,
-                CrashReplica,
-                Drain,
-                Rebind,
-                Sever,
-                Reset,
-                CrashClient,
-                Wait,
-            ],
-        }
+        self.spec().steps
+    }
+
+    /// Its family: with sessions, or stateless.
+    pub fn family(self) -> Family {
+        self.spec().family
     }
 
     /// Whether a session (and `Last-Event-ID`) exists in this dialect.
     pub fn has_sessions(self) -> bool {
-        self != Dialect::StatelessHttp
+        self.family() == Family::Stateful
     }
 }
 

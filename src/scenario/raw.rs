@@ -327,10 +327,12 @@ pub fn json_schema() -> String {
         .filter(|s| crate::vocab::speaks_stateful(s))
         .chain(crate::vocab::LIVE_SERVERS.iter().copied())
         .collect();
+    let stateless_dialects: Vec<&str> =
+        super::Dialect::ALL.into_iter().filter(|d| d.family() == super::Family::Stateless).map(|d| d.name()).collect();
     schema.insert(
         "allOf".into(),
         serde_json::json!([{
-            "if": { "properties": { "scenario": { "properties": { "dialect": { "const": "stateless-http" } }, "required": ["dialect"] } } },
+            "if": { "properties": { "scenario": { "properties": { "dialect": { "enum": stateless_dialects } }, "required": ["dialect"] } } },
             "then": expect_of(
                 crate::vocab::STATELESS_SERVERS.iter().chain(crate::vocab::LIVE_STATELESS).copied().collect(),
                 names(crate::vocab::CheckId::STATELESS)

@@ -8,6 +8,8 @@ pub mod policy;
 #[cfg(feature = "rmcp")]
 pub mod rmcp;
 #[cfg(feature = "rmcp")]
+mod rmcp_shared;
+#[cfg(feature = "rmcp")]
 pub mod rmcp_stateless;
 #[cfg(feature = "rmcp")]
 mod rmcp_tap;
@@ -28,16 +30,36 @@ pub fn known_servers() -> Vec<&'static str> {
     crate::vocab::SERVERS.to_vec()
 }
 
+/// How the built-in servers serve a dialect: the server layer's one choice
+/// of dialect (docs/design.md §7).
+#[derive(Clone, Copy)]
+pub(crate) enum Wire {
+    /// Sessions: the reference engine's routes for it, and whether rmcp's
+    /// `StreamableHttpService` speaks it too.
+    Sessions { engine: engine::EngineWire, rmcp: bool },
+    /// No sessions: the stateless servers ([`stateless`], rmcp's stateless service).
+    Stateless,
+}
+
+impl Wire {
+    pub(crate) fn of(dialect: Dialect) -> Wire {
+        match dialect {
+            Dialect::LegacySse => Wire::Sessions { engine: engine::EngineWire::LEGACY, rmcp: false },
+            Dialect::StreamableHttp => Wire::Sessions { engine: engine::EngineWire::STREAMABLE, rmcp: true },
+            Dialect::StatelessHttp => Wire::Stateless,
+        }
+    }
+}
+
 /// The dialects built-in server `name` speaks (none for an unknown name).
 pub fn dialects(name: &str) -> Vec<Dialect> {
     let stateful = policy::builtin_policies().iter().any(|p| p.name() == name);
     let stateless = crate::vocab::STATELESS_SERVERS.contains(&name);
     Dialect::ALL
         .into_iter()
-        .filter(|d| match d {
-            Dialect::StatelessHttp => stateless,
-            Dialect::StreamableHttp => stateful || name == "rmcp",
-            Dialect::LegacySse => stateful,
+        .filter(|d| match Wire::of(*d) {
+            Wire::Sessions { rmcp, .. } => stateful || (rmcp && name == "rmcp"),
+            Wire::Stateless => stateless,
         })
         .collect()
 }
@@ -91,33 +113,55 @@ pub fn describe_servers() -> Vec<(String, String)> {
 /// The built-in server `name`, configured for `plan`; the error names the
 /// known servers, or the dialect the server lacks.
 pub fn for_plan(name: &str, plan: &Plan, seed: Seed) -> Result<Rc<dyn ServerPlug>> {
+    start(name, plan.dialect, &plan.server, &plan.tools, seed, 1).map_err(|e| match lacks(name, plan.dialect) {
+        Some(why) => Error::usage(format!("{why}; scenario {:?} is {:?}", plan.name, plan.dialect.name())),
+        None => e,
+    })
+}
+
+/// Why built-in server `name` cannot serve `dialect`, when it is known but
+/// speaks other dialects only.
+fn lacks(name: &str, dialect: Dialect) -> Option<String> {
     let speaks_it = dialects(name);
-    if !speaks_it.is_empty() && !speaks_it.contains(&plan.dialect) {
-        let names: Vec<String> = speaks_it.iter().map(|d| format!("{:?}", d.name())).collect();
-        return Err(Error::usage(format!(
-            "server {name:?} speaks only dialect {}; scenario {:?} is {:?}",
-            names.join(" and "),
-            plan.name,
-            plan.dialect.name()
-        )));
+    if speaks_it.is_empty() || speaks_it.contains(&dialect) {
+        return None;
+    }
+    let names: Vec<String> = speaks_it.iter().map(|d| format!("{:?}", d.name())).collect();
+    Some(format!("server {name:?} speaks only dialect {}", names.join(" and ")))
+}
+
+/// Built-in server `name` speaking `dialect`, configured by `cfg` (and
+/// offering `tools`, in stateless-http), as the `life`th process of its
+/// server (counted from 1: a live deployment's replicas and restarts are
+/// processes of their own, and each draws the session tokens, or the
+/// per-process key, that the simulation's `life`th `serve` draws). The one
+/// place a built-in server is chosen: simulation (`for_plan`) and `mcpsim
+/// serve` both start theirs here.
+pub fn start(
+    name: &str,
+    dialect: Dialect,
+    cfg: &ServerConfig,
+    tools: &[crate::scenario::ToolSpec],
+    seed: Seed,
+    life: u32,
+) -> Result<Rc<dyn ServerPlug>> {
+    if let Some(why) = lacks(name, dialect) {
+        return Err(Error::usage(why));
     }
     if is_sdk(name) && !cfg!(feature = "rmcp") {
         return Err(Error::usage(format!(
             "server {name:?} is rmcp, which this build of mcpsim leaves out: build it with the `rmcp` feature (on by default)"
         )));
     }
-    if plan.dialect == Dialect::StatelessHttp {
-        return builtin_stateless(name, &plan.server, &plan.tools, seed, 1)
-            .ok_or_else(|| Error::usage(format!("unknown server {name:?} (known: {})", known_servers().join(", "))));
-    }
-    builtin(name, &plan.server, plan.dialect, seed)
-        .ok_or_else(|| Error::usage(format!("unknown server {name:?} (known: {})", known_servers().join(", "))))
+    let plug = match Wire::of(dialect) {
+        Wire::Sessions { engine, .. } => with_sessions(name, cfg, engine, seed, life),
+        Wire::Stateless => stateless_by_name(name, cfg, tools, seed, life),
+    };
+    plug.ok_or_else(|| Error::usage(format!("unknown server {name:?} (known: {})", known_servers().join(", "))))
 }
 
-/// A built-in stateless-http server by name, offering `tools`, as a process
-/// in its `life`th life (1: fresh; a restarted live process counts on, so
-/// that a per-process key is a new one).
-pub fn builtin_stateless(
+/// A built-in stateless-http server by name, offering `tools`, in its `life`th life.
+fn stateless_by_name(
     name: &str,
     cfg: &ServerConfig,
     tools: &[crate::scenario::ToolSpec],
@@ -132,19 +176,11 @@ pub fn builtin_stateless(
     Some(Rc::new(stateless::StatelessServer::new(policy, cfg.clone(), tools.to_vec(), seed).in_life(life)))
 }
 
-/// A built-in server by name (legacy-sse or streamable-http).
-pub fn builtin(name: &str, cfg: &ServerConfig, dialect: Dialect, seed: Seed) -> Option<Rc<dyn ServerPlug>> {
-    builtin_in_life(name, cfg, dialect, seed, 1)
-}
-
-/// [`builtin`], as the `life`th process of its server (counted from 1, as
-/// [`builtin_stateless`] counts): a live deployment's replicas and
-/// restarts are processes of their own, and each draws the session tokens
-/// the simulation's `life`th `serve` draws.
-pub fn builtin_in_life(
+/// A built-in server with sessions by name, serving `engine`'s routes (rmcp serves its own).
+fn with_sessions(
     name: &str,
     cfg: &ServerConfig,
-    dialect: Dialect,
+    engine: engine::EngineWire,
     seed: Seed,
     life: u32,
 ) -> Option<Rc<dyn ServerPlug>> {
@@ -153,7 +189,13 @@ pub fn builtin_in_life(
         return Some(Rc::new(rmcp::Rmcp::new(cfg.clone(), seed).in_life(life)));
     }
     let policy: Rc<dyn ResumptionPolicy> = policy::builtin_policies().into_iter().find(|p| p.name() == name)?.into();
-    Some(Rc::new(Engine::new(cfg.clone(), dialect, policy, seed).in_life(life)))
+    Some(Rc::new(Engine::speaking(cfg.clone(), engine, policy, seed).in_life(life)))
+}
+
+/// A built-in server by name speaking `dialect` ([`start`], for a first
+/// process with no tools), or None.
+pub fn builtin(name: &str, cfg: &ServerConfig, dialect: Dialect, seed: Seed) -> Option<Rc<dyn ServerPlug>> {
+    start(name, dialect, cfg, &[], seed, 1).ok()
 }
 
 #[cfg(all(test, feature = "rmcp"))]

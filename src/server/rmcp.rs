@@ -25,15 +25,13 @@ use crate::scenario::ServerConfig;
 use crate::seed::Seed;
 use crate::trace::Outcome;
 use crate::wire::jsonrpc::{mcp, Message, RpcId};
-use bytes::Bytes;
-use http_body_util::{combinators::BoxBody, BodyExt};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use rand::RngCore;
 use rand_chacha::ChaCha8Rng;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage, ClientResult, ContentBlock,
-    Implementation, InitializeResult, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, NumberOrString,
+    Implementation, InitializeResult, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
     PaginatedRequestParams, ServerCapabilities, ServerInfo, ServerJsonRpcMessage, ServerRequest, Tool,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, ServiceError};
@@ -45,11 +43,9 @@ use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService, WorkerTransport};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -191,13 +187,6 @@ struct App {
     timeout: Duration,
 }
 
-pub(super) fn rpc_id(id: &NumberOrString) -> RpcId {
-    match id {
-        NumberOrString::Number(n) => RpcId::Num(*n),
-        NumberOrString::String(s) => RpcId::Str(s.to_string()),
-    }
-}
-
 /// The SDK's typed server request for `method`, with our labelled content.
 fn server_request(method: &str, label: &str, owner: &str) -> Result<ServerRequest, String> {
     let Message::Request { params, .. } = mcp::server_request(RpcId::Num(0), method, label, owner) else {
@@ -232,7 +221,7 @@ async fn issue(
             return false;
         }
     };
-    let id = rpc_id(&handle.id);
+    let id = super::rmcp_shared::rpc_id(&handle.id);
     let _ = report.send(Report::Issued { client, label: label.clone(), method, id: id.clone(), session });
     let (outcome, detail, ok) = match handle.await_response().await {
         Ok(ClientResult::EmptyResult(_)) | Ok(_) => (Outcome::Answered, "rmcp received the answer".to_string(), true),
@@ -401,59 +390,6 @@ impl SessionManager for SeededSessions {
     }
 }
 
-/// SSE keep-alive on the simulated clock: a `:` comment after `every` of silence.
-/// (`tokio::time::Instant::now()` inside a turmoil host reads the simulated
-/// clock; rmcp's own keep-alive reads `std::time::Instant`, which is why it is
-/// replaced.)
-/// rmcp's SSE body yields whole events per frame, so a ping never splits one.
-struct KeepAlive<B> {
-    inner: B,
-    every: Duration,
-    sleep: Pin<Box<tokio::time::Sleep>>,
-}
-
-impl<B: hyper::body::Body<Data = Bytes> + Unpin> hyper::body::Body for KeepAlive<B> {
-    type Data = Bytes;
-    type Error = B::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, B::Error>>> {
-        let this = &mut *self;
-        match Pin::new(&mut this.inner).poll_frame(cx) {
-            Poll::Ready(f) => {
-                this.sleep.as_mut().reset(tokio::time::Instant::now() + this.every);
-                Poll::Ready(f)
-            }
-            Poll::Pending => match this.sleep.as_mut().poll(cx) {
-                Poll::Ready(()) => {
-                    this.sleep.as_mut().reset(tokio::time::Instant::now() + this.every);
-                    Poll::Ready(Some(Ok(hyper::body::Frame::data(Bytes::from_static(b":\n\n")))))
-                }
-                Poll::Pending => Poll::Pending,
-            },
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-}
-
-/// rmcp's response, its SSE body (if it is one) pinged after `every` of
-/// silence on the simulated clock.
-pub(super) fn keep_alive(
-    resp: hyper::Response<BoxBody<Bytes, Infallible>>,
-    every: Duration,
-) -> hyper::Response<BoxBody<Bytes, Infallible>> {
-    let sse = resp.headers().get("content-type").is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-    if !sse {
-        return resp;
-    }
-    resp.map(|b| KeepAlive { inner: b, every, sleep: Box::pin(tokio::time::sleep(every)) }.boxed())
-}
-
 impl ServerPlug for Rmcp {
     fn name(&self) -> &str {
         "rmcp"
@@ -502,7 +438,12 @@ impl ServerPlug for Rmcp {
                 tokio::task::spawn_local(async move {
                     let svc = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
                         let service = service.clone();
-                        async move { Ok::<_, std::convert::Infallible>(keep_alive(service.handle(req).await, heartbeat)) }
+                        async move {
+                            Ok::<_, std::convert::Infallible>(super::rmcp_shared::keep_alive(
+                                service.handle(req).await,
+                                heartbeat,
+                            ))
+                        }
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
                         .timer(crate::clock::HyperTimer)

@@ -269,7 +269,7 @@ impl ServerHandler for App {
             return Err(ErrorData::invalid_params(format!("unknown tool {:?}", req.name), None));
         };
         let principal = principal(&cx);
-        let id = super::rmcp::rpc_id(&cx.id);
+        let id = super::rmcp_shared::rpc_id(&cx.id);
         let args = req.arguments.clone().map(Value::Object).unwrap_or(Value::Null);
         let call = args.get(mrtr::CALL_ARG).and_then(Value::as_str).unwrap_or("").to_string();
         let digest = params_digest(&args);
@@ -479,7 +479,7 @@ impl ServerPlug for RmcpStateless {
                     let svc = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
                         let service = service.clone();
                         async move {
-                            Ok::<_, std::convert::Infallible>(super::rmcp::keep_alive(
+                            Ok::<_, std::convert::Infallible>(super::rmcp_shared::keep_alive(
                                 service.handle(req).await,
                                 heartbeat,
                             ))

@@ -149,10 +149,10 @@ pub enum What {
         /// The server under test, by name.
         server: String,
         /// The dialect the run speaks (`legacy-sse`, `streamable-http`, `stateless-http`):
-        /// what the checks read the rest of the trace as. Empty in traces
-        /// written before it was recorded.
+        /// what the checks read the rest of the trace as. Traces written
+        /// before it was recorded are legacy-sse's, the only dialect then.
         #[serde(default)]
-        dialect: String,
+        dialect: crate::scenario::Dialect,
         /// The seed of the run.
         seed: u64,
         /// The scenario's duration, in microseconds of simulated time.
@@ -847,6 +847,14 @@ pub struct Trace {
 }
 
 impl Trace {
+    /// The dialect its header names (legacy-sse for a trace with no header).
+    pub fn dialect(&self) -> crate::scenario::Dialect {
+        match self.events.first().map(|e| &e.what) {
+            Some(What::RunStarted { dialect, .. }) => *dialect,
+            _ => crate::scenario::Dialect::default(),
+        }
+    }
+
     /// JSON Lines, one event per line.
     pub fn to_jsonl(&self) -> String {
         let mut out = Vec::new();

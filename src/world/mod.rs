@@ -275,7 +275,7 @@ pub(crate) fn record_header(rec: &Recorder, plan: &Plan, server: &str, seed: See
         fence_grace_us: traits.resume_bounds.map(|b| b.fence_grace.as_micros() as u64),
         scenario: plan.name.clone(),
         server: server.to_string(),
-        dialect: plan.dialect.name().to_string(),
+        dialect: plan.dialect,
         seed: seed.0,
         duration_us: plan.duration.as_micros() as u64,
         liveness_bound_us: plan.server.request_timeout.0.as_micros() as u64,

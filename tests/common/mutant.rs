@@ -27,7 +27,8 @@ impl ResumptionPolicy for Tweaked {
 
 /// The trace of `plan` run against `policy` in the reference engine.
 pub fn run_with_policy(plan: &Plan, policy: Tweaked) -> mcpsim::trace::Trace {
-    let plug = Rc::new(Engine::new(plan.server.clone(), plan.dialect, Rc::new(policy), plan.seed));
+    let plug =
+        Rc::new(Engine::new(plan.server.clone(), plan.dialect, Rc::new(policy), plan.seed).expect("a stateful plan"));
     mcpsim::run_with(plan, plug, plan.seed).unwrap().trace
 }
 

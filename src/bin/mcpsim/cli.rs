@@ -374,20 +374,33 @@ pub(crate) struct HuntArgs {
     pub(crate) config: ConfigArgs,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum DialectArg {
-    LegacySse,
-    StreamableHttp,
-    StatelessHttp,
+/// `--dialect`: a dialect by its name, each with a line of help.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DialectArg(mcpsim::scenario::Dialect);
+
+impl clap::ValueEnum for DialectArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        static ALL: std::sync::OnceLock<Vec<DialectArg>> = std::sync::OnceLock::new();
+        ALL.get_or_init(|| mcpsim::scenario::Dialect::ALL.map(DialectArg).to_vec())
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        use mcpsim::scenario::Dialect;
+        // The command line's one choice of dialect (docs/design.md §7).
+        let help = match self.0 {
+            Dialect::LegacySse => "HTTP+SSE (MCP 2024-11-05): GET /mcp/sse, answers POSTed to the endpoint it names",
+            Dialect::StreamableHttp => "Streamable HTTP (MCP 2025-11-25): one endpoint, Mcp-Session-Id, resume by GET",
+            Dialect::StatelessHttp => "MCP 2026-07-28: no session; a server's questions are multi round-trip requests",
+        };
+        Some(clap::builder::PossibleValue::new(self.0.name()).help(help))
+    }
 }
 
 impl DialectArg {
     pub(crate) fn resolve(arg: Option<DialectArg>, server: &str) -> mcpsim::scenario::Dialect {
         match arg {
             None => mcpsim::hunt::default_dialect(server),
-            Some(DialectArg::LegacySse) => mcpsim::scenario::Dialect::LegacySse,
-            Some(DialectArg::StreamableHttp) => mcpsim::scenario::Dialect::StreamableHttp,
-            Some(DialectArg::StatelessHttp) => mcpsim::scenario::Dialect::StatelessHttp,
+            Some(DialectArg(d)) => d,
         }
     }
 }

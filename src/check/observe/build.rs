@@ -27,7 +27,8 @@ impl<'a> Observed<'a> {
                     fence_grace_us,
                     ..
                 } => {
-                    o.streamable = dialect == "streamable-http";
+                    o.streamable =
+                        crate::check::Reading::of(*dialect) == crate::check::Reading::Sessions { polls: true };
                     o.unauthenticated = !*authenticates;
                     o.retention = *retention;
                     o.fence_grace = fence_grace_us.map(SimTime);

@@ -19,7 +19,7 @@ impl Sb {
         let started = What::RunStarted {
             scenario: "unit".into(),
             server: "unit".into(),
-            dialect: "stateless-http".into(),
+            dialect: crate::scenario::Dialect::StatelessHttp,
             seed: 0,
             duration_us: duration_s * 1_000_000,
             liveness_bound_us: 300_000_000,

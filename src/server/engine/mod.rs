@@ -49,7 +49,7 @@ use super::http::Body;
 /// The reference engine with one policy: a server plug-in.
 pub struct Engine {
     cfg: ServerConfig,
-    dialect: Dialect,
+    wire: EngineWire,
     policy: Rc<dyn ResumptionPolicy>,
     seed: Seed,
     /// How many processes it has served as (a deployment serves once per
@@ -63,9 +63,18 @@ pub struct Engine {
 
 impl Engine {
     /// The engine configured by `cfg`, speaking `dialect`, deciding resumptions
-    /// with `policy`; its session tokens are drawn from `seed`.
-    pub fn new(cfg: ServerConfig, dialect: Dialect, policy: Rc<dyn ResumptionPolicy>, seed: Seed) -> Self {
-        Self { cfg, dialect, policy, seed, serves: Cell::new(0), named: Rc::default() }
+    /// with `policy`; its session tokens are drawn from `seed`. None for a
+    /// dialect without sessions (the engine speaks the stateful dialects).
+    pub fn new(cfg: ServerConfig, dialect: Dialect, policy: Rc<dyn ResumptionPolicy>, seed: Seed) -> Option<Self> {
+        match super::Wire::of(dialect) {
+            super::Wire::Sessions { engine, .. } => Some(Self::speaking(cfg, engine, policy, seed)),
+            super::Wire::Stateless => None,
+        }
+    }
+
+    /// [`Engine::new`] with the routes of its dialect chosen.
+    pub(crate) fn speaking(cfg: ServerConfig, wire: EngineWire, policy: Rc<dyn ResumptionPolicy>, seed: Seed) -> Self {
+        Self { cfg, wire, policy, seed, serves: Cell::new(0), named: Rc::default() }
     }
 
     /// The engine as the `life`th process of its server (from 1): its
@@ -114,7 +123,7 @@ impl ServerPlug for Engine {
             .then(|| Replicated::new(app.store.clone(), format!("p{:08x}", rng.next_u32()), app.time_scale));
         let shared = Rc::new(Shared {
             cfg: self.cfg.clone(),
-            wire: EngineWire::of(self.dialect),
+            wire: self.wire,
             policy: self.policy.clone(),
             report: app.report.clone(),
             state: RefCell::new(State::default()),
@@ -201,7 +210,7 @@ type Serving = Pin<Box<dyn Future<Output = Response<Body>>>>;
 /// legacy-sse's routes are in [`routes`], streamable-http's in
 /// [`streamable`]; the rest of the engine is shared.
 #[derive(Clone, Copy)]
-struct EngineWire {
+pub(crate) struct EngineWire {
     /// Serves one HTTP request.
     handle: fn(Rc<Shared>, Rc<ConnCtl>, Request<Incoming>) -> Serving,
     /// A resumption that replays nothing gets a priming event (streamable-http).
@@ -209,19 +218,10 @@ struct EngineWire {
 }
 
 impl EngineWire {
-    const LEGACY: EngineWire = EngineWire { handle: |s, c, r| Box::pin(handle(s, c, r)), primes_empty_replay: false };
-    const STREAMABLE: EngineWire =
+    pub(crate) const LEGACY: EngineWire =
+        EngineWire { handle: |s, c, r| Box::pin(handle(s, c, r)), primes_empty_replay: false };
+    pub(crate) const STREAMABLE: EngineWire =
         EngineWire { handle: |s, c, r| Box::pin(streamable::handle(s, c, r)), primes_empty_replay: true };
-
-    /// The engine's side of `dialect` (`server::builtin` serves stateless-http
-    /// with `server::stateless`, never with the engine).
-    fn of(dialect: Dialect) -> Self {
-        if dialect == Dialect::LegacySse {
-            Self::LEGACY
-        } else {
-            Self::STREAMABLE
-        }
-    }
 }
 
 struct Shared {
