@@ -20,31 +20,34 @@
 //! [`serve`] is the other side: the reference engines served on real TCP,
 //! speaking the control protocol (`mcpsim serve`).
 
+mod actors;
 pub mod control;
 mod deploy;
+mod lateness;
+mod link;
 mod net;
 mod process;
 mod serve;
+mod servers;
+mod startup;
 
 pub use serve::{serve, ServeOptions};
+pub use startup::interrupted;
 
 use crate::clock;
 use crate::error::{Error, Result};
-use crate::inbox::Inbox;
 use crate::scenario::{Dialect, Plan, Routing};
-use crate::server::{AppHook, AppReporter};
 use crate::trace::LateStep;
 use crate::trace::{LiveInfo, Recorder, Run, SimTime, What};
-use crate::world::nat::{Fault, Nat, ServedBy};
-use crate::world::{record_header, start_client, Hosts, Schedule, World};
-use control::{FromServer, ToServer, PROTOCOL};
-use process::{describe_exit, Process};
+use crate::world::{record_deployment, record_header, World};
+use actors::{LiveHosts, Orders};
+use lateness::{injected_step_delay, late_misses, late_timeouts, slow_answers};
+use link::{Control, ExecNumbers};
+use servers::Servers;
+use startup::{ports, Interrupt};
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpListener;
 
 /// How to run a plan live.
 #[derive(Clone, Debug)]
@@ -219,325 +222,40 @@ pub fn run(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
     }
 }
 
-/// One server process of a live run (one per replica in a deployment):
-/// its environment, the process, and the tasks serving its control
-/// connection.
-struct Replica {
-    env: Vec<(&'static str, String)>,
-    process: Process,
-    tasks: Option<ControlTasks>,
-    app: AppHook,
-}
-
-impl Replica {
-    /// Stops its control tasks and kills its process, and reaps it.
-    async fn stop(&mut self) {
-        if let Some(t) = self.tasks.take() {
-            t.abort();
-        }
-        self.process.kill();
-        let _ = self.process.exited().await;
-        self.process.settle().await;
-    }
-}
-
-/// Execution numbers as the trace shows them: each process numbers its own
-/// from 1 (again after a restart); the trace numbers every execution of
-/// the run once, in the order they are first reported.
-#[derive(Default)]
-struct ExecNumbers {
-    next: u32,
-    /// (replica index, life, the process's own number) → the trace's.
-    map: BTreeMap<(usize, u32, u32), u32>,
-}
-
-impl ExecNumbers {
-    fn number(&mut self, replica: usize, life: u32, own: u32) -> u32 {
-        *self.map.entry((replica, life, own)).or_insert_with(|| {
-            self.next += 1;
-            self.next
-        })
-    }
-}
-
 async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
     // Listen for Ctrl-C (and SIGTERM) before the process exists: from then
     // on mcpsim must live to kill its process group.
     let mut interrupt = Interrupt::new()?;
-    let (mut port, control) = ports(opts.port).await?;
-    let control_port = control.local_addr().map_err(|e| Error::io(e.to_string()))?.port();
+    let (port, control) = ports(opts.port).await?;
+    let mut servers = Servers::start(plan, opts, port, &control, &mut interrupt).await?;
     let deployed = !plan.deployment.is_single();
-    // A deployment: Redis and the store links first, then the replicas, then HAProxy in front.
-    let (store, mut slots) = if deployed {
-        let (store, slots) = deploy::LiveStore::start(&plan.deployment, async || free_port().await).await?;
-        (Some(Rc::new(RefCell::new(store))), slots)
-    } else {
-        (None, vec![deploy::ReplicaSlot { port, store: None }])
-    };
-    // The replicas share one clock origin, so that a state's expiry means the same on each.
-    let origin_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
-    let mut replicas: Vec<Replica> = Vec::new();
-    let mut hellos = Vec::new();
-    for (i, slot) in slots.iter_mut().enumerate() {
-        // A port found free can be taken by another process before the
-        // server binds it (a parallel run's own pick): a start that fails
-        // on it gets another port, twice at most. A port the user fixed
-        // (--live-port) is never changed.
-        let mut retries = if opts.port.is_some() { 0 } else { 2 };
-        // A start that misses the ready timeout (a loaded machine: two
-        // Node or Python processes starting at once) is tried once more,
-        // with twice the time.
-        let mut ready_timeout = opts.ready_timeout;
-        let mut slow_start_retried = false;
-        let (env, process, ((server, dialects, authenticates), lines, writer)) = loop {
-            let mut env = control::environment(
-                slot.port,
-                control_port,
-                plan.dialect,
-                &plan.server,
-                &plan.tools,
-                opts.time_scale,
-                plan.seed.0,
-            );
-            env.extend(opts.config.environment());
-            if deployed {
-                env.push(("MCPSIM_CLOCK_ORIGIN_MS", origin_ms.to_string()));
-                env.push(("MCPSIM_REPLICA", (i + 1).to_string()));
-                env.push(("MCPSIM_REPLICAS", plan.deployment.replicas.to_string()));
-            }
-            if let Some(url) = &slot.store {
-                env.push(("MCPSIM_STORE", url.clone()));
-            }
-            let mut process = Process::spawn(&opts.command, &env, opts.echo)
-                .map_err(|e| Error::io(format!("cannot start the server command `{}`: {e}", opts.command)))?;
-            let started = tokio::select! {
-                biased;
-                why = interrupt.recv() => return Err(Error::io(format!("{why} before the server process was ready"))),
-                r = ready(&control, &mut process, opts, ready_timeout) => r,
-            };
-            match started {
-                Ok(hello) => break (env, process, hello),
-                Err(e) if !slow_start_retried && e.to_string().contains(NOT_READY) => {
-                    slow_start_retried = true;
-                    ready_timeout *= 2;
-                    eprintln!(
-                        "note: {} did not say `ready` within {:?}; starting it once more, with {:?}",
-                        whose(deployed, i),
-                        opts.ready_timeout,
-                        ready_timeout
-                    );
-                    process.kill();
-                    let _ = process.exited().await;
-                }
-                Err(e) if retries > 0 && port_was_taken(&e) => {
-                    retries -= 1;
-                    process.kill();
-                    let _ = process.exited().await;
-                    slot.port = free_port().await?;
-                    if !deployed {
-                        port = slot.port;
-                    }
-                }
-                Err(e) => return Err(e),
-            }
-        };
-        speaks(&server, dialects.as_deref(), plan)?;
-        hellos.push((server, lines, writer, authenticates));
-        replicas.push(Replica { env, process, tasks: None, app: AppHook::new(Inbox::new(), AppReporter::detached()) });
-    }
-    let mut balancer = None;
-    if deployed {
-        let ports: Vec<u16> = slots.iter().map(|s| s.port).collect();
-        balancer = Some(tokio::select! {
-            biased;
-            why = interrupt.recv() => return Err(Error::io(format!("{why} before the load balancer was ready"))),
-            r = deploy::Balancer::start(&plan.deployment, port, &ports, opts.time_scale) => r?,
-        });
-    }
-    let server = hellos[0].0.clone();
-    // Every replica runs the same command: the first one's word holds.
-    let authenticates = hellos[0].3.unwrap_or(true);
 
     // Scenario time 0 is when the server is ready.
     let _clock = clock::go_live(opts.time_scale);
     let rec = Recorder::with_clock(Rc::new(clock::now));
-    let traits = crate::world::ServerTraits { authenticates, unreported_per_stream: 0, resume_bounds: None };
-    record_header(&rec, plan, &server, plan.seed, traits);
+    let traits = crate::world::ServerTraits {
+        authenticates: servers.authenticates,
+        unreported_per_stream: 0,
+        resume_bounds: None,
+    };
+    record_header(&rec, plan, &servers.server, plan.seed, traits);
     if deployed {
-        rec.record(What::DeploymentStarted {
-            replicas: plan.deployment.replicas,
-            routing: plan.deployment.routing.name().to_string(),
-            store: plan.deployment.store.name().to_string(),
-            store_timeout_us: (plan.deployment.store == crate::scenario::StoreKind::Shared)
-                .then(|| (serve::STORE_TIMEOUT.as_secs_f64() / opts.time_scale * 1e6) as u64),
-        });
+        record_deployment(&rec, plan, (serve::STORE_TIMEOUT.as_secs_f64() / opts.time_scale * 1e6) as u64);
     }
     let fatal: Rc<RefCell<Option<String>>> = Rc::default();
     let control = Control { fatal: fatal.clone(), scale: opts.time_scale, listener: control };
     let execs: Rc<RefCell<ExecNumbers>> = Rc::default();
-    for (i, (r, (_, lines, writer, _))) in replicas.iter_mut().zip(hellos).enumerate() {
-        let report =
-            if deployed { AppReporter::for_replica(rec.clone(), i as u32 + 1) } else { AppReporter::new(rec.clone()) };
-        r.app = AppHook::new(Inbox::new(), report);
-        r.tasks = Some(control.spawn(&r.app, writer, lines, (i, 1), &execs));
-    }
-    // What the steps ask of the replicas, each one's life, and which are down (crashed).
+    servers.attach(&rec, &control, &execs);
+    // What the steps ask of the server processes, for the loop to carry out.
     let orders: Rc<RefCell<Orders>> = Rc::default();
-    let mut lives = vec![1u32; replicas.len()];
-    let mut down = vec![false; replicas.len()];
-
-    let mut world = build(plan, port, &rec, replicas[0].app.clone(), orders.clone(), store.clone()).await?;
+    let mut apps = servers.apps();
+    let mut world =
+        actors::build(plan, servers.port, &rec, apps.remove(0), orders.clone(), servers.store.clone()).await?;
     if deployed {
-        world.set_replicas(replicas[1..].iter().map(|r| r.app.clone()).collect());
+        world.set_replicas(apps);
     }
-    let mut schedule = Schedule::new(plan.steps.len());
-    let tick = LOOP_EVERY.div_f64(opts.time_scale);
-    let lateness_bound = (plan.network.tick * 2).max(Duration::from_millis(250));
-    let mut late_steps = Vec::new();
-    let mut stalls: Vec<(Duration, Duration)> = Vec::new();
-    let injected = injected_step_delay()?;
-    let mut aborted = None;
-    'run: loop {
-        let now = clock::now().unwrap_or_default();
-        if now >= plan.duration {
-            break;
-        }
-        world.heal_due(now);
-        for (index, at) in schedule.due(plan, &rec, now, tick) {
-            if let Some(delay) = injected.filter(|(i, _)| *i == index).map(|(_, d)| d) {
-                tokio::time::sleep(delay).await;
-            }
-            // A step's lateness: from when it was meant to run to when the
-            // loop hands it over (a due time still ahead waits inside the
-            // actor, on time).
-            let handed = clock::now().unwrap_or_default();
-            if let Some(intended) = schedule.intended(index) {
-                if handed > intended + lateness_bound {
-                    late_steps.push(LateStep {
-                        index,
-                        action: plan.steps[index].action.kind().as_str().to_string(),
-                        due: intended,
-                        ran: handed,
-                    });
-                }
-            }
-            world.apply(&plan.steps[index], index, at);
-        }
-        let (crash, drain) = {
-            let mut o = orders.borrow_mut();
-            (std::mem::take(&mut o.crash), std::mem::take(&mut o.drain))
-        };
-        // crash-replica: the process is killed and stays down; HAProxy's
-        // health check takes it out of rotation.
-        for i in crash {
-            replicas[i].stop().await;
-            down[i] = true;
-        }
-        for i in drain {
-            if let Some(b) = &balancer {
-                if let Err(why) = b.drain(i as u32 + 1).await {
-                    aborted = Some(format!("{why} (at {})", SimTime::from_duration(now)));
-                    break 'run;
-                }
-            }
-        }
-        let which: Vec<usize> = std::mem::take(&mut orders.borrow_mut().restart).into_iter().collect();
-        if !which.is_empty() {
-            // restart-server (every process) or restart-replica (one): each is
-            // killed and started again, with nothing of its memory; each must
-            // say `ready` again. Meanwhile the NATs hold new connections (a
-            // simulated restart takes no time).
-            let gate = orders.borrow().gate.clone();
-            gate.close();
-            for &i in &which {
-                replicas[i].stop().await;
-            }
-            for &i in &which {
-                let r = &mut replicas[i];
-                lives[i] += 1;
-                down[i] = false;
-                let life = lives[i];
-                let mut env = r.env.clone();
-                env.push(("MCPSIM_LIFE", life.to_string()));
-                r.process = match Process::spawn(&opts.command, &env, opts.echo) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        aborted = Some(format!("cannot restart the server command `{}`: {e}", opts.command));
-                        break 'run;
-                    }
-                };
-                match ready(&control.listener, &mut r.process, opts, opts.ready_timeout * 2).await {
-                    Ok((_hello, lines, writer)) => {
-                        r.tasks = Some(control.spawn(&r.app, writer, lines, (i, life), &execs));
-                        // Back in HAProxy's rotation before the run goes on (its
-                        // health check took it out while it restarted).
-                        let check = crate::world::balancer::HEALTH_CHECK.mul_f64(opts.time_scale);
-                        if let Some(b) = &balancer {
-                            if !b.wait_up(i as u32 + 1, check * 3 + Duration::from_secs(1)).await {
-                                aborted = Some(format!(
-                                    "haproxy (the load balancer) did not see {} up again after its restart",
-                                    whose(deployed, i)
-                                ));
-                                break 'run;
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        aborted = Some(format!("{} did not come back after its restart: {e}", whose(deployed, i)));
-                        break 'run;
-                    }
-                }
-            }
-            rec.record(What::ServerBack {
-                replicas: if deployed { which.iter().map(|&i| i as u32 + 1).collect() } else { Vec::new() },
-            });
-            gate.open();
-        }
-        if let Some(why) = fatal.borrow_mut().take() {
-            let tails: Vec<String> = replicas.iter().map(|r| r.process.tail()).collect();
-            aborted = Some(format!(
-                "{why} (at {})\nits last output lines:\n{}",
-                SimTime::from_duration(now),
-                tails.join("\n  --\n")
-            ));
-            break;
-        }
-        for (i, r) in replicas.iter_mut().enumerate().filter(|(i, _)| !down[*i]) {
-            if let Some(status) = r.process.try_exited() {
-                r.process.settle().await;
-                aborted = Some(format!(
-                    "{} {} at {}, before the scenario ended\nits last output lines:\n{}",
-                    whose(deployed, i),
-                    describe_exit(status),
-                    SimTime::from_duration(clock::now().unwrap_or_default()),
-                    r.process.tail()
-                ));
-                break 'run;
-            }
-        }
-        let part_died =
-            balancer.as_mut().and_then(|b| b.died()).or_else(|| store.as_ref().and_then(|s| s.borrow_mut().died()));
-        if let Some(why) = part_died {
-            aborted = Some(format!("{why} (at {})", SimTime::from_duration(now)));
-            break;
-        }
-        let slept = clock::now().unwrap_or_default();
-        tokio::select! {
-            biased;
-            why = interrupt.recv() => {
-                aborted = Some(format!("{why} at {}", SimTime::from_duration(now)));
-                break;
-            }
-            _ = tokio::time::sleep(LOOP_EVERY) => {}
-        }
-        // The loop's own wake-up is a probe of the machine: a sleep that
-        // overran by more than a step may is a stall, and a timeout that ran
-        // out during one rests on the machine, not on the server.
-        let woke = clock::now().unwrap_or_default();
-        if woke > slept + tick + lateness_bound {
-            stalls.push((slept, woke));
-        }
-    }
+    let mut turns = Turns::new(plan, opts)?;
+    let aborted = turns.drive(plan, &mut world, &mut servers, (&orders, opts, &control, &execs), &mut interrupt).await;
     if let Some(why) = &aborted {
         let first = why.lines().next().unwrap_or_default().to_string();
         rec.record(What::ServerStopped { why: first.clone() });
@@ -549,32 +267,19 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
     world.sim.stop_all();
     let trace = rec.take();
     // Every process the run started is stopped, and reaped.
-    for r in replicas.iter_mut() {
-        r.process.kill();
-        let _ = tokio::time::timeout(Duration::from_secs(2), r.process.exited()).await;
-    }
-    if let Some(b) = balancer.as_mut() {
-        b.stop().await;
-    }
-    if let Some(s) = &store {
-        let stopping = s.borrow_mut().take_redis();
-        if let Some(mut redis) = stopping {
-            redis.kill();
-            let _ = tokio::time::timeout(Duration::from_secs(2), redis.exited()).await;
-        }
-    }
+    servers.teardown().await;
     let notes = unreported(plan, &trace);
-    let late_misses = late_misses(plan, &trace, !late_steps.is_empty());
-    let mut late_waits = late_timeouts(&trace, &stalls);
+    let late_misses = late_misses(plan, &trace, !turns.late_steps.is_empty());
+    let mut late_waits = late_timeouts(&trace, &turns.stalls);
     // Behind a balancer, replicas wait for their store and for each other
     // by design (an answer for a session another replica holds goes through
     // the store): their answers' speed says nothing of the machine's.
     if !deployed {
-        late_waits.extend(slow_answers(&trace, lateness_bound));
+        late_waits.extend(slow_answers(&trace, turns.lateness_bound));
     }
     Ok(Run {
         scenario: plan.name.clone(),
-        server,
+        server: servers.server.clone(),
         by_name: false,
         seed: plan.seed,
         source: plan.source.clone(),
@@ -587,8 +292,8 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
             flags: opts.config.flags(),
             time_scale: opts.time_scale,
             notes,
-            late_steps,
-            lateness_bound,
+            late_steps: turns.late_steps,
+            lateness_bound: turns.lateness_bound,
             late_misses,
             late_waits,
             max_time_scale: opts.time_scale,
@@ -597,149 +302,97 @@ async fn run_async(plan: &Plan, opts: &LiveOptions) -> Result<Run> {
     })
 }
 
-/// The timeouts of a live run that ran out while the machine stalled (the
-/// step loop woke later than a step may run late): a response head the
-/// client waited for, a stream it found silent, a server request that timed
-/// out. Each rests on the machine's speed, so the run's verdicts are not
-/// counted as they are. In words, first to last.
-fn late_timeouts(trace: &crate::trace::Trace, stalls: &[(Duration, Duration)]) -> Vec<String> {
-    use crate::trace::Outcome;
-    if stalls.is_empty() {
-        return Vec::new();
-    }
-    let stalled = |from: u64, to: u64| {
-        stalls
-            .iter()
-            .find(|(a, b)| (a.as_micros() as u64) < to && (b.as_micros() as u64) > from)
-            .map(|(a, b)| (SimTime::from_duration(*a), SimTime::from_duration(*b)))
-    };
-    let bound = trace.events.iter().find_map(|e| match &e.what {
-        What::RunStarted { liveness_bound_us, .. } => Some(*liveness_bound_us),
-        _ => None,
-    });
-    let mut out = Vec::new();
-    for e in &trace.events {
-        let (from, what) = match &e.what {
-            What::UplinkSilent { client, conn, silent_ms } => (
-                e.t_us.0.saturating_sub(silent_ms * 1000),
-                format!("{client}'s conn {conn} heard nothing for {silent_ms} ms of scenario time"),
-            ),
-            What::RequestOutcome { label, outcome: Outcome::TimedOut, .. } => {
-                (e.t_us.0.saturating_sub(bound.unwrap_or(u64::MAX)), format!("{label} timed out"))
-            }
-            _ => continue,
-        };
-        if let Some((a, b)) = stalled(from, e.t_us.0) {
-            out.push(format!("{what} at {}, and the machine stalled from {a} to {b}", e.t_us));
-        }
-    }
-    out
+/// A live run's step loop, and what it learns of the machine's timing on
+/// the way: the same turn as the simulation's ([`World::due`], then
+/// [`World::apply`]) on the wall clock, with the servers' own work between
+/// turns.
+struct Turns {
+    /// The loop's period, in scenario time.
+    tick: Duration,
+    /// How late a step may be handed over and still count as on time.
+    lateness_bound: Duration,
+    /// The steps handed over later than that.
+    late_steps: Vec<LateStep>,
+    /// When the loop itself woke later than that (from, to).
+    stalls: Vec<(Duration, Duration)>,
+    /// A test hook: a step to hand over late, and by how much.
+    injected: Option<(usize, Duration)>,
 }
 
-/// What the server process answered later than a step may run late, where
-/// no server waits by design: the 202 that accepts a client's answer or
-/// notification, and the answer to `initialize`. A server slower than that
-/// could not keep up (the machine starved it), and then the order in which
-/// it took two requests, which verdicts rest on, is the machine's: found
-/// under load, where the TypeScript SDK took a resumption after an answer
-/// sent later and replayed the answered request (correlation-consistency),
-/// with no step late. A request in flight across a restart, a crash, a
-/// drain or a store partition is left out (the server may wait for those),
-/// and so are deployments (the caller's: an answer for a session another
-/// replica holds waits for the store). In words, first to last.
-fn slow_answers(trace: &crate::trace::Trace, bound: Duration) -> Vec<String> {
-    use crate::vocab::StepKind;
-    // A partitioned replica waits for its store on every write until it heals.
-    if trace.events.iter().any(|e| matches!(&e.what, What::Step { action: StepKind::Partition, .. })) {
-        return Vec::new();
-    }
-    let bound_us = bound.as_micros() as u64;
-    // The instants around which a server may wait by design.
-    let waits: Vec<u64> = trace
-        .events
-        .iter()
-        .filter(|e| match &e.what {
-            What::Step { action, .. } => matches!(
-                action,
-                StepKind::RestartServer | StepKind::RestartReplica | StepKind::CrashReplica | StepKind::Drain
-            ),
-            What::ServerBack { .. } | What::ServerStopped { .. } => true,
-            _ => false,
+/// What the loop hands the servers each turn: the steps' orders, the
+/// options, the control connection and the execution numbers.
+type ServerWork<'a> = (&'a Rc<RefCell<Orders>>, &'a LiveOptions, &'a Control, &'a Rc<RefCell<ExecNumbers>>);
+
+impl Turns {
+    fn new(plan: &Plan, opts: &LiveOptions) -> Result<Turns> {
+        Ok(Turns {
+            tick: LOOP_EVERY.div_f64(opts.time_scale),
+            lateness_bound: (plan.network.tick * 2).max(Duration::from_millis(250)),
+            late_steps: Vec::new(),
+            stalls: Vec::new(),
+            injected: injected_step_delay()?,
         })
-        .map(|e| e.t_us.0)
-        .collect();
-    let mut sent: BTreeMap<(&str, crate::trace::ConnId), (u64, &str, bool)> = BTreeMap::new();
-    let mut out = Vec::new();
-    for e in &trace.events {
-        match &e.what {
-            What::HttpRequest { client, conn, method, rpc, .. } => {
-                let init = rpc.as_ref().is_some_and(|r| r.method == "initialize");
-                sent.insert((client.as_str(), *conn), (e.t_us.0, method.as_str(), init));
+    }
+
+    /// Plays `plan` on `world` until its end; returns why it stopped early, if it did.
+    async fn drive(
+        &mut self,
+        plan: &Plan,
+        world: &mut World<LiveHosts>,
+        servers: &mut Servers,
+        (orders, opts, control, execs): ServerWork<'_>,
+        interrupt: &mut Interrupt,
+    ) -> Option<String> {
+        loop {
+            let now = clock::now().unwrap_or_default();
+            if now >= plan.duration {
+                return None;
             }
-            What::HttpResponse { client, conn, status, .. } => {
-                let Some((t, method, init)) = sent.remove(&(client.as_str(), *conn)) else { continue };
-                let took = e.t_us.0.saturating_sub(t);
-                if (*status == 202 || init) && took > bound_us && !waits.iter().any(|w| (t..=e.t_us.0).contains(w)) {
-                    out.push(format!(
-                        "the server took {:.3} s to answer {client}'s {method} on conn {conn} (sent at {})",
-                        took as f64 / 1e6,
-                        SimTime(t)
-                    ));
-                }
+            for (index, at) in world.due(plan, now, self.tick) {
+                self.hand_over(world, plan, index, at).await;
             }
-            _ => {}
+            if let Err(why) = servers.carry_out(orders, opts, control, execs, (&world.rec, now)).await {
+                return Some(why);
+            }
+            if let Some(why) = servers.failure(&control.fatal, now).await {
+                return Some(why);
+            }
+            let slept = clock::now().unwrap_or_default();
+            tokio::select! {
+                biased;
+                why = interrupt.recv() => return Some(format!("{why} at {}", SimTime::from_duration(now))),
+                _ = tokio::time::sleep(LOOP_EVERY) => {}
+            }
+            // The loop's own wake-up is a probe of the machine: a sleep that
+            // overran by more than a step may is a stall, and a timeout that ran
+            // out during one rests on the machine, not on the server.
+            let woke = clock::now().unwrap_or_default();
+            if woke > slept + self.tick + self.lateness_bound {
+                self.stalls.push((slept, woke));
+            }
         }
     }
-    out
-}
 
-/// The steps of a live run that acted on nothing (and may not) for a reason
-/// lateness explains: the run had late steps (`late`), or what the step
-/// needed was on its way and came after it. For a resume with no id to
-/// resume from: the client whose ids it takes received an event with an id
-/// later. For a NAT fault that found nothing to cut: one of the client's
-/// requests was in flight at the step (sent before it, answered after it).
-/// A miss lateness does not explain (a step for a crashed client, a fault
-/// on a feature the server does not offer) stays a miss, and the run is
-/// not met.
-fn late_misses(plan: &Plan, trace: &crate::trace::Trace, late: bool) -> Vec<String> {
-    use crate::scenario::{Action, LastEventId};
-    let explained = |m: &crate::trace::MissedStep| {
-        let Some(step) = plan.steps.get(m.index) else { return false };
-        match &step.action {
-            Action::Resume { client, last_event_id, .. } => {
-                let by = match last_event_id {
-                    LastEventId::Seen { client, .. } => client,
-                    _ => client,
-                };
-                trace
-                    .events
-                    .iter()
-                    .filter(|e| e.t_us > m.t)
-                    .any(|e| matches!(&e.what, What::SseEvent { client, id: Some(_), .. } if client == by))
-            }
-            Action::Rebind { client } | Action::Sever { client } | Action::Reset { client } => {
-                let sent: Vec<crate::trace::ConnId> = trace
-                    .events
-                    .iter()
-                    .filter(|e| e.t_us <= m.t)
-                    .filter_map(|e| match &e.what {
-                        What::HttpRequest { client: c, conn, .. } if c == client => Some(*conn),
-                        _ => None,
-                    })
-                    .collect();
-                trace.events.iter().filter(|e| e.t_us > m.t).any(|e| {
-                    matches!(&e.what, What::HttpResponse { client: c, conn, .. } if c == client && sent.contains(conn))
-                })
-            }
-            _ => false,
+    /// Applies step `index`, noting it when it is handed over late: from
+    /// when it was meant to run to now (a due time still ahead waits inside
+    /// the actor, on time).
+    async fn hand_over(&mut self, world: &mut World<LiveHosts>, plan: &Plan, index: usize, at: Duration) {
+        if let Some(delay) = self.injected.filter(|(i, _)| *i == index).map(|(_, d)| d) {
+            tokio::time::sleep(delay).await;
         }
-    };
-    crate::trace::missed_steps(plan, trace)
-        .into_iter()
-        .filter(|m| !m.allowed && (late || explained(m)))
-        .map(|m| m.line())
-        .collect()
+        let handed = clock::now().unwrap_or_default();
+        if let Some(intended) = world.intended(index) {
+            if handed > intended + self.lateness_bound {
+                self.late_steps.push(LateStep {
+                    index,
+                    action: plan.steps[index].action.kind().as_str().to_string(),
+                    due: intended,
+                    ran: handed,
+                });
+            }
+        }
+        world.apply(&plan.steps[index], index, at);
+    }
 }
 
 /// Whether the process `server`, which declared `dialects` in `ready`,
@@ -777,509 +430,6 @@ fn speaks(server: &str, dialects: Option<&[String]>, plan: &Plan) -> Result<()> 
             plan.dialect.name()
         ),
     ))
-}
-
-/// A test hook: `MCPSIM_INJECT_STEP_DELAY=<step index>:<milliseconds>`
-/// stalls the live step loop that long (real time) before it hands that
-/// step over, as an overloaded machine would. It lets a test prove that a
-/// late step makes the run "timing unreliable" without loading the machine.
-fn injected_step_delay() -> Result<Option<(usize, Duration)>> {
-    let Some(v) = std::env::var_os("MCPSIM_INJECT_STEP_DELAY") else { return Ok(None) };
-    let v = v.to_string_lossy();
-    let parsed = v.split_once(':').and_then(|(i, ms)| Some((i.parse().ok()?, Duration::from_millis(ms.parse().ok()?))));
-    parsed.map(Some).ok_or_else(|| {
-        Error::usage(format!("MCPSIM_INJECT_STEP_DELAY={v:?}: expected <step index>:<milliseconds>, e.g. 2:1500"))
-    })
-}
-
-/// The first Ctrl-C or SIGTERM this process got, once a live run listened
-/// for them: one listener for the process, so that one Ctrl-C stops every
-/// run in flight and no run starts after it.
-static SIGNALLED: std::sync::Mutex<Option<tokio::sync::watch::Receiver<Option<&'static str>>>> =
-    std::sync::Mutex::new(None);
-
-/// Whether a Ctrl-C (or SIGTERM) came since a live run first listened:
-/// its words ("interrupted (Ctrl-C)"). A gate or hunt starts no run after it.
-pub fn interrupted() -> Option<&'static str> {
-    SIGNALLED.lock().ok()?.as_ref().and_then(|rx| *rx.borrow())
-}
-
-/// The process's signal listener, started by the first live run: a thread
-/// of its own that records the first signal for every run to see.
-fn signals() -> Result<tokio::sync::watch::Receiver<Option<&'static str>>> {
-    let mut slot = SIGNALLED.lock().map_err(|_| Error::io("the signal listener broke"))?;
-    if let Some(rx) = slot.as_ref() {
-        return Ok(rx.clone());
-    }
-    let (tx, rx) = tokio::sync::watch::channel(None);
-    let (up_tx, up_rx) = std::sync::mpsc::channel::<std::result::Result<(), String>>();
-    std::thread::Builder::new()
-        .name("mcpsim-signals".into())
-        .spawn(move || {
-            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                Ok(rt) => rt,
-                Err(e) => {
-                    let _ = up_tx.send(Err(e.to_string()));
-                    return;
-                }
-            };
-            rt.block_on(async move {
-                #[cfg(unix)]
-                {
-                    use tokio::signal::unix::{signal, SignalKind};
-                    let (mut int, mut term) = match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
-                        (Ok(i), Ok(t)) => (i, t),
-                        (Err(e), _) | (_, Err(e)) => {
-                            let _ = up_tx.send(Err(e.to_string()));
-                            return;
-                        }
-                    };
-                    let _ = up_tx.send(Ok(()));
-                    loop {
-                        let why = tokio::select! {
-                            _ = int.recv() => "interrupted (Ctrl-C)",
-                            _ = term.recv() => "terminated (SIGTERM)",
-                        };
-                        tx.send_if_modified(|v| v.is_none() && v.replace(why).is_none());
-                    }
-                }
-                #[cfg(not(unix))]
-                {
-                    let _ = up_tx.send(Ok(()));
-                    loop {
-                        let _ = tokio::signal::ctrl_c().await;
-                        tx.send_if_modified(|v| v.is_none() && v.replace("interrupted (Ctrl-C)").is_none());
-                    }
-                }
-            });
-        })
-        .map_err(|e| Error::io(format!("cannot catch signals: {e}")))?;
-    match up_rx.recv() {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => return Err(Error::io(format!("cannot catch signals: {e}"))),
-        Err(_) => return Err(Error::io("cannot catch signals: the listener did not start")),
-    }
-    *slot = Some(rx.clone());
-    Ok(rx)
-}
-
-/// Ctrl-C and SIGTERM, caught so that the process group is always killed.
-struct Interrupt {
-    signalled: tokio::sync::watch::Receiver<Option<&'static str>>,
-}
-
-impl Interrupt {
-    fn new() -> Result<Self> {
-        Ok(Interrupt { signalled: signals()? })
-    }
-
-    /// Waits for a signal (at once if one came already); says which.
-    async fn recv(&mut self) -> &'static str {
-        match self.signalled.wait_for(Option::is_some).await {
-            Ok(why) => why.unwrap_or("interrupted"),
-            // The listener is gone: no signal can come.
-            Err(_) => std::future::pending().await,
-        }
-    }
-}
-
-/// Whether a server's failed start says its port was taken (the message
-/// Rust, Node and Python print for EADDRINUSE).
-fn port_was_taken(e: &Error) -> bool {
-    let text = e.to_string().to_ascii_lowercase();
-    text.contains("address already in use") || text.contains("eaddrinuse")
-}
-
-/// The server's MCP port (checked free) and the control listener.
-async fn ports(port: Option<u16>) -> Result<(u16, TcpListener)> {
-    let port = match port {
-        Some(p) => {
-            // Taken already: say so now, not after a confusing process failure.
-            TcpListener::bind(("127.0.0.1", p))
-                .await
-                .map_err(|e| Error::io(format!("port {p} on 127.0.0.1 is not free for the server: {e}")))?;
-            p
-        }
-        None => free_port().await?,
-    };
-    let control = TcpListener::bind(("127.0.0.1", 0))
-        .await
-        .map_err(|e| Error::io(format!("cannot listen for the control connection: {e}")))?;
-    Ok((port, control))
-}
-
-/// A free port for the server, below Linux's ephemeral range (32768 on):
-/// a port the kernel handed out for `:0` may be handed out again, to an
-/// outgoing connection of a parallel run, before the server process binds it
-/// (a possible cause of one failed start in 240 parallel live runs). Ports are tried
-/// along a walk of the span drawn for each process ([`port_walk`]), each
-/// checked free by binding it. Within one process the ports handed out cycle
-/// through all 12,000 before one comes again: a run whose server restarts
-/// leaves its port free for a moment, and a parallel run of the same process
-/// (`run --jobs`, the tests) must not take it then (it did once: the
-/// restarted server found its port in use).
-async fn free_port() -> Result<u16> {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    static WALK: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
-    // Wall clock and pid only draw the walk: ports are no part of any trace.
-    let (start, stride) = *WALK.get_or_init(|| {
-        port_walk(
-            std::process::id().wrapping_mul(7_919)
-                ^ std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos()),
-        )
-    });
-    for _ in 0..200 {
-        let k = NEXT.fetch_add(1, Ordering::Relaxed);
-        let port = (PORT_SPAN.0 + (start + (k % PORT_SPAN.1) * stride) % PORT_SPAN.1) as u16;
-        if TcpListener::bind(("127.0.0.1", port)).await.is_ok() {
-            return Ok(port);
-        }
-    }
-    let l = TcpListener::bind(("127.0.0.1", 0))
-        .await
-        .map_err(|e| Error::io(format!("cannot find a free port on 127.0.0.1: {e}")))?;
-    Ok(l.local_addr().map_err(|e| Error::io(e.to_string()))?.port())
-}
-
-/// The ports [`free_port`] hands out: the first, and how many.
-const PORT_SPAN: (u32, u32) = (20_000, 12_000);
-
-/// A process's walk of the span, drawn from `seed`: where it starts, and
-/// its step, prime to the span's length (so that it visits every port once
-/// per 12,000 steps). Both differ between processes: with one step for all
-/// (613 until 2026-12-07), two processes walked the same order from two
-/// starts, and one whose start trailed the other's by a few steps took, a
-/// moment later, each port the other had just checked free (a Redis found
-/// its port held by a parallel run's server).
-fn port_walk(seed: u32) -> (u32, u32) {
-    let h = u64::from(seed).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let span = PORT_SPAN.1;
-    let start = ((h >> 32) as u32) % span;
-    let mut stride = (h as u32) % span;
-    // 12,000 = 2^5 * 3 * 5^3.
-    while stride % 2 == 0 || stride % 3 == 0 || stride % 5 == 0 {
-        stride += 1;
-    }
-    (start, stride % span)
-}
-
-type Lines = tokio::io::Lines<BufReader<tokio::net::tcp::OwnedReadHalf>>;
-type Writer = tokio::net::tcp::OwnedWriteHalf;
-
-/// Waits for the process to connect to the control port and say `ready`.
-/// A process's name, the dialects it declared in `ready`, and whether it said it authenticates.
-type Hello = (String, Option<Vec<String>>, Option<bool>);
-
-/// The words of a start that missed the ready timeout.
-const NOT_READY: &str = "did not say `ready` on the control port within";
-
-/// "the server process", or "the server process of replica N".
-fn whose(deployed: bool, i: usize) -> String {
-    if deployed {
-        format!("the server process of replica {}", i + 1)
-    } else {
-        "the server process".to_string()
-    }
-}
-
-async fn ready(
-    control: &TcpListener,
-    process: &mut Process,
-    opts: &LiveOptions,
-    within: Duration,
-) -> Result<(Hello, Lines, Writer)> {
-    let fail = |what: String, process: &Process| {
-        Error::io(format!("{what}\nthe server command: {}\nits last output lines:\n{}", opts.command, process.tail()))
-    };
-    let hello = async {
-        let (stream, _) = control.accept().await?;
-        let (r, w) = stream.into_split();
-        let mut lines = BufReader::new(r).lines();
-        let first = lines.next_line().await?;
-        Ok::<_, std::io::Error>((first, lines, w))
-    };
-    let (first, lines, writer) = tokio::select! {
-        biased;
-        status = process.exited() => {
-            let how = status.map_or_else(|e| format!("could not be waited for: {e}"), describe_exit);
-            process.settle().await;
-            return Err(fail(format!("the server process {how} before it was ready"), process));
-        }
-        r = tokio::time::timeout(within, hello) => match r {
-            Err(_) => {
-                return Err(fail(format!(
-                    "the server process {NOT_READY} {:?}: does it speak {PROTOCOL} \
-                     (docs/live-protocol.md)? It must connect to 127.0.0.1:$MCPSIM_CONTROL_PORT and send \
-                     {{\"type\":\"ready\",\"protocol\":\"{PROTOCOL}\",\"server\":\"NAME\"}}",
-                    within
-                ), process))
-            }
-            Ok(Err(e)) => return Err(fail(format!("the control connection failed before `ready`: {e}"), process)),
-            Ok(Ok(x)) => x,
-        },
-    };
-    let Some(first) = first else {
-        return Err(fail("the server process closed the control connection without saying `ready`".into(), process));
-    };
-    match serde_json::from_str::<FromServer>(&first) {
-        Ok(FromServer::Ready { protocol, server, dialects, authenticates }) if protocol == PROTOCOL => {
-            Ok(((server, dialects, authenticates), lines, writer))
-        }
-        Ok(FromServer::Ready { protocol, .. }) => Err(fail(
-            format!("the server process speaks control protocol {protocol:?}; this mcpsim speaks {PROTOCOL:?}"),
-            process,
-        )),
-        Ok(_) => Err(fail(format!("the server process's first control line must be `ready`, not: {first}"), process)),
-        Err(e) => {
-            Err(fail(format!("the server process's first control line is not {PROTOCOL}: {e}: {first}"), process))
-        }
-    }
-}
-
-/// The control connection's side of a live run: what a (re)started
-/// process's reports and commands go through.
-struct Control {
-    fatal: Rc<RefCell<Option<String>>>,
-    scale: f64,
-    listener: TcpListener,
-}
-
-/// The two tasks serving one process's control connection.
-struct ControlTasks(tokio::task::AbortHandle, tokio::task::AbortHandle);
-
-impl ControlTasks {
-    fn abort(&self) {
-        self.0.abort();
-        self.1.abort();
-    }
-}
-
-impl Control {
-    /// Forwards `app`'s commands to, and records through `app` the reports
-    /// of, a process that said `ready`: replica `who.0` (from 0) in its
-    /// life `who.1`, whose execution numbers `execs` maps to the trace's.
-    fn spawn(
-        &self,
-        app: &AppHook,
-        writer: Writer,
-        lines: Lines,
-        who: (usize, u32),
-        execs: &Rc<RefCell<ExecNumbers>>,
-    ) -> ControlTasks {
-        let fwd = tokio::task::spawn_local(forward_commands(app.commands.clone(), writer, self.fatal.clone()));
-        let read = tokio::task::spawn_local(read_reports(
-            lines,
-            app.report.clone(),
-            self.fatal.clone(),
-            self.scale,
-            (who, execs.clone()),
-        ));
-        ControlTasks(fwd.abort_handle(), read.abort_handle())
-    }
-}
-
-/// Sends the step loop's application commands to the process, each at its
-/// due time.
-async fn forward_commands(
-    commands: Inbox<crate::server::AppCommand>,
-    mut w: Writer,
-    fatal: Rc<RefCell<Option<String>>>,
-) {
-    loop {
-        let cmd = ToServer::from(commands.recv().await);
-        let mut line = serde_json::to_string(&cmd).expect("commands serialize");
-        line.push('\n');
-        if let Err(e) = w.write_all(line.as_bytes()).await {
-            fatal.borrow_mut().get_or_insert(format!("the control connection broke while sending a command: {e}"));
-            return;
-        }
-    }
-}
-
-/// Records what the process reports; a line outside the protocol ends the run.
-async fn read_reports(
-    mut lines: Lines,
-    rec: AppReporter,
-    fatal: Rc<RefCell<Option<String>>>,
-    scale: f64,
-    ((replica, life), execs): ((usize, u32), Rc<RefCell<ExecNumbers>>),
-) {
-    loop {
-        match lines.next_line().await {
-            Ok(Some(line)) if line.trim().is_empty() => {}
-            Ok(Some(line)) => match serde_json::from_str::<FromServer>(&line)
-                .map_err(|e| e.to_string())
-                .and_then(|m| m.into_what(scale))
-            {
-                Ok(Some(mut what)) => {
-                    if let What::Execution { exec, .. } = &mut what {
-                        *exec = execs.borrow_mut().number(replica, life, *exec);
-                    }
-                    rec.record(what)
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    fatal.borrow_mut().get_or_insert(format!("the server process broke {PROTOCOL}: {e}: {line}"));
-                    return;
-                }
-            },
-            Ok(None) => {
-                // The process may be exiting: the step loop names that first.
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                fatal.borrow_mut().get_or_insert("the server process closed the control connection".into());
-                return;
-            }
-            Err(e) => {
-                fatal.borrow_mut().get_or_insert(format!("the control connection failed: {e}"));
-                return;
-            }
-        }
-    }
-}
-
-/// Client tasks that can crash and restart. Each client runs in its own
-/// `LocalSet`, so a crash drops every task it spawned, and its sockets.
-struct LiveHosts {
-    starts: BTreeMap<String, Box<dyn Fn() -> tokio::task::AbortHandle>>,
-    running: BTreeMap<String, tokio::task::AbortHandle>,
-    /// What the step loop must do to the server processes.
-    orders: Rc<RefCell<Orders>>,
-    /// A deployment's store links (`partition` cuts them).
-    store: Option<Rc<RefCell<deploy::LiveStore>>>,
-}
-
-impl Hosts for LiveHosts {
-    fn crash(&mut self, client: &str) {
-        if let Some(h) = self.running.remove(client) {
-            h.abort();
-        }
-    }
-    fn restart(&mut self, client: &str) {
-        self.crash(client);
-        if let Some(start) = self.starts.get(client) {
-            self.running.insert(client.to_string(), start());
-        }
-    }
-    fn restart_server(&mut self) -> Result<(), String> {
-        self.orders.borrow_mut().restart.insert(0);
-        Ok(())
-    }
-    fn restart_host(&mut self, host: &str) -> Result<(), String> {
-        let i = replica_index(host)?;
-        self.orders.borrow_mut().restart.insert(i);
-        Ok(())
-    }
-    fn crash_host(&mut self, host: &str) -> Result<(), String> {
-        let i = replica_index(host)?;
-        self.orders.borrow_mut().crash.insert(i);
-        Ok(())
-    }
-    fn drain_host(&mut self, host: &str) -> Result<(), String> {
-        let i = replica_index(host)?;
-        self.orders.borrow_mut().drain.insert(i);
-        Ok(())
-    }
-    fn store_link(&mut self, host: &str, cut: bool) -> Result<(), String> {
-        let replica = host.strip_prefix("replica-").and_then(|n| n.parse().ok());
-        match (&self.store, replica) {
-            (Some(s), Some(n)) => s.borrow().set_cut(n, cut),
-            _ => Err(format!("{host} has no link to a shared store")),
-        }
-    }
-}
-
-/// What the steps asked of the server processes (by replica index), for
-/// the step loop to carry out: it owns the processes and HAProxy.
-#[derive(Default)]
-struct Orders {
-    /// Restart: every one for `restart-server`, one for `restart-replica`.
-    restart: std::collections::BTreeSet<usize>,
-    /// Kill, and leave down (`crash-replica`).
-    crash: std::collections::BTreeSet<usize>,
-    /// Drain through HAProxy's runtime API (`drain`).
-    drain: std::collections::BTreeSet<usize>,
-    /// Closed while the step loop restarts server processes.
-    gate: Rc<net::RestartGate>,
-}
-
-/// The index of replica host `replica-N` (N from 1).
-fn replica_index(host: &str) -> Result<usize, String> {
-    host.strip_prefix("replica-")
-        .and_then(|n| n.parse::<usize>().ok())
-        .and_then(|n| n.checked_sub(1))
-        .ok_or(format!("no server host {host}"))
-}
-
-impl LiveHosts {
-    fn stop_all(&mut self) {
-        for (_, h) in std::mem::take(&mut self.running) {
-            h.abort();
-        }
-    }
-}
-
-/// The NATs and clients of `plan`, in front of the server on `port`.
-async fn build(
-    plan: &Plan,
-    port: u16,
-    rec: &Recorder,
-    app: AppHook,
-    orders: Rc<RefCell<Orders>>,
-    store: Option<Rc<RefCell<deploy::LiveStore>>>,
-) -> Result<World<LiveHosts>> {
-    let mut clients = BTreeMap::new();
-    let mut nats = BTreeMap::new();
-    let mut hosts = LiveHosts { starts: BTreeMap::new(), running: BTreeMap::new(), orders, store };
-    // In a deployment, each NAT states its public address to HAProxy in a
-    // PROXY line, drawn from the stream the simulation draws it from (so
-    // `balance source` picks the replica the simulated balancer picks),
-    // and learns from HAProxy's tags which replica served each connection.
-    let homes = (!plan.deployment.is_single()).then(|| Rc::new(crate::world::balancer::Homes::default()));
-    for spec in &plan.clients {
-        let gate = hosts.orders.borrow().gate.clone();
-        let (nat_net, nat_port) =
-            net::TcpNat::bind(port, gate).await.map_err(|e| Error::io(format!("cannot listen for a NAT: {e}")))?;
-        let nat_inbox: Inbox<Fault> = Inbox::new();
-        let (client, lifetime) = (spec.name.clone(), plan.network.half_open_lifetime);
-        let nat = match &homes {
-            None => Nat::new(nat_net, client, lifetime, rec.clone(), nat_inbox.clone()),
-            Some(homes) => {
-                let address = plan.seed.stream(&format!("nat.{}.address", spec.name));
-                let by = ServedBy { homes: homes.clone(), routing: plan.deployment.routing.name().to_string() };
-                let nat = Nat::with_public_address(nat_net, client, lifetime, rec.clone(), nat_inbox.clone(), address)
-                    .served_by(by);
-                let d = &plan.deployment;
-                match d.timeout_server.is_some() || d.timeout_tunnel.is_some() {
-                    true => nat.with_balancer_timeouts(d.balancer_timeouts()),
-                    false => nat,
-                }
-            }
-        };
-        tokio::task::spawn_local(async move {
-            let _ = nat.run().await;
-        });
-        nats.insert(spec.name.clone(), nat_inbox);
-
-        let inbox = Inbox::new();
-        let shared = Rc::new(crate::client::ClientShared::default());
-        let dialer: Rc<dyn crate::client::dial::Dialer> =
-            Rc::new(net::TcpDialer { port: nat_port, authority: format!("127.0.0.1:{port}") });
-        let (spec2, rec2, shared2, inbox2, dialect) =
-            (spec.clone(), rec.clone(), shared.clone(), inbox.clone(), plan.dialect);
-        let start = move || {
-            let body = start_client(&spec2, dialect, dialer.clone(), &rec2, &shared2, &inbox2);
-            let set = tokio::task::LocalSet::new();
-            set.spawn_local(body);
-            tokio::task::spawn_local(set).abort_handle()
-        };
-        hosts.running.insert(spec.name.clone(), start());
-        hosts.starts.insert(spec.name.clone(), Box::new(start));
-        clients.insert(spec.name.clone(), (inbox, shared));
-    }
-    let mut world = World::assemble(hosts, rec.clone(), app, clients, nats);
-    world.homes = homes;
-    Ok(world)
 }
 
 /// What the process never told, said plainly: the checks that need it judge
@@ -1438,45 +588,6 @@ mod config_tests {
             ],
         };
         assert!(slow_answers(&t, bound).is_empty());
-    }
-
-    /// Ports handed out within one process do not come again soon, even
-    /// once free: a restarting server's port stays its own.
-    #[test]
-    fn free_ports_of_one_process_do_not_repeat() {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let ports: Vec<u16> = rt.block_on(async {
-            let mut v = Vec::new();
-            for _ in 0..300 {
-                v.push(free_port().await.unwrap());
-            }
-            v
-        });
-        let distinct: std::collections::BTreeSet<u16> = ports.iter().copied().collect();
-        assert_eq!(distinct.len(), ports.len(), "a port came twice: {ports:?}");
-        assert!(ports.iter().all(|p| (20_000..32_000).contains(p)), "{ports:?}");
-    }
-
-    /// Each process walks the span in its own order: two processes share
-    /// few of their first hundred ports, however their starts fall (with
-    /// one step for all, a process starting a step behind another took
-    /// each port the other took, a moment later).
-    #[test]
-    fn two_processes_walk_the_ports_in_different_orders() {
-        let walk = |seed: u32| {
-            let (start, stride) = port_walk(seed);
-            assert!(stride % 2 != 0 && stride % 3 != 0 && stride % 5 != 0, "{stride}");
-            (0..100u32).map(move |k| (start + k * stride) % PORT_SPAN.1).collect::<std::collections::BTreeSet<_>>()
-        };
-        for (a, b) in [(1, 2), (7_919, 15_838), (123_456, 123_457), (0, u32::MAX)] {
-            let shared = walk(a).intersection(&walk(b)).count();
-            assert!(shared < 10, "seeds {a} and {b} share {shared} of their first 100 ports");
-        }
-        // Every port of the span, once per cycle.
-        let (start, stride) = port_walk(42);
-        let all: std::collections::BTreeSet<u32> =
-            (0..PORT_SPAN.1).map(|k| (start + k * stride) % PORT_SPAN.1).collect();
-        assert_eq!(all.len() as u32, PORT_SPAN.1);
     }
 
     #[test]

@@ -83,97 +83,42 @@ impl ServeOptions {
         dialect: Option<Dialect>,
         get: impl Fn(&str) -> Option<String>,
     ) -> Result<Self> {
-        let num = |name: &str| -> Result<Option<u64>> {
-            match get(name) {
-                None => Ok(None),
-                Some(v) => v
-                    .trim()
-                    .parse::<u64>()
-                    .map(Some)
-                    .map_err(|_| Error::usage(format!("{name}={v:?} is not a whole number"))),
-            }
-        };
-        let ms = |name: &str| -> Result<Option<Dur>> { Ok(num(name)?.map(|v| Dur(Duration::from_millis(v)))) };
+        let env = Env(get);
         let forced = dialect;
-        let dialect = match (dialect, get("MCPSIM_DIALECT")) {
+        let dialect = match (dialect, env.get("MCPSIM_DIALECT")) {
             (Some(d), _) => d,
             (None, None) => Dialect::StreamableHttp,
             (None, Some(name)) => Dialect::from_name(&name)
                 .ok_or_else(|| Error::usage(format!("MCPSIM_DIALECT={name:?} is not a dialect")))?,
         };
-        let mut config = ServerConfig::default();
-        if let Some(v) = ms("MCPSIM_HEARTBEAT_MS")? {
-            config.heartbeat = v;
-        }
-        if let Some(v) = ms("MCPSIM_REQUEST_TIMEOUT_MS")? {
-            config.request_timeout = v;
-        }
-        if let Some(v) = ms("MCPSIM_FENCE_GRACE_MS")? {
-            config.fence_grace = v;
-        }
-        if let Some(v) = ms("MCPSIM_FENCE_DELAY_MS")? {
-            config.fence_delay = v;
-        }
-        if let Some(v) = num("MCPSIM_RETENTION")? {
-            config.retention = v as usize;
-        }
-        if let Some(v) = num("MCPSIM_FIRST_EVENT_ID")? {
-            config.first_event_id = v;
-        }
-        if let Some(v) = ms("MCPSIM_STATE_LIFETIME_MS")? {
-            config.state_lifetime = v;
-        }
-        if let Some(v) = get("MCPSIM_AUTHENTICATE") {
-            config.authenticate = match v.trim() {
-                "false" => false,
-                "true" => true,
-                _ => return Err(Error::usage(format!("MCPSIM_AUTHENTICATE={v} is neither true nor false"))),
-            };
-        }
-        let tools = match get("MCPSIM_TOOLS") {
-            None => default_tools(),
-            Some(v) => serde_json::from_str::<Vec<super::control::ToolWire>>(&v)
-                .map_err(|e| Error::usage(format!("MCPSIM_TOOLS is not a JSON array of tools: {e}: {v}")))?
-                .into_iter()
-                .map(super::control::ToolWire::into_spec)
-                .collect(),
-        };
+        let config = env.config()?;
+        let tools = env.tools()?;
         let port = match port {
             Some(p) => p,
-            None => num("MCPSIM_PORT")?.map_or(Ok(8080), |p| {
-                u16::try_from(p).map_err(|_| Error::usage(format!("MCPSIM_PORT={p} is not a port")))
-            })?,
+            None => env.port("MCPSIM_PORT")?.unwrap_or(8080),
         };
-        let control_port = num("MCPSIM_CONTROL_PORT")?
-            .map(|p| u16::try_from(p).map_err(|_| Error::usage(format!("MCPSIM_CONTROL_PORT={p} is not a port"))))
-            .transpose()?;
-        let seed = Seed(num("MCPSIM_SEED")?.unwrap_or(0));
+        let control_port = env.port("MCPSIM_CONTROL_PORT")?;
+        let seed = Seed(env.num("MCPSIM_SEED")?.unwrap_or(0));
         let speaks = match forced {
             Some(d) => vec![d],
             None => crate::server::dialects(&server),
         };
-        let life = num("MCPSIM_LIFE")?.map_or(1, |n| n.clamp(1, u64::from(u32::MAX)) as u32);
-        // Replica r of N in its life l is the ((l - 1) * N + r)th process of
-        // the deployment, as in simulation (where every replica starts, and
-        // restarts, in order): each draws its own per-process key and nonces.
-        let replicas = num("MCPSIM_REPLICAS")?.map_or(1, |n| n.clamp(1, 64) as u32);
-        let replica = num("MCPSIM_REPLICA")?.map_or(1, |n| n.clamp(1, u64::from(replicas)) as u32);
-        let life = (life - 1).saturating_mul(replicas).saturating_add(replica);
+        let life = env.process()?;
         // The adapter configurations (--event-store, --auth) have no meaning
         // here: each reference engine is one configuration, its own.
         for k in ["MCPSIM_EVENT_STORE", "MCPSIM_AUTH"] {
-            if let Some(v) = get(k) {
+            if let Some(v) = env.get(k) {
                 eprintln!("mcpsim serve: {k}={v} ignored: the reference engine {server} has one configuration");
             }
         }
-        let store = match get("MCPSIM_STORE") {
+        let store = match env.get("MCPSIM_STORE") {
             None => None,
             Some(url) => {
                 Some(crate::store::redis_address(url.trim()).map_err(|e| Error::usage(format!("MCPSIM_STORE: {e}")))?)
             }
         };
-        let clock_origin_ms = num("MCPSIM_CLOCK_ORIGIN_MS")?;
-        let time_scale = match get("MCPSIM_TIME_SCALE") {
+        let clock_origin_ms = env.num("MCPSIM_CLOCK_ORIGIN_MS")?;
+        let time_scale = match env.get("MCPSIM_TIME_SCALE") {
             None => 1.0,
             Some(v) => match v.trim().parse::<f64>() {
                 Ok(f) if f > 0.0 && f.is_finite() => f,
@@ -197,8 +142,114 @@ impl ServeOptions {
     }
 }
 
+/// The environment a live run hands a process, read by name.
+struct Env<F>(F);
+
+impl<F: Fn(&str) -> Option<String>> Env<F> {
+    fn get(&self, name: &str) -> Option<String> {
+        (self.0)(name)
+    }
+
+    /// A whole number, if set.
+    fn num(&self, name: &str) -> Result<Option<u64>> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(v) => v
+                .trim()
+                .parse::<u64>()
+                .map(Some)
+                .map_err(|_| Error::usage(format!("{name}={v:?} is not a whole number"))),
+        }
+    }
+
+    /// Milliseconds, if set.
+    fn ms(&self, name: &str) -> Result<Option<Dur>> {
+        Ok(self.num(name)?.map(|v| Dur(Duration::from_millis(v))))
+    }
+
+    /// A port, if set.
+    fn port(&self, name: &str) -> Result<Option<u16>> {
+        self.num(name)?
+            .map(|p| u16::try_from(p).map_err(|_| Error::usage(format!("{name}={p} is not a port"))))
+            .transpose()
+    }
+
+    /// The server's configuration: the defaults, with what is set.
+    fn config(&self) -> Result<ServerConfig> {
+        let mut config = ServerConfig::default();
+        if let Some(v) = self.ms("MCPSIM_HEARTBEAT_MS")? {
+            config.heartbeat = v;
+        }
+        if let Some(v) = self.ms("MCPSIM_REQUEST_TIMEOUT_MS")? {
+            config.request_timeout = v;
+        }
+        if let Some(v) = self.ms("MCPSIM_FENCE_GRACE_MS")? {
+            config.fence_grace = v;
+        }
+        if let Some(v) = self.ms("MCPSIM_FENCE_DELAY_MS")? {
+            config.fence_delay = v;
+        }
+        if let Some(v) = self.num("MCPSIM_RETENTION")? {
+            config.retention = v as usize;
+        }
+        if let Some(v) = self.num("MCPSIM_FIRST_EVENT_ID")? {
+            config.first_event_id = v;
+        }
+        if let Some(v) = self.ms("MCPSIM_STATE_LIFETIME_MS")? {
+            config.state_lifetime = v;
+        }
+        if let Some(v) = self.get("MCPSIM_AUTHENTICATE") {
+            config.authenticate = match v.trim() {
+                "false" => false,
+                "true" => true,
+                _ => return Err(Error::usage(format!("MCPSIM_AUTHENTICATE={v} is neither true nor false"))),
+            };
+        }
+        Ok(config)
+    }
+
+    /// The tools a stateless server offers (`MCPSIM_TOOLS`, else the defaults).
+    fn tools(&self) -> Result<Vec<ToolSpec>> {
+        match self.get("MCPSIM_TOOLS") {
+            None => Ok(default_tools()),
+            Some(v) => Ok(serde_json::from_str::<Vec<super::control::ToolWire>>(&v)
+                .map_err(|e| Error::usage(format!("MCPSIM_TOOLS is not a JSON array of tools: {e}: {v}")))?
+                .into_iter()
+                .map(super::control::ToolWire::into_spec)
+                .collect()),
+        }
+    }
+
+    /// Which process of its server this is, counted from 1.
+    fn process(&self) -> Result<u32> {
+        let life = self.num("MCPSIM_LIFE")?.map_or(1, |n| n.clamp(1, u64::from(u32::MAX)) as u32);
+        // Replica r of N in its life l is the ((l - 1) * N + r)th process of
+        // the deployment, as in simulation (where every replica starts, and
+        // restarts, in order): each draws its own per-process key and nonces.
+        let replicas = self.num("MCPSIM_REPLICAS")?.map_or(1, |n| n.clamp(1, 64) as u32);
+        let replica = self.num("MCPSIM_REPLICA")?.map_or(1, |n| n.clamp(1, u64::from(replicas)) as u32);
+        Ok((life - 1).saturating_mul(replicas).saturating_add(replica))
+    }
+}
+
 /// How long the server waits for its Redis before it gives up on a command.
 pub(crate) const STORE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The stateless servers (a state's expiry) and the sessions kept in a
+/// shared store (their leases) read the time through crate::clock: here
+/// that is this process's wall clock, unscaled (the live run already scaled
+/// every time it handed over), from the deployment's common origin.
+fn process_clock(opts: &ServeOptions) -> Option<crate::clock::LiveClock> {
+    (!opts.dialect.has_sessions() || opts.store.is_some()).then(|| {
+        let since_origin = opts.clock_origin_ms.and_then(|ms| {
+            let origin = std::time::UNIX_EPOCH + Duration::from_millis(ms);
+            std::time::SystemTime::now().duration_since(origin).ok()
+        });
+        let now = std::time::Instant::now();
+        let start = since_origin.and_then(|d| now.checked_sub(d)).unwrap_or(now);
+        crate::clock::go_live_since(start, 1.0)
+    })
+}
 
 /// Serves until killed, or until the live run that started it closes the
 /// control connection.
@@ -209,19 +260,7 @@ pub fn serve(opts: &ServeOptions) -> Result<()> {
         .build()
         .map_err(|e| Error::io(format!("cannot start a runtime: {e}")))?;
     let local = tokio::task::LocalSet::new();
-    // The stateless servers (a state's expiry) and the sessions kept in a
-    // shared store (their leases) read the time through crate::clock: here
-    // that is this process's wall clock, unscaled (the live run already
-    // scaled every time it handed over).
-    let _clock = (!opts.dialect.has_sessions() || opts.store.is_some()).then(|| {
-        let since_origin = opts.clock_origin_ms.and_then(|ms| {
-            let origin = std::time::UNIX_EPOCH + Duration::from_millis(ms);
-            std::time::SystemTime::now().duration_since(origin).ok()
-        });
-        let now = std::time::Instant::now();
-        let start = since_origin.and_then(|d| now.checked_sub(d)).unwrap_or(now);
-        crate::clock::go_live_since(start, 1.0)
-    });
+    let _clock = process_clock(opts);
     local.block_on(&rt, async move {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", opts.port))
             .await
