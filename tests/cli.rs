@@ -457,9 +457,15 @@ fn help_describes_every_replay_flag_and_shows_that_hunt_needs_a_server() {
 
 #[test]
 fn the_readme_ci_workflow_uploads_and_merges_even_after_a_finding() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let start = readme.find("# .github/workflows/hunt.yml").expect("the example workflow");
-    let yaml = &readme[start..start + readme[start..].find("```").unwrap()];
+    // The hunt workflow the README and docs/hunts.md link to.
+    let root_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for doc in ["README.md", "docs/hunts.md"] {
+        let text = std::fs::read_to_string(root_dir.join(doc)).unwrap();
+        assert!(text.contains("ci/mcpsim-hunt.yml)"), "{doc} links the hunt workflow");
+    }
+    let yaml = std::fs::read_to_string(root_dir.join("docs/ci/mcpsim-hunt.yml")).unwrap();
+    let yaml = yaml.as_str();
+    assert!(yaml.contains("\njobs:\n"), "{yaml}");
     let merge = yaml.find("  merge:").unwrap();
     let (hunt_job, merge_job) = (&yaml[..merge], &yaml[merge..]);
     // hunt exits 1 on a finding: the uploads and the merge must still run.

@@ -3,8 +3,8 @@
 //!
 //! - CI: every adapter and configuration plays the canonical scenarios of
 //!   each dialect it speaks once, and each run must meet the scenario's
-//!   `[expect]` for the name the adapter gives itself. The README's findings
-//!   tables must be `[expect]`, cell for cell.
+//!   `[expect]` for the name the adapter gives itself. The findings
+//!   tables (docs/findings.md) must be `[expect]`, cell for cell.
 //! - The full matrix, one command (about an hour on 2 cores):
 //!   `MCPSIM_UPDATE_MATRIX=1 cargo test --test live_sdk -- --ignored full_live_matrix`
 //!   plays every scenario of every adapter and configuration five times;
@@ -241,7 +241,7 @@ fn play(cells: &[Cell], times: usize) -> (Vec<Vec<LiveVerdict>>, Vec<String>) {
     (results, problems)
 }
 
-/// What the README's findings say of runs beyond their verdicts: (scenario,
+/// What the findings (docs/findings.md) say of runs beyond their verdicts: (scenario,
 /// server, words of the report, or of the trace for `trace:`).
 const CLAIMS: &[(&str, &str, &str)] = &[
     ("clean-resume", "typescript-sdk", "notification(s) emitted on alice's session at"),
@@ -284,8 +284,10 @@ fn claims_unmet(cells: &[Cell], results: &[Vec<LiveVerdict>]) -> Vec<String> {
                 None => (&r.report, *words),
             };
             if !text.contains(words) {
-                problems
-                    .push(format!("{file} on {server}, run {}: the README says {words:?}; the run does not", i + 1));
+                problems.push(format!(
+                    "{file} on {server}, run {}: docs/findings.md says {words:?}; the run does not",
+                    i + 1
+                ));
             }
         }
     }
@@ -323,8 +325,8 @@ fn every_adapter_and_configuration_meets_expect_on_the_canonical_scenarios() {
 /// adapter speaks, meets the `[expect]` of the name the adapter gives
 /// itself: `<adapter>` with a store per replica, `<adapter>-redis` with a
 /// shared store, where the adapter keeps its events (and, stateless, its
-/// single-use registry) in the run's Redis. The README's deployment
-/// findings are these entries (the_readme_findings_tables_are_the_expectations).
+/// single-use registry) in the run's Redis. The deployment
+/// findings (docs/findings.md) are these entries (the_readme_findings_tables_are_the_expectations).
 fn the_sdk_adapters_behind_haproxy_with_redis_meet_expect_on_every_replica_scenario() {
     let mut cells = Vec::new();
     for file in &deployment_scenarios() {
@@ -384,13 +386,13 @@ fn a_store_shared_by_every_session_leaks_to_another_user_and_confidentiality_see
     assert!(fastmcp.violated.is_empty(), "{}", fastmcp.report);
 }
 
-/// The README's findings tables are the scenarios' `[expect]`, cell for
-/// cell, and list every scenario where some configuration of the adapter
-/// violates a check: what the README tells a user is what CI holds the
-/// adapters to.
+/// The findings tables (docs/findings.md, which the README's table links)
+/// are the scenarios' `[expect]`, cell for cell, and list every scenario
+/// where some configuration of the adapter violates a check: what the docs
+/// tell a user is what CI holds the adapters to.
 fn the_readme_findings_tables_are_the_expectations() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let mut lines = readme.lines().peekable();
+    let findings = std::fs::read_to_string(root().join("docs/findings.md")).unwrap();
+    let mut lines = findings.lines().peekable();
     let mut tables = 0;
     while let Some(line) = lines.next() {
         let Some(header) = line.strip_prefix("| scenario | `") else { continue };
@@ -404,13 +406,14 @@ fn the_readme_findings_tables_are_the_expectations() {
             dialect = cells[0].split('/').next().unwrap().to_string();
             let expect = plan(&file).expect;
             for (name, cell) in names.iter().zip(&cells[1..]) {
-                let want = expect.get(*name).unwrap_or_else(|| panic!("README: {file} has no [expect] for {name}"));
+                let want =
+                    expect.get(*name).unwrap_or_else(|| panic!("docs/findings.md: {file} has no [expect] for {name}"));
                 let mut got: Vec<String> =
                     if *cell == "-" { Vec::new() } else { cell.split(", ").map(String::from).collect() };
                 let mut want = want.clone();
                 got.sort();
                 want.sort();
-                assert_eq!(got, want, "README's table: {file} on {name}");
+                assert_eq!(got, want, "docs/findings.md's table: {file} on {name}");
             }
             listed.push(file);
         }
@@ -429,11 +432,11 @@ fn the_readme_findings_tables_are_the_expectations() {
                 continue;
             }
             let violates = names.iter().any(|n| expect.get(*n).is_some_and(|v| !v.is_empty()));
-            assert!(!violates || listed.contains(&file), "README's table for {names:?} leaves out {file}");
+            assert!(!violates || listed.contains(&file), "docs/findings.md's table for {names:?} leaves out {file}");
         }
         tables += 1;
     }
-    assert!(tables >= 4, "README has {tables} findings tables");
+    assert!(tables >= 4, "docs/findings.md has {tables} findings tables");
 }
 
 fn full_live_matrix() {
@@ -588,13 +591,16 @@ fn an_adapter_without_its_control_connection_exits() {
     }
 }
 
-/// The README's "Reproduce any cell with" commands, run as written (with
-/// `sh`, from the repository's root): each meets `[expect]` for the name
-/// its adapter and configuration give it, so it exits 0 and says so.
+/// The findings' "Reproduce any cell with" commands (docs/findings.md), run
+/// as written (with `sh`, from the repository's root): each meets
+/// `[expect]` for the name its adapter and configuration give it, so it
+/// exits 0 and says so.
 fn the_readmes_adapter_commands_give_their_cells() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let at = readme.find("```sh\nmcpsim run --live 'node adapters/typescript/server.mjs'").expect("the README's block");
-    let body = &readme[at + "```sh\n".len()..];
+    let findings = std::fs::read_to_string(root().join("docs/findings.md")).unwrap();
+    let at = findings
+        .find("```sh\nmcpsim run --live 'node adapters/typescript/server.mjs'")
+        .expect("docs/findings.md's block");
+    let body = &findings[at + "```sh\n".len()..];
     let commands: Vec<&str> = body[..body.find("```").unwrap()].lines().collect();
     assert!(commands.len() >= 2, "{commands:?}");
     let handles: Vec<_> = commands

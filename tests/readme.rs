@@ -1,17 +1,26 @@
-//! Every fenced block of the README is tested: [`TESTED`] says, for each,
-//! which test runs it and what it is compared with, and a block it does not
-//! know fails `every_readme_block_is_tested`. Output blocks that start with
-//! a command are compared with what that command prints today, in order
-//! (`...` elides); command blocks are run as written (a user's own server,
-//! `node my-server.js`, played by a built-in one); scenario and
-//! configuration blocks are loaded and run. Only the CI workflow, which
-//! needs GitHub, and the benchmark commands, whose figures are this
-//! machine's of the day, are checked statically.
+//! Every fenced block of the README, and of the docs that took over its
+//! reference (`docs/*.md`), is tested: [`TESTED`] says, for each, the file
+//! it is in, which test runs it and what it is compared with, and a block it
+//! does not know fails `every_readme_block_is_tested`. The tests find their
+//! blocks in whichever of those files holds them, so a block that moves
+//! from the README to `docs/` (or back) takes its test with it. Output
+//! blocks that start with a command are compared with what that command
+//! prints today, in order (`...` elides); command blocks are run as written
+//! (a user's own server, `node my-server.js`, played by a built-in one);
+//! scenario and configuration blocks are loaded and run. Only the benchmark
+//! commands, whose figures are this machine's of the day, are checked
+//! statically (the CI workflows are files under `docs/ci/`, tested in
+//! tests/cli.rs and tests/live.rs).
 
 use std::path::Path;
 
-fn readme() -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap()
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A markdown file of the repository, by its path from the root.
+fn md(file: &str) -> String {
+    std::fs::read_to_string(root().join(file)).unwrap_or_else(|e| panic!("{file}: {e}"))
 }
 
 /// A fenced block: the line its fence opens on, its language, its lines
@@ -39,7 +48,7 @@ fn blocks(md: &str) -> Vec<Block> {
             Some((b, indent)) => b.body.push(line.get(*indent..).unwrap_or("").to_string()),
         }
     }
-    assert!(cur.is_none(), "the README ends inside a fenced block");
+    assert!(cur.is_none(), "a markdown file ends inside a fenced block");
     out
 }
 
@@ -48,48 +57,87 @@ fn text_blocks(md: &str) -> Vec<Vec<String>> {
     blocks(md).into_iter().filter(|b| b.lang == "text").map(|b| b.body).collect()
 }
 
-/// The blocks of `lang` whose first line starts with `key`.
-fn blocks_of(lang: &str, key: &str) -> Vec<Vec<String>> {
-    blocks(&readme())
-        .into_iter()
-        .filter(|b| b.lang == lang && joined(&b.body).starts_with(key))
-        .map(|b| b.body)
-        .collect()
+/// The files whose blocks [`TESTED`] covers: the README, then every file
+/// an entry names, each once.
+fn tested_files() -> Vec<&'static str> {
+    let mut files = vec!["README.md"];
+    for (file, ..) in TESTED {
+        if !files.contains(file) {
+            files.push(file);
+        }
+    }
+    files
 }
 
-/// The one block of `lang` whose first line starts with `key`.
+/// The blocks of `lang` whose text starts with `key`, in every tested file:
+/// (the file, the block's lines).
+fn blocks_in_files(lang: &str, key: &str) -> Vec<(&'static str, Vec<String>)> {
+    let mut out = Vec::new();
+    for file in tested_files() {
+        for b in blocks(&md(file)) {
+            if b.lang == lang && joined(&b.body).starts_with(key) {
+                out.push((file, b.body));
+            }
+        }
+    }
+    out
+}
+
+/// The blocks of `lang` whose text starts with `key`, wherever they are.
+fn blocks_of(lang: &str, key: &str) -> Vec<Vec<String>> {
+    blocks_in_files(lang, key).into_iter().map(|(_, b)| b).collect()
+}
+
+/// The one block of `lang` whose text starts with `key`.
 fn block_of(lang: &str, key: &str) -> Vec<String> {
     let mut found = blocks_of(lang, key);
-    assert_eq!(found.len(), 1, "the README has one {lang} block starting {key:?}");
+    assert_eq!(found.len(), 1, "the README and docs have one {lang} block starting {key:?}");
     found.pop().unwrap()
 }
 
-/// How each README block is tested: its language, how its first line
-/// starts, and the test that runs it (or, for the two checked statically,
-/// why). Every block matches exactly one entry; the test named finds its
-/// block by the same key, so it sees every change to it.
-const TESTED: &[(&str, &str, &str)] = &[
-    ("sh", "cargo run -- run\n", ".ci/run runs it as written (the_two_commands_are_what_ci_runs); tests/cli.rs run_without_paths_... holds its output"),
-    ("sh", "cargo test\n", ".ci/run runs it as written (the_two_commands_are_what_ci_runs)"),
-    ("text", "$ cargo run -- run ", "example_run_outputs_match_real_runs"),
-    ("text", "scenario \\ server", "the_stateless_matrix_is_the_snapshot (which tests/stateless.rs asserts)"),
-    ("text", "$ mcpsim hunt ", "the_readme_hunts_print_what_the_readme_shows"),
-    ("text", "mcpsim run [FILE|DIR]", "the_usage_synopsis_lists_exactly_the_flags_of_each_help"),
-    ("toml", "[scenario]", "the_format_example_is_the_bundled_nat_rebind"),
-    ("sh", "mcpsim run --live 'node my-server.js'", "tests/live.rs the_readmes_live_commands_run_as_written"),
-    ("sh", "mcpsim run --gate --baseline mcpsim-baseline.toml", "tests/live.rs the_readmes_live_commands_run_as_written"),
-    ("toml", "# mcpsim-baseline.toml", "tests/live.rs the_readmes_live_commands_run_as_written (the baseline it reads)"),
-    ("sh", "mcpsim schema > mcpsim.schema.json", "the_schema_command_validates_the_guides_scenario"),
-    ("toml", "#:schema ./mcpsim.schema.json", "the_schema_command_validates_the_guides_scenario; the_authoring_guides_error_is_the_loaders; the_guides_scenario_meets_its_expectations"),
-    ("text", "error: my-resume.toml", "the_authoring_guides_error_is_the_loaders"),
-    ("sh", "cargo run -- run --format junit", "the_junit_command_gives_a_testcase_per_run"),
-    ("yaml", "# .github/workflows/hunt.yml", "STATIC (it needs GitHub): tests/cli.rs the_readme_ci_workflow_uploads_and_merges_even_after_a_finding, which also runs its hunt and merge commands"),
-    ("toml", "# Cargo.toml", ".ci/scratch-crate.sh builds a crate of these three blocks and runs its test"),
-    ("toml", "# .cargo/config.toml", ".ci/scratch-crate.sh"),
-    ("rust", "// tests/resume.rs", ".ci/scratch-crate.sh; the_own_cargo_test_snippet_works"),
-    ("sh", "mcpsim run --live 'node adapters/typescript/server.mjs'", "tests/live_sdk.rs the_readmes_adapter_commands_give_their_cells"),
-    ("toml", "[expect]\nnaive = ", "the_expect_inherent_example_is_the_bundled_files"),
-    ("sh", "cargo bench", "STATIC (its figures are this machine's of the day, about ±10 %): the_bench_commands_name_real_benchmarks"),
+/// The file that holds the one block of `lang` starting with `key`.
+fn file_of(lang: &str, key: &str) -> &'static str {
+    let found = blocks_in_files(lang, key);
+    assert_eq!(found.len(), 1, "the README and docs have one {lang} block starting {key:?}");
+    found[0].0
+}
+
+/// How each block is tested: the file it is in, its language, how its text
+/// starts, and the test that runs it (or, for the one checked statically,
+/// why). Every block of the README, and of each docs file named here,
+/// matches exactly one entry of its file; the test named finds its block by
+/// the same key, so it sees every change to it.
+const TESTED: &[(&str, &str, &str, &str)] = &[
+    ("README.md", "sh", "cargo run -- run\n", ".ci/run runs it as written (the_two_commands_are_what_ci_runs); tests/cli.rs run_without_paths_... holds its output"),
+    ("README.md", "sh", "cargo test\n", ".ci/run runs it as written (the_two_commands_are_what_ci_runs)"),
+    ("README.md", "sh", "mcpsim run --live 'node my-server.js'", "tests/live.rs the_readmes_live_commands_run_as_written"),
+    ("README.md", "sh", "mcpsim run --gate --baseline mcpsim-baseline.toml", "tests/live.rs the_readmes_live_commands_run_as_written"),
+    ("README.md", "toml", "# mcpsim-baseline.toml", "tests/live.rs the_readmes_live_commands_run_as_written (the baseline it reads)"),
+    ("README.md", "toml", "# Cargo.toml", ".ci/scratch-crate.sh builds a crate of these three blocks and runs its test"),
+    ("README.md", "toml", "# .cargo/config.toml", ".ci/scratch-crate.sh"),
+    ("README.md", "rust", "// tests/resume.rs", ".ci/scratch-crate.sh; the_own_cargo_test_snippet_works"),
+    ("README.md", "text", "mcpsim run [FILE|DIR]", "the_usage_synopsis_lists_exactly_the_flags_of_each_help"),
+    ("docs/usage.md", "text", "$ cargo run -- run ", "example_run_outputs_match_real_runs"),
+    ("docs/scenarios.md", "toml", "[scenario]", "the_format_example_is_the_bundled_nat_rebind"),
+    ("docs/scenarios.md", "toml", "[expect]\nnaive = ", "the_expect_inherent_example_is_the_bundled_files"),
+    ("docs/scenarios.md", "sh", "mcpsim schema > mcpsim.schema.json", "the_schema_command_validates_the_guides_scenario"),
+    ("docs/scenarios.md", "toml", "#:schema ./mcpsim.schema.json", "the_schema_command_validates_the_guides_scenario; the_authoring_guides_error_is_the_loaders; the_guides_scenario_meets_its_expectations"),
+    ("docs/scenarios.md", "text", "error: my-resume.toml", "the_authoring_guides_error_is_the_loaders"),
+    ("docs/scenarios.md", "sh", "cargo run -- run --format junit", "the_junit_command_gives_a_testcase_per_run"),
+    ("docs/hunts.md", "text", "$ mcpsim hunt ", "the_readme_hunts_print_what_the_readme_shows"),
+    ("docs/stateless-http.md", "text", "scenario \\ server", "the_stateless_matrix_is_the_snapshot (which tests/stateless.rs asserts)"),
+    ("docs/stateless-http.md", "text", "$ mcpsim hunt ", "the_readme_hunts_print_what_the_readme_shows"),
+    ("docs/stateless-http.md", "json", "{\"jsonrpc\": \"2.0\", \"id\": 1,", "the_mrtr_example_is_one_round_trip (quoted from the specification)"),
+    ("docs/stateless-http.md", "json", "{\"jsonrpc\": \"2.0\", \"id\": 2,", "the_mrtr_example_is_one_round_trip (quoted from the specification)"),
+    ("docs/findings.md", "sh", "mcpsim run --live 'node adapters/typescript/server.mjs'", "tests/live_sdk.rs the_readmes_adapter_commands_give_their_cells"),
+    ("docs/determinism-and-speed.md", "sh", "cargo bench", "STATIC (its figures are this machine's of the day, about ±10 %): the_bench_commands_name_real_benchmarks"),
+];
+
+/// Docs with fenced blocks that no test runs, and why. Any other markdown
+/// file under `docs/` with a fenced block must have its blocks in [`TESTED`].
+const NOT_TESTED: &[(&str, &str)] = &[
+    ("docs/live-protocol.md", "the protocol's messages, one per block, as a reference; tests/live.rs and the adapters speak them"),
+    ("docs/replicas.md", "the design's sketch of the [deployment] table, written before it was built; the deployments the tests run are scenarios/replicas/ and the stateless-http ones"),
 ];
 
 /// A block's text with a newline after each line, to match keys that end a line.
@@ -97,30 +145,68 @@ fn joined(body: &[String]) -> String {
     body.iter().map(|l| format!("{l}\n")).collect()
 }
 
+/// Every markdown file under `docs/`, by its path from the root.
+fn docs_files() -> Vec<String> {
+    fn walk(dir: &Path, rel: &str, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let entry = entry.unwrap();
+            let name = format!("{rel}/{}", entry.file_name().to_string_lossy());
+            if entry.file_type().unwrap().is_dir() {
+                walk(&entry.path(), &name, out);
+            } else if name.ends_with(".md") {
+                out.push(name);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&root().join("docs"), "docs", &mut out);
+    out.sort();
+    out
+}
+
 #[test]
 fn every_readme_block_is_tested() {
-    let md = readme();
-    let all = blocks(&md);
-    assert!(all.len() >= 20, "{} blocks", all.len());
-    for b in &all {
-        let text = joined(&b.body);
-        let how: Vec<&str> =
-            TESTED.iter().filter(|(lang, key, _)| *lang == b.lang && text.starts_with(key)).map(|t| t.2).collect();
-        assert_eq!(
-            how.len(),
-            1,
-            "README.md:{}: a ```{} block starting {:?} must match exactly one entry of TESTED (tests/readme.rs), not {how:?}",
-            b.line,
-            b.lang,
-            b.body.first()
+    let files = tested_files();
+    let mut all = 0;
+    for file in &files {
+        let bs = blocks(&md(file));
+        all += bs.len();
+        for b in &bs {
+            let text = joined(&b.body);
+            let how: Vec<&str> = TESTED
+                .iter()
+                .filter(|(f, lang, key, _)| f == file && *lang == b.lang && text.starts_with(key))
+                .map(|t| t.3)
+                .collect();
+            assert_eq!(
+                how.len(),
+                1,
+                "{file}:{}: a ```{} block starting {:?} must match exactly one entry of TESTED (tests/readme.rs) for {file}, not {how:?}",
+                b.line,
+                b.lang,
+                b.body.first()
+            );
+        }
+    }
+    assert!(all >= 20, "{all} blocks");
+    // And no entry has lost its block.
+    for (file, lang, key, how) in TESTED {
+        assert!(
+            blocks(&md(file)).iter().any(|b| b.lang == *lang && joined(&b.body).starts_with(key)),
+            "TESTED names a ```{lang} block of {file} starting {key:?} ({how}) that {file} no longer has"
         );
     }
-    // And no entry has lost its block.
-    for (lang, key, how) in TESTED {
+    // No docs file has blocks that nothing tests, unless it says why.
+    for file in docs_files() {
+        let covered = files.contains(&file.as_str()) || NOT_TESTED.iter().any(|(f, _)| *f == file);
         assert!(
-            all.iter().any(|b| b.lang == *lang && joined(&b.body).starts_with(key)),
-            "TESTED names a ```{lang} block starting {key:?} ({how}) that the README no longer has"
+            covered || blocks(&md(&file)).is_empty(),
+            "{file} has fenced blocks: name them in TESTED (tests/readme.rs), or say in NOT_TESTED why no test runs them"
         );
+    }
+    for (file, why) in NOT_TESTED {
+        assert!(!files.contains(file), "{file} is in NOT_TESTED ({why}) and has TESTED entries");
+        assert!(!blocks(&md(file)).is_empty(), "{file} is in NOT_TESTED ({why}) but has no fenced block");
     }
 }
 
@@ -132,7 +218,7 @@ fn mcpsim(args: &[&str]) -> String {
     common::text(&out.stdout) + &common::text(&out.stderr)
 }
 
-/// Holds a README block to the real output, in order: the block's lines,
+/// Holds a block to the real output, in order: the block's lines,
 /// split at `...`, are runs of consecutive output lines, each after the
 /// one before. Returns how many lines were compared.
 fn in_order(block: &[String], out: &str) -> usize {
@@ -143,7 +229,7 @@ fn in_order(block: &[String], out: &str) -> usize {
         let at = (from..=lines.len().saturating_sub(run.len())).find(|&i| lines[i..i + run.len()] == *run);
         let Some(at) = at else {
             panic!(
-                "README lines not in the real output, consecutive and after the lines before them:\n{}\n--- output ---\n{out}",
+                "lines of the block not in the real output, consecutive and after the lines before them:\n{}\n--- output ---\n{out}",
                 run.join("\n")
             )
         };
@@ -164,7 +250,7 @@ fn readme_blocks_are_held_in_order() {
 
 #[test]
 fn example_run_outputs_match_real_runs() {
-    let blocks = text_blocks(&readme());
+    let blocks = text_blocks(&md(file_of("text", "$ cargo run -- run ")));
     let mut output: Option<String> = None;
     let mut checked = 0;
     for block in blocks {
@@ -182,11 +268,12 @@ fn example_run_outputs_match_real_runs() {
         let Some(out) = &output else { continue };
         checked += in_order(&block, out);
     }
-    assert!(checked >= 20, "the README's run examples were found ({checked} lines)");
+    assert!(checked >= 20, "the run examples were found ({checked} lines)");
 }
 
-/// The README's hunts are run as written, and each block held to the
-/// output in order: their figures cannot go stale. (Their header lines go to
+/// The hunts the docs show (docs/hunts.md, docs/stateless-http.md) are run
+/// as written, and each block held to the output in order: their figures
+/// cannot go stale. (Their header lines go to
 /// stderr, the rest to stdout.)
 #[test]
 fn the_readme_hunts_print_what_the_readme_shows() {
@@ -220,6 +307,7 @@ fn the_two_commands_are_what_ci_runs() {
     let ci = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/run")).unwrap();
     for command in ["cargo run -- run", "cargo test"] {
         assert_eq!(block_of("sh", &format!("{command}\n"))[..], [command.to_string()], "README: {command}");
+        assert_eq!(file_of("sh", &format!("{command}\n")), "README.md", "the two commands stay in the README");
         let locked = command.replacen(" -- ", " --locked -- ", 1);
         let locked = if locked == command { format!("{command} --locked") } else { locked };
         let runs = ci.lines().any(|l| {
@@ -233,8 +321,8 @@ fn the_two_commands_are_what_ci_runs() {
     }
 }
 
-/// The stateless matrix the README shows is the committed snapshot, which
-/// tests/stateless.rs holds to real runs.
+/// The stateless matrix docs/stateless-http.md shows is the committed
+/// snapshot, which tests/stateless.rs holds to real runs.
 #[test]
 fn the_stateless_matrix_is_the_snapshot() {
     let snap =
@@ -242,7 +330,7 @@ fn the_stateless_matrix_is_the_snapshot() {
     let body: Vec<&str> = snap.splitn(3, "---\n").nth(2).unwrap().lines().map(str::trim_end).collect();
     let block = block_of("text", "scenario \\ server");
     let block: Vec<&str> = block.iter().map(|l| l.trim_end()).collect();
-    assert_eq!(block, body, "README's stateless matrix vs snapshots/matrix/stateless.snap");
+    assert_eq!(block, body, "the docs' stateless matrix vs snapshots/matrix/stateless.snap");
 }
 
 /// The Usage block lists, for each command, exactly the flags its `--help`
@@ -279,7 +367,7 @@ fn the_usage_synopsis_lists_exactly_the_flags_of_each_help() {
         .map(String::from)
         .collect();
     let top: BTreeSet<String> = listed.keys().filter(|c| !c.contains(' ')).cloned().collect();
-    assert_eq!(top, commands, "the Usage block's commands vs `mcpsim --help`");
+    assert_eq!(top, commands, "the synopsis' commands vs `mcpsim --help`");
     for (command, in_usage) in &listed {
         let args: Vec<&str> = command.split(' ').chain(["--help"]).collect();
         let help = mcpsim(&args);
@@ -290,33 +378,32 @@ fn the_usage_synopsis_lists_exactly_the_flags_of_each_help() {
             .flat_map(|l| flags(l.trim_start().split("  ").next().unwrap()))
             .filter(|f| f != "--help" && f != "--version")
             .collect();
-        assert_eq!(in_usage, &documented, "README's Usage vs `mcpsim {command} --help`");
+        assert_eq!(in_usage, &documented, "the README's synopsis vs `mcpsim {command} --help`");
     }
 }
 
 #[test]
 fn the_authoring_guides_error_is_the_loaders() {
-    let md = readme();
     // The guide's scenario, with the typo the guide shows.
-    let start = md
-        .find("```toml\n#:schema ./mcpsim.schema.json\n[scenario]\nname = \"my-resume\"")
-        .expect("the guide's scenario");
-    let body = &md[start + "```toml\n".len()..];
-    let toml = &body[..body.find("```").unwrap()];
+    let toml = joined(&block_of("toml", "#:schema ./mcpsim.schema.json\n[scenario]\nname = \"my-resume\""));
     assert_eq!(toml.matches("do = \"rebind\"").count(), 1, "the guide's scenario has one rebind step");
     let typo = toml.replace("do = \"rebind\"", "do = \"rebnd\"");
     let err = mcpsim::scenario::Plan::from_toml_str(&typo, "my-resume.toml").unwrap_err().to_string();
     let first = err.lines().next().unwrap();
-    assert!(md.contains(&format!("error: {first}")), "README should show: error: {first}");
+    let shown = joined(&block_of("text", "error: my-resume.toml"));
+    assert!(shown.contains(&format!("error: {first}")), "the guide should show: error: {first}\nit shows: {shown}");
 }
 
 /// The README's "Use it from your own `cargo test`" snippet, on a bundled
 /// scenario (the snippet's file is the reader's own).
 #[test]
 fn the_own_cargo_test_snippet_works() {
-    let md = readme();
-    assert!(md.contains("let run = mcpsim::run(&plan, \"guarded\", None).unwrap();"));
-    assert!(md.contains("let e = check::expectation(&plan, \"guarded\", &verdicts, &run.trace).unwrap();"));
+    let snippet = joined(&block_of("rust", "// tests/resume.rs"));
+    assert!(snippet.contains("let run = mcpsim::run(&plan, \"guarded\", None).unwrap();"), "{snippet}");
+    assert!(
+        snippet.contains("let e = check::expectation(&plan, \"guarded\", &verdicts, &run.trace).unwrap();"),
+        "{snippet}"
+    );
     use mcpsim::{check, scenario::Plan};
     let plan = Plan::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/window-edge.toml")).unwrap();
     let run = mcpsim::run(&plan, "guarded", None).unwrap();
@@ -331,16 +418,16 @@ fn the_own_cargo_test_snippet_works() {
 fn the_format_example_is_the_bundled_nat_rebind() {
     use mcpsim::scenario::Plan;
     let block = joined(&block_of("toml", "[scenario]"));
-    let mut shown = Plan::from_toml_str(&block, "README.md").unwrap();
+    let mut shown = Plan::from_toml_str(&block, file_of("toml", "[scenario]")).unwrap();
     let mut bundled = Plan::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/nat-rebind.toml")).unwrap();
     shown.source = None;
     bundled.source = None;
-    // The README shows two servers' expectations; the file has every server's.
+    // The docs show two servers' expectations; the file has every server's.
     for (server, want) in &shown.expect {
         assert_eq!(bundled.expect.get(server), Some(want), "[expect] {server}");
     }
     shown.expect = bundled.expect.clone();
-    assert_eq!(shown, bundled, "README's format example vs scenarios/nat-rebind.toml");
+    assert_eq!(shown, bundled, "the format example vs scenarios/nat-rebind.toml");
 }
 
 /// `mcpsim schema > mcpsim.schema.json` writes a schema that the guide's
@@ -395,12 +482,12 @@ fn the_junit_command_gives_a_testcase_per_run() {
 }
 
 /// `cargo bench` measures this machine: its figures are not compared, but
-/// the benchmarks it names exist and take the arguments the README gives.
+/// the benchmarks it names exist and take the arguments the docs give.
 #[test]
 fn the_bench_commands_name_real_benchmarks() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
-    let md = readme();
+    let md = md(file_of("sh", "cargo bench"));
     for line in block_of("sh", "cargo bench") {
         let name = line.split_whitespace().nth(3).unwrap();
         assert!(manifest.contains(&format!("[[bench]]\nname = \"{name}\"")), "no bench {name}");
@@ -408,14 +495,14 @@ fn the_bench_commands_name_real_benchmarks() {
     }
     // The arguments the performance section quotes.
     let hunt = std::fs::read_to_string(root.join("benches/hunt.rs")).unwrap();
-    let quoted = md.split("`cargo bench --bench hunt -- ").nth(1).expect("the README quotes the hunt benchmark");
+    let quoted = md.split("`cargo bench --bench hunt -- ").nth(1).expect("the docs quote the hunt benchmark");
     let mut words = quoted.split('`').next().unwrap().split_whitespace();
     assert!(words.next().and_then(|n| n.parse::<u64>().ok()).is_some(), "a seed count: {quoted:.40}");
     assert_eq!(words.next(), Some("no-memory"));
     assert!(hunt.contains("a == \"no-memory\""));
 }
 
-/// The README's `[expect]`/`[expect_inherent]` example is what the bundled
+/// The `[expect]`/`[expect_inherent]` example is what the bundled
 /// file it quotes says, and that file's runs meet it.
 #[test]
 fn the_expect_inherent_example_is_the_bundled_files() {
@@ -438,11 +525,12 @@ fn the_expect_inherent_example_is_the_bundled_files() {
     }
 }
 
-/// The README's rmcp hunt figure is the hunt's own: "fails N of 400 seeds".
+/// The rmcp findings' hunt figure (docs/findings.md) is the hunt's own:
+/// "fails N of 400 seeds".
 #[test]
 fn the_readmes_rmcp_hunt_figure_is_what_the_hunt_prints() {
-    let md = readme();
-    let at = md.find("--no-shrink`) fails ").expect("the README's rmcp hunt figure");
+    let md = md("docs/findings.md");
+    let at = md.find("--no-shrink`) fails ").expect("the rmcp findings' hunt figure");
     let rest = &md[at + "--no-shrink`) fails ".len()..];
     let n: u64 = rest[..rest.find(' ').unwrap()].parse().unwrap();
     assert!(rest.starts_with(&format!("{n} of 400 seeds")), "{}", &rest[..40]);
@@ -455,5 +543,27 @@ fn the_readmes_rmcp_hunt_figure_is_what_the_hunt_prints() {
         .output()
         .unwrap();
     let stdout = common::text(&out.stdout);
-    assert!(stdout.contains(&format!("hunted 400 seeds: {n} failing")), "README: {n}; the hunt: {stdout}");
+    assert!(stdout.contains(&format!("hunted 400 seeds: {n} failing")), "docs/findings.md: {n}; the hunt: {stdout}");
+}
+
+/// The MRTR example docs/stateless-http.md quotes from the specification is
+/// one round trip: the retry goes out under a new id, answers every input
+/// the first answer asked for, and echoes its `requestState` as it was.
+#[test]
+fn the_mrtr_example_is_one_round_trip() {
+    let json = |key: &str| -> serde_json::Value {
+        serde_json::from_str(&joined(&block_of("json", key))).unwrap_or_else(|e| panic!("{key}: {e}"))
+    };
+    let answer = json("{\"jsonrpc\": \"2.0\", \"id\": 1,");
+    let retry = json("{\"jsonrpc\": \"2.0\", \"id\": 2,");
+    let result = &answer["result"];
+    assert_eq!(result["resultType"], "input_required");
+    assert_ne!(answer["id"], retry["id"], "a retry goes out under a new id");
+    assert_eq!(retry["method"], "tools/call");
+    let params = &retry["params"];
+    assert_eq!(params["requestState"], result["requestState"], "the state echoed as it was");
+    let asked: Vec<&String> = result["inputRequests"].as_object().unwrap().keys().collect();
+    let answered: Vec<&String> = params["inputResponses"].as_object().unwrap().keys().collect();
+    assert_eq!(asked, answered);
+    assert_eq!(params["_meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
 }
