@@ -23,6 +23,10 @@ fn md(file: &str) -> String {
     std::fs::read_to_string(root().join(file)).unwrap_or_else(|e| panic!("{file}: {e}"))
 }
 
+fn readme() -> String {
+    md("README.md")
+}
+
 /// A fenced block: the line its fence opens on, its language, its lines
 /// (without the fence's own indentation).
 struct Block {
@@ -544,6 +548,61 @@ fn the_readmes_rmcp_hunt_figure_is_what_the_hunt_prints() {
         .unwrap();
     let stdout = common::text(&out.stdout);
     assert!(stdout.contains(&format!("hunted 400 seeds: {n} failing")), "docs/findings.md: {n}; the hunt: {stdout}");
+}
+
+/// Issue #51 item 6: the README is a front door, at most 300 lines, whose
+/// first screen has install, the two commands and the CI recipe, and whose
+/// sections come in the issue's order; the rest is in `docs/`.
+#[test]
+fn the_readme_is_a_front_door() {
+    let md = readme();
+    let lines: Vec<&str> = md.lines().collect();
+    assert!(lines.len() <= 300, "the README has {} lines: at most 300 (the rest goes to docs/)", lines.len());
+    const SCREEN: usize = 60;
+    let screen: String = lines.iter().take(SCREEN).map(|l| format!("{l}\n")).collect();
+    for (what, text) in [
+        ("the install section", "\n## Install\n"),
+        ("the install command", "`cargo install\n--path .`"),
+        ("the first command", "\n```sh\ncargo run -- run\n```\n"),
+        ("the second command", "\n```sh\ncargo test\n```\n"),
+        ("the CI recipe", "\n## Gate your own server in CI\n"),
+        ("a link to a CI workflow file", "](docs/ci/mcpsim-gate-typescript.yml)"),
+    ] {
+        assert!(screen.contains(text), "the README's first {SCREEN} lines lack {what} ({text:?})");
+    }
+    // The sections the issue asks for, in its order (others may come between).
+    let headings: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("## ")).collect();
+    let order = [
+        "Install",
+        "The two commands",
+        "Gate your own server in CI",
+        "Use it from your own `cargo test`",
+        "Hunts",
+        "The commands",
+        "What it found",
+    ];
+    let mut from = 0;
+    for want in order {
+        let at = headings[from..].iter().position(|h| *h == want);
+        let at = at.unwrap_or_else(|| {
+            panic!("the README's sections {headings:?} lack {want:?} after {:?}", &headings[..from])
+        });
+        from += at + 1;
+    }
+    // A link per SDK in the findings table, each to its section of docs/findings.md.
+    let table = &md[md.find("\n## What it found\n").unwrap()..];
+    for (sdk, anchor) in [
+        ("rmcp 3.11.0", "#what-mcpsim-finds-in-rmcp-3110"),
+        ("TypeScript SDK 1.32.2", "#the-typescript-sdk-1322"),
+        ("TypeScript SDK v2", "#the-typescript-sdk-v2-modelcontextprotocolserver-240"),
+        ("Python SDK 2.3.0", "#the-python-sdk-230"),
+        ("FastMCP 4.2.3", "#fastmcp-423"),
+        ("HAProxy + Redis", "#behind-haproxy-with-redis"),
+    ] {
+        let row =
+            table.lines().find(|l| l.starts_with(&format!("| {sdk}"))).unwrap_or_else(|| panic!("a row for {sdk}"));
+        assert!(row.contains(&format!("](docs/findings.md{anchor})")), "{sdk}'s row links its section: {row}");
+    }
 }
 
 /// The MRTR example docs/stateless-http.md quotes from the specification is
