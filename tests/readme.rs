@@ -605,6 +605,120 @@ fn the_readme_is_a_front_door() {
     }
 }
 
+/// GitHub's anchor for a heading: lower case, spaces to hyphens, and
+/// nothing but letters, digits, `-` and `_`.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The anchors of a markdown file's headings (fenced blocks aside), with
+/// GitHub's `-1`, `-2` for repeats.
+fn anchors(md: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut fenced = false;
+    for line in md.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced || !line.starts_with('#') {
+            continue;
+        }
+        let Some(text) = line.trim_start_matches('#').strip_prefix(' ') else { continue };
+        let base = anchor(text);
+        let repeats = out
+            .iter()
+            .filter(|a| **a == base || a.strip_prefix(&format!("{base}-")).is_some_and(|n| n.parse::<u32>().is_ok()))
+            .count();
+        out.push(if repeats == 0 { base } else { format!("{base}-{repeats}") });
+    }
+    out
+}
+
+/// The relative links of a markdown file (outside fenced blocks and code
+/// spans): (line, target).
+fn links(md: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut fenced = false;
+    for (i, line) in md.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        // Code spans out: every other piece between backticks.
+        let prose: String = line.split('`').step_by(2).collect::<Vec<_>>().join(" ");
+        let mut rest = prose.as_str();
+        while let Some(at) = rest.find("](") {
+            let target = &rest[at + 2..];
+            let Some(end) = target.find(')') else { break };
+            let t = &target[..end];
+            if !t.contains("://") && !t.starts_with("mailto:") {
+                out.push((i + 1, t.to_string()));
+            }
+            rest = &target[end..];
+        }
+    }
+    out
+}
+
+/// Every relative link of the README and of the docs names a file that
+/// exists, and every `#anchor` a heading of its file: text that moved from
+/// the README took its links along, and the links into it followed.
+#[test]
+fn the_links_of_the_readme_and_the_docs_resolve() {
+    let mut files = vec!["README.md".to_string()];
+    files.extend(docs_files());
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for file in &files {
+        let text = md(file);
+        let dir = Path::new(file).parent().unwrap();
+        for (line, target) in links(&text) {
+            let (path, frag) = match target.split_once('#') {
+                Some((p, f)) => (p, Some(f)),
+                None => (target.as_str(), None),
+            };
+            let resolved = if path.is_empty() { Path::new(file).to_path_buf() } else { dir.join(path) };
+            checked += 1;
+            if !root().join(&resolved).exists() {
+                broken.push(format!("{file}:{line}: {target}: no file {}", resolved.display()));
+                continue;
+            }
+            if let Some(frag) = frag {
+                let target_md = std::fs::read_to_string(root().join(&resolved)).unwrap_or_default();
+                if !anchors(&target_md).iter().any(|a| a == frag) {
+                    broken.push(format!("{file}:{line}: {target}: no heading with anchor #{frag}"));
+                }
+            }
+        }
+    }
+    assert!(checked >= 50, "{checked} links");
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn anchors_are_githubs() {
+    assert_eq!(anchor("What mcpsim finds in rmcp 3.11.0"), "what-mcpsim-finds-in-rmcp-3110");
+    assert_eq!(
+        anchor("The TypeScript SDK v2 (`@modelcontextprotocol/server` 2.4.0)"),
+        "the-typescript-sdk-v2-modelcontextprotocolserver-240"
+    );
+    assert_eq!(anchor("Use it from your own `cargo test`"), "use-it-from-your-own-cargo-test");
+    assert_eq!(anchors("# A\n## A\n```\n# not a heading\n```\n## A\n"), ["a", "a-1", "a-2"]);
+}
+
 /// The MRTR example docs/stateless-http.md quotes from the specification is
 /// one round trip: the retry goes out under a new id, answers every input
 /// the first answer asked for, and echoes its `requestState` as it was.
