@@ -142,6 +142,9 @@ impl Index {
         })
     }
 
+    /// Indexes `trace` in one pass, in trace order: each event goes to the
+    /// method for its group (a call's end finds its attempt, an execution
+    /// the attempt it serves, so order matters).
     pub(crate) fn new(trace: &Trace) -> Index {
         let mut ix = Index::default();
         let mut ports: BTreeMap<(String, ConnId), u16> = BTreeMap::new();
@@ -152,167 +155,238 @@ impl Index {
             match &e.what {
                 // Cut short: nothing is judged past this moment.
                 What::RunCut { .. } => cut = Some(t),
-                What::RunStarted { duration_us, liveness_bound_us, authenticates, .. } => {
-                    ix.end = SimTime(*duration_us);
-                    ix.bound = SimTime(*liveness_bound_us);
-                    ix.unauthenticated = !*authenticates;
-                }
-                What::ClientJoined { client, principal, .. } => {
-                    ix.clients.insert(client.clone(), principal.clone());
-                }
-                What::ToolOffered { tool, once, idempotent, input } => {
-                    ix.tools.insert(tool.clone(), (*once, *idempotent));
-                    if !input.is_empty() {
-                        ix.inputs.insert(tool.clone(), input.clone());
-                    }
-                }
                 What::Connect { client, conn, port, .. } => {
                     ports.insert((client.clone(), *conn), *port);
                 }
                 What::MappingOpened { client, mapping, down_port, .. } => {
                     by_port.insert((client.clone(), *down_port), *mapping);
                 }
-                What::MappingDropped { client, mapping, .. } => {
-                    ix.mappings.entry((client.clone(), *mapping)).or_default().dropped.get_or_insert((t, seq));
-                }
-                What::MappingReset { client, mapping, .. } => {
-                    ix.mappings.entry((client.clone(), *mapping)).or_default().closed.get_or_insert((t, seq, "reset"));
-                }
-                What::MappingClosed { client, mapping, by } if by == "client" => {
-                    let f = ix.mappings.entry((client.clone(), *mapping)).or_default();
-                    if f.dropped.is_none() {
-                        f.closed.get_or_insert((t, seq, "closed by the client"));
-                    }
-                }
-                What::DroppedWrite { client, mapping, bytes, .. } => {
-                    let f = ix.mappings.entry((client.clone(), *mapping)).or_default();
-                    if f.closed.is_none() {
-                        f.dead_bytes += bytes;
-                        f.dead_writes.push(seq);
-                    }
-                }
-                What::CallSent { client, conn, call, tool, id, attempt, state, credential, answers } => {
-                    let own = ix.clients.get(client).cloned().unwrap_or_default();
-                    ix.sent.push(Sent {
-                        seq,
-                        t,
-                        client: client.clone(),
-                        conn: *conn,
-                        call: call.clone(),
-                        tool: tool.clone(),
-                        id: id.clone(),
-                        attempt: attempt.clone(),
-                        state: state.clone(),
-                        answers: answers.clone(),
-                        principal: credential.clone().unwrap_or(own),
-                        end: None,
-                        mapping: None,
-                    });
-                }
-                What::CallEnded { client, conn, end, .. } => {
-                    if let Some(s) = ix.sent.iter_mut().rev().find(|s| &s.client == client && s.conn == *conn) {
-                        s.end.get_or_insert((end.clone(), t, seq));
-                    }
-                }
-                What::ListenSent { client, conn, id } => ix.listens.push(Listen {
-                    client: client.clone(),
-                    conn: *conn,
-                    id: id.clone(),
-                    seq,
-                    acked: None,
-                    end: None,
-                    changes: Vec::new(),
-                }),
-                What::ListenEnded { client, conn, end, .. } => {
-                    if let Some(l) = ix.listens.iter_mut().rev().find(|l| &l.client == client && l.conn == *conn) {
-                        l.end.get_or_insert((end.clone(), t, seq));
-                    }
-                }
-                What::SseEvent { client, conn, rpc: Some(r), .. } => {
-                    let method = r.method.as_deref().unwrap_or("");
-                    if let Some(l) = ix.listens.iter_mut().rev().find(|l| &l.client == client && l.conn == *conn) {
-                        if method == crate::wire::mrtr::ACKNOWLEDGED {
-                            l.acked.get_or_insert(t);
-                        } else if method == crate::wire::mrtr::TOOLS_CHANGED {
-                            l.changes.push(t);
-                        }
-                    }
-                }
-                What::ToolsChanged { n, .. } => ix.tool_changes.push((*n, t, seq)),
-                What::CallAbandoned { client, call, why } => {
-                    ix.abandoned.push((client.clone(), call.clone(), why.clone(), t, seq));
-                }
-                What::DeploymentStarted { store, store_timeout_us, .. } => {
-                    ix.shared_store = store == "shared";
-                    ix.store_timeout = SimTime(store_timeout_us.unwrap_or(0));
-                }
-                What::StorePartitioned { replica } => ix.store_cuts.push((*replica, t, None)),
-                What::Step {
-                    action: crate::vocab::StepKind::RestartServer | crate::vocab::StepKind::RestartReplica,
-                    ..
-                } => ix.restarts.push(t),
-                What::StoreHealed { replica } => {
-                    if let Some(c) = ix.store_cuts.iter_mut().rev().find(|c| c.0 == *replica && c.2.is_none()) {
-                        c.2 = Some(t);
-                    }
-                }
-                What::ClientCrashed { client } => {
-                    ix.crashed.entry(client.clone()).or_default().push(t);
-                }
-                What::Execution { exec, tool, call, id, principal, on_behalf_of, step, inputs, .. } => {
-                    let sent = ix
-                        .sent
-                        .iter()
-                        .rposition(|s| &s.call == call && &s.id == id && &s.principal == principal && s.t <= t);
-                    let x = ix.execs.entry(*exec).or_insert_with(|| Exec {
-                        exec: *exec,
-                        tool: tool.clone(),
-                        call: call.clone(),
-                        id: id.clone(),
-                        principal: principal.clone(),
-                        on_behalf_of: on_behalf_of.clone(),
-                        steps: Vec::new(),
-                        inputs: Vec::new(),
-                        sent,
-                    });
-                    x.steps.push((step.clone(), t, seq));
-                    x.inputs.extend(inputs.iter().cloned());
-                }
-                What::StateMinted { fp, lifetime_us, once, .. } => {
-                    ix.minted.entry(fp.clone()).or_insert(Minted { t, seq, lifetime_us: *lifetime_us, once: *once });
-                }
-                What::StateChecked { call, id, principal, fp, verdict, replica } => {
-                    ix.checked.push((
-                        call.clone(),
-                        id.clone(),
-                        principal.clone(),
-                        fp.clone(),
-                        verdict.clone(),
-                        t,
-                        seq,
-                        *replica,
-                    ));
-                }
-                What::ProtocolError { client, conn, problem, what } => {
-                    ix.problems.push((client.clone(), *conn, problem.clone(), what.clone(), t, seq));
+                w @ (What::RunStarted { .. }
+                | What::ClientJoined { .. }
+                | What::ToolOffered { .. }
+                | What::DeploymentStarted { .. }
+                | What::StorePartitioned { .. }
+                | What::StoreHealed { .. }
+                | What::Step { .. }
+                | What::ClientCrashed { .. }) => ix.run_event(w, t),
+                w @ (What::MappingDropped { .. }
+                | What::MappingReset { .. }
+                | What::MappingClosed { .. }
+                | What::DroppedWrite { .. }) => ix.nat_event(w, t, seq),
+                w @ (What::CallSent { .. }
+                | What::CallEnded { .. }
+                | What::CallAbandoned { .. }
+                | What::ProtocolError { .. }) => ix.call_event(w, t, seq),
+                w @ (What::ListenSent { .. }
+                | What::ListenEnded { .. }
+                | What::SseEvent { .. }
+                | What::ToolsChanged { .. }) => ix.listen_event(w, t, seq),
+                w @ (What::Execution { .. } | What::StateMinted { .. } | What::StateChecked { .. }) => {
+                    ix.app_event(w, t, seq)
                 }
                 _ => {}
             }
         }
-        for s in &mut ix.sent {
-            s.mapping =
-                ports.get(&(s.client.clone(), s.conn)).and_then(|p| by_port.get(&(s.client.clone(), *p))).copied();
-        }
-        for l in &ix.listens {
-            let key = (l.client.clone(), l.conn);
-            if let Some(m) = ports.get(&key).and_then(|p| by_port.get(&(l.client.clone(), *p))) {
-                ix.listen_ports.insert(key, *m);
-            }
-        }
+        ix.file_mappings(&ports, &by_port);
         if let Some(cut) = cut {
             ix.end = ix.end.min(cut);
         }
         ix
+    }
+
+    /// The run's header, its clients and tools, the deployment and its
+    /// store, and the steps that restart a server or crash a client. (The
+    /// other events are not routed here.)
+    fn run_event(&mut self, w: &What, t: SimTime) {
+        match w {
+            What::RunStarted { duration_us, liveness_bound_us, authenticates, .. } => {
+                self.end = SimTime(*duration_us);
+                self.bound = SimTime(*liveness_bound_us);
+                self.unauthenticated = !*authenticates;
+            }
+            What::ClientJoined { client, principal, .. } => {
+                self.clients.insert(client.clone(), principal.clone());
+            }
+            What::ToolOffered { tool, once, idempotent, input } => {
+                self.tools.insert(tool.clone(), (*once, *idempotent));
+                if !input.is_empty() {
+                    self.inputs.insert(tool.clone(), input.clone());
+                }
+            }
+            What::DeploymentStarted { store, store_timeout_us, .. } => {
+                self.shared_store = store == "shared";
+                self.store_timeout = SimTime(store_timeout_us.unwrap_or(0));
+            }
+            What::StorePartitioned { replica } => self.store_cuts.push((*replica, t, None)),
+            What::Step {
+                action: crate::vocab::StepKind::RestartServer | crate::vocab::StepKind::RestartReplica,
+                ..
+            } => self.restarts.push(t),
+            What::StoreHealed { replica } => {
+                if let Some(c) = self.store_cuts.iter_mut().rev().find(|c| c.0 == *replica && c.2.is_none()) {
+                    c.2 = Some(t);
+                }
+            }
+            What::ClientCrashed { client } => {
+                self.crashed.entry(client.clone()).or_default().push(t);
+            }
+            _ => {}
+        }
+    }
+
+    /// What the NAT saw become of a mapping: dropped (half-open), reset,
+    /// closed by the client, and what the server wrote into it once dropped.
+    fn nat_event(&mut self, w: &What, t: SimTime, seq: u64) {
+        match w {
+            What::MappingDropped { client, mapping, .. } => {
+                self.mappings.entry((client.clone(), *mapping)).or_default().dropped.get_or_insert((t, seq));
+            }
+            What::MappingReset { client, mapping, .. } => {
+                self.mappings.entry((client.clone(), *mapping)).or_default().closed.get_or_insert((t, seq, "reset"));
+            }
+            What::MappingClosed { client, mapping, by } if by == "client" => {
+                let f = self.mappings.entry((client.clone(), *mapping)).or_default();
+                if f.dropped.is_none() {
+                    f.closed.get_or_insert((t, seq, "closed by the client"));
+                }
+            }
+            What::DroppedWrite { client, mapping, bytes, .. } => {
+                let f = self.mappings.entry((client.clone(), *mapping)).or_default();
+                if f.closed.is_none() {
+                    f.dead_bytes += bytes;
+                    f.dead_writes.push(seq);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A client's attempts of a call and how each ended, a call it gave up
+    /// on, and what it could not read.
+    fn call_event(&mut self, w: &What, t: SimTime, seq: u64) {
+        match w {
+            What::CallSent { client, conn, call, tool, id, attempt, state, credential, answers } => {
+                let own = self.clients.get(client).cloned().unwrap_or_default();
+                self.sent.push(Sent {
+                    seq,
+                    t,
+                    client: client.clone(),
+                    conn: *conn,
+                    call: call.clone(),
+                    tool: tool.clone(),
+                    id: id.clone(),
+                    attempt: attempt.clone(),
+                    state: state.clone(),
+                    answers: answers.clone(),
+                    principal: credential.clone().unwrap_or(own),
+                    end: None,
+                    mapping: None,
+                });
+            }
+            What::CallEnded { client, conn, end, .. } => {
+                if let Some(s) = self.sent.iter_mut().rev().find(|s| &s.client == client && s.conn == *conn) {
+                    s.end.get_or_insert((end.clone(), t, seq));
+                }
+            }
+            What::CallAbandoned { client, call, why } => {
+                self.abandoned.push((client.clone(), call.clone(), why.clone(), t, seq));
+            }
+            What::ProtocolError { client, conn, problem, what } => {
+                self.problems.push((client.clone(), *conn, problem.clone(), what.clone(), t, seq));
+            }
+            _ => {}
+        }
+    }
+
+    /// Listen streams: opened, acknowledged, told of a tool-list change,
+    /// ended; and the changes the application reported.
+    fn listen_event(&mut self, w: &What, t: SimTime, seq: u64) {
+        match w {
+            What::ListenSent { client, conn, id } => self.listens.push(Listen {
+                client: client.clone(),
+                conn: *conn,
+                id: id.clone(),
+                seq,
+                acked: None,
+                end: None,
+                changes: Vec::new(),
+            }),
+            What::ListenEnded { client, conn, end, .. } => {
+                if let Some(l) = self.listens.iter_mut().rev().find(|l| &l.client == client && l.conn == *conn) {
+                    l.end.get_or_insert((end.clone(), t, seq));
+                }
+            }
+            What::SseEvent { client, conn, rpc: Some(r), .. } => {
+                let method = r.method.as_deref().unwrap_or("");
+                if let Some(l) = self.listens.iter_mut().rev().find(|l| &l.client == client && l.conn == *conn) {
+                    if method == crate::wire::mrtr::ACKNOWLEDGED {
+                        l.acked.get_or_insert(t);
+                    } else if method == crate::wire::mrtr::TOOLS_CHANGED {
+                        l.changes.push(t);
+                    }
+                }
+            }
+            What::ToolsChanged { n, .. } => self.tool_changes.push((*n, t, seq)),
+            _ => {}
+        }
+    }
+
+    /// The application's reports: an execution's steps (filed under the
+    /// attempt it serves), and the states it minted and checked.
+    fn app_event(&mut self, w: &What, t: SimTime, seq: u64) {
+        match w {
+            What::Execution { exec, tool, call, id, principal, on_behalf_of, step, inputs, .. } => {
+                let sent = self
+                    .sent
+                    .iter()
+                    .rposition(|s| &s.call == call && &s.id == id && &s.principal == principal && s.t <= t);
+                let x = self.execs.entry(*exec).or_insert_with(|| Exec {
+                    exec: *exec,
+                    tool: tool.clone(),
+                    call: call.clone(),
+                    id: id.clone(),
+                    principal: principal.clone(),
+                    on_behalf_of: on_behalf_of.clone(),
+                    steps: Vec::new(),
+                    inputs: Vec::new(),
+                    sent,
+                });
+                x.steps.push((step.clone(), t, seq));
+                x.inputs.extend(inputs.iter().cloned());
+            }
+            What::StateMinted { fp, lifetime_us, once, .. } => {
+                self.minted.entry(fp.clone()).or_insert(Minted { t, seq, lifetime_us: *lifetime_us, once: *once });
+            }
+            What::StateChecked { call, id, principal, fp, verdict, replica } => {
+                self.checked.push((
+                    call.clone(),
+                    id.clone(),
+                    principal.clone(),
+                    fp.clone(),
+                    verdict.clone(),
+                    t,
+                    seq,
+                    *replica,
+                ));
+            }
+            _ => {}
+        }
+    }
+
+    /// Files the NAT mapping that carried each attempt and listen stream:
+    /// the client's connection's port (`ports`) is the mapping's downstream
+    /// port (`by_port`).
+    fn file_mappings(&mut self, ports: &BTreeMap<(String, ConnId), u16>, by_port: &BTreeMap<(String, u16), MappingId>) {
+        for s in &mut self.sent {
+            s.mapping =
+                ports.get(&(s.client.clone(), s.conn)).and_then(|p| by_port.get(&(s.client.clone(), *p))).copied();
+        }
+        for l in &self.listens {
+            let key = (l.client.clone(), l.conn);
+            if let Some(m) = ports.get(&key).and_then(|p| by_port.get(&(l.client.clone(), *p))) {
+                self.listen_ports.insert(key, *m);
+            }
+        }
     }
 
     /// What became of the mapping that carried attempt `s`.
