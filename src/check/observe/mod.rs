@@ -11,7 +11,10 @@ use std::collections::BTreeMap;
 
 mod build;
 mod query;
-pub use query::Fate;
+mod replicas;
+mod requests;
+mod who;
+pub use requests::Fate;
 #[cfg(test)]
 mod tests;
 
