@@ -42,20 +42,9 @@ pub fn judge(o: &Observed) -> Status {
     let mut out = Vec::new();
     judged |= expectations(o, &mut out);
     for c in o.conns.values() {
-        if super::replay_integrity::refused_in_disguise(o, c) {
+        if let Some(v) = refusal_in_disguise(o, c) {
             judged = true;
-            let (t, seq, _) = c.ended.clone().expect("an ended stream");
-            out.push(Violation {
-                check: ID,
-                finding: Finding::RefusalInDisguise {
-                    client: c.client.clone(),
-                    conn: c.conn,
-                    last: c.last_event_id.clone().unwrap_or_default(),
-                },
-                t,
-                evidence: c.request_seq.into_iter().chain([seq]).collect(),
-                inherent: false,
-            });
+            out.push(v);
         }
         let Some((t_rej, rej_seq, how)) = &c.rejected else { continue };
         judged = true;
@@ -116,60 +105,95 @@ pub fn judge(o: &Observed) -> Status {
             continue;
         }
         // The token must be dead afterwards.
-        for later in o.conns.values().filter(|l| l.presented_token.as_deref() == Some(token) && l.opened > *t_rej) {
-            let ok = match later.response {
-                Some((200, true, _, _)) => !later.delivered.is_empty() && later.rejected.is_none(),
-                Some((s, false, _, _)) => (200..300).contains(&s),
-                _ => false,
-            };
-            if ok {
-                let (_, _, t, seq) = later.response.expect("matched above");
-                out.push(Violation {
-                    check: ID,
-                    finding: Finding::TokenStillWorked {
-                        owner: owner.clone(),
-                        refused_at: *t_rej,
-                        client: later.client.clone(),
-                        conn: later.conn,
-                        at: t,
-                    },
-                    t,
-                    evidence: vec![*rej_seq, seq],
-                    inherent: false,
-                });
-            }
-        }
+        token_still_worked(o, token, owner, (*t_rej, *rej_seq), &mut out);
         // The owner re-initializes: it obtains a new session.
-        // (A client that crashed meanwhile re-initializes only if restarted.)
-        // (A run that ends soon after the refusal leaves no time to re-initialize.)
-        let crashed = o.crashed_between(&c.client, *t_rej, o.end);
-        let has_time = o.end.0 >= t_rej.0 + RENEW_ALLOWANCE_US;
-        // (Nor does one whose attempts the network ate: judged only if an
-        // attempt on a mapping that no fault touched went out in time. Found
-        // by fuzzing: a rebind dropped the initialize POST, and the client
-        // waits a heartbeat timeout before it tries again.)
-        let attempts: Vec<&Conn> = o.conns.values().filter(|n| n.client == c.client && n.opened >= *t_rej).collect();
-        let faulted = |n: &Conn| o.mapping_of(n).is_some_and(|m| m.dropped.is_some() || m.reset.is_some());
-        let lost = attempts.iter().any(|n| faulted(n))
-            && !attempts.iter().any(|n| !faulted(n) && n.opened.0 + RENEW_ALLOWANCE_US <= o.end.0);
-        if !crashed && has_time && !lost {
-            let renewed =
-                o.conns.values().any(|n| n.client == c.client && n.opened >= *t_rej && n.learned_token.is_some());
-            if !renewed {
-                out.push(Violation {
-                    check: ID,
-                    finding: Finding::NeverRenewed { client: c.client.clone(), refused_at: *t_rej },
-                    t: o.end,
-                    evidence: vec![*rej_seq],
-                    inherent: false,
-                });
-            }
-        }
+        out.extend(never_renewed(o, c, (*t_rej, *rej_seq)));
     }
     if !judged {
         return not_applicable("no resumption was refused");
     }
     status(out)
+}
+
+/// A resumption `c` that was refused in disguise ([`super::replay_integrity::refused_in_disguise`]).
+fn refusal_in_disguise(o: &Observed, c: &Conn) -> Option<Violation> {
+    if !super::replay_integrity::refused_in_disguise(o, c) {
+        return None;
+    }
+    let (t, seq, _) = c.ended.clone().expect("an ended stream");
+    Some(Violation {
+        check: ID,
+        finding: Finding::RefusalInDisguise {
+            client: c.client.clone(),
+            conn: c.conn,
+            last: c.last_event_id.clone().unwrap_or_default(),
+        },
+        t,
+        evidence: c.request_seq.into_iter().chain([seq]).collect(),
+        inherent: false,
+    })
+}
+
+/// Each use of `owner`'s session `token` after the owner was refused (at
+/// `t_rej`) that the server still served: a 2xx, or a stream that delivered.
+fn token_still_worked(
+    o: &Observed,
+    token: &str,
+    owner: &str,
+    (t_rej, rej_seq): (SimTime, u64),
+    out: &mut Vec<Violation>,
+) {
+    for later in o.conns.values().filter(|l| l.presented_token.as_deref() == Some(token) && l.opened > t_rej) {
+        let ok = match later.response {
+            Some((200, true, _, _)) => !later.delivered.is_empty() && later.rejected.is_none(),
+            Some((s, false, _, _)) => (200..300).contains(&s),
+            _ => false,
+        };
+        if ok {
+            let (_, _, t, seq) = later.response.expect("matched above");
+            out.push(Violation {
+                check: ID,
+                finding: Finding::TokenStillWorked {
+                    owner: owner.to_string(),
+                    refused_at: t_rej,
+                    client: later.client.clone(),
+                    conn: later.conn,
+                    at: t,
+                },
+                t,
+                evidence: vec![rej_seq, seq],
+                inherent: false,
+            });
+        }
+    }
+}
+
+/// The owner refused on `c` (at `t_rej`) that obtained no new session by
+/// the end, where it had the time and the network let it try.
+fn never_renewed(o: &Observed, c: &Conn, (t_rej, rej_seq): (SimTime, u64)) -> Option<Violation> {
+    // (A client that crashed meanwhile re-initializes only if restarted.)
+    // (A run that ends soon after the refusal leaves no time to re-initialize.)
+    let crashed = o.crashed_between(&c.client, t_rej, o.end);
+    let has_time = o.end.0 >= t_rej.0 + RENEW_ALLOWANCE_US;
+    // (Nor does one whose attempts the network ate: judged only if an
+    // attempt on a mapping that no fault touched went out in time. Found
+    // by fuzzing: a rebind dropped the initialize POST, and the client
+    // waits a heartbeat timeout before it tries again.)
+    let attempts: Vec<&Conn> = o.conns.values().filter(|n| n.client == c.client && n.opened >= t_rej).collect();
+    let faulted = |n: &Conn| o.mapping_of(n).is_some_and(|m| m.dropped.is_some() || m.reset.is_some());
+    let lost = attempts.iter().any(|n| faulted(n))
+        && !attempts.iter().any(|n| !faulted(n) && n.opened.0 + RENEW_ALLOWANCE_US <= o.end.0);
+    if crashed || !has_time || lost {
+        return None;
+    }
+    let renewed = o.conns.values().any(|n| n.client == c.client && n.opened >= t_rej && n.learned_token.is_some());
+    (!renewed).then(|| Violation {
+        check: ID,
+        finding: Finding::NeverRenewed { client: c.client.clone(), refused_at: t_rej },
+        t: o.end,
+        evidence: vec![rej_seq],
+        inherent: false,
+    })
 }
 
 /// A refused thief must not take the owner's session down with it: the
@@ -289,6 +313,64 @@ fn valid_refused(o: &Observed, c: &Conn, (t_rej, rej_seq, how): (SimTime, u64, R
         return None;
     }
     let since = o.reported_at(token, last).unwrap_or(received).min(received);
+    if minted_unseen(o, c, token, since, (t_req, t_rej)) {
+        return None;
+    }
+    // Nor may a prior connection of the stream still be half-open: a server
+    // that cannot confirm its writer dead must fence it, and refuses if the
+    // fence is not confirmed in time (the seed's rule; found by a hunt with
+    // `fence_delay` past `fence_grace`).
+    let half_open_prior = o.conns.values().any(|p| {
+        p.client == c.client
+            && p.conn != c.conn
+            && p.stream == c.stream
+            && p.opened < t_req
+            && o.mapping_of(p).is_some_and(|m| m.dropped.is_some() && m.reset.is_none_or(|r| r.0 > t_req))
+    });
+    // Unless the refusal came before the fence could have been waited for:
+    // a server that says how long it waits for a fence and refused sooner
+    // never tried to fence (one server: a replica's take-over has refusals
+    // of its own).
+    let fence_never_tried =
+        o.shared_store.is_none() && o.fence_grace.is_some_and(|g| t_rej.0.saturating_sub(t_req.0) < g.0);
+    if half_open_prior && !fence_never_tried {
+        return None;
+    }
+    // Alive, as far as anything in the trace says.
+    if ended_before(o, token, t_req) {
+        return None;
+    }
+    Some(Violation {
+        check: ID,
+        finding: Finding::ValidRefusedProven {
+            client: c.client.clone(),
+            conn: c.conn,
+            how,
+            last,
+            at: t_rej,
+            window: (newest > last).then(|| (newest - last, newest, o.retention.unwrap_or_default())),
+            unfenced: half_open_prior.then(|| (SimTime(t_rej.0 - t_req.0), o.fence_grace.unwrap_or_default())),
+        },
+        t: t_rej,
+        evidence: c.request_seq.into_iter().chain([rej_seq]).collect(),
+        inherent: false,
+    })
+}
+
+/// Whether something ended session `token` before `t_req`: a DELETE, a
+/// refusal, or an `end-session` step.
+fn ended_before(o: &Observed, token: &str, t_req: SimTime) -> bool {
+    o.conns.values().any(|d| {
+        d.presented_token.as_deref() == Some(token)
+            && d.request_t.is_some_and(|r| r < t_req)
+            && (d.method == "DELETE" || d.rejected.is_some())
+    }) || o.steps.iter().any(|s| s.2 == StepKind::EndSession && s.0 <= t_req)
+}
+
+/// Whether an id could have been minted unseen on session `token` since
+/// `since`, before resumption `c` (sent at `t_req`, refused at `t_rej`):
+/// another request on the session, a re-issue, or a server request in flight.
+fn minted_unseen(o: &Observed, c: &Conn, token: &str, since: SimTime, (t_req, t_rej): (SimTime, SimTime)) -> bool {
     let answer_posts: Vec<_> = o.answers.iter().filter(|a| a.client == c.client).filter_map(|a| a.conn).collect();
     // Any other request on the session since may have minted an id no one
     // saw: a POST's response, and in streamable-http any stream's priming
@@ -312,50 +394,7 @@ fn valid_refused(o: &Observed, c: &Conn, (t_rej, rej_seq, how): (SimTime, u64, R
         .values()
         .filter(|r| r.token() == Some(token))
         .any(|r| r.issued.0 <= t_rej && r.resolution().is_none_or(|x| x.0 >= t_req));
-    // Nor may a prior connection of the stream still be half-open: a server
-    // that cannot confirm its writer dead must fence it, and refuses if the
-    // fence is not confirmed in time (the seed's rule; found by a hunt with
-    // `fence_delay` past `fence_grace`).
-    let half_open_prior = o.conns.values().any(|p| {
-        p.client == c.client
-            && p.conn != c.conn
-            && p.stream == c.stream
-            && p.opened < t_req
-            && o.mapping_of(p).is_some_and(|m| m.dropped.is_some() && m.reset.is_none_or(|r| r.0 > t_req))
-    });
-    // Unless the refusal came before the fence could have been waited for:
-    // a server that says how long it waits for a fence and refused sooner
-    // never tried to fence (one server: a replica's take-over has refusals
-    // of its own).
-    let fence_never_tried =
-        o.shared_store.is_none() && o.fence_grace.is_some_and(|g| t_rej.0.saturating_sub(t_req.0) < g.0);
-    if minting_post || reissued || in_flight || (half_open_prior && !fence_never_tried) {
-        return None;
-    }
-    // Alive, as far as anything in the trace says.
-    let ended = o.conns.values().any(|d| {
-        d.presented_token.as_deref() == Some(token)
-            && d.request_t.is_some_and(|r| r < t_req)
-            && (d.method == "DELETE" || d.rejected.is_some())
-    }) || o.steps.iter().any(|s| s.2 == StepKind::EndSession && s.0 <= t_req);
-    if ended {
-        return None;
-    }
-    Some(Violation {
-        check: ID,
-        finding: Finding::ValidRefusedProven {
-            client: c.client.clone(),
-            conn: c.conn,
-            how,
-            last,
-            at: t_rej,
-            window: (newest > last).then(|| (newest - last, newest, o.retention.unwrap_or_default())),
-            unfenced: half_open_prior.then(|| (SimTime(t_rej.0 - t_req.0), o.fence_grace.unwrap_or_default())),
-        },
-        t: t_rej,
-        evidence: c.request_seq.into_iter().chain([rej_seq]).collect(),
-        inherent: false,
-    })
+    minting_post || reissued || in_flight
 }
 
 /// A resume step that says what the server must do (`expect = "accepted"`
