@@ -10,7 +10,7 @@
 //! although the last fault was long enough before the end to recover.
 
 use super::finding::{Finding, Rivalry, UplinkProblem};
-use super::observe::Observed;
+use super::observe::{Observed, Request};
 use super::{status, Status, Violation};
 use crate::trace::{Outcome, SimTime};
 use crate::vocab::CheckId;
@@ -166,47 +166,8 @@ fn unresolved_requests(o: &Observed) -> Vec<Violation> {
             let conn = a.conn.and_then(|n| o.conns.get(&(a.client.clone(), n)));
             conn.is_some_and(|c| a.status.is_some_and(|s| o.store_cut_explains(c, s).is_some()))
         });
-        // Written through to a store its replica could not reach, until too
-        // late to be answered in time (found by hunting: a request held
-        // during a partition reached its owner too late).
-        // Or cut at any moment until the request first reached its owner,
-        // which was then too late to answer in time (found by a replica
-        // hunt, legacy-sse seed 9501047: cut 0.2 s after the issue, before
-        // the write-through was taken; delivered 1.8 s after the link came back).
-        let held_first = o
-            .session_store_cut(&r.owner, token, r.issued.0, SimTime(r.issued.0 .0 + round_trip(o)))
-            .filter(|(_, healed)| healed.is_none_or(|h| h.0 + needed > deadline.0));
-        // (Only a request that did reach its owner: one never delivered was
-        // lost some other way, a dead writer say. Looked up only when a
-        // partition could have held it.)
-        let held_late = || {
-            if o.store_cuts.is_empty() {
-                return None;
-            }
-            let is_it = |x: &crate::wire::jsonrpc::RpcSummary| {
-                x.kind == crate::wire::jsonrpc::RpcKind::Request && x.id.as_ref().is_some_and(|i| r.ids.contains(i))
-            };
-            let delivered = o
-                .conns
-                .values()
-                .filter(|c| c.client == r.owner && c.token() == Some(token))
-                .flat_map(|c| c.delivered.iter())
-                .filter(|d| d.rpc.as_ref().is_some_and(is_it))
-                .map(|d| d.t)
-                .min()?;
-            (delivered.0 + needed > deadline.0).then(|| o.session_store_cut(&r.owner, token, r.issued.0, delivered))?
-        };
-        let held = held_first.or_else(held_late).map(|(replica, _)| replica);
-        // Its owner's answer went to a replica that never held the session,
-        // which refused it (404, 410): no replica could have taken it.
-        let elsewhere = o
-            .answers
-            .iter()
-            .filter(|a| a.client == r.owner && r.ids.contains(&a.id) && matches!(a.status, Some(404 | 410)))
-            .find_map(|a| {
-                let c = o.conns.get(&(a.client.clone(), a.conn?))?;
-                o.never_held(c, token).then(|| o.replica_of(c).map(|(r, _)| r)).flatten()
-            });
+        let held = held_for_store(o, r, token, needed, deadline);
+        let elsewhere = answered_elsewhere(o, r, token);
         let inherent = stolen || foreign || cut || held.is_some() || elsewhere.is_some();
         let rivalry = if stolen {
             Rivalry::RivalHolder
@@ -243,6 +204,56 @@ fn unresolved_requests(o: &Observed) -> Vec<Violation> {
         }
     }
     out
+}
+
+/// The replica that held request `r` of session `token` for the shared
+/// store it could not reach, until too late for its owner to answer it by
+/// `deadline` (it needs `needed` µs).
+fn held_for_store(o: &Observed, r: &Request, token: &str, needed: u64, deadline: SimTime) -> Option<u32> {
+    // Written through to a store its replica could not reach, until too
+    // late to be answered in time (found by hunting: a request held
+    // during a partition reached its owner too late).
+    // Or cut at any moment until the request first reached its owner,
+    // which was then too late to answer in time (found by a replica
+    // hunt, legacy-sse seed 9501047: cut 0.2 s after the issue, before
+    // the write-through was taken; delivered 1.8 s after the link came back).
+    let held_first = o
+        .session_store_cut(&r.owner, token, r.issued.0, SimTime(r.issued.0 .0 + round_trip(o)))
+        .filter(|(_, healed)| healed.is_none_or(|h| h.0 + needed > deadline.0));
+    // (Only a request that did reach its owner: one never delivered was
+    // lost some other way, a dead writer say. Looked up only when a
+    // partition could have held it.)
+    let held_late = || {
+        if o.store_cuts.is_empty() {
+            return None;
+        }
+        let is_it = |x: &crate::wire::jsonrpc::RpcSummary| {
+            x.kind == crate::wire::jsonrpc::RpcKind::Request && x.id.as_ref().is_some_and(|i| r.ids.contains(i))
+        };
+        let delivered = o
+            .conns
+            .values()
+            .filter(|c| c.client == r.owner && c.token() == Some(token))
+            .flat_map(|c| c.delivered.iter())
+            .filter(|d| d.rpc.as_ref().is_some_and(is_it))
+            .map(|d| d.t)
+            .min()?;
+        (delivered.0 + needed > deadline.0).then(|| o.session_store_cut(&r.owner, token, r.issued.0, delivered))?
+    };
+    held_first.or_else(held_late).map(|(replica, _)| replica)
+}
+
+/// The replica that never held session `token` to which request `r`'s
+/// owner sent its answer, and which refused it (404, 410): no replica
+/// could have taken it.
+fn answered_elsewhere(o: &Observed, r: &Request, token: &str) -> Option<u32> {
+    o.answers
+        .iter()
+        .filter(|a| a.client == r.owner && r.ids.contains(&a.id) && matches!(a.status, Some(404 | 410)))
+        .find_map(|a| {
+            let c = o.conns.get(&(a.client.clone(), a.conn?))?;
+            o.never_held(c, token).then(|| o.replica_of(c).map(|(r, _)| r)).flatten()
+        })
 }
 
 /// Tool calls (`call-tool` steps) whose result never reached their client:
@@ -348,38 +359,7 @@ fn no_live_uplink(o: &Observed) -> Vec<Violation> {
         else {
             continue; // never connected
         };
-        // A newer uplink, on a session of its own, had no time to be
-        // answered: the client left the session of `last` behind and is
-        // still connecting (found by hunting: a client that took a 404 and
-        // opened a new session, whose stream waited on the store at the end).
-        let moving_on = o.conns.values().any(|c| {
-            &c.client == client
-                && c.is_uplink()
-                && (c.opened, c.conn) > (last.opened, last.conn)
-                && c.token() != last.token()
-        });
-        if moving_on {
-            continue;
-        }
-        // Refused once (4xx, not the session's end), and trying again: the
-        // next attempt had no time to be answered. One refusal may pass (a
-        // take-over refused while the fence through the shared store was
-        // unconfirmed: replica hunt, streamable-http seed 9500014); two in a
-        // row is a lock-out no retry ends, and is judged.
-        let refused = |c: &super::observe::Conn| {
-            c.response.is_some_and(|r| (400..500).contains(&r.0) && !matches!(r.0, 404 | 410))
-        };
-        let same_session =
-            |c: &&super::observe::Conn| &c.client == client && c.is_uplink() && c.token() == last.token();
-        let retrying = o.conns.values().filter(same_session).any(|c| (c.opened, c.conn) > (last.opened, last.conn));
-        let refused_before = o
-            .conns
-            .values()
-            .filter(same_session)
-            .filter(|c| (c.opened, c.conn) < (last.opened, last.conn))
-            .max_by_key(|c| (c.opened, c.conn))
-            .is_some_and(refused);
-        if retrying && refused(last) && !refused_before {
+        if still_connecting(o, client, last) {
             continue;
         }
         // A thief presenting another principal's session is kept out by a
@@ -411,6 +391,42 @@ fn no_live_uplink(o: &Observed) -> Vec<Violation> {
         }
     }
     out
+}
+
+/// Whether `client`, whose latest answered uplink is `last`, is still
+/// connecting at the end: a newer uplink, not yet answered, on a session of
+/// its own or after a first refusal.
+fn still_connecting(o: &Observed, client: &str, last: &super::observe::Conn) -> bool {
+    // A newer uplink, on a session of its own, had no time to be
+    // answered: the client left the session of `last` behind and is
+    // still connecting (found by hunting: a client that took a 404 and
+    // opened a new session, whose stream waited on the store at the end).
+    let moving_on = o.conns.values().any(|c| {
+        c.client == client
+            && c.is_uplink()
+            && (c.opened, c.conn) > (last.opened, last.conn)
+            && c.token() != last.token()
+    });
+    if moving_on {
+        return true;
+    }
+    // Refused once (4xx, not the session's end), and trying again: the
+    // next attempt had no time to be answered. One refusal may pass (a
+    // take-over refused while the fence through the shared store was
+    // unconfirmed: replica hunt, streamable-http seed 9500014); two in a
+    // row is a lock-out no retry ends, and is judged.
+    let refused =
+        |c: &super::observe::Conn| c.response.is_some_and(|r| (400..500).contains(&r.0) && !matches!(r.0, 404 | 410));
+    let same_session = |c: &&super::observe::Conn| c.client == client && c.is_uplink() && c.token() == last.token();
+    let retrying = o.conns.values().filter(same_session).any(|c| (c.opened, c.conn) > (last.opened, last.conn));
+    let refused_before = o
+        .conns
+        .values()
+        .filter(same_session)
+        .filter(|c| (c.opened, c.conn) < (last.opened, last.conn))
+        .max_by_key(|c| (c.opened, c.conn))
+        .is_some_and(refused);
+    retrying && refused(last) && !refused_before
 }
 
 /// What keeps a client's latest uplink from being live at the end, if anything.
