@@ -160,47 +160,7 @@ fn future_id(
 ) -> Option<Violation> {
     let max = o.max_id_seen_before(token, acc_seq);
     if let Some(max) = max.filter(|m| n > *m) {
-        // An id the session later minted as new, at or below `n`, proves `n`
-        // had not been minted when the resumption was accepted. Minted as
-        // new: reported by the application after the accept, or the
-        // response on a POST sent after it. (An id first seen later in a
-        // replay may have been minted unseen before: no proof.)
-        let in_range = |i: u64| i > max && i <= n;
-        let reported = o
-            .requests
-            .values()
-            .filter(|r| r.token() == Some(token) && r.issued.0 > t_acc)
-            .filter_map(|r| Some((r.issued.1, r.event_id.as_deref()?.parse::<u64>().ok()?, r.issued.0)))
-            .chain(o.notified.iter().filter(|x| x.0 == token && x.1 > t_acc).map(|x| (x.3, x.2, x.1)))
-            .filter(|(_, i, _)| in_range(*i))
-            .min();
-        let on_post = o
-            .conns
-            .values()
-            .filter(|d| d.token() == Some(token) && d.method == "POST" && d.request_t.is_some_and(|r| r > t_acc))
-            .flat_map(|d| d.delivered.iter().map(move |e| (d, e)))
-            .filter(|(_, e)| e.rpc.is_some() && e.numeric_id().is_some_and(in_range))
-            .min_by_key(|(_, e)| e.seq);
-        // A priming event (an id, no message) on the resumed stream itself
-        // was minted for that stream, after the accept: a replay never
-        // carries one. Its id at or below `n` proves `n` was not minted yet
-        // (found in streamable-http: naive accepted a resumption from the
-        // next id to be minted and used that id for its priming event).
-        let primed = c
-            .delivered
-            .iter()
-            .filter(|e| e.rpc.is_none() && e.event == "message" && e.numeric_id().is_some_and(in_range))
-            .min_by_key(|e| e.seq);
-        let post = |(d, e): (&Conn, &super::observe::Delivered)| {
-            (e.seq, e.id.clone().unwrap_or_default(), e.t, MintedWhere::Post { client: d.client.clone(), conn: d.conn })
-        };
-        let later = reported
-            .map(|(seq, id, t)| (seq, id.to_string(), t, MintedWhere::Application))
-            .into_iter()
-            .chain(on_post.map(post))
-            .chain(primed.map(|e| (e.seq, e.id.clone().unwrap_or_default(), e.t, MintedWhere::Priming)))
-            .min_by_key(|x| x.0);
-        if let Some((seq, id, t, shown)) = later {
+        if let Some((seq, id, t, shown)) = minted_later(o, c, token, t_acc, (max, n)) {
             return Some(Violation {
                 check: ID,
                 finding: Finding::MintedLater {
@@ -235,6 +195,58 @@ fn future_id(
         }
     }
     None
+}
+
+/// The first id (seq, id, time, where) that session `token` minted as new
+/// after the accept at `t_acc`, above the newest it had shown (`max`) and at
+/// or below resumption `c`'s `n`: proof that `n` had not been minted yet.
+fn minted_later(
+    o: &Observed,
+    c: &Conn,
+    token: &str,
+    t_acc: SimTime,
+    (max, n): (u64, u64),
+) -> Option<(u64, String, SimTime, MintedWhere)> {
+    // An id the session later minted as new, at or below `n`, proves `n`
+    // had not been minted when the resumption was accepted. Minted as
+    // new: reported by the application after the accept, or the
+    // response on a POST sent after it. (An id first seen later in a
+    // replay may have been minted unseen before: no proof.)
+    let in_range = |i: u64| i > max && i <= n;
+    let reported = o
+        .requests
+        .values()
+        .filter(|r| r.token() == Some(token) && r.issued.0 > t_acc)
+        .filter_map(|r| Some((r.issued.1, r.event_id.as_deref()?.parse::<u64>().ok()?, r.issued.0)))
+        .chain(o.notified.iter().filter(|x| x.0 == token && x.1 > t_acc).map(|x| (x.3, x.2, x.1)))
+        .filter(|(_, i, _)| in_range(*i))
+        .min();
+    let on_post = o
+        .conns
+        .values()
+        .filter(|d| d.token() == Some(token) && d.method == "POST" && d.request_t.is_some_and(|r| r > t_acc))
+        .flat_map(|d| d.delivered.iter().map(move |e| (d, e)))
+        .filter(|(_, e)| e.rpc.is_some() && e.numeric_id().is_some_and(in_range))
+        .min_by_key(|(_, e)| e.seq);
+    // A priming event (an id, no message) on the resumed stream itself
+    // was minted for that stream, after the accept: a replay never
+    // carries one. Its id at or below `n` proves `n` was not minted yet
+    // (found in streamable-http: naive accepted a resumption from the
+    // next id to be minted and used that id for its priming event).
+    let primed = c
+        .delivered
+        .iter()
+        .filter(|e| e.rpc.is_none() && e.event == "message" && e.numeric_id().is_some_and(in_range))
+        .min_by_key(|e| e.seq);
+    let post = |(d, e): (&Conn, &super::observe::Delivered)| {
+        (e.seq, e.id.clone().unwrap_or_default(), e.t, MintedWhere::Post { client: d.client.clone(), conn: d.conn })
+    };
+    reported
+        .map(|(seq, id, t)| (seq, id.to_string(), t, MintedWhere::Application))
+        .into_iter()
+        .chain(on_post.map(post))
+        .chain(primed.map(|e| (e.seq, e.id.clone().unwrap_or_default(), e.t, MintedWhere::Priming)))
+        .min_by_key(|x| x.0)
 }
 
 /// A resumption from an id older than anything the session retained (or
