@@ -230,41 +230,18 @@ impl Chart {
             What::MappingOpened { client, mapping, up_port, .. } => {
                 self.mapping_port.insert((client.clone(), *mapping), *up_port);
             }
-            // A deployment: where the balancer sent each connection, and the replicas' faults.
-            What::Routed { client, up_port, replica, .. } => {
-                self.routed.insert((client.clone(), *up_port), *replica);
-                self.time_label(t);
-                self.marker("route", e, self.replica_lane(Some(*replica)));
-                self.next_row();
-            }
-            What::StorePartitioned { replica }
-            | What::StoreHealed { replica }
-            | What::ReplicaCrashed { replica, .. }
-            | What::ReplicaDrained { replica } => {
-                self.time_label(t);
-                self.marker("fault", e, self.replica_lane(Some(*replica)));
-                self.next_row();
-            }
+            What::Routed { .. }
+            | What::StorePartitioned { .. }
+            | What::StoreHealed { .. }
+            | What::ReplicaCrashed { .. }
+            | What::ReplicaDrained { .. } => self.deployment_event(e),
             What::HttpRequest { client, conn, method, path, last_event_id, .. } => {
                 self.http_request(e, client, *conn, method, path, last_event_id.as_deref())
             }
             What::HttpResponse { client, conn, status, content_type } => {
                 self.http_response(e, client, *conn, *status, content_type.as_deref())
             }
-            What::SseEvent { client, id, event, rpc, .. } => {
-                let Some((cx, nx)) = self.client_lanes(client) else { return };
-                self.time_label(t);
-                let label = format!("{} {}", id.as_deref().unwrap_or("-"), describe_rpc(rpc, event));
-                self.arrow(e, nx, cx, &label, "sse");
-                self.next_row();
-            }
-            What::Answer { client, id, status, .. } => {
-                let Some((cx, nx)) = self.client_lanes(client) else { return };
-                self.time_label(t);
-                let st = status.map_or("no response".into(), |s| s.to_string());
-                self.arrow(e, cx, nx, &format!("answer {id} ({st})"), "answer");
-                self.next_row();
-            }
+            What::SseEvent { .. } | What::Answer { .. } => self.client_arrow(e),
             What::DroppedWrite { client, mapping, events, response, .. } => {
                 self.dropped_write(e, client, *mapping, events, response.as_deref())
             }
@@ -282,24 +259,86 @@ impl Chart {
             | What::RequestOutcome { .. }
             | What::ServerStopped { .. }
             | What::StepMissed { .. }
-            | What::RunCut { .. } => {
-                self.time_label(t);
-                let x = match &e.what {
-                    What::TokenStolen { to, .. } => self.lane_x.get(to).copied().unwrap_or(self.server_x),
-                    What::ClientCrashed { client } | What::Rejected { client, .. } => {
-                        self.lane_x.get(client).copied().unwrap_or(self.server_x)
-                    }
-                    _ => self.server_x,
-                };
-                let class = if matches!(e.what, What::RequestOutcome { .. }) { "app" } else { "fault" };
-                self.marker(class, e, x);
-                self.next_row();
-            }
+            | What::RunCut { .. } => self.outcome_marker(e),
             What::UplinkEnded { client, conn, .. } | What::UplinkSilent { client, conn, .. } => {
                 self.stream_ended(client, *conn)
             }
-            // stateless-http: each attempt of a call, how it ended (an MRTR
-            // round ends with input_required), and what the application did.
+            // stateless-http: each attempt of a call, how it ended, and what the application did.
+            What::CallSent { .. } | What::CallEnded { .. } | What::Execution { .. } | What::StateChecked { .. } => {
+                self.stateless_event(e)
+            }
+            _ => {}
+        }
+    }
+
+    /// A deployment: where the balancer sent each connection, and the
+    /// replicas' faults. (Only these events are routed here.)
+    fn deployment_event(&mut self, e: &Event) {
+        let t = e.t_us;
+        match &e.what {
+            What::Routed { client, up_port, replica, .. } => {
+                self.routed.insert((client.clone(), *up_port), *replica);
+                self.time_label(t);
+                self.marker("route", e, self.replica_lane(Some(*replica)));
+                self.next_row();
+            }
+            What::StorePartitioned { replica }
+            | What::StoreHealed { replica }
+            | What::ReplicaCrashed { replica, .. }
+            | What::ReplicaDrained { replica } => {
+                self.time_label(t);
+                self.marker("fault", e, self.replica_lane(Some(*replica)));
+                self.next_row();
+            }
+            _ => {}
+        }
+    }
+
+    /// An SSE event delivered to a client, or a client's answer: an arrow
+    /// between the client and its NAT. (Only these events are routed here.)
+    fn client_arrow(&mut self, e: &Event) {
+        let t = e.t_us;
+        match &e.what {
+            What::SseEvent { client, id, event, rpc, .. } => {
+                let Some((cx, nx)) = self.client_lanes(client) else { return };
+                self.time_label(t);
+                let label = format!("{} {}", id.as_deref().unwrap_or("-"), describe_rpc(rpc, event));
+                self.arrow(e, nx, cx, &label, "sse");
+                self.next_row();
+            }
+            What::Answer { client, id, status, .. } => {
+                let Some((cx, nx)) = self.client_lanes(client) else { return };
+                self.time_label(t);
+                let st = status.map_or("no response".into(), |s| s.to_string());
+                self.arrow(e, cx, nx, &format!("answer {id} ({st})"), "answer");
+                self.next_row();
+            }
+            _ => {}
+        }
+    }
+
+    /// A theft, a crash, a refusal, a request's outcome, the server's stop, a
+    /// missed step, the run's cut: a marker on the lane it concerns.
+    fn outcome_marker(&mut self, e: &Event) {
+        self.time_label(e.t_us);
+        let x = match &e.what {
+            What::TokenStolen { to, .. } => self.lane_x.get(to).copied().unwrap_or(self.server_x),
+            What::ClientCrashed { client } | What::Rejected { client, .. } => {
+                self.lane_x.get(client).copied().unwrap_or(self.server_x)
+            }
+            _ => self.server_x,
+        };
+        let class = if matches!(e.what, What::RequestOutcome { .. }) { "app" } else { "fault" };
+        self.marker(class, e, x);
+        self.next_row();
+    }
+
+    /// stateless-http: each attempt of a call, how it ended (an MRTR round
+    /// ends with input_required), and what the application did: a side
+    /// effect, a cancellation, a refused state. (Only these events are routed here.)
+    fn stateless_event(&mut self, e: &Event) {
+        let t = e.t_us;
+        match &e.what {
             What::CallSent { client, call, tool, id, attempt, state, .. } => {
                 let Some((cx, nx)) = self.client_lanes(client) else { return };
                 self.time_label(t);
@@ -537,9 +576,9 @@ fn violation_list(verdicts: &[Verdict]) -> String {
     violations
 }
 
-// Over 80 lines on purpose: it is one literal, the page's template (style,
-// legend, script), kept whole so that it reads as the page it makes.
-/// The whole page: header, violations, legend, the chart's layers, script.
+/// The whole page: header, violations, legend, the chart's layers, and the
+/// page's [`STYLE`] and [`SCRIPT`]. One literal, the page's template, so
+/// that it reads as the page it makes.
 fn document(run: &Run, chart: &Chart, violations: &str, end_y: f64) -> String {
     // Room for the labels right of the last lane (a routing marker's are the longest).
     let width = chart.right_x + if chart.replica_x.is_empty() { 420.0 } else { 560.0 };
@@ -557,39 +596,7 @@ fn document(run: &Run, chart: &Chart, violations: &str, end_y: f64) -> String {
 <html lang="en"><head><meta charset="utf-8">
 <title>mcpsim timeline: {scenario} on {server} (seed {seed})</title>
 <style>
-body {{ font: 13px/1.4 system-ui, sans-serif; margin: 16px; color: #222; }}
-h1 {{ font-size: 18px; margin: 0 0 6px; }}
-ul.violations {{ margin: 6px 0 12px; padding-left: 18px; }}
-li.vio {{ color: #b00020; cursor: pointer; }}
-svg text {{ font-size: 11px; paint-order: stroke; stroke: #fff; stroke-width: 3px; stroke-linejoin: round; }}
-.legend {{ display: flex; flex-wrap: wrap; gap: 4px 16px; margin: 0 0 8px; padding: 0; list-style: none; font-size: 12px; }}
-.legend svg {{ vertical-align: middle; }}
-.lane line {{ stroke: #999; stroke-dasharray: 3 3; }}
-.lane text {{ font-weight: 600; font-size: 13px; }}
-.time {{ fill: #666; }}
-.msg line {{ stroke: #2a6; stroke-width: 1.5; }}
-.msg.http line {{ stroke: #36c; }}
-.msg.answer line {{ stroke: #a6c; }}
-.msg.dropped line {{ stroke: #d60; stroke-dasharray: 6 3; }}
-.msg {{ cursor: pointer; }}
-.msg.violation line {{ stroke: #d00; stroke-width: 3.5; }}
-.msg.violation text {{ fill: #d00; font-weight: 700; }}
-.msg.selected line {{ stroke-width: 5; }}
-.step line {{ stroke: #ddd; }}
-.step text {{ fill: #777; font-style: italic; }}
-.fault circle, .fault rect {{ fill: #d00; }}
-.fault text {{ fill: #d00; }}
-.app rect {{ fill: #555; }}
-.fence rect {{ fill: #2a7; }}
-.fence text {{ fill: #2a7; }}
-.route rect {{ fill: #36c; }}
-.route text {{ fill: #36c; }}
-.halfopen {{ fill: #fbb; opacity: 0.7; }}
-.uplink {{ fill: #9a9; opacity: 0.8; }}
-.uplink.live {{ fill: #2a2; }}
-.note {{ fill: #777; }}
-#detail {{ position: fixed; right: 12px; bottom: 12px; max-width: 520px; background: #fff; border: 1px solid #999; padding: 8px; white-space: pre-wrap; font: 11px monospace; display: none; }}
-</style></head><body>
+{style}</style></head><body>
 <h1>{scenario} on {server} <small>seed {seed} · {duration} simulated · repro: <code>{repro}</code></small></h1>
 <ul class="violations">
 {violations}</ul>
@@ -611,20 +618,7 @@ svg text {{ font-size: 11px; paint-order: stroke; stroke: #fff; stroke-width: 3p
 {lane_svg}{bars}{rows}{marks}{arrows}</svg>
 <div id="detail"></div>
 <script>
-const detail = document.getElementById('detail');
-function show(g) {{
-  document.querySelectorAll('.msg.selected').forEach(x => x.classList.remove('selected'));
-  g.classList.add('selected');
-  const ev = JSON.parse(g.dataset.event);
-  detail.textContent = JSON.stringify(ev, null, 2) + '\n\n' + g.querySelector('title').textContent;
-  detail.style.display = 'block';
-}}
-document.querySelectorAll('.msg').forEach(g => g.addEventListener('click', () => show(g)));
-document.querySelectorAll('li.vio').forEach(li => li.addEventListener('click', () => {{
-  const first = li.dataset.evidence.split(' ').map(s => document.querySelector('.msg[data-seq="' + s + '"]')).find(x => x);
-  if (first) {{ first.scrollIntoView({{block: 'center'}}); show(first); }}
-}}));
-</script>
+{script}</script>
 </body></html>
 "##,
         scenario = esc(&run.scenario),
@@ -632,5 +626,59 @@ document.querySelectorAll('li.vio').forEach(li => li.addEventListener('click', (
         seed = run.seed,
         duration = crate::scenario::format_duration(run.duration),
         repro = esc(&run.repro()),
+        style = STYLE,
+        script = SCRIPT,
     )
 }
+
+/// The page's style sheet.
+const STYLE: &str = r##"body { font: 13px/1.4 system-ui, sans-serif; margin: 16px; color: #222; }
+h1 { font-size: 18px; margin: 0 0 6px; }
+ul.violations { margin: 6px 0 12px; padding-left: 18px; }
+li.vio { color: #b00020; cursor: pointer; }
+svg text { font-size: 11px; paint-order: stroke; stroke: #fff; stroke-width: 3px; stroke-linejoin: round; }
+.legend { display: flex; flex-wrap: wrap; gap: 4px 16px; margin: 0 0 8px; padding: 0; list-style: none; font-size: 12px; }
+.legend svg { vertical-align: middle; }
+.lane line { stroke: #999; stroke-dasharray: 3 3; }
+.lane text { font-weight: 600; font-size: 13px; }
+.time { fill: #666; }
+.msg line { stroke: #2a6; stroke-width: 1.5; }
+.msg.http line { stroke: #36c; }
+.msg.answer line { stroke: #a6c; }
+.msg.dropped line { stroke: #d60; stroke-dasharray: 6 3; }
+.msg { cursor: pointer; }
+.msg.violation line { stroke: #d00; stroke-width: 3.5; }
+.msg.violation text { fill: #d00; font-weight: 700; }
+.msg.selected line { stroke-width: 5; }
+.step line { stroke: #ddd; }
+.step text { fill: #777; font-style: italic; }
+.fault circle, .fault rect { fill: #d00; }
+.fault text { fill: #d00; }
+.app rect { fill: #555; }
+.fence rect { fill: #2a7; }
+.fence text { fill: #2a7; }
+.route rect { fill: #36c; }
+.route text { fill: #36c; }
+.halfopen { fill: #fbb; opacity: 0.7; }
+.uplink { fill: #9a9; opacity: 0.8; }
+.uplink.live { fill: #2a2; }
+.note { fill: #777; }
+#detail { position: fixed; right: 12px; bottom: 12px; max-width: 520px; background: #fff; border: 1px solid #999; padding: 8px; white-space: pre-wrap; font: 11px monospace; display: none; }
+"##;
+
+/// The page's script: a click on an arrow shows its event; a click on a
+/// violation scrolls to its first evidence.
+const SCRIPT: &str = r##"const detail = document.getElementById('detail');
+function show(g) {
+  document.querySelectorAll('.msg.selected').forEach(x => x.classList.remove('selected'));
+  g.classList.add('selected');
+  const ev = JSON.parse(g.dataset.event);
+  detail.textContent = JSON.stringify(ev, null, 2) + '\n\n' + g.querySelector('title').textContent;
+  detail.style.display = 'block';
+}
+document.querySelectorAll('.msg').forEach(g => g.addEventListener('click', () => show(g)));
+document.querySelectorAll('li.vio').forEach(li => li.addEventListener('click', () => {
+  const first = li.dataset.evidence.split(' ').map(s => document.querySelector('.msg[data-seq="' + s + '"]')).find(x => x);
+  if (first) { first.scrollIntoView({block: 'center'}); show(first); }
+}));
+"##;
