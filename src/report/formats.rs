@@ -275,47 +275,54 @@ pub fn junit_with_errors(runs: &[Judged], errored: &[Errored]) -> String {
             ));
         }
         for j in cases {
-            // No `time` attribute (it is optional): CI systems read it as wall
-            // time, and no wall clock may reach a report (docs/design.md §3: the same
-            // runs give byte-identical reports). The simulated time is a property.
-            out.push_str(&format!(
-                "    <testcase classname=\"{}\" name=\"{}\">\n",
-                xml_escape(name),
-                xml_escape(&j.run.server)
-            ));
-            out.push_str(&format!(
-                "      <properties><property name=\"simulated_seconds\" value=\"{:.3}\"/><property name=\"seed\" value=\"{}\"/></properties>\n",
-                j.run.duration.as_secs_f64(),
-                j.run.seed
-            ));
-            let timing = j.run.live.as_ref().and_then(|l| l.timing_words());
-            match j.expectation {
-                _ if timing.is_some() => out.push_str(&format!(
-                    "      <error message=\"{}\" type=\"timing\"/>\n",
-                    xml_escape(timing.as_deref().unwrap_or_default())
-                )),
-                None => out.push_str("      <skipped message=\"no [expect] entry for this server\"/>\n"),
-                Some(e) if !e.met => {
-                    out.push_str(&format!(
-                        "      <failure message=\"{}\" type=\"{}\">{}\n{}</failure>\n",
-                        xml_escape(&super::expectation_line(&j.run.server, e)),
-                        if e.gate { "gate" } else { "expectation" },
-                        xml_escape(&super::verdicts_text(j.run, j.verdicts)),
-                        xml_escape(&format!("repro: {}", j.run.repro()))
-                    ));
-                }
-                Some(_) => {}
-            }
-            out.push_str(&format!(
-                "      <system-out>{}</system-out>\n",
-                xml_escape(&format!("seed {} · repro: {}", j.run.seed, j.run.repro()))
-            ));
-            out.push_str("    </testcase>\n");
+            junit_case(&mut out, name, j);
         }
         out.push_str("  </testsuite>\n");
     }
     out.push_str("</testsuites>\n");
     out
+}
+
+/// One run's JUnit test case: its seed, and a `<failure>` when its
+/// expectation was not met (an `<error>` when its timing was unreliable,
+/// `<skipped>` with no expectation).
+fn junit_case(out: &mut String, name: &str, j: &Judged) {
+    // No `time` attribute (it is optional): CI systems read it as wall
+    // time, and no wall clock may reach a report (docs/design.md §3: the same
+    // runs give byte-identical reports). The simulated time is a property.
+    out.push_str(&format!(
+        "    <testcase classname=\"{}\" name=\"{}\">\n",
+        xml_escape(name),
+        xml_escape(&j.run.server)
+    ));
+    out.push_str(&format!(
+        "      <properties><property name=\"simulated_seconds\" value=\"{:.3}\"/><property name=\"seed\" value=\"{}\"/></properties>\n",
+        j.run.duration.as_secs_f64(),
+        j.run.seed
+    ));
+    let timing = j.run.live.as_ref().and_then(|l| l.timing_words());
+    match j.expectation {
+        _ if timing.is_some() => out.push_str(&format!(
+            "      <error message=\"{}\" type=\"timing\"/>\n",
+            xml_escape(timing.as_deref().unwrap_or_default())
+        )),
+        None => out.push_str("      <skipped message=\"no [expect] entry for this server\"/>\n"),
+        Some(e) if !e.met => {
+            out.push_str(&format!(
+                "      <failure message=\"{}\" type=\"{}\">{}\n{}</failure>\n",
+                xml_escape(&super::expectation_line(&j.run.server, e)),
+                if e.gate { "gate" } else { "expectation" },
+                xml_escape(&super::verdicts_text(j.run, j.verdicts)),
+                xml_escape(&format!("repro: {}", j.run.repro()))
+            ));
+        }
+        Some(_) => {}
+    }
+    out.push_str(&format!(
+        "      <system-out>{}</system-out>\n",
+        xml_escape(&format!("seed {} · repro: {}", j.run.seed, j.run.repro()))
+    ));
+    out.push_str("    </testcase>\n");
 }
 
 /// ANSI colour for the text report: verdict words stand out on a terminal.
