@@ -175,3 +175,39 @@ fn a_reference_across_the_families_is_seen() {
     assert_eq!(legacy, BTreeSet::from(["stateless".to_string()]));
     assert_eq!(deep, BTreeSet::from(["session".into(), "stateless".into(), "conn".into()]));
 }
+
+/// Each layer chooses by dialect once (docs/design.md §7): one `match` arm
+/// naming stateless-http per layer, and none in the layers that only ask
+/// the family. (The compiler proves the rest: the one `match` has no
+/// wildcard arm, so a new dialect fails there.)
+#[test]
+fn each_layer_chooses_its_dialect_in_one_place() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let choosers = ["scenario", "client", "server", "check", "hunt", "report", "live", "bin"];
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut arms: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        // Unit tests (an inline `mod tests`, or a file under a `tests` module) may name dialects as they like.
+        if f.components().any(|c| c.as_os_str() == "tests") {
+            continue;
+        }
+        let code = text.split("#[cfg(test)]\nmod tests {").next().unwrap_or_default();
+        for (n, line) in code.lines().enumerate() {
+            let arm = line.trim_start();
+            let arm = arm.strip_prefix("| ").unwrap_or(arm);
+            if arm.starts_with("Dialect::StatelessHttp =>") || arm.contains("| Dialect::StatelessHttp =>") {
+                let rel = f.strip_prefix(&src).unwrap();
+                let layer =
+                    rel.components().next().unwrap().as_os_str().to_string_lossy().trim_end_matches(".rs").to_string();
+                arms.entry(layer).or_default().push(format!("{}:{}", rel.display(), n + 1));
+            }
+        }
+    }
+    for layer in choosers {
+        let found = arms.remove(layer).unwrap_or_default();
+        assert_eq!(found.len(), 1, "layer {layer} should choose by dialect once, at: {found:?}");
+    }
+    assert!(arms.is_empty(), "layers that choose by dialect but should ask the family: {arms:?}");
+}

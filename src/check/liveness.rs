@@ -264,7 +264,7 @@ fn answered_elsewhere(o: &Observed, r: &Request, token: &str) -> Option<u32> {
 /// server keeps no event store: MCP 2025-11-25 lets a server make its
 /// streams resumable ("to avoid message loss due to disconnection, the
 /// server MAY make the stream resumable"), and a server that does not has
-/// chosen to lose the result; the gate says it was lost (README, "A
+/// chosen to lose the result; the gate says it was lost (docs/checks.md, "A
 /// client's own requests"). Not judged: a call whose POST never got its
 /// response head (nothing named a stream to resume: the network lost the
 /// call or the head, and the client does not send a tool call twice), one

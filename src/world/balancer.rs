@@ -239,18 +239,19 @@ impl Balancer {
         }
     }
 
-    async fn proxy(self: Rc<Self>, mut down: turmoil::net::TcpStream, ip: IpAddr, port: u16) {
+    /// Reads the connection's PROXY line and request head, and picks the
+    /// replica that takes it (recorded); None when none does, or the head
+    /// never came. Returns the head, to pass on.
+    async fn route(&self, down: &mut turmoil::net::TcpStream, ip: IpAddr, port: u16) -> Option<(u32, Vec<u8>)> {
         // The NAT states the client's public address in a PROXY line, then
         // the request head follows: session routing reads it for the session
         // it names.
-        let Some(mut head) = read_head(&mut down).await else { return };
+        let mut head = read_head(down).await?;
         let source = proxy_source(&mut head);
         let session = request_session(&head);
         let addr = source.unwrap_or(ip);
         // No replica takes it: the client's side closes (HAProxy answers 503).
-        let Some(replica) = self.picker.pick(addr, session.as_deref(), crate::clock::now().unwrap_or_default()) else {
-            return;
-        };
+        let replica = self.picker.pick(addr, session.as_deref(), crate::clock::now().unwrap_or_default())?;
         // The NAT's host is `nat-<client>`: name the client, as the NAT's own events do.
         let host = turmoil::reverse_lookup(ip).unwrap_or_else(|| ip.to_string());
         let client = host.strip_prefix("nat-").unwrap_or(&host).to_string();
@@ -261,6 +262,11 @@ impl Balancer {
             routing: self.picker.routing.name().to_string(),
             source: source.map(|a| a.to_string()),
         });
+        Some((replica, head))
+    }
+
+    async fn proxy(self: Rc<Self>, mut down: turmoil::net::TcpStream, ip: IpAddr, port: u16) {
+        let Some((replica, head)) = self.route(&mut down, ip, port).await else { return };
         let host = replica_host(replica);
         let connect = crate::quiet::connecting(turmoil::net::TcpStream::connect((host.as_str(), PORT)));
         // A replica that does not answer: the client's side closes (HAProxy answers 503).

@@ -421,36 +421,7 @@ impl<N: NatNet> Nat<N> {
                 m.last.set(if from_server { (c, now()) } else { (now(), s) });
             }
             if n == 0 {
-                let by = if from_server { self.closed_by_server_side(&m) } else { "client" };
-                match m.status.get() {
-                    Status::Live => {
-                        // An orderly close travels through a live mapping.
-                        let _ = to.shutdown().await;
-                        m.eofs.set(m.eofs.get() + 1);
-                        if m.eofs.get() == 2 {
-                            m.status.set(Status::Closed);
-                            self.mappings.borrow_mut().remove(&m.id);
-                        }
-                        self.rec.record(What::MappingClosed {
-                            client: self.client.clone(),
-                            mapping: m.id,
-                            by: by.into(),
-                        });
-                    }
-                    Status::Dropped => {
-                        if from_server {
-                            self.rec.record(What::MappingClosed {
-                                client: self.client.clone(),
-                                mapping: m.id,
-                                by: by.into(),
-                            });
-                        }
-                        // Nothing reaches the other end: it stays half-open until the reset.
-                        let _ = kill.wait_for(|k| *k).await;
-                        N::abortive(&from, &to);
-                    }
-                    Status::Closed => {}
-                }
+                self.closed(&m, (&from, &mut to), &mut kill, from_server).await;
                 break;
             }
             let bytes = &buf[..n];
@@ -479,6 +450,40 @@ impl<N: NatNet> Nat<N> {
                 }
                 Status::Closed => {}
             }
+        }
+    }
+
+    /// One direction of `m` reached its end (its reader saw EOF): an
+    /// orderly close travels through a live mapping; a dropped one stays
+    /// half-open until the reset.
+    async fn closed(
+        &self,
+        m: &Mapping,
+        (from, to): (&N::Read, &mut N::Write),
+        kill: &mut tokio::sync::watch::Receiver<bool>,
+        from_server: bool,
+    ) {
+        let by = if from_server { self.closed_by_server_side(m) } else { "client" };
+        match m.status.get() {
+            Status::Live => {
+                // An orderly close travels through a live mapping.
+                let _ = to.shutdown().await;
+                m.eofs.set(m.eofs.get() + 1);
+                if m.eofs.get() == 2 {
+                    m.status.set(Status::Closed);
+                    self.mappings.borrow_mut().remove(&m.id);
+                }
+                self.rec.record(What::MappingClosed { client: self.client.clone(), mapping: m.id, by: by.into() });
+            }
+            Status::Dropped => {
+                if from_server {
+                    self.rec.record(What::MappingClosed { client: self.client.clone(), mapping: m.id, by: by.into() });
+                }
+                // Nothing reaches the other end: it stays half-open until the reset.
+                let _ = kill.wait_for(|k| *k).await;
+                N::abortive(from, to);
+            }
+            Status::Closed => {}
         }
     }
 
