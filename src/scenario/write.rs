@@ -170,7 +170,13 @@ fn write_step(out: &mut String, step: &Step) {
     if step.may_miss {
         out.push_str("may_miss = true\n");
     }
-    match &step.action {
+    write_fields(out, &step.action);
+    out.push('\n');
+}
+
+/// The fields of a step's `do`, one `key = value` line each.
+fn write_fields(out: &mut String, action: &Action) {
+    match action {
         Action::Connect { client }
         | Action::Rebind { client }
         | Action::Sever { client }
@@ -181,7 +187,7 @@ fn write_step(out: &mut String, step: &Step) {
         }
         Action::ServerRequest { client, method, label, .. } | Action::CallTool { client, method, label } => {
             let _ = writeln!(out, "client = {}\nmethod = {}\nlabel = {}", q(client), q(method), q(label));
-            if let Action::ServerRequest { reissuable: false, .. } = &step.action {
+            if let Action::ServerRequest { reissuable: false, .. } = action {
                 let _ = writeln!(out, "reissuable = false");
             }
         }
@@ -238,7 +244,6 @@ fn write_step(out: &mut String, step: &Step) {
             let _ = writeln!(out, "client = {}\nlabel = {}", q(client), q(label));
         }
     }
-    out.push('\n');
 }
 
 /// A step's `after` trigger as an inline table.
