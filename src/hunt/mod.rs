@@ -13,18 +13,24 @@
 
 pub mod bugs;
 pub mod generate;
+mod options;
 pub mod reach;
+mod seed;
 pub mod shrink;
 pub mod signature;
 pub mod stateless;
 
 pub use bugs::{write_regression, Bug, Failure};
+pub use options::{HuntOptions, Limit, LIVE_REPLAYS};
+pub use seed::{fnv1a, run_seed, run_seed_in, MakePlug, PlugFactory, SeedOutcome};
+use seed::{run_seed_with, Under};
 
 use crate::check;
 use crate::error::{Error, Result};
+use crate::scenario::{Dialect, Plan};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -96,11 +102,6 @@ fn replicas_flag(replicas: u32) -> String {
     }
 }
 
-use crate::scenario::{Dialect, Plan};
-use crate::seed::Seed;
-use crate::server::ServerPlug;
-use std::rc::Rc;
-
 /// The dialect a hunt of `server` speaks unless told otherwise: the only one
 /// a streamable-http-only server (rmcp) speaks, else legacy-sse.
 pub fn default_dialect(server: &str) -> Dialect {
@@ -123,191 +124,6 @@ pub fn situations(dialect: Dialect) -> &'static [&'static str] {
         Hunting::Sessions(_) => &reach::SITUATIONS,
         Hunting::Stateless => &stateless::SITUATIONS,
     }
-}
-
-/// What one seed did.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SeedOutcome {
-    /// The seed that generated the plan and ran it.
-    pub seed: u64,
-    /// Checks with at least one violation a server could have prevented.
-    pub violated: Vec<String>,
-    /// The first such violation's headline.
-    pub headline: Option<String>,
-    /// FNV-1a of the JSONL trace.
-    pub trace_hash: u64,
-    /// With `--check-determinism`: the first event where two runs differed.
-    pub nondeterminism: Option<String>,
-    /// The hard situations the run reached ([`reach::SITUATIONS`]).
-    #[serde(default)]
-    pub reached: Vec<String>,
-    /// The faults the plan drew, by kind: how many were applied, and how
-    /// many of those acted on something (a generated step may miss: a
-    /// rebind before any connection opened drops nothing).
-    #[serde(default)]
-    pub faults: BTreeMap<String, [u64; 2]>,
-    /// Set when the watchdog stopped the run: not a verdict on the server.
-    #[serde(default)]
-    pub harness: Option<String>,
-    /// One per violated check (and for a run stopped early, or two runs
-    /// that differed), with its bucket ([`signature`]).
-    #[serde(default)]
-    pub failures: Vec<Failure>,
-}
-
-impl SeedOutcome {
-    /// Whether the seed found something: a violation, or two runs that differed.
-    pub fn is_finding(&self) -> bool {
-        !self.violated.is_empty() || self.nondeterminism.is_some()
-    }
-}
-
-/// FNV-1a, 64 bits: a stable hash (std's hashers may change between releases).
-pub fn fnv1a(bytes: &[u8]) -> u64 {
-    use std::io::Write;
-    let mut h = crate::trace::Fnv1a::default();
-    h.write_all(bytes).expect("hashing cannot fail");
-    h.0
-}
-
-/// Generates, runs and judges one seed in `server`'s default dialect.
-pub fn run_seed(server: &str, seed: u64, check_determinism: bool) -> Result<SeedOutcome> {
-    run_seed_in(server, seed, check_determinism, default_dialect(server))
-}
-
-/// Generates, runs and judges one seed in `dialect`.
-pub fn run_seed_in(server: &str, seed: u64, check_determinism: bool, dialect: Dialect) -> Result<SeedOutcome> {
-    run_seed_with(Under { server, plug: None, live: None }, seed, check_determinism, (dialect, 1))
-}
-
-/// The server a seed runs against: built in by name, a plug-in, or a live process.
-#[derive(Clone, Copy)]
-struct Under<'a> {
-    server: &'a str,
-    plug: Option<&'a PlugFactory>,
-    live: Option<&'a crate::live::LiveOptions>,
-}
-
-/// Builds the server under test for a generated plan: a way to hunt a
-/// plug-in that is not built in ([`HuntOptions::plug`]).
-#[derive(Clone)]
-pub struct PlugFactory(pub std::sync::Arc<MakePlug>);
-
-/// What a [`PlugFactory`] calls: the plan and seed in, the server out.
-pub type MakePlug = dyn Fn(&Plan, Seed) -> Rc<dyn ServerPlug> + Send + Sync;
-
-impl std::fmt::Debug for PlugFactory {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("PlugFactory(..)")
-    }
-}
-
-/// Runs seed `seed` of the draw `(dialect, replicas)` under `under`.
-fn run_seed_with(
-    under: Under,
-    seed: u64,
-    check_determinism: bool,
-    (dialect, replicas): (Dialect, u32),
-) -> Result<SeedOutcome> {
-    let plan = draw(seed, dialect, replicas);
-    let run_once = || match (under.live, under.plug) {
-        (Some(l), _) => crate::live::run(&plan, l),
-        (None, Some(f)) => crate::world::run_with(&plan, (f.0)(&plan, plan.seed), plan.seed),
-        (None, None) => crate::run(&plan, under.server, None),
-    };
-    let run = run_once()?;
-    let trace_hash = run.trace.jsonl_hash();
-    let (verdicts, reached): (Vec<check::Verdict>, Vec<String>) = match Hunting::of(dialect) {
-        Hunting::Sessions(_) => {
-            let observed = check::observe::Observed::new(&run.trace);
-            let reached = reach::reached_observed(&observed, &plan.server).into_iter().map(String::from).collect();
-            (check::judge_observed(&observed), reached)
-        }
-        Hunting::Stateless => {
-            let ix = check::stateless::Index::new(&run.trace);
-            let reached = stateless::reached_indexed(&ix, &run.trace).into_iter().map(String::from).collect();
-            (check::judge_stateless(&ix), reached)
-        }
-    };
-    let mut violated = Vec::new();
-    let mut firsts = Vec::new();
-    for v in &verdicts {
-        if let Some(x) = v.violations().iter().find(|x| !x.inherent) {
-            violated.push(v.check.to_string());
-            firsts.push((v.check.to_string(), x.headline(), signature::defect(&x.finding)));
-        }
-    }
-    let mut headline = firsts.first().map(|(c, h, _)| format!("{c}: {h}"));
-    if let Some(why) = run.aborted.as_ref().filter(|w| w.starts_with(crate::watchdog::STOPPED)) {
-        let harness = Some(why.clone());
-        return Ok(SeedOutcome {
-            seed,
-            violated,
-            headline,
-            trace_hash,
-            nondeterminism: None,
-            reached: Vec::new(),
-            faults: BTreeMap::new(),
-            harness,
-            failures: Vec::new(),
-        });
-    }
-    if let Some(why) = &run.aborted {
-        headline = Some(format!("run stopped early: {why}"));
-        violated.push("protocol".into());
-        firsts.push(("protocol".into(), format!("run stopped early: {why}"), "stopped-early"));
-    }
-    let mut nondeterminism = None;
-    if check_determinism {
-        let again = run_once()?.trace.to_jsonl();
-        if fnv1a(again.as_bytes()) != trace_hash {
-            let jsonl = run.trace.to_jsonl();
-            let first = jsonl.lines().zip(again.lines()).position(|(a, b)| a != b);
-            nondeterminism = Some(match first {
-                Some(i) => format!(
-                    "traces differ at event {i}:\n  first:  {}\n  second: {}",
-                    jsonl.lines().nth(i).unwrap_or(""),
-                    again.lines().nth(i).unwrap_or("")
-                ),
-                None => "traces differ in length".into(),
-            });
-        }
-    }
-    let mut failures = bugs::failures(&plan, &firsts);
-    if nondeterminism.is_some() {
-        let headline = "traces differ between two runs of the same seed".to_string();
-        failures.push(Failure {
-            check: "nondeterminism".into(),
-            bucket: "nondeterminism".into(),
-            headline,
-            defect: "nondeterminism".into(),
-        });
-    }
-    let faults = landed_faults(&run.trace);
-    Ok(SeedOutcome { seed, violated, headline, trace_hash, nondeterminism, reached, faults, harness: None, failures })
-}
-
-/// Per fault kind, how many steps of the trace were applied, and how many of
-/// them acted on something (no `step-missed` for them).
-fn landed_faults(trace: &crate::trace::Trace) -> BTreeMap<String, [u64; 2]> {
-    use crate::trace::What;
-    let mut out: BTreeMap<String, [u64; 2]> = BTreeMap::new();
-    for e in &trace.events {
-        match &e.what {
-            What::Step { action, .. } if action.is_fault() => {
-                let n = out.entry(action.to_string()).or_default();
-                n[0] += 1;
-                n[1] += 1;
-            }
-            What::StepMissed { action, .. } if action.is_fault() => {
-                if let Some(n) = out.get_mut(action.as_str()) {
-                    n[1] = n[1].saturating_sub(1);
-                }
-            }
-            _ => {}
-        }
-    }
-    out
 }
 
 /// A live hunt's second look: each bug is played live [`LIVE_REPLAYS`]
@@ -361,142 +177,6 @@ pub fn confirm_live(opts: &HuntOptions, report: &mut HuntReport) -> Result<()> {
         bug.replayed = Some((n, LIVE_REPLAYS));
     }
     Ok(())
-}
-
-/// How long a hunt goes on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Limit {
-    /// Run this many seeds.
-    Seeds(u64),
-    /// Start new seeds until this much wall-clock time has passed.
-    Time(Duration),
-}
-
-/// A hunt's settings.
-#[derive(Clone, Debug)]
-pub struct HuntOptions {
-    /// The server to hunt, by its `--server` name.
-    pub server: String,
-    /// The first seed: shards and threads take seeds from here on.
-    pub base_seed: u64,
-    /// When to stop.
-    pub limit: Limit,
-    /// How many worker threads run seeds (at least one).
-    pub jobs: usize,
-    /// `(k, n)`: this job takes the k-th of n disjoint slices of the seed space (1-based).
-    pub shard: (u64, u64),
-    /// Where shrunk regressions go; `None`: do not shrink.
-    pub out: Option<PathBuf>,
-    /// Run every seed twice and report traces that differ.
-    pub check_determinism: bool,
-    /// Shrinking budget, in runs per new bucket ([`signature`]).
-    pub shrink_budget: usize,
-    /// Stop once this many distinct bugs are found (`--max-findings`;
-    /// `--stop-on-first` is 1). The seeds judged are then the first N up to
-    /// the one that found the last of them.
-    pub max_bugs: Option<usize>,
-    /// The dialect of the generated plans.
-    pub dialect: Dialect,
-    /// How many replicas each generated plan deploys (1: one server).
-    pub replicas: u32,
-    /// The wall-clock bound on one seed ([`crate::watchdog`]): a seed that
-    /// outlives it is a harness failure, and the hunt goes on.
-    pub watchdog: Duration,
-    /// Hunt this plug-in instead of the built-in server `server` names
-    /// (`server` is then only its name in reports). Findings are not shrunk:
-    /// shrinking runs servers by name.
-    pub plug: Option<PlugFactory>,
-    /// Play each generated plan live against this server process instead
-    /// (`hunt --live`; `server` is then only its name in reports). Live
-    /// findings are shrunk with live runs (at most `shrink_budget` of them);
-    /// each bug's reproducer (its first seed when not shrunk) is replayed
-    /// live [`LIVE_REPLAYS`] times ([`confirm_live`]).
-    pub live: Option<crate::live::LiveOptions>,
-}
-
-/// How many times a live hunt replays each bug (its reproducer, or its first
-/// seed when not shrunk) before it calls the bug reproducible.
-pub const LIVE_REPLAYS: u32 = 3;
-
-impl HuntOptions {
-    /// A hunt of `server` from base seed 0 on one thread, one shard, no shrinking.
-    pub fn new(server: &str, limit: Limit) -> Self {
-        HuntOptions {
-            server: server.into(),
-            base_seed: 0,
-            limit,
-            jobs: 1,
-            shard: (1, 1),
-            out: None,
-            check_determinism: false,
-            shrink_budget: 300,
-            max_bugs: None,
-            dialect: default_dialect(server),
-            replicas: 1,
-            watchdog: crate::watchdog::DEFAULT,
-            plug: None,
-            live: None,
-        }
-    }
-
-    /// The i-th seed of this shard.
-    pub fn seed_at(&self, i: u64) -> u64 {
-        let (k, n) = self.shard;
-        self.base_seed.wrapping_add(i.wrapping_mul(n)).wrapping_add(k - 1)
-    }
-
-    /// The command that replays one seed of this hunt.
-    pub fn replay_command(&self, seed: u64) -> String {
-        if let Some(l) = &self.live {
-            return format!(
-                "mcpsim hunt --live {}{} --dialect {}{} --seed {seed} --seeds 1 --no-shrink --time-scale {}",
-                crate::trace::run::shell_quote(&l.command),
-                l.config.flags(),
-                self.dialect.name(),
-                replicas_flag(self.replicas),
-                l.time_scale
-            );
-        }
-        format!(
-            "mcpsim replay --server {}{}{} --seed {seed}",
-            self.server,
-            dialect_flag(&self.server, self.dialect),
-            replicas_flag(self.replicas)
-        )
-    }
-
-    /// The command that repeats this hunt.
-    pub fn repeat_command(&self) -> String {
-        let limit = match self.limit {
-            Limit::Seeds(n) => format!("--seeds {n}"),
-            Limit::Time(d) => format!("--time {}", crate::scenario::format_duration(d)),
-        };
-        let (k, n) = self.shard;
-        if let Some(l) = &self.live {
-            let shrink = match self.out {
-                Some(_) => format!("--shrink-runs {}", self.shrink_budget),
-                None => "--no-shrink".into(),
-            };
-            return format!(
-                "mcpsim hunt --live {}{} --dialect {}{} --seed {} {limit} --jobs {} --shard {k}/{n} {shrink} --time-scale {}",
-                crate::trace::run::shell_quote(&l.command),
-                l.config.flags(),
-                self.dialect.name(),
-                replicas_flag(self.replicas),
-                self.base_seed,
-                self.jobs,
-                l.time_scale
-            );
-        }
-        format!(
-            "mcpsim hunt --server {}{}{} --seed {} {limit} --jobs {} --shard {k}/{n}",
-            self.server,
-            dialect_flag(&self.server, self.dialect),
-            replicas_flag(self.replicas),
-            self.base_seed,
-            self.jobs
-        )
-    }
 }
 
 /// The result of a hunt (or of several merged).
@@ -563,27 +243,7 @@ pub enum Progress<'a> {
 /// never on thread timing. New buckets are shrunk here, while the workers
 /// go on.
 pub fn hunt(opts: &HuntOptions, on: impl FnMut(Progress)) -> Result<HuntReport> {
-    if opts.live.is_some() && opts.check_determinism {
-        return Err(Error::usage(
-            "a live hunt cannot check determinism (real sockets, real time): drop --check-determinism",
-        ));
-    }
-    if opts.plug.is_none() && opts.live.is_none() && !crate::server::is_known_server(&opts.server) {
-        return Err(Error::usage(format!(
-            "unknown server {:?} (known: {})",
-            opts.server,
-            crate::server::known_servers().join(", ")
-        )));
-    }
-    let (k, n) = opts.shard;
-    if n == 0 || k == 0 || k > n {
-        return Err(Error::usage(format!("--shard {k}/{n}: expected K/N with 1 <= K <= N")));
-    }
-    // A draw the generator cannot make is refused before any seed runs.
-    generate_for(opts.base_seed, opts.dialect, opts.replicas)?;
-    if let Some(out) = &opts.out {
-        std::fs::create_dir_all(out).map_err(|e| Error::io(format!("{}: cannot create: {e}", out.display())))?;
-    }
+    prepare(opts)?;
     let mut table = bugs::Table::new(opts)?;
     let next = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
@@ -593,18 +253,7 @@ pub fn hunt(opts: &HuntOptions, on: impl FnMut(Progress)) -> Result<HuntReport> 
     // is a function of N.
     let started = Instant::now();
     let (tx, rx) = mpsc::channel::<(u64, Result<Seeded>)>();
-    let mut report = HuntReport {
-        server: opts.server.clone(),
-        base_seed: opts.base_seed,
-        shards: vec![format!("{k}/{n}")],
-        seeds_run: 0,
-        failing_seeds: 0,
-        bugs: Vec::new(),
-        reach: situations(opts.dialect).iter().map(|s| (s.to_string(), 0)).collect(),
-        faults: BTreeMap::new(),
-        harness_failures: Vec::new(),
-        stopped: None,
-    };
+    let mut report = HuntReport::empty(opts);
     let mut first_error = None;
     let mut on = on;
     std::thread::scope(|scope| {
@@ -645,7 +294,52 @@ pub fn hunt(opts: &HuntOptions, on: impl FnMut(Progress)) -> Result<HuntReport> 
     Ok(report)
 }
 
+/// Refuses the settings a hunt cannot run with, before any seed runs;
+/// creates the directory shrunk regressions go to.
+fn prepare(opts: &HuntOptions) -> Result<()> {
+    if opts.live.is_some() && opts.check_determinism {
+        return Err(Error::usage(
+            "a live hunt cannot check determinism (real sockets, real time): drop --check-determinism",
+        ));
+    }
+    if opts.plug.is_none() && opts.live.is_none() && !crate::server::is_known_server(&opts.server) {
+        return Err(Error::usage(format!(
+            "unknown server {:?} (known: {})",
+            opts.server,
+            crate::server::known_servers().join(", ")
+        )));
+    }
+    let (k, n) = opts.shard;
+    if n == 0 || k == 0 || k > n {
+        return Err(Error::usage(format!("--shard {k}/{n}: expected K/N with 1 <= K <= N")));
+    }
+    // A draw the generator cannot make is refused before any seed runs.
+    generate_for(opts.base_seed, opts.dialect, opts.replicas)?;
+    if let Some(out) = &opts.out {
+        std::fs::create_dir_all(out).map_err(|e| Error::io(format!("{}: cannot create: {e}", out.display())))?;
+    }
+    Ok(())
+}
+
 impl HuntReport {
+    /// The report of a hunt with `opts` before its first seed: no seed run,
+    /// every situation reached by none.
+    fn empty(opts: &HuntOptions) -> HuntReport {
+        let (k, n) = opts.shard;
+        HuntReport {
+            server: opts.server.clone(),
+            base_seed: opts.base_seed,
+            shards: vec![format!("{k}/{n}")],
+            seeds_run: 0,
+            failing_seeds: 0,
+            bugs: Vec::new(),
+            reach: situations(opts.dialect).iter().map(|s| (s.to_string(), 0)).collect(),
+            faults: BTreeMap::new(),
+            harness_failures: Vec::new(),
+            stopped: None,
+        }
+    }
+
     /// How many seeds gave different traces when run twice
     /// (`--check-determinism`). Each such seed files one `nondeterminism`
     /// failure; the bugs its other failures start carry the same

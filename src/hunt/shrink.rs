@@ -93,87 +93,123 @@ pub fn keep_for<'a>(
 
 /// Minimises `plan` while `still` holds of the candidate (a simulated run,
 /// or a live one: [`still_fails_live`]), within `budget` candidate runs.
-pub fn shrink_with(plan: &Plan, budget: usize, mut still: impl FnMut(&Plan) -> bool) -> Shrunk {
-    let mut best = plan.clone();
-    let mut runs = 0;
-    let mut attempt = |candidate: Plan, best: &mut Plan, runs: &mut usize| -> bool {
-        if *runs >= budget || !consistent(&candidate) {
+pub fn shrink_with(plan: &Plan, budget: usize, still: impl FnMut(&Plan) -> bool) -> Shrunk {
+    let mut s = Shrinker { best: plan.clone(), runs: 0, budget, still };
+    loop {
+        let before = s.best.clone();
+        // Shorten the run first: every later candidate then runs faster.
+        s.shorten();
+        s.drop_steps();
+        s.drop_clients();
+        s.lower_counts();
+        s.move_earlier();
+        if s.best == before || s.runs >= budget {
+            break;
+        }
+    }
+    Shrunk { plan: s.best, runs: s.runs }
+}
+
+/// A shrink under way: the smallest plan found so far, and the runs spent.
+struct Shrinker<F> {
+    best: Plan,
+    runs: usize,
+    budget: usize,
+    still: F,
+}
+
+impl<F: FnMut(&Plan) -> bool> Shrinker<F> {
+    /// Runs `candidate` if the budget allows and it is a valid plan; keeps
+    /// it as the best when it still fails. Whether it was kept.
+    fn attempt(&mut self, candidate: Plan) -> bool {
+        if self.runs >= self.budget || !consistent(&candidate) {
             return false;
         }
-        *runs += 1;
-        if still(&candidate) {
-            *best = candidate;
+        self.runs += 1;
+        if (self.still)(&candidate) {
+            self.best = candidate;
             true
         } else {
             false
         }
-    };
-    loop {
-        let before = best.clone();
-        // Shorten the run first: every later candidate then runs faster.
+    }
+
+    /// Halves the time after the last step.
+    fn shorten(&mut self) {
+        let best = &self.best;
         let last = best.steps.last().map_or(Duration::ZERO, |s| s.at);
         if best.duration > last + Duration::from_secs(1) {
             let mut c = best.clone();
             c.duration = Duration::from_secs((last + (best.duration - last) / 2).as_secs().max(1));
-            attempt(c, &mut best, &mut runs);
+            self.attempt(c);
         }
-        // Drop steps, last first (later steps depend on earlier ones).
-        let mut i = best.steps.len();
+    }
+
+    /// Drops steps, last first (later steps depend on earlier ones), each
+    /// request with the answers to it.
+    fn drop_steps(&mut self) {
+        let mut i = self.best.steps.len();
         while i > 0 {
             i -= 1;
-            if i >= best.steps.len() {
+            if i >= self.best.steps.len() {
                 continue;
             }
-            let mut c = best.clone();
+            let mut c = self.best.clone();
             let removed = c.steps.remove(i);
             if let Action::ServerRequest { label, .. } | Action::CallTool { label, .. } = &removed.action {
                 c.steps.retain(|s| !matches!(&s.action, Action::Answer { label: l, .. } if l == label));
             }
-            attempt(c, &mut best, &mut runs);
+            self.attempt(c);
         }
-        // Drop clients no step names.
-        for name in best.clients.iter().map(|c| c.name.clone()).collect::<Vec<_>>() {
-            if !best.steps.iter().any(|s| s.action.clients().contains(&name.as_str())) {
-                let mut c = best.clone();
+    }
+
+    /// Drops clients no step names.
+    fn drop_clients(&mut self) {
+        for name in self.best.clients.iter().map(|c| c.name.clone()).collect::<Vec<_>>() {
+            if !self.best.steps.iter().any(|s| s.action.clients().contains(&name.as_str())) {
+                let mut c = self.best.clone();
                 c.clients.retain(|x| x.name != name);
-                attempt(c, &mut best, &mut runs);
+                self.attempt(c);
             }
         }
-        // Lower counts.
-        for i in 0..best.steps.len() {
-            if let Action::Notify { count, .. } = best.steps[i].action {
+    }
+
+    /// Halves notification counts.
+    fn lower_counts(&mut self) {
+        for i in 0..self.best.steps.len() {
+            if let Action::Notify { count, .. } = self.best.steps[i].action {
                 if count > 1 {
-                    let mut c = best.clone();
+                    let mut c = self.best.clone();
                     if let Action::Notify { count, .. } = &mut c.steps[i].action {
                         *count = 1.max(*count / 2);
                     }
-                    attempt(c, &mut best, &mut runs);
+                    self.attempt(c);
                 }
             }
-        }
-        // Move `at` steps earlier: to the previous step's time, else halfway there.
-        for i in 0..best.steps.len() {
-            if best.steps[i].after.is_some() || (i > 0 && best.steps[i - 1].after.is_some()) {
-                continue;
-            }
-            let prev = if i == 0 { Duration::ZERO } else { best.steps[i - 1].at };
-            let at = best.steps[i].at;
-            if at > prev {
-                let mut c = best.clone();
-                c.steps[i].at = prev;
-                if !attempt(c, &mut best, &mut runs) {
-                    let mut c = best.clone();
-                    // Whole milliseconds keep the written scenario readable.
-                    c.steps[i].at = Duration::from_millis((prev + (at - prev) / 2).as_millis() as u64);
-                    attempt(c, &mut best, &mut runs);
-                }
-            }
-        }
-        if best == before || runs >= budget {
-            break;
         }
     }
-    Shrunk { plan: best, runs }
+
+    /// Moves `at` steps earlier: to the previous step's time, else halfway there.
+    fn move_earlier(&mut self) {
+        for i in 0..self.best.steps.len() {
+            let steps = &self.best.steps;
+            if steps[i].after.is_some() || (i > 0 && steps[i - 1].after.is_some()) {
+                continue;
+            }
+            let prev = if i == 0 { Duration::ZERO } else { steps[i - 1].at };
+            let at = steps[i].at;
+            if at > prev {
+                let mut c = self.best.clone();
+                c.steps[i].at = prev;
+                if !self.attempt(c) {
+                    let mut c = self.best.clone();
+                    // Whole milliseconds keep the written scenario readable.
+                    c.steps[i].at = Duration::from_millis((prev + (at - prev) / 2).as_millis() as u64);
+                    self.attempt(c);
+                }
+            }
+        }
+    }
 }
 
 /// A candidate must still be a valid plan: known clients, answered labels issued earlier, time order.
