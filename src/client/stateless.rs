@@ -21,7 +21,7 @@ use crate::trace::stateless::{Attempt, CallEnd, InputAsk, Presented, StateHow};
 use crate::trace::{ConnId, Purpose, Recorder, What};
 use crate::wire::jsonrpc::{Message, RpcId};
 use crate::wire::mrtr::{self, Continuation, ResultKind};
-use crate::wire::sse::{Decoder, Item};
+use crate::wire::sse::{Decoder, Event, Item};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
@@ -230,7 +230,7 @@ impl Client {
     }
 
     /// Records an SSE event a stream delivered; returns its JSON-RPC message, if its data is one.
-    fn record_event(&self, conn: ConnId, ev: &crate::wire::sse::Event) -> Option<Message> {
+    fn record_event(&self, conn: ConnId, ev: &Event) -> Option<Message> {
         let msg = Message::parse(&ev.data).ok();
         self.rec.record(What::sse_event(self.name(), conn, ev, msg.as_ref()));
         msg
@@ -277,15 +277,7 @@ impl Client {
         let content_type = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).map(str::to_string);
         self.rec.record(What::HttpResponse { client: self.name(), conn, status, content_type: content_type.clone() });
         if !content_type.unwrap_or_default().starts_with("text/event-stream") {
-            let body = timeout(HEAD_TIMEOUT, resp.into_body().collect()).await;
-            let msg = body
-                .ok()
-                .and_then(|b| b.ok())
-                .and_then(|b| Message::parse(&String::from_utf8_lossy(&b.to_bytes())).ok());
-            return Err(match msg {
-                Some(Message::Error { code, message, .. }) => CallEnd::Error { code, message },
-                _ => CallEnd::Status { status },
-            });
+            return Err(refusal(resp, status).await);
         }
         let mut body = resp.into_body();
         let silence = self.spec.heartbeat_timeout;
@@ -319,33 +311,49 @@ impl Client {
             }
             for item in items {
                 let Item::Event(ev) = item else { continue };
-                let msg = self.record_event(conn, &ev);
-                let problem = match &msg {
-                    Some(Message::Notification { method, params }) => {
-                        let tagged = params.get("_meta").and_then(|m| m.get(mrtr::META_SUBSCRIPTION));
-                        if tagged != Some(&serde_json::json!(id)) {
-                            Some(format!("{method} without this subscription's id ({id}) in _meta"))
-                        } else if !acknowledged && method != mrtr::ACKNOWLEDGED {
-                            Some(format!("{method} before notifications/subscriptions/acknowledged"))
-                        } else {
-                            acknowledged = true;
-                            None
-                        }
-                    }
-                    Some(Message::Response { .. }) => return Ok(acknowledged),
-                    Some(Message::Error { code, message, .. }) => {
-                        return Err(CallEnd::Error { code: *code, message: message.clone() })
-                    }
-                    Some(Message::Request { method, .. }) => {
-                        Some(format!("the server sent a {method} request, which MCP 2026-07-28 forbids"))
-                    }
-                    None => Some("an event whose data is not a JSON-RPC message".into()),
-                };
-                if let Some(what) = problem {
-                    self.rec.record(What::ProtocolError { client: self.name(), conn, problem: "listen".into(), what });
+                if let Some(end) = self.on_listen_event(conn, id, &ev, &mut acknowledged) {
+                    return end;
                 }
             }
         }
+    }
+
+    /// One event on listen stream `id`: recorded, and checked (a
+    /// notification carries the subscription's id, the acknowledgement
+    /// first). `Some`: the stream's end (a response or an error ends it).
+    fn on_listen_event(
+        &self,
+        conn: ConnId,
+        id: &RpcId,
+        ev: &Event,
+        acknowledged: &mut bool,
+    ) -> Option<Result<bool, CallEnd>> {
+        let msg = self.record_event(conn, ev);
+        let problem = match &msg {
+            Some(Message::Notification { method, params }) => {
+                let tagged = params.get("_meta").and_then(|m| m.get(mrtr::META_SUBSCRIPTION));
+                if tagged != Some(&serde_json::json!(id)) {
+                    Some(format!("{method} without this subscription's id ({id}) in _meta"))
+                } else if !*acknowledged && method != mrtr::ACKNOWLEDGED {
+                    Some(format!("{method} before notifications/subscriptions/acknowledged"))
+                } else {
+                    *acknowledged = true;
+                    None
+                }
+            }
+            Some(Message::Response { .. }) => return Some(Ok(*acknowledged)),
+            Some(Message::Error { code, message, .. }) => {
+                return Some(Err(CallEnd::Error { code: *code, message: message.clone() }))
+            }
+            Some(Message::Request { method, .. }) => {
+                Some(format!("the server sent a {method} request, which MCP 2026-07-28 forbids"))
+            }
+            None => Some("an event whose data is not a JSON-RPC message".into()),
+        };
+        if let Some(what) = problem {
+            self.rec.record(What::ProtocolError { client: self.name(), conn, problem: "listen".into(), what });
+        }
+        None
     }
 
     async fn exchange(&self, conn: ConnId, id: &RpcId, s: &Send<'_>, next: &Next) -> CallEnd {
@@ -535,5 +543,16 @@ impl Client {
                 }
             }
         }
+    }
+}
+
+/// How a request the server answered without a stream ended: its
+/// JSON-RPC error, when the body holds one, else its HTTP status.
+async fn refusal(resp: hyper::Response<hyper::body::Incoming>, status: u16) -> CallEnd {
+    let body = timeout(HEAD_TIMEOUT, resp.into_body().collect()).await;
+    let msg = body.ok().and_then(|b| b.ok()).and_then(|b| Message::parse(&String::from_utf8_lossy(&b.to_bytes())).ok());
+    match msg {
+        Some(Message::Error { code, message, .. }) => CallEnd::Error { code, message },
+        _ => CallEnd::Status { status },
     }
 }

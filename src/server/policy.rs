@@ -292,14 +292,8 @@ fn decide_guarded(v: &ResumeView<'_>, bug: Option<Mutation>) -> Decision {
         replay_from = oldest;
     }
     if bug != Some(Mutation::AnsweredReplay) {
-        for (event_id, id) in v.request_events {
-            if *event_id > n {
-                if let Some(r) = v.requests.iter().find(|r| &r.id == id) {
-                    if r.state == RequestState::Answered {
-                        return reject(format!("replay window holds {} (event {event_id}), already answered", r.label));
-                    }
-                }
-            }
+        if let Some(why) = answered_in_window(v, n) {
+            return reject(why);
         }
     }
     // A pending request in the replay window is about to be re-issued under
@@ -313,25 +307,8 @@ fn decide_guarded(v: &ResumeView<'_>, bug: Option<Mutation>) -> Decision {
     // server that leaves requests in flight (the orphaning mutant) re-issues
     // nothing and has no such conflict.
     if bug != Some(Mutation::Orphaning) {
-        for (event_id, id) in v.request_events {
-            if *event_id > n {
-                let Some(r) = v.requests.iter().find(|r| &r.id == id) else { continue };
-                match r.state {
-                    RequestState::Pending => {
-                        return reject(format!(
-                            "replay window holds {} (event {event_id}), still pending: replaying it and re-issuing it would deliver it twice",
-                            r.label
-                        ))
-                    }
-                    RequestState::Reissued => {
-                        return reject(format!(
-                            "replay window holds {} (event {event_id}) under its retired id {id}: replaying it and its re-issue would deliver it twice",
-                            r.label
-                        ))
-                    }
-                    _ => {}
-                }
-            }
+        if let Some(why) = delivered_twice_in_window(v, n) {
+            return reject(why);
         }
     }
     // Condition 4: an in-flight request that cannot be re-issued under a
@@ -348,6 +325,48 @@ fn decide_guarded(v: &ResumeView<'_>, bug: Option<Mutation>) -> Decision {
         skip_newest: false,
         inflight: if bug == Some(Mutation::Orphaning) { Inflight::Leave } else { Inflight::Reissue },
     }
+}
+
+/// Condition 3: the event of a request already answered in the replay
+/// window after `n` (why to refuse), if any.
+fn answered_in_window(v: &ResumeView<'_>, n: u64) -> Option<String> {
+    for (event_id, id) in v.request_events {
+        if *event_id > n {
+            if let Some(r) = v.requests.iter().find(|r| &r.id == id) {
+                if r.state == RequestState::Answered {
+                    return Some(format!("replay window holds {} (event {event_id}), already answered", r.label));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The event of a request still pending, or of one under its retired id,
+/// in the replay window after `n`: replaying it and re-issuing it would
+/// deliver it twice (why to refuse), if any.
+fn delivered_twice_in_window(v: &ResumeView<'_>, n: u64) -> Option<String> {
+    for (event_id, id) in v.request_events {
+        if *event_id > n {
+            let Some(r) = v.requests.iter().find(|r| &r.id == id) else { continue };
+            match r.state {
+                RequestState::Pending => {
+                    return Some(format!(
+                        "replay window holds {} (event {event_id}), still pending: replaying it and re-issuing it would deliver it twice",
+                        r.label
+                    ))
+                }
+                RequestState::Reissued => {
+                    return Some(format!(
+                        "replay window holds {} (event {event_id}) under its retired id {id}: replaying it and its re-issue would deliver it twice",
+                        r.label
+                    ))
+                }
+                _ => {}
+            }
+        }
+    }
+    None
 }
 
 impl ResumptionPolicy for Guarded {

@@ -211,6 +211,76 @@ impl App {
         }
         Ok(p)
     }
+
+    /// A first round's answer: a state minted for `digest` (sealed with
+    /// the additional data `ad`, when this server seals) and the inputs `asks` names.
+    fn ask(
+        &self,
+        tool: &ToolSpec,
+        asks: &[(String, String)],
+        digest: String,
+        (call, id, principal): (String, RpcId, String),
+        ad: &str,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let n = format!("{:016x}", self.rng.lock().expect("rng lock").next_u64());
+        let p = Payload { t: tool.name.clone(), a: digest, p: principal.clone(), n };
+        let st = self.mint(&p, ad)?;
+        let reqs = input_requests(asks, &format!("{} needs your confirmation", tool.name))?;
+        self.send(Report::Minted { call, id, principal, state: st.clone(), once: tool.once });
+        let result = if self.codec.is_some() {
+            InputRequiredResult::new(Some(reqs), Some(st))
+        } else {
+            let mut r = InputRequiredResult::from_request_state(st);
+            r.input_requests = Some(reqs);
+            r
+        };
+        Ok(result.into())
+    }
+
+    /// Runs `tool` for `run` (called by `principal`): progress while it
+    /// runs, when asked for; stopped by a cancellation; then its effect and result.
+    async fn execute(
+        &self,
+        tool: &ToolSpec,
+        run: ExecutionOf,
+        principal: String,
+        cx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let n = self.durable.execs.fetch_add(1, Ordering::Relaxed) + 1;
+        self.send(Report::Exec(n, run.clone(), ExecStep::Started));
+        let data_of = run.on_behalf_of.clone().unwrap_or(principal);
+        let token = cx.meta.get_progress_token();
+        let start = crate::clock::Stamp::now();
+        let mut sent = 0u64;
+        while !tool.runs.is_zero() {
+            let next =
+                tool.progress_every.map(|p| p * (sent as u32 + 1)).filter(|t| *t < tool.runs).unwrap_or(tool.runs);
+            let wait = next.saturating_sub(start.elapsed());
+            // Biased: a cancellation that arrived wins over a timer due at the same moment.
+            let cancelled = tokio::select! {
+                biased;
+                _ = cx.ct.cancelled() => true,
+                _ = crate::clock::sleep(wait) => false,
+            };
+            if cancelled {
+                self.send(Report::Exec(n, run, ExecStep::Cancelled));
+                return Err(ErrorData::internal_error("cancelled", None));
+            }
+            if next >= tool.runs {
+                break;
+            }
+            sent += 1;
+            if let Some(t) = &token {
+                let _ = cx.peer.notify_progress(ProgressNotificationParam::new(t.clone(), sent as f64)).await;
+            }
+        }
+        self.send(Report::Exec(n, run.clone(), ExecStep::Effect));
+        let mut result = CallToolResult::success(vec![ContentBlock::text(format!("{} done", tool.name))]);
+        result.structured_content = Some(json!({"for": data_of}));
+        // rmcp sends the result once this returns: the nearest point to report it.
+        self.send(Report::Exec(n, run, ExecStep::Completed));
+        Ok(result.into())
+    }
 }
 
 /// The principal a request's `Authorization: Bearer` names, from the HTTP
@@ -297,21 +367,7 @@ impl ServerHandler for App {
                 }
             }
             match &req.request_state {
-                None => {
-                    let n = format!("{:016x}", self.rng.lock().expect("rng lock").next_u64());
-                    let p = Payload { t: tool.name.clone(), a: digest, p: principal.clone(), n };
-                    let st = self.mint(&p, &ad)?;
-                    let reqs = input_requests(&asks, &format!("{} needs your confirmation", tool.name))?;
-                    self.send(Report::Minted { call, id, principal, state: st.clone(), once: tool.once });
-                    let result = if self.codec.is_some() {
-                        InputRequiredResult::new(Some(reqs), Some(st))
-                    } else {
-                        let mut r = InputRequiredResult::from_request_state(st);
-                        r.input_requests = Some(reqs);
-                        r
-                    };
-                    return Ok(result.into());
-                }
+                None => return self.ask(&tool, &asks, digest, (call, id, principal), &ad),
                 Some(st) => match self.open(st, &tool, &digest, (&call, &id, &principal), &ad).await {
                     Ok(p) => {
                         let verdict = StateVerdict::Accepted;
@@ -338,41 +394,8 @@ impl ServerHandler for App {
             let words = format!("{} not run: {key} declined", tool.name);
             return Ok(CallToolResult::error(vec![ContentBlock::text(words)]).into());
         }
-        let n = self.durable.execs.fetch_add(1, Ordering::Relaxed) + 1;
         let run = ExecutionOf { tool: tool.name.clone(), call, id, principal: principal.clone(), on_behalf_of, inputs };
-        self.send(Report::Exec(n, run.clone(), ExecStep::Started));
-        let data_of = run.on_behalf_of.clone().unwrap_or(principal);
-        let token = cx.meta.get_progress_token();
-        let start = crate::clock::Stamp::now();
-        let mut sent = 0u64;
-        while !tool.runs.is_zero() {
-            let next =
-                tool.progress_every.map(|p| p * (sent as u32 + 1)).filter(|t| *t < tool.runs).unwrap_or(tool.runs);
-            let wait = next.saturating_sub(start.elapsed());
-            // Biased: a cancellation that arrived wins over a timer due at the same moment.
-            let cancelled = tokio::select! {
-                biased;
-                _ = cx.ct.cancelled() => true,
-                _ = crate::clock::sleep(wait) => false,
-            };
-            if cancelled {
-                self.send(Report::Exec(n, run, ExecStep::Cancelled));
-                return Err(ErrorData::internal_error("cancelled", None));
-            }
-            if next >= tool.runs {
-                break;
-            }
-            sent += 1;
-            if let Some(t) = &token {
-                let _ = cx.peer.notify_progress(ProgressNotificationParam::new(t.clone(), sent as f64)).await;
-            }
-        }
-        self.send(Report::Exec(n, run.clone(), ExecStep::Effect));
-        let mut result = CallToolResult::success(vec![ContentBlock::text(format!("{} done", tool.name))]);
-        result.structured_content = Some(json!({"for": data_of}));
-        // rmcp sends the result once this returns: the nearest point to report it.
-        self.send(Report::Exec(n, run, ExecStep::Completed));
-        Ok(result.into())
+        self.execute(&tool, run, principal, &cx).await
     }
 
     fn accepted_subscription_filter(&self, _requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {

@@ -3,10 +3,9 @@
 
 use super::*;
 
-/// Carries out a resumption of `token` from `last`. Long, for a reason: the
-/// decide → fence → decide-again loop and the attach-and-replay that follows
-/// must run without an `.await` between the final decision and the attach
-/// (the session may not move on in between), which keeps them in one body.
+/// Carries out a resumption of `token` from `last`: settles the decision
+/// (fencing the prior writer when it says so), then attaches the new
+/// writer and replays.
 pub(super) async fn resume(
     shared: &Rc<Shared>,
     ctl: Rc<ConnCtl>,
@@ -14,10 +13,6 @@ pub(super) async fn resume(
     presented: String,
     last: Option<u64>,
 ) -> Response<Body> {
-    // Decide; when the decision fences, fence (which awaits) and decide
-    // again: while the fence was pending the session moved on (events were
-    // minted and maybe evicted), and a decision must hold at the instant the
-    // new writer is attached.
     let Some(stream) = shared.state.borrow().sessions.get(&token).map(|s| last.map_or(STANDALONE, |n| s.stream_of(n)))
     else {
         return match shared.policy.unknown_session() {
@@ -25,18 +20,41 @@ pub(super) async fn resume(
             how => refuse(how, "unknown or expired session"),
         };
     };
+    let accepted = match settle(shared, &token, &presented, last, stream).await {
+        Ok(accepted) => accepted,
+        Err(refusal) => return refusal,
+    };
+    // No `.await` between the final decision and the attach (the session
+    // may not move on in between): `settle` returns right after deciding,
+    // and returning does not yield.
+    attach_and_replay(shared, ctl, &token, stream, accepted)
+}
+
+/// Decides; when the decision fences, fences (which awaits) and decides
+/// again: while the fence was pending the session moved on (events were
+/// minted and maybe evicted), and a decision must hold at the instant the
+/// new writer is attached. `Ok`: accepted, with where the replay starts,
+/// whether it skips the newest event, and what becomes of the requests in
+/// flight; `Err`: the refusal, said and carried out.
+async fn settle(
+    shared: &Rc<Shared>,
+    token: &str,
+    presented: &str,
+    last: Option<u64>,
+    stream: StreamId,
+) -> Result<(u64, bool, Inflight), Response<Body>> {
     let mut rounds = 0;
-    let (replay_from, skip_newest, inflight) = loop {
-        let decision = match decide(shared, &token, &presented, last, stream) {
+    loop {
+        let decision = match decide(shared, token, presented, last, stream) {
             Some(d) => d,
-            None => return rpc_error(StatusCode::NOT_FOUND, "unknown or expired session"),
+            None => return Err(rpc_error(StatusCode::NOT_FOUND, "unknown or expired session")),
         };
         match decision {
             Decision::Reject { reason, how, invalidate: kill } => {
                 note_decision(
                     shared,
-                    &token,
-                    &presented,
+                    token,
+                    presented,
                     last,
                     &format!(
                         "refused ({reason}){}",
@@ -44,16 +62,16 @@ pub(super) async fn resume(
                     ),
                 );
                 if kill {
-                    invalidate(shared, &mut shared.state.borrow_mut(), &token, &reason);
+                    invalidate(shared, &mut shared.state.borrow_mut(), token, &reason);
                 }
-                return refuse(how, &reason);
+                return Err(refuse(how, &reason));
             }
             Decision::Accept { fence_prior, replay_from, skip_newest, inflight } => {
                 let has_prior = shared
                     .state
                     .borrow()
                     .sessions
-                    .get(&token)
+                    .get(token)
                     .is_some_and(|s| s.uplinks.iter().any(|u| u.stream == stream));
                 if !fence_prior || !has_prior {
                     let fenced =
@@ -66,12 +84,12 @@ pub(super) async fn resume(
                     let how = if rounds > 0 { "prior writer fenced first" } else { fenced };
                     note_decision(
                         shared,
-                        &token,
-                        &presented,
+                        token,
+                        presented,
                         last,
                         &format!("accepted: {how}; replay from {replay_from}; {inflight_words}"),
                     );
-                    break (replay_from, skip_newest, inflight);
+                    return Ok((replay_from, skip_newest, inflight));
                 }
                 // Another resumption may attach while this one waits on a fence;
                 // a few rounds settle any realistic race, then refuse.
@@ -79,29 +97,40 @@ pub(super) async fn resume(
                 let fenced = if rounds > 3 {
                     Err("could not become the session's sole writer".into())
                 } else {
-                    fence(shared, &token, stream).await
+                    fence(shared, token, stream).await
                 };
                 if let Err(reason) = fenced {
                     note_decision(
                         shared,
-                        &token,
-                        &presented,
+                        token,
+                        presented,
                         last,
                         &format!("refused ({reason}); the session is invalidated"),
                     );
-                    invalidate(shared, &mut shared.state.borrow_mut(), &token, &reason);
-                    return refuse(Refusal::ErrorEvent, &reason);
+                    invalidate(shared, &mut shared.state.borrow_mut(), token, &reason);
+                    return Err(refuse(Refusal::ErrorEvent, &reason));
                 }
             }
         }
-    };
+    }
+}
 
+/// Attaches the new writer of `stream` and replays from `replay_from`
+/// (without the newest event when `skip_newest`), then disposes of the
+/// requests in flight as `inflight` says.
+fn attach_and_replay(
+    shared: &Rc<Shared>,
+    ctl: Rc<ConnCtl>,
+    token: &str,
+    stream: StreamId,
+    (replay_from, skip_newest, inflight): (u64, bool, Inflight),
+) -> Response<Body> {
     let mut st = shared.state.borrow_mut();
-    if !st.sessions.contains_key(&token) {
+    if !st.sessions.contains_key(token) {
         return rpc_error(StatusCode::NOT_FOUND, "session ended while resuming");
     }
-    let (uplink, tx, body) = attach(shared, &mut st, &token, stream, ctl);
-    let s = st.sessions.get_mut(&token).expect("checked above");
+    let (uplink, tx, body) = attach(shared, &mut st, token, stream, ctl);
+    let s = st.sessions.get_mut(token).expect("checked above");
     let mut replayed = 0;
     let mut replay: Vec<Bytes> = s
         .log
