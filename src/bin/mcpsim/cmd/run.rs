@@ -132,7 +132,7 @@ pub(crate) fn run(
         }
     }
     let mut runs = Runs::new(output, plans.len() * servers.len());
-    let work = runs.to_play(&plans, &servers, &named, (explicit, bundled, live.is_some()));
+    let work = runs.work(&plans, &servers, &named, (explicit, bundled, live.is_some()));
     // After a Ctrl-C (or SIGTERM) no live run starts: the runs in flight are
     // cut and judged up to the cut, the rest are not played.
     let play = |(plan, server): (&Plan, &String)| match &live {

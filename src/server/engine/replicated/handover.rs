@@ -105,10 +105,12 @@ async fn take_over_held(
     resuming: bool,
     started: Duration,
 ) -> Result<(), Response<Body>> {
-    match fence_prior(shared, r, token, resuming, started).await? {
-        Some((epoch, bytes)) => adopt(shared, r, token, epoch, bytes),
-        None => Ok(()),
-    }
+    let Some((epoch, bytes)) = fence_prior(shared, r, token, resuming, started).await? else { return Ok(()) };
+    let Ok(session) = serde_json::from_slice::<Session>(&bytes) else {
+        return Err(rpc_error(StatusCode::INTERNAL_SERVER_ERROR, "unreadable session in the shared store"));
+    };
+    adopt(shared, r, token, epoch, (session, bytes));
+    Ok(())
 }
 
 /// Bumps session `token`'s writer epoch and claims its lease, then waits
@@ -179,19 +181,10 @@ async fn fence_prior(
     }
 }
 
-/// Makes session `token` (its snapshot `bytes`, taken over at `epoch`)
-/// this process's: held, leased, its pending requests' timers armed, and
-/// its queue drained meanwhile.
-fn adopt(
-    shared: &Rc<Shared>,
-    r: &Rc<Replicated>,
-    token: &str,
-    epoch: i64,
-    bytes: Vec<u8>,
-) -> Result<(), Response<Body>> {
-    let Ok(mut session) = serde_json::from_slice::<Session>(&bytes) else {
-        return Err(rpc_error(StatusCode::INTERNAL_SERVER_ERROR, "unreadable session in the shared store"));
-    };
+/// Makes session `token`, taken over at `epoch` (as `session`, read from
+/// the snapshot `bytes`), this process's: held, leased, its pending
+/// requests' timers armed, and its queue drained meanwhile.
+fn adopt(shared: &Rc<Shared>, r: &Rc<Replicated>, token: &str, epoch: i64, (mut session, bytes): (Session, Vec<u8>)) {
     session.gate = Some(Gate::new(session.next_event_id, r.dirty.clone()));
     let name = session.name.clone();
     let pending: Vec<(String, u64)> = session
@@ -225,5 +218,4 @@ fn adopt(
         let _busy = Busy::of(&r);
         drain_queue(&shared, &r, &token).await
     });
-    Ok(())
 }

@@ -87,7 +87,7 @@ impl Runs {
     /// searching a directory is skipped, with a note. `asked`: whether
     /// servers were named, whether the scenarios are the bundled ones, and
     /// whether the run is live.
-    pub(super) fn to_play<'p>(
+    pub(super) fn work<'p>(
         &mut self,
         plans: &'p [Plan],
         servers: &'p [String],
