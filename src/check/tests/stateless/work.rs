@@ -115,9 +115,10 @@ fn exactly_once_blames_a_duplicate_only_when_the_server_was_shown_the_cancellati
     assert!(matches!(verdict(&two_effects(true, true), CheckId::ExactlyOnce), Status::NotApplicable { .. }));
 }
 
-fn once_state(second: StateVerdict) -> Trace {
-    let accepted = second == StateVerdict::Accepted;
-    let b = Sb::new(60)
+/// A one-time state redeemed (one side effect), then presented again and
+/// checked `second`, with nothing run yet for that second presentation.
+fn presented_again(second: StateVerdict) -> Sb {
+    Sb::new(60)
         .client("alice")
         .tool("t", true, false)
         .at(1_000)
@@ -130,7 +131,12 @@ fn once_state(second: StateVerdict) -> Trace {
         .exec(1, "v", 2, "alice", Some("alice"), ExecStep::Effect)
         .at(10_000)
         .send("alice", 3, "v", 3, Attempt::Presented, state("fp1", StateHow::Replayed))
-        .checked("v", 3, "alice", "fp1", second);
+        .checked("v", 3, "alice", "fp1", second)
+}
+
+fn once_state(second: StateVerdict) -> Trace {
+    let accepted = second == StateVerdict::Accepted;
+    let b = presented_again(second);
     if accepted {
         b.exec(2, "v", 3, "alice", Some("alice"), ExecStep::Started)
             .exec(2, "v", 3, "alice", Some("alice"), ExecStep::Effect)
@@ -143,21 +149,7 @@ fn once_state(second: StateVerdict) -> Trace {
 #[test]
 fn a_one_time_state_checked_twice_but_spent_once_is_not_redeemed_twice() {
     // Accepted at check, but no side effect followed the second acceptance.
-    let t = Sb::new(60)
-        .client("alice")
-        .tool("t", true, false)
-        .at(1_000)
-        .send("alice", 1, "v", 1, Attempt::First, None)
-        .minted("v", 1, "alice", "fp1", 60, true)
-        .at(2_000)
-        .send("alice", 2, "v", 2, Attempt::Retry, state("fp1", StateHow::AsReceived))
-        .checked("v", 2, "alice", "fp1", StateVerdict::Accepted)
-        .exec(1, "v", 2, "alice", Some("alice"), ExecStep::Started)
-        .exec(1, "v", 2, "alice", Some("alice"), ExecStep::Effect)
-        .at(10_000)
-        .send("alice", 3, "v", 3, Attempt::Presented, state("fp1", StateHow::Replayed))
-        .checked("v", 3, "alice", "fp1", StateVerdict::Accepted)
-        .trace();
+    let t = presented_again(StateVerdict::Accepted).trace();
     assert!(passed(&t, CheckId::ExactlyOnce));
 }
 
